@@ -1,0 +1,4 @@
+#pragma once
+// Everything autoddl offers that needs no optional back end.
+#include "autoddl/cost.hpp"
+#include "autoddl/sbp.hpp"
