@@ -58,7 +58,7 @@ struct text {
   template <std::size_t N>
   constexpr text(const char (&a)[N]) {  // NOLINT: implicit from a literal on purpose
     static_assert(N <= capacity, "autoddl: text literal longer than 47 characters");
-    for (std::size_t k = 0; k < N; ++k) s[k] = a[k];
+    for (std::size_t k = 0; k + 1 < N; ++k) s[k] = a[k];  // the rest stays zero
   }
   constexpr explicit text(std::string_view v) {
     for (std::size_t k = 0; k < v.size() && k + 1 < capacity; ++k) s[k] = v[k];
