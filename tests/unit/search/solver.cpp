@@ -1,0 +1,155 @@
+// The layout-choice solvers on random problems with fixed, printed seeds: the exact references
+// agree with each other, the descent never beats the optimum and ends in a local optimum, its
+// incremental totals equal a full evaluation, and memory limits hold.
+#include <catch2/catch_test_macros.hpp>
+
+#include <cmath>
+#include <memory>
+#include <random>
+
+#include "autoddl/search/coordinate_descent.hpp"
+#include "autoddl/search/exact.hpp"
+
+using namespace autoddl;
+
+namespace {
+
+cost_terms random_terms(std::mt19937_64& rng) {
+  std::uniform_real_distribution<double> d(0, 1);
+  cost_terms t;
+  t.compute_fwd = d(rng);
+  t.compute_bwd = d(rng);
+  t.comm_fwd = d(rng) < 0.5 ? 0 : d(rng);
+  t.comm_grad = d(rng) < 0.5 ? 0 : d(rng);
+  t.memory = d(rng) * 10;
+  t.transient = d(rng) * 5;
+  t.bytes = std::floor(d(rng) * 100);
+  return t;
+}
+
+enum class shape { chain, residual, diamond, k4 };
+
+// A random problem: n nodes with 2..4 candidates, edges by shape, pair costs from a table.
+choice_problem make_problem(std::uint64_t seed, int n, shape s, bool tie = false) {
+  std::mt19937_64 rng(seed);
+  choice_problem p;
+  std::vector<int> k(static_cast<std::size_t>(n));
+  for (int i = 0; i < n; ++i) {
+    k[std::size_t(i)] = tie ? 3 : 2 + int(rng() % 3);
+    std::vector<cost_terms> u;
+    for (int c = 0; c < k[std::size_t(i)]; ++c) u.push_back(random_terms(rng));
+    p.add_node(u, tie ? (i % 2) : -1);
+  }
+  int cls = 0;
+  auto edge = [&](int a, int b) { p.add_edge(a, b, cls++); };
+  if (s == shape::k4) {
+    for (int a = 0; a < 4; ++a)
+      for (int b = a + 1; b < 4; ++b) edge(a, b);
+  } else {
+    for (int i = 0; i + 1 < n; ++i) edge(i, i + 1);
+    if (s == shape::residual)
+      for (int i = 0; i + 3 < n; i += 3) edge(i, i + 3);  // skips over two nodes
+    if (s == shape::diamond && n >= 4) edge(0, n - 1);
+  }
+  auto table = std::make_shared<std::vector<cost_terms>>();
+  for (int i = 0; i < 1000; ++i) table->push_back(random_terms(rng));
+  p.set_pair_cost([table](int e, int cu, int cv) { return (*table)[std::size_t(e * 16 + cu * 4 + cv) % 1000]; });
+  p.finalize();
+  return p;
+}
+
+objective serial_objective(double limit = 0) {
+  return objective{[](const cost_terms& t) { return t.serial_time(); }, limit};
+}
+
+}  // namespace
+
+TEST_CASE("series-parallel DP equals exhaustive enumeration on chains and residual blocks", "[search][exact]") {
+  for (std::uint64_t seed = 1; seed <= 60; ++seed) {
+    INFO("seed " << seed);
+    shape s = seed % 3 == 0 ? shape::chain : seed % 3 == 1 ? shape::residual : shape::diamond;
+    auto p = make_problem(seed, 3 + int(seed % 5), s);
+    auto dp = series_parallel_optimum(p);
+    auto ex = exhaustive(p, serial_objective());
+    REQUIRE(dp);
+    REQUIRE(ex);
+    CHECK(std::abs(dp->time - ex->time) <= 1e-9 * ex->time);
+    // the DP's picks (per node; here every node is its own group) achieve its value
+    CHECK(std::abs(p.evaluate(dp->pick).serial_time() - dp->time) <= 1e-9 * ex->time);
+  }
+}
+
+TEST_CASE("a graph that is not series-parallel is refused by the DP", "[search][exact]") {
+  auto p = make_problem(7, 4, shape::k4);
+  CHECK_FALSE(series_parallel_optimum(p));
+}
+
+TEST_CASE("coordinate descent ends in a local optimum no better than the optimum", "[search][descent]") {
+  int found_optimum = 0;
+  const int runs = 60;
+  for (std::uint64_t seed = 100; seed < 100 + runs; ++seed) {
+    INFO("seed " << seed);
+    auto p = make_problem(seed, 3 + int(seed % 5), seed % 2 ? shape::residual : shape::chain);
+    auto obj = serial_objective();
+    auto cd = coordinate_descent(p, obj, {}, 3, seed);
+    auto ex = exhaustive(p, obj);
+    REQUIRE(ex);
+    CHECK(cd.time >= ex->time - 1e-12);
+    for (int g = 0; g < p.groups(); ++g) CHECK(cd.runner_up[std::size_t(g)] >= cd.time - 1e-9);
+    if (cd.time <= ex->time * (1 + 1e-9)) ++found_optimum;
+  }
+  INFO(found_optimum << " of " << runs << " found the optimum");
+  CHECK(found_optimum >= runs * 3 / 4);
+}
+
+TEST_CASE("incremental totals of the descent equal a full evaluation", "[search][descent]") {
+  const std::uint64_t seed = 4242;
+  INFO("seed " << seed);
+  auto p = make_problem(seed, 8, shape::residual);
+  std::mt19937_64 rng(seed);
+  detail::descent_state s(p, std::vector<int>(std::size_t(p.groups()), 0));
+  for (int step = 0; step < 200; ++step) {
+    int g = int(rng() % std::uint64_t(p.groups()));
+    int c = int(rng() % std::uint64_t(p.group_candidates(g)));
+    auto pred = s.totals_with(g, c);
+    s.set(g, c);
+    auto full = p.evaluate(s.pick());
+    REQUIRE(std::abs(pred.serial_time() - full.serial_time()) < 1e-9);
+    REQUIRE(std::abs(pred.memory - full.memory) < 1e-9);
+    REQUIRE(pred.transient == full.transient);
+    REQUIRE(pred.bytes == full.bytes);
+  }
+}
+
+TEST_CASE("a memory limit is respected by the descent and by exhaustive search", "[search][memory]") {
+  for (std::uint64_t seed = 300; seed < 330; ++seed) {
+    INFO("seed " << seed);
+    auto p = make_problem(seed, 5, shape::chain);
+    auto free_obj = serial_objective();
+    auto unconstrained = exhaustive(p, free_obj);
+    // a limit just under the unconstrained optimum's peak forces another plan, if one fits
+    double limit = unconstrained->totals.peak_memory() * 0.97;
+    auto obj = serial_objective(limit);
+    auto ex = exhaustive(p, obj);
+    auto cd = coordinate_descent(p, obj, {ex->pick}, 2, seed);  // started at a feasible plan
+    if (obj.feasible(ex->totals)) {
+      CHECK(cd.feasible);
+      CHECK(cd.totals.peak_memory() <= limit);
+      CHECK(ex->time >= unconstrained->time);
+    }
+  }
+}
+
+TEST_CASE("tied nodes pick the same candidate", "[search][groups]") {
+  auto p = make_problem(9, 6, shape::chain, true);
+  REQUIRE(p.groups() == 2);
+  auto obj = serial_objective();
+  auto ex = exhaustive(p, obj);
+  auto cd = coordinate_descent(p, obj, {}, 4, 9);
+  CHECK(ex->pick.size() == 2);
+  CHECK(cd.time >= ex->time - 1e-12);
+  // relaxing the ties can only help: the untied DP is a lower bound
+  auto dp = series_parallel_optimum(p);
+  REQUIRE(dp);
+  CHECK(dp->time <= ex->time + 1e-12);
+}
