@@ -1,4 +1,6 @@
 #pragma once
 // Everything autoddl offers that needs no optional back end.
 #include "autoddl/cost.hpp"
+#include "autoddl/models.hpp"
+#include "autoddl/ops.hpp"
 #include "autoddl/sbp.hpp"
