@@ -80,7 +80,7 @@ TEST_CASE("GPT-3 175B builds without allocating tensors", "[models]") {
   graph g = build_model("gpt:size=gpt3-175b,batch=1536");
   auto dt = std::chrono::steady_clock::now() - t0;
   CHECK(std::chrono::duration_cast<std::chrono::milliseconds>(dt).count() < 2000);
-  CHECK(g.ops.size() == 3 + 96 * 16 + 3);
+  CHECK(g.ops.size() == 2 + 96 * 14 + 3);  // embed, dropout; 14 per layer; ln_f, head, loss
 }
 
 TEST_CASE("transformer layers are marked as identical repeated blocks", "[models][blocks]") {
@@ -91,8 +91,9 @@ TEST_CASE("transformer layers are marked as identical repeated blocks", "[models
     ++in_blocks;
     CHECK(g.ops[i].name.rfind("h" + std::to_string(g.block[i]) + ".", 0) == 0);
   }
-  CHECK(in_blocks == 3 * 16);
-  CHECK(g.block_pos[3] == 0);
+  CHECK(in_blocks == 3 * 14);
+  CHECK(g.block_pos[2] == 0);  // h0.ln1 opens the first layer
+  CHECK(g.block_pos[2 + 14] == 0);
   graph bad = g;
   bad.block[0] = 0;  // the embedding claims to be position 0 of a layer
   bad.block_pos[0] = 0;
