@@ -1,0 +1,92 @@
+#pragma once
+// Model specs: "name" or "name:key=value,key=value", e.g. "gpt:layers=2,hidden=64,heads=4".
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "autoddl/sbp/detail/text.hpp"
+#include "autoddl/sbp/error.hpp"
+
+namespace autoddl::detail {
+
+inline std::string join(const std::vector<std::string>& v) {
+  std::string r;
+  for (const std::string& s : v) r += (r.empty() ? "" : " ") + s;
+  return r;
+}
+
+struct model_spec {
+  std::string text;
+  std::string model;
+  std::vector<std::pair<std::string, std::string>> kv;
+};
+
+inline model_spec parse_spec(std::string_view s) {
+  model_spec r{std::string(s), {}, {}};
+  std::size_t colon = s.find(':');
+  r.model = std::string(s.substr(0, colon));
+  if (r.model.empty()) fail<parse_error>("model spec '" + r.text + "' has no model name; write e.g. gpt:layers=2,hidden=64");
+  if (colon == std::string_view::npos) return r;
+  std::string_view rest = s.substr(colon + 1);
+  while (!rest.empty()) {
+    std::size_t comma = rest.find(',');
+    std::string_view item = rest.substr(0, comma);
+    std::size_t eq = item.find('=');
+    if (eq == std::string_view::npos || eq == 0 || eq + 1 == item.size())
+      fail<parse_error>("model spec '" + r.text + "': expected key=value, got '" + std::string(item) +
+                        "'; write e.g. gpt:layers=2,hidden=64");
+    r.kv.emplace_back(std::string(item.substr(0, eq)), std::string(item.substr(eq + 1)));
+    if (comma == std::string_view::npos) break;
+    rest = rest.substr(comma + 1);
+    if (rest.empty()) fail<parse_error>("model spec '" + r.text + "' ends with ','; remove it");
+  }
+  return r;
+}
+
+/// Reads the keys of one model; rejects unknown and repeated keys with the valid list.
+class spec_reader {
+ public:
+  spec_reader(const model_spec& s, std::vector<std::string> keys) : s_(s), keys_(std::move(keys)) {
+    for (std::size_t i = 0; i < s_.kv.size(); ++i) {
+      bool known = false;
+      for (const std::string& k : keys_) known = known || k == s_.kv[i].first;
+      if (!known)
+        fail<parse_error>("model spec '" + s_.text + "': unknown key '" + s_.kv[i].first + "' for model " + s_.model +
+                          "; valid keys: " + join(keys_));
+      for (std::size_t j = 0; j < i; ++j)
+        if (s_.kv[j].first == s_.kv[i].first)
+          fail<parse_error>("model spec '" + s_.text + "': key '" + s_.kv[i].first + "' is given twice; give it once");
+    }
+  }
+  const std::string* find(std::string_view key) const {
+    for (const auto& [k, v] : s_.kv) if (k == key) return &v;
+    return nullptr;
+  }
+  std::string text(std::string_view key, std::string dflt) const {
+    const std::string* v = find(key);
+    return v ? *v : dflt;
+  }
+  /// A positive integer value, or dflt when the key is absent.
+  std::int64_t count(std::string_view key, std::int64_t dflt) const {
+    const std::string* v = find(key);
+    if (!v) return dflt;
+    cursor c{*v};
+    std::int64_t n = c.number();
+    if (n < 0 || !c.done())
+      fail<parse_error>("model spec '" + s_.text + "': " + std::string(key) + "=" + *v +
+                        " is not a whole number; write e.g. " + std::string(key) + "=" + itos(dflt));
+    if (n == 0)
+      fail<error>("model spec '" + s_.text + "': " + std::string(key) + "=0 makes no model; use a size of at least 1");
+    return n;
+  }
+  const model_spec& spec() const { return s_; }
+
+ private:
+  const model_spec& s_;
+  std::vector<std::string> keys_;
+};
+
+}  // namespace autoddl::detail

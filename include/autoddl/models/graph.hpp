@@ -1,0 +1,117 @@
+#pragma once
+// A model as a DAG of ops in topological order, with global shapes only: no tensor storage is
+// ever allocated, so GPT-3 175B builds in microseconds.
+//   op i's input j comes from op_inputs[i][j]: {op, index} (op == -1: graph input `index`).
+// Repeated blocks (transformer layers) are marked so a planner can share one decision across
+// them: ops with the same block_pos in different blocks have the same kind, attributes and shapes.
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "autoddl/ops/shapes.hpp"
+#include "autoddl/ops/work.hpp"
+#include "autoddl/sbp/error.hpp"
+
+namespace autoddl {
+
+struct tensor_ref {
+  int op = -1;    ///< producing op, or -1 for a graph input
+  int index = 0;  ///< output index of the op, or graph input index
+  friend bool operator==(const tensor_ref&, const tensor_ref&) = default;
+};
+
+struct param_info {
+  std::string name;    ///< e.g. "h3.attn.q.W"
+  tensor_shape shape;  ///< as stored
+};
+
+struct graph {
+  std::string name;
+  std::vector<tensor_shape> inputs;              ///< e.g. tokens [batch, seq], labels [batch, seq]
+  std::vector<param_info> params;
+  std::vector<op_node> ops;                      ///< topological order
+  std::vector<std::vector<tensor_ref>> op_inputs;
+  std::vector<int> block;                        ///< per op: repeated-block index or -1
+  std::vector<int> block_pos;                    ///< per op: position in its block, -1 outside blocks
+  int loss_op = -1;                              ///< the op whose output is the scalar loss
+};
+
+/// Number of parameter elements; tied parameters (one id used by several ops) count once.
+inline std::int64_t param_count(const graph& g) {
+  std::int64_t n = 0;
+  for (const param_info& p : g.params) n += p.shape.elements();
+  return n;
+}
+
+/// Global forward FLOPs of one training step's forward pass (conventions: autoddl/ops/work.hpp).
+inline double forward_flops(const graph& g) {
+  double f = 0;
+  for (const op_node& op : g.ops) f += forward_flops(op);
+  return f;
+}
+inline double backward_flops(const graph& g) {
+  double f = 0;
+  for (const op_node& op : g.ops) f += backward_flops(op);
+  return f;
+}
+
+/// The shape of a tensor of the graph. @pre the reference is valid (see validate).
+inline const tensor_shape& shape_of(const graph& g, tensor_ref t) {
+  return t.op < 0 ? g.inputs[std::size_t(t.index)] : g.ops[std::size_t(t.op)].outputs[std::size_t(t.index)];
+}
+
+/// Checks that shapes agree along every edge, parameters match their ids, every op's outputs
+/// are what its operands imply, blocks repeat, and the loss is a scalar. Throws layout_error
+/// naming the op, the edge and the shapes otherwise.
+inline void validate(const graph& g) {
+  auto fail = [&](const std::string& what) { detail::fail<layout_error>("graph '" + g.name + "': " + what); };
+  const std::size_t n = g.ops.size();
+  if (g.op_inputs.size() != n || g.block.size() != n || g.block_pos.size() != n)
+    fail("op_inputs, block and block_pos need one entry per op (" + detail::itos(std::int64_t(n)) + ")");
+  for (std::size_t i = 0; i < n; ++i) {
+    const op_node& op = g.ops[i];
+    const std::string who = "op " + detail::itos(std::int64_t(i)) + " '" + op.name + "'";
+    if (g.op_inputs[i].size() != op.inputs.size())
+      fail(who + " has " + detail::itos(std::int64_t(op.inputs.size())) + " inputs but " +
+           detail::itos(std::int64_t(g.op_inputs[i].size())) + " edges; give one edge per input");
+    for (std::size_t j = 0; j < op.inputs.size(); ++j) {
+      tensor_ref t = g.op_inputs[i][j];
+      bool ok = t.op < 0 ? (t.op == -1 && t.index >= 0 && std::size_t(t.index) < g.inputs.size())
+                         : (std::size_t(t.op) < i && t.index >= 0 &&
+                            std::size_t(t.index) < g.ops[std::size_t(t.op)].outputs.size());
+      if (!ok)
+        fail(who + " input " + detail::itos(std::int64_t(j)) + " refers to {" + detail::itos(t.op) + "," +
+             detail::itos(t.index) + "}, which is not a graph input or an output of an earlier op");
+      if (!(shape_of(g, t) == op.inputs[j]))
+        fail(who + " input " + detail::itos(std::int64_t(j)) + " expects " + to_string(op.inputs[j]) + " but its edge carries " +
+             to_string(shape_of(g, t)));
+    }
+    if (op.param_ids.size() != op.params.size()) fail(who + " needs one param id per parameter");
+    for (std::size_t j = 0; j < op.params.size(); ++j) {
+      int id = op.param_ids[j];
+      if (id < 0 || std::size_t(id) >= g.params.size()) fail(who + " refers to parameter id " + detail::itos(id) + ", which does not exist");
+      if (!(g.params[std::size_t(id)].shape == op.params[j]))
+        fail(who + " parameter " + detail::itos(std::int64_t(j)) + " is " + to_string(op.params[j]) + " but '" +
+             g.params[std::size_t(id)].name + "' is " + to_string(g.params[std::size_t(id)].shape));
+    }
+    check_shapes(op);
+    if ((g.block[i] < 0) != (g.block_pos[i] < 0)) fail(who + " has a block without a position or the reverse");
+  }
+  std::map<int, std::size_t> first_at;  // block_pos -> first op holding it
+  for (std::size_t i = 0; i < n; ++i) {
+    if (g.block[i] < 0) continue;
+    auto [it, fresh] = first_at.emplace(g.block_pos[i], i);
+    if (fresh) continue;
+    const op_node& a = g.ops[it->second];
+    const op_node& b = g.ops[i];
+    if (a.kind != b.kind || a.inputs != b.inputs || a.params != b.params || a.outputs != b.outputs)
+      fail("ops '" + a.name + "' and '" + b.name + "' share block position " + detail::itos(g.block_pos[i]) +
+           " but differ in kind or shapes; mark only identical repeated blocks");
+  }
+  if (g.loss_op < 0 || std::size_t(g.loss_op) >= n || g.ops[std::size_t(g.loss_op)].outputs[0].rank() != 0)
+    fail("loss_op must name an op whose output is a scalar []");
+}
+
+}  // namespace autoddl

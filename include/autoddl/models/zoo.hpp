@@ -1,0 +1,52 @@
+#pragma once
+// Models by name and size: build_model("gpt:layers=2,hidden=64,heads=4,seq=32,batch=8,vocab=128").
+//   gpt    size (gpt2 gpt2-medium gpt2-large gpt2-xl gpt3-175b; default gpt2), layers, hidden,
+//          heads, seq, batch (8), vocab
+//   bert   size (bert-base bert-large; default bert-base), layers, hidden, heads, seq, batch, vocab
+//   vgg11 vgg13 vgg16 vgg19   image (224), classes (1000), batch (8), fc (4096)
+//   mlp    layers (3), hidden (256), batch (32), in (784), out (10)
+// Explicit keys override a preset. Builders only describe shapes: nothing is allocated.
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "autoddl/models/mlp.hpp"
+#include "autoddl/models/transformer.hpp"
+#include "autoddl/models/vgg.hpp"
+
+namespace autoddl {
+
+inline std::vector<std::string> model_names() { return {"gpt", "bert", "vgg11", "vgg13", "vgg16", "vgg19", "mlp"}; }
+
+/// Builds the graph a spec names. Throws parse_error for an unknown model or key (listing the
+/// valid ones) and error for sizes that make no model (0, heads not dividing hidden, ...).
+inline graph build_model(std::string_view spec) {
+  detail::model_spec s = detail::parse_spec(spec);
+  if (s.model == "gpt") return build_gpt(detail::read_transformer(s, detail::gpt_presets, "gpt2"));
+  if (s.model == "bert") return build_bert(detail::read_transformer(s, detail::bert_presets, "bert-base"));
+  for (int depth : {11, 13, 16, 19}) {
+    if (s.model != "vgg" + detail::itos(depth)) continue;
+    detail::spec_reader r(s, {"image", "classes", "batch", "fc"});
+    vgg_config c;
+    c.depth = depth;
+    c.image = r.count("image", 224);
+    c.classes = r.count("classes", 1000);
+    c.batch = r.count("batch", 8);
+    c.fc = r.count("fc", 4096);
+    return build_vgg(c);
+  }
+  if (s.model == "mlp") {
+    detail::spec_reader r(s, {"layers", "hidden", "batch", "in", "out"});
+    mlp_config c;
+    c.layers = r.count("layers", 3);
+    c.hidden = r.count("hidden", 256);
+    c.batch = r.count("batch", 32);
+    c.in = r.count("in", 784);
+    c.out = r.count("out", 10);
+    return build_mlp(c);
+  }
+  detail::fail<parse_error>("unknown model '" + s.model + "' in '" + s.text + "'; valid models: " +
+                            detail::join(model_names()));
+}
+
+}  // namespace autoddl

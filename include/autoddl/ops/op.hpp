@@ -1,0 +1,135 @@
+#pragma once
+// The operator vocabulary: what an operator is (kind, attributes, global tensor shapes) and what
+// a signature is (one nd-SBP per input, parameter and output). The per-axis rules live in one
+// file per op family; autoddl/ops/signatures.hpp combines them across mesh axes.
+//
+// Example, a linear layer on a 2x4 mesh in the notation:
+//   X[S(0),B] W[B,S(1)] b[B,S(0)] -> Y[S(0),S(1)]
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "autoddl/sbp/nd_sbp.hpp"
+#include "autoddl/sbp/shape.hpp"
+
+namespace autoddl {
+
+enum class op_kind : std::uint8_t {
+  linear,          ///< Y = X W + b; X [..., in], W [in, out] ([out, in] with transpose_w), b [out]
+  matmul,          ///< Y = X W, both activations; X [..., k], W [k, n]
+  batched_matmul,  ///< Y = A B per batch; A [..., m, k], B [..., k, n], same leading dims
+  conv2d,          ///< X [N, C, H, W], W [O, C, kernel, kernel], b [O] -> [N, O, H', W']
+  max_pool,        ///< X [N, C, H, W] -> [N, C, H', W'], square window
+  relu,
+  gelu,
+  dropout,
+  layernorm,       ///< over the last dim; gamma [h], beta [h]
+  softmax,         ///< over the last dim
+  attention,       ///< multi-head attention core: q, k, v [batch, seq, hidden] -> [batch, seq, hidden]
+  embedding,       ///< ids [batch, seq], W [vocab, hidden] (+ learned positions [seq, hidden])
+  cross_entropy,   ///< softmax cross-entropy: logits [..., vocab], labels [...] -> mean loss []
+  add,             ///< residual add of two same-shape tensors
+  reshape,         ///< to attrs.target, same number of elements
+};
+
+/// Which efficiency the cost model applies to an op's FLOPs.
+enum class work_kind : std::uint8_t { gemm, conv, elementwise };
+
+struct op_attrs {
+  int kernel = 1;            ///< conv2d, max_pool: square window side
+  int stride = 1;            ///< conv2d, max_pool
+  int padding = 0;           ///< conv2d, max_pool: zeros on each side
+  int heads = 1;             ///< attention
+  bool causal = false;       ///< attention: token i sees keys <= i
+  double dropout = 0.0;      ///< dropout: drop probability; attention: on the probabilities
+  bool bias = true;          ///< linear, conv2d: has a bias parameter
+  bool transpose_w = false;  ///< linear: W stored [out, in] (the tied GPT output head)
+  bool positions = false;    ///< embedding: adds a learned position table [seq, hidden]
+  tensor_shape target{};     ///< reshape: the global output shape
+};
+
+struct op_node {
+  std::string name;                   ///< e.g. "h3.attn.q"
+  op_kind kind = op_kind::relu;
+  op_attrs attrs{};
+  std::vector<tensor_shape> inputs;   ///< global shapes of the activation inputs
+  std::vector<tensor_shape> params;   ///< global shapes of its parameters, as stored
+  std::vector<int> param_ids;         ///< index into graph::params (tied weights share an id)
+  std::vector<tensor_shape> outputs;  ///< global shapes of its outputs
+};
+
+/// One nd-SBP per input, parameter and output of an op, in the op_node's order.
+struct signature {
+  std::vector<nd_sbp> inputs, params, outputs;
+  friend bool operator==(const signature&, const signature&) = default;
+};
+
+constexpr std::string_view to_string(op_kind k) {
+  switch (k) {
+    case op_kind::linear: return "linear";
+    case op_kind::matmul: return "matmul";
+    case op_kind::batched_matmul: return "batched_matmul";
+    case op_kind::conv2d: return "conv2d";
+    case op_kind::max_pool: return "max_pool";
+    case op_kind::relu: return "relu";
+    case op_kind::gelu: return "gelu";
+    case op_kind::dropout: return "dropout";
+    case op_kind::layernorm: return "layernorm";
+    case op_kind::softmax: return "softmax";
+    case op_kind::attention: return "attention";
+    case op_kind::embedding: return "embedding";
+    case op_kind::cross_entropy: return "cross_entropy";
+    case op_kind::add: return "add";
+    case op_kind::reshape: return "reshape";
+  }
+  return "?";
+}
+
+constexpr work_kind work_kind_of(op_kind k) {
+  switch (k) {
+    case op_kind::linear:
+    case op_kind::matmul:
+    case op_kind::batched_matmul:
+    case op_kind::attention: return work_kind::gemm;
+    case op_kind::conv2d: return work_kind::conv;
+    default: return work_kind::elementwise;
+  }
+}
+
+/// Whether the op is linear in each activation input, so it may consume P (DESIGN.md):
+/// linear, matmul (one side at a time), batched matmul, conv2d, add and reshape.
+constexpr bool accepts_partial(op_kind k) {
+  switch (k) {
+    case op_kind::linear:
+    case op_kind::matmul:
+    case op_kind::batched_matmul:
+    case op_kind::conv2d:
+    case op_kind::add:
+    case op_kind::reshape: return true;
+    default: return false;
+  }
+}
+
+/// The names used when printing a signature: inputs, then parameters, then the output.
+struct tensor_names {
+  std::vector<std::string_view> inputs, params;
+  std::string_view output = "Y";
+};
+
+inline tensor_names names_of(const op_node& op) {
+  switch (op.kind) {
+    case op_kind::linear: return op.attrs.bias ? tensor_names{{"X"}, {"W", "b"}} : tensor_names{{"X"}, {"W"}};
+    case op_kind::matmul: return {{"X", "W"}, {}};
+    case op_kind::batched_matmul: return {{"A", "B"}, {}};
+    case op_kind::conv2d: return op.attrs.bias ? tensor_names{{"X"}, {"W", "b"}} : tensor_names{{"X"}, {"W"}};
+    case op_kind::layernorm: return {{"X"}, {"gamma", "beta"}};
+    case op_kind::attention: return {{"q", "k", "v"}, {}};
+    case op_kind::embedding: return op.attrs.positions ? tensor_names{{"ids"}, {"W", "pos"}} : tensor_names{{"ids"}, {"W"}};
+    case op_kind::cross_entropy: return {{"logits", "labels"}, {}, "loss"};
+    case op_kind::add: return {{"A", "B"}, {}};
+    default: return {{"X"}, {}};
+  }
+}
+
+}  // namespace autoddl

@@ -1,0 +1,173 @@
+#pragma once
+// Shape inference and checking of every op: the global output shapes an op_node's inputs,
+// parameters and attributes imply. Builders fill op_node::outputs with it; validate() of a
+// graph re-checks it. Errors name the op, the offending shape in the notation, and the fix.
+//   linear X [8,1024,768], W [768,3072], b [3072] -> [8,1024,3072]
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "autoddl/ops/op.hpp"
+#include "autoddl/sbp/error.hpp"
+
+namespace autoddl {
+
+namespace detail {
+[[noreturn]] inline void shape_fail(const op_node& op, const std::string& what) {
+  fail<layout_error>(std::string(to_string(op.kind)) + " op '" + op.name + "': " + what);
+}
+inline void expect_counts(const op_node& op, std::size_t inputs, std::size_t params) {
+  if (op.inputs.size() != inputs || op.params.size() != params)
+    shape_fail(op, "takes " + itos(std::int64_t(inputs)) + " inputs and " + itos(std::int64_t(params)) +
+                       " parameters, got " + itos(std::int64_t(op.inputs.size())) + " and " +
+                       itos(std::int64_t(op.params.size())) + "; build it with the op's documented operands");
+}
+inline void expect_rank(const op_node& op, const tensor_shape& s, const char* what, int lo, int hi) {
+  if (s.rank() < lo || s.rank() > hi)
+    shape_fail(op, std::string(what) + " " + to_string(s) + " has rank " + itos(s.rank()) + ", expected " +
+                       (lo == hi ? itos(lo) : itos(lo) + " to " + itos(hi)));
+}
+inline void expect_shape(const op_node& op, const tensor_shape& got, const tensor_shape& want, const char* what) {
+  if (!(got == want))
+    shape_fail(op, std::string(what) + " has shape " + to_string(got) + ", expected " + to_string(want));
+}
+inline std::int64_t window_out(const op_node& op, std::int64_t in) {
+  const op_attrs& a = op.attrs;
+  if (a.kernel < 1 || a.stride < 1 || a.padding < 0)
+    shape_fail(op, "window kernel=" + itos(a.kernel) + " stride=" + itos(a.stride) + " padding=" + itos(a.padding) +
+                       " is invalid; use kernel >= 1, stride >= 1, padding >= 0");
+  std::int64_t span = in + 2 * a.padding - a.kernel;
+  if (span < 0) shape_fail(op, "input extent " + itos(in) + " is smaller than the window " + itos(a.kernel));
+  return span / a.stride + 1;
+}
+inline tensor_shape with_last(tensor_shape s, std::int64_t v) {
+  s[s.rank() - 1] = v;
+  return s;
+}
+}  // namespace detail
+
+/// The output shapes of `op`. Throws layout_error when operands disagree.
+inline std::vector<tensor_shape> infer_outputs(const op_node& op) {
+  using namespace detail;
+  const auto& in = op.inputs;
+  const auto& pr = op.params;
+  const op_attrs& a = op.attrs;
+  switch (op.kind) {
+    case op_kind::linear: {
+      expect_counts(op, 1, a.bias ? 2 : 1);
+      expect_rank(op, in[0], "X", 1, max_tensor_rank);
+      expect_rank(op, pr[0], "W", 2, 2);
+      std::int64_t k = in[0][in[0].rank() - 1];
+      std::int64_t w_in = a.transpose_w ? pr[0][1] : pr[0][0], w_out = a.transpose_w ? pr[0][0] : pr[0][1];
+      if (w_in != k)
+        shape_fail(op, "W " + to_string(pr[0]) + " does not match X " + to_string(in[0]) + ": the contraction dim is " +
+                           itos(k) + (a.transpose_w ? " (W stored [out, in])" : " (W stored [in, out])"));
+      if (a.bias) expect_shape(op, pr[1], tensor_shape{w_out}, "b");
+      return {with_last(in[0], w_out)};
+    }
+    case op_kind::matmul: {
+      expect_counts(op, 2, 0);
+      expect_rank(op, in[0], "X", 1, max_tensor_rank);
+      expect_rank(op, in[1], "W", 2, 2);
+      if (in[1][0] != in[0][in[0].rank() - 1])
+        shape_fail(op, "W " + to_string(in[1]) + " does not match X " + to_string(in[0]) + " in the contraction dim");
+      return {with_last(in[0], in[1][1])};
+    }
+    case op_kind::batched_matmul: {
+      expect_counts(op, 2, 0);
+      expect_rank(op, in[0], "A", 3, max_tensor_rank);
+      const int r = in[0].rank();
+      tensor_shape want_b = in[0];
+      want_b[r - 2] = in[0][r - 1];
+      want_b[r - 1] = in[1].rank() == r ? in[1][r - 1] : 0;
+      expect_shape(op, in[1], want_b, "B");
+      return {with_last(in[0], in[1][r - 1])};
+    }
+    case op_kind::conv2d: {
+      expect_counts(op, 1, a.bias ? 2 : 1);
+      expect_rank(op, in[0], "X", 4, 4);
+      expect_rank(op, pr[0], "W", 4, 4);
+      expect_shape(op, pr[0], tensor_shape{pr[0][0], in[0][1], a.kernel, a.kernel}, "W");
+      if (a.bias) expect_shape(op, pr[1], tensor_shape{pr[0][0]}, "b");
+      return {tensor_shape{in[0][0], pr[0][0], window_out(op, in[0][2]), window_out(op, in[0][3])}};
+    }
+    case op_kind::max_pool: {
+      expect_counts(op, 1, 0);
+      expect_rank(op, in[0], "X", 4, 4);
+      return {tensor_shape{in[0][0], in[0][1], window_out(op, in[0][2]), window_out(op, in[0][3])}};
+    }
+    case op_kind::relu:
+    case op_kind::gelu:
+    case op_kind::dropout:
+    case op_kind::softmax:
+      expect_counts(op, 1, 0);
+      if (op.kind == op_kind::softmax) expect_rank(op, in[0], "X", 1, max_tensor_rank);
+      if (op.kind == op_kind::dropout && !(a.dropout >= 0.0 && a.dropout < 1.0))
+        shape_fail(op, "drop probability must lie in [0, 1)");
+      return {in[0]};
+    case op_kind::layernorm: {
+      expect_counts(op, 1, 2);
+      expect_rank(op, in[0], "X", 1, max_tensor_rank);
+      tensor_shape h{in[0][in[0].rank() - 1]};
+      expect_shape(op, pr[0], h, "gamma");
+      expect_shape(op, pr[1], h, "beta");
+      return {in[0]};
+    }
+    case op_kind::attention: {
+      expect_counts(op, 3, 0);
+      expect_rank(op, in[0], "q", 3, 3);
+      expect_rank(op, in[1], "k", 3, 3);
+      expect_shape(op, in[2], in[1], "v");
+      if (in[1][0] != in[0][0] || in[1][2] != in[0][2])
+        shape_fail(op, "k " + to_string(in[1]) + " does not match q " + to_string(in[0]) + " in batch or hidden");
+      if (a.heads < 1 || in[0][2] % a.heads != 0)
+        shape_fail(op, "heads=" + itos(a.heads) + " does not divide hidden " + itos(in[0][2]) +
+                           "; choose a head count that divides the hidden size");
+      if (a.causal && in[0][1] != in[1][1]) shape_fail(op, "a causal mask needs as many queries as keys");
+      return {in[0]};
+    }
+    case op_kind::embedding: {
+      expect_counts(op, 1, a.positions ? 2 : 1);
+      expect_rank(op, in[0], "ids", 1, max_tensor_rank - 1);
+      expect_rank(op, pr[0], "W", 2, 2);
+      tensor_shape out = in[0];
+      out.push_back(pr[0][1]);
+      if (a.positions) {
+        expect_rank(op, in[0], "ids (with positions)", 2, 2);
+        expect_shape(op, pr[1], tensor_shape{in[0][1], pr[0][1]}, "pos");
+      }
+      return {out};
+    }
+    case op_kind::cross_entropy: {
+      expect_counts(op, 2, 0);
+      expect_rank(op, in[0], "logits", 1, max_tensor_rank);
+      tensor_shape lab = in[0];
+      lab.n = std::int8_t(lab.n - 1);
+      expect_shape(op, in[1], lab, "labels");
+      return {tensor_shape{}};
+    }
+    case op_kind::add:
+      expect_counts(op, 2, 0);
+      expect_shape(op, in[1], in[0], "B");
+      return {in[0]};
+    case op_kind::reshape: {
+      expect_counts(op, 1, 0);
+      if (!a.target.is_static() || !in[0].is_static() || a.target.elements() != in[0].elements())
+        shape_fail(op, "cannot reshape " + to_string(in[0]) + " to " + to_string(a.target) +
+                           "; the target must hold the same number of elements");
+      return {a.target};
+    }
+  }
+  shape_fail(op, "unknown op kind");
+}
+
+/// Throws layout_error unless op.outputs are what its operands imply.
+inline void check_shapes(const op_node& op) {
+  std::vector<tensor_shape> want = infer_outputs(op);
+  if (op.outputs.size() != want.size() || !(op.outputs[0] == want[0]))
+    detail::shape_fail(op, "output " + (op.outputs.empty() ? std::string("(none)") : to_string(op.outputs[0])) +
+                               " should be " + to_string(want[0]));
+}
+
+}  // namespace autoddl

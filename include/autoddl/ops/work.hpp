@@ -1,0 +1,177 @@
+#pragma once
+// FLOPs, activation memory and memory traffic of an op, globally and per device under a
+// signature.
+//
+// Conventions (stated once, used everywhere):
+// - A multiply-add is 2 FLOPs. GEMM-like ops (linear, matmul, batched matmul, conv2d, attention):
+//   2 * M * N * K (+ M * N for a bias); backward = 2 x forward (input gradient + weight
+//   gradient, each a GEMM of the forward's size), as in Kaplan et al. 2020 ("Scaling laws",
+//   C = 6N per token) and Narayanan et al. 2021 (Megatron-LM, SC'21, 72BslH^2 with recompute).
+//   The input gradient of the first layer is counted too.
+// - Attention core: QK^T and AV are 2 * 2 * batch * seq_q * seq_k * hidden (Narayanan 2021's
+//   attention term, causal masking not halved, as dense kernels compute it) plus 5 FLOPs per
+//   score for scale, mask, softmax.
+// - Element-wise ops are priced by bytes moved, their FLOPs are nominal per element: relu 1,
+//   add 1, dropout 2, softmax 5, layernorm 8, gelu 8 (tanh form), cross-entropy 5 per logit,
+//   max-pool kernel^2 per output; backward = forward (add and reshape: 0, gradients pass through).
+// - Embedding: a gather (0 FLOPs; +1 per output element to add positions); backward scatter-adds
+//   one element per output element.
+// - Per device, the same formulas run on the device's local shapes (autoddl/sbp/layout.hpp
+//   local_shape): a P or B tensor is whole there, a split one is a shard.
+#include <cstdint>
+#include <vector>
+
+#include "autoddl/ops/op.hpp"
+#include "autoddl/ops/signatures.hpp"
+#include "autoddl/sbp/layout.hpp"
+
+namespace autoddl {
+
+/// An all-reduce of row statistics an op needs besides boxing (vocab-parallel cross-entropy:
+/// the row max, the sum of exponentials and the target logit, Megatron-LM 2019 section 3).
+struct stat_all_reduce {
+  int axis = 0;               ///< the mesh axis that splits the vocabulary
+  std::int64_t bytes = 0;     ///< T of DESIGN.md's boxing table: the statistics each device holds
+};
+
+/// Work of one op on one device under one signature.
+struct op_work {
+  double fwd_flops = 0, bwd_flops = 0;  ///< bwd = input-grad + weight-grad
+  work_kind kind = work_kind::elementwise;
+  std::int64_t activation_bytes = 0;    ///< kept for backward, per device
+  std::int64_t fwd_bytes_moved = 0;     ///< memory traffic of the forward (element-wise pricing)
+  std::vector<stat_all_reduce> stat_all_reduces;  ///< forward all-reduces beyond boxing
+};
+
+namespace detail {
+inline double elems(const tensor_shape& s) { return double(s.elements()); }
+
+/// Forward FLOPs from the shapes in `op` (global or local, same formula).
+inline double flops_of(const op_node& op) {
+  const auto& in = op.inputs;
+  const tensor_shape& y = op.outputs[0];
+  const op_attrs& a = op.attrs;
+  switch (op.kind) {
+    case op_kind::linear:
+    case op_kind::matmul:
+    case op_kind::batched_matmul: {
+      double k = double(in[0][in[0].rank() - 1]);
+      bool bias = op.kind == op_kind::linear && a.bias;
+      return 2.0 * elems(y) * k + (bias ? elems(y) : 0.0);
+    }
+    case op_kind::conv2d:
+      return 2.0 * elems(y) * double(in[0][1]) * a.kernel * a.kernel + (a.bias ? elems(y) : 0.0);
+    case op_kind::max_pool: return elems(y) * a.kernel * a.kernel;
+    case op_kind::relu:
+    case op_kind::add: return elems(y);
+    case op_kind::dropout: return 2.0 * elems(y);
+    case op_kind::softmax:
+    case op_kind::cross_entropy: return 5.0 * elems(in[0]);
+    case op_kind::layernorm:
+    case op_kind::gelu: return 8.0 * elems(in[0]);
+    case op_kind::attention: {
+      double b = double(in[0][0]), sq = double(in[0][1]), sk = double(in[1][1]), h = double(in[0][2]);
+      return 4.0 * b * sq * sk * h + 5.0 * b * sq * sk * double(a.heads);
+    }
+    case op_kind::embedding: return a.positions ? elems(y) : 0.0;
+    case op_kind::reshape: return 0.0;
+  }
+  return 0.0;
+}
+
+inline double bwd_of(const op_node& op, double fwd) {
+  switch (op.kind) {
+    case op_kind::linear:
+    case op_kind::matmul:
+    case op_kind::batched_matmul:
+    case op_kind::conv2d:
+    case op_kind::attention: return 2.0 * fwd;
+    case op_kind::add:
+    case op_kind::reshape: return 0.0;
+    case op_kind::embedding: return elems(op.outputs[0]);
+    default: return fwd;
+  }
+}
+
+/// Bytes kept for backward, from the shapes in `op` (global or local). Token ids and labels are
+/// int64 (8 bytes), dropout masks 1 byte per element; attention keeps its probabilities
+/// [b, heads, sq, sk] (Korthikanti et al. 2022, activation memory of self-attention).
+inline double saved_bytes(const op_node& op, int e) {
+  const double heads = double(op.attrs.heads);
+  const auto& in = op.inputs;
+  const tensor_shape& y = op.outputs[0];
+  switch (op.kind) {
+    case op_kind::linear:
+    case op_kind::conv2d:
+    case op_kind::max_pool:
+    case op_kind::gelu: return elems(in[0]) * e;
+    case op_kind::matmul:
+    case op_kind::batched_matmul: return (elems(in[0]) + elems(in[1])) * e;
+    case op_kind::relu:
+    case op_kind::softmax: return elems(y) * e;
+    case op_kind::dropout: return elems(y);
+    case op_kind::layernorm: {
+      double rows = elems(in[0]) / double(in[0][in[0].rank() - 1]);
+      return (elems(in[0]) + 2.0 * rows) * e;
+    }
+    case op_kind::attention: {
+      double probs = double(in[0][0]) * heads * double(in[0][1]) * double(in[1][1]);
+      return (elems(in[0]) + elems(in[1]) + elems(in[2]) + probs) * e + (op.attrs.dropout > 0 ? probs : 0.0);
+    }
+    case op_kind::embedding: return elems(in[0]) * 8;
+    case op_kind::cross_entropy: return elems(in[0]) * e + elems(in[1]) * 8;
+    case op_kind::add:
+    case op_kind::reshape: return 0.0;
+  }
+  return 0.0;
+}
+
+inline double moved_bytes(const op_node& op, int e) {
+  double t = 0;
+  for (const tensor_shape& s : op.inputs) t += elems(s);
+  for (const tensor_shape& s : op.params) t += elems(s);
+  for (const tensor_shape& s : op.outputs) t += elems(s);
+  if (op.kind == op_kind::attention)  // probabilities written and read back
+    t += 2.0 * double(op.inputs[0][0]) * op.attrs.heads * double(op.inputs[0][1]) * double(op.inputs[1][1]);
+  return t * e;
+}
+
+/// `op` with every shape replaced by its per-device shard under `sig` on `mesh`, and an
+/// attention's head count by the heads each device holds.
+inline op_node localize(const op_node& op, const signature& sig, const mesh_shape& mesh) {
+  op_node l = op;
+  for (std::size_t i = 0; i < op.inputs.size(); ++i) l.inputs[i] = local_shape(op.inputs[i], {sig.inputs[i], mesh});
+  for (std::size_t i = 0; i < op.params.size(); ++i) l.params[i] = local_shape(op.params[i], {sig.params[i], mesh});
+  for (std::size_t i = 0; i < op.outputs.size(); ++i) l.outputs[i] = local_shape(op.outputs[i], {sig.outputs[i], mesh});
+  if (op.kind == op_kind::attention) l.attrs.heads = int(op.attrs.heads / split_factor(sig.inputs[0], mesh, 2));
+  return l;
+}
+}  // namespace detail
+
+/// Global forward FLOPs of `op`. Example: linear [8,64] x [64,32] + b: 2*8*64*32 + 8*32.
+inline double forward_flops(const op_node& op) { return detail::flops_of(op); }
+/// Global backward FLOPs of `op` (input gradient + weight gradient).
+inline double backward_flops(const op_node& op) { return detail::bwd_of(op, detail::flops_of(op)); }
+
+/// Per-device work of `op` under `sig` on `mesh`, with `elem_bytes` per activation element.
+/// @pre signature_problem(op, sig, mesh) is empty (throws layout_error otherwise).
+inline op_work device_work(const op_node& op, const signature& sig, const mesh_shape& mesh, int elem_bytes) {
+  check_signature(op, sig, mesh);
+  op_node l = detail::localize(op, sig, mesh);
+  op_work w;
+  w.kind = work_kind_of(op.kind);
+  w.fwd_flops = detail::flops_of(l);
+  w.bwd_flops = detail::bwd_of(l, w.fwd_flops);
+  w.activation_bytes = std::int64_t(detail::saved_bytes(l, elem_bytes));
+  w.fwd_bytes_moved = std::int64_t(detail::moved_bytes(l, elem_bytes));
+  if (op.kind == op_kind::cross_entropy) {
+    const int last = op.inputs[0].rank() - 1;
+    std::int64_t rows = l.inputs[0].elements() / l.inputs[0][last];
+    for (int a = 0; a < mesh.size(); ++a)
+      if (sig.inputs[0][a].is_split() && sig.inputs[0][a].dim == last)
+        w.stat_all_reduces.push_back({a, 3 * rows * elem_bytes});
+  }
+  return w;
+}
+
+}  // namespace autoddl

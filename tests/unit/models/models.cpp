@@ -1,0 +1,125 @@
+#include <chrono>
+#include <cmath>
+#include <string>
+
+#include <catch2/catch_test_macros.hpp>
+#include <catch2/matchers/catch_matchers_string.hpp>
+
+#include "autoddl/models.hpp"
+
+using namespace autoddl;
+using Catch::Matchers::ContainsSubstring;
+
+namespace {
+bool near(double got, double want, double rel) { return std::abs(got - want) <= rel * std::abs(want); }
+}  // namespace
+
+TEST_CASE("every model builds and validates at several sizes", "[models]") {
+  for (const char* spec : {"gpt", "gpt:layers=2,hidden=64,heads=4,seq=32,batch=8,vocab=128", "gpt:size=gpt2-medium",
+                           "gpt:size=gpt2-xl,batch=1", "gpt:size=gpt3-175b", "bert", "bert:size=bert-large",
+                           "bert:layers=1,hidden=16,heads=2,seq=8,batch=2,vocab=40", "vgg11", "vgg13", "vgg16", "vgg19",
+                           "vgg16:image=32,classes=10", "mlp", "mlp:layers=1,hidden=8,batch=4,in=6,out=3"}) {
+    INFO(spec);
+    graph g = build_model(spec);
+    CHECK_NOTHROW(validate(g));
+    CHECK(g.ops[std::size_t(g.loss_op)].kind == op_kind::cross_entropy);
+  }
+  CHECK(model_names() == std::vector<std::string>{"gpt", "bert", "vgg11", "vgg13", "vgg16", "vgg19", "mlp"});
+}
+
+TEST_CASE("parameter counts match the published figures", "[models][params]") {
+  CHECK(param_count(build_model("vgg16")) == 138'357'544);  // torchvision vgg16
+  CHECK(param_count(build_model("vgg11")) == 132'863'336);
+  CHECK(param_count(build_model("vgg13")) == 133'047'848);
+  CHECK(param_count(build_model("vgg19")) == 143'667'240);
+  CHECK(param_count(build_model("gpt:size=gpt2")) == 124'439'808);  // GPT-2 small, tied embeddings
+  CHECK(param_count(build_model("gpt:size=gpt2-medium")) == 354'823'168);
+  // GPT-3 175B (Brown et al. 2020): 96 x (12 h^2 + 13 h) + (50257 + 2048) h + 2 h
+  std::int64_t gpt3 = param_count(build_model("gpt:size=gpt3-175b"));
+  CHECK(gpt3 == 96LL * (12LL * 12288 * 12288 + 13 * 12288) + (50257LL + 2048) * 12288 + 2 * 12288);
+  CHECK(near(double(gpt3), 174.6e9, 0.001));
+  // HF BertForMaskedLM bert-base-uncased has 109,514,298, of which 2 x 768 are token types we omit
+  CHECK(param_count(build_model("bert")) == 109'514'298 - 2 * 768);
+  CHECK(param_count(build_model("mlp:layers=3,hidden=256,in=784,out=10")) ==
+        784 * 256 + 256 + 2 * (256 * 256 + 256) + 256 * 10 + 10);
+}
+
+TEST_CASE("tied embeddings are one parameter used by two ops", "[models][params]") {
+  graph g = build_model("gpt:layers=1,hidden=16,heads=2,seq=8,batch=2,vocab=40");
+  int users = 0;
+  for (const op_node& op : g.ops)
+    for (int id : op.param_ids) users += g.params[std::size_t(id)].name == "wte";
+  CHECK(users == 2);
+}
+
+TEST_CASE("forward FLOPs match the published formulas", "[models][flops]") {
+  // VGG-16: ~15.5 GMACs per 224x224 image, i.e. ~31 GFLOPs (15.47e9 MACs in conv + fc layers)
+  double vgg = forward_flops(build_model("vgg16:batch=1"));
+  CHECK(near(vgg, 2 * 15.47e9, 0.01));
+  // Transformer: 2 * (non-embedding params + vocab * hidden) * tokens + 4 * layers * batch * seq^2 * hidden
+  // (Kaplan et al. 2020, C_forward = 2N + 2 n_layer n_ctx d_attn per token; the logit layer as
+  // in Narayanan et al. 2021), within 1.5 % for the element-wise work they leave out.
+  for (const char* spec : {"gpt:size=gpt2,batch=4", "gpt:size=gpt3-175b,batch=1", "bert:batch=2"}) {
+    INFO(spec);
+    graph g = build_model(spec);
+    const tensor_shape& tok = g.inputs[0];
+    double b = double(tok[0]), s = double(tok[1]);
+    const op_node& emb = g.ops[0];
+    double V = double(emb.params[0][0]), h = double(emb.params[0][1]);
+    double layers = 0;
+    for (const op_node& op : g.ops) layers += op.kind == op_kind::attention;
+    double nonembed = double(param_count(g)) - V * h - s * h;
+    double want = 2 * (nonembed + V * h) * b * s + 4 * layers * b * s * s * h;
+    CHECK(near(forward_flops(g), want, 0.015));
+    CHECK(backward_flops(g) > 1.9 * forward_flops(g));
+  }
+}
+
+TEST_CASE("GPT-3 175B builds without allocating tensors", "[models]") {
+  auto t0 = std::chrono::steady_clock::now();
+  graph g = build_model("gpt:size=gpt3-175b,batch=1536");
+  auto dt = std::chrono::steady_clock::now() - t0;
+  CHECK(std::chrono::duration_cast<std::chrono::milliseconds>(dt).count() < 2000);
+  CHECK(g.ops.size() == 2 + 96 * 14 + 3);  // embed, dropout; 14 per layer; ln_f, head, loss
+}
+
+TEST_CASE("transformer layers are marked as identical repeated blocks", "[models][blocks]") {
+  graph g = build_model("gpt:layers=3,hidden=16,heads=2,seq=8,batch=2,vocab=40");
+  int in_blocks = 0;
+  for (std::size_t i = 0; i < g.ops.size(); ++i) {
+    if (g.block[i] < 0) continue;
+    ++in_blocks;
+    CHECK(g.ops[i].name.rfind("h" + std::to_string(g.block[i]) + ".", 0) == 0);
+  }
+  CHECK(in_blocks == 3 * 14);
+  CHECK(g.block_pos[2] == 0);  // h0.ln1 opens the first layer
+  CHECK(g.block_pos[2 + 14] == 0);
+  graph bad = g;
+  bad.block[0] = 0;  // the embedding claims to be position 0 of a layer
+  bad.block_pos[0] = 0;
+  CHECK_THROWS_WITH(validate(bad), ContainsSubstring("share block position 0 but differ"));
+}
+
+TEST_CASE("validate names the broken edge", "[models][errors]") {
+  graph g = build_model("mlp:layers=2,hidden=8,batch=4,in=6,out=3");
+  graph wrong = g;
+  wrong.op_inputs[2][0] = {-1, 0};  // feed the raw input [4,6] where [4,8] is expected
+  CHECK_THROWS_AS(validate(wrong), layout_error);
+  CHECK_THROWS_WITH(validate(wrong), ContainsSubstring("expects [4,8] but its edge carries [4,6]"));
+  graph later = g;
+  later.op_inputs[0][0] = {3, 0};
+  CHECK_THROWS_WITH(validate(later), ContainsSubstring("not a graph input or an output of an earlier op"));
+}
+
+TEST_CASE("bad specs are errors that list the valid choices", "[models][errors]") {
+  CHECK_THROWS_AS(build_model("resnet50"), parse_error);
+  CHECK_THROWS_WITH(build_model("resnet50"), ContainsSubstring("valid models: gpt bert vgg11 vgg13 vgg16 vgg19 mlp"));
+  CHECK_THROWS_WITH(build_model("gpt:depth=3"), ContainsSubstring("unknown key 'depth' for model gpt; valid keys: size layers"));
+  CHECK_THROWS_WITH(build_model("gpt:size=gpt5"), ContainsSubstring("valid sizes: gpt2 gpt2-medium"));
+  CHECK_THROWS_AS(build_model("gpt:layers=two"), parse_error);
+  CHECK_THROWS_AS(build_model("gpt:layers"), parse_error);
+  CHECK_THROWS_AS(build_model("gpt:layers=2,layers=3"), parse_error);
+  CHECK_THROWS_AS(build_model("gpt:hidden=0"), error);
+  CHECK_THROWS_WITH(build_model("gpt:hidden=100,heads=12"), ContainsSubstring("heads=12 does not divide hidden=100"));
+  CHECK_THROWS_WITH(build_model("vgg16:image=100"), ContainsSubstring("divisible by 32"));
+}
