@@ -36,8 +36,8 @@ using wb_t = dtensor<float, "[B]@4", static_shape<32, 8>>;
 static_assert(same<decltype(matmul(xb_t{}, wb_t{})), dtensor<float, "[S(0)]@4", static_shape<8, 16, 8>>>);
 
 // the rules themselves
-static_assert(typed_rules::matmul_output({S(1)}, {S(0)}, 2) == nd_sbp{P});
-static_assert(!typed_rules::matmul_output({S(1)}, {B}, 2));
+static_assert(matmul_output({S(1)}, {S(0)}, 2) == nd_sbp{P});
+static_assert(!matmul_output({S(1)}, {B}, 2));
 static_assert(typed_rules::matmul_weight_fix({S(1), B}, {B, S(1)}, 2) == nd_sbp{S(0), S(1)});
 static_assert(typed_rules::bias_layout({S(0), S(1)}, 2) == nd_sbp{B, S(0)});
 

@@ -45,13 +45,13 @@ constexpr auto matmul(const X& x, const W& w) {
     return detail::rank_mismatch<detail::text("matmul"), detail::text(to_string(lx)), detail::text(to_string(lw))>{};
   } else if constexpr (lx.has_mesh() && lw.has_mesh() && !(lx.mesh == lw.mesh)) {
     return detail::mesh_mismatch<detail::text("matmul"), detail::text(to_string(lx)), detail::text(to_string(lw))>{};
-  } else if constexpr (!typed_rules::matmul_output(lx.sbp, lw.sbp, xr)) {
+  } else if constexpr (!matmul_output(lx.sbp, lw.sbp, xr)) {
     constexpr nd_sbp fix = typed_rules::matmul_weight_fix(lx.sbp, lw.sbp, xr);
     return detail::no_signature_for_layouts<detail::text("matmul"), detail::text("X" + to_string(lx)),
                                             detail::text("W" + to_string(lw)),
                                             detail::text("to<\"" + to_string(fix) + "\">(w)")>{};
   } else {
-    constexpr nd_sbp y = *typed_rules::matmul_output(lx.sbp, lw.sbp, xr);
+    constexpr nd_sbp y = *matmul_output(lx.sbp, lw.sbp, xr);
     using sy = decltype(detail::matmul_shape<sx, sw>(std::make_index_sequence<std::size_t(xr - 1)>{}));
     if (!lx.has_mesh() && !(x.mesh() == w.mesh()))
       detail::fail<layout_error>("matmul operands live on meshes " + to_string(x.mesh()) + " and " +
