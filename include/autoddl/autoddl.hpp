@@ -1,4 +1,5 @@
 #pragma once
 // Everything autoddl offers that needs no optional back end.
 #include "autoddl/cost.hpp"
+#include "autoddl/mesh.hpp"
 #include "autoddl/sbp.hpp"
