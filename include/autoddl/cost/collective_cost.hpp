@@ -39,6 +39,30 @@ struct alpha_beta_cost {
   constexpr double operator()(const boxing_step& s) const { return step_time(s, mesh); }
 };
 
+/// `p` with every reduce-scatter P -> S(d) directly followed by the all-gather S(d) -> B on the
+/// same axis replaced by one all-reduce P -> B. Ring all-reduce is that very pair (Thakur et al.
+/// 2005; same steps and bytes), so the cost is unchanged; the search finds either form (their
+/// prices differ only by rounding) and this names the collective once.
+constexpr boxing_path merge_ring_all_reduce(const boxing_path& p, const device_mesh& mesh) {
+  boxing_path out;
+  for (int i = 0; i < p.size(); ++i) {
+    const boxing_step& s = p[i];
+    if (i + 1 < p.size()) {
+      const boxing_step& t = p[i + 1];
+      if (s.op == collective::reduce_scatter && t.op == collective::all_gather && s.axis == t.axis &&
+          s.to == t.from && s.group_bytes == t.group_bytes) {
+        out.steps[std::size_t(out.n++)] = boxing_step{s.axis, s.from, t.to, collective::all_reduce, s.group, s.group_bytes};
+        ++i;
+        continue;
+      }
+    }
+    out.steps[std::size_t(out.n++)] = s;
+  }
+  out.cost = 0;
+  for (const auto& s : out) out.cost += step_time(s, mesh);
+  return out;
+}
+
 /// The path the executor runs for `req` and its time in seconds (path.cost).
 /// @pre req.mesh == mesh.shape (else layout_error).
 ///   boxing_cost({{P,P},{B,B},{2,4},{1024,1024},4}, dgx) runs reduce-scatter on axis 1,
@@ -47,7 +71,7 @@ constexpr boxing_path boxing_cost(const boxing_request& req, const device_mesh& 
   if (!(req.mesh == mesh.shape))
     detail::fail<layout_error>("boxing on mesh " + to_string(req.mesh) + " priced on a device mesh " +
                                to_string(mesh.shape) + "; build the device_mesh for the same mesh");
-  return cheapest_boxing(req, alpha_beta_cost{mesh});
+  return merge_ring_all_reduce(cheapest_boxing(req, alpha_beta_cost{mesh}), mesh);
 }
 
 /// Seconds of a path already chosen (e.g. priced on another mesh's links).

@@ -1,0 +1,73 @@
+#include <catch2/catch_approx.hpp>
+#include <catch2/catch_test_macros.hpp>
+
+#include "autoddl/cost/compute.hpp"
+#include "autoddl/cost/memory.hpp"
+#include "autoddl/cost/step_time.hpp"
+
+using namespace autoddl;
+using Catch::Approx;
+
+namespace {
+device_spec gpu() {
+  device_spec d;
+  d.name = "g";
+  d.peak_flops = {10e12, 100e12, 0};
+  d.efficiency = {0.8, 0.5, 0.25};
+  d.memory_bytes = 16e9;
+  d.memory_bandwidth = 1e12;
+  return d;
+}
+}  // namespace
+
+TEST_CASE("compute time is flops over peak times efficiency", "[cost][compute]") {
+  // 2*1024^3 flops of fp32 GEMM at 10 TFLOP/s * 0.8
+  CHECK(compute_time(2.0 * 1024 * 1024 * 1024, work_kind::gemm, dtype::fp32, gpu()) ==
+        Approx(2.0 * 1073741824 / 8e12));
+  CHECK(compute_time(1e12, work_kind::conv, dtype::fp16, gpu()) == Approx(1e12 / 50e12));
+  CHECK_THROWS_AS(compute_time(1, work_kind::gemm, dtype::bf16, gpu()), error);
+}
+
+TEST_CASE("element-wise work is priced by the roofline", "[cost][compute]") {
+  // 1e9 flops at 2.5 TFLOP/s = 0.4 ms; 4e9 bytes at 1 TB/s = 4 ms: memory bound
+  CHECK(elementwise_time(1e9, 4e9, dtype::fp32, gpu()) == Approx(4e-3));
+  // 1e12 flops = 0.4 s vs 1e6 bytes: compute bound
+  CHECK(elementwise_time(1e12, 1e6, dtype::fp32, gpu()) == Approx(0.4));
+}
+
+TEST_CASE("optimizer state follows ZeRO's K per element", "[cost][memory]") {
+  CHECK(optimizer_state_bytes(optimizer::adam, 1000, dtype::fp16) == 12000);
+  CHECK(optimizer_state_bytes(optimizer::adam, 1000, dtype::bf16) == 12000);
+  CHECK(optimizer_state_bytes(optimizer::adam, 1000, dtype::fp32) == 8000);
+  CHECK(optimizer_state_bytes(optimizer::sgd_momentum, 1000, dtype::fp16) == 8000);
+  CHECK(optimizer_state_bytes(optimizer::sgd_momentum, 1000, dtype::fp32) == 4000);
+  CHECK(parse_optimizer("adam") == optimizer::adam);
+  CHECK_THROWS_AS(parse_optimizer("lamb"), parse_error);
+}
+
+TEST_CASE("memory breakdowns add persistent bytes and keep the largest transient", "[cost][memory]") {
+  // 7.5B-parameter model, fp16, Adam, 64-way ZeRO-3 shards: ZeRO paper's 2+2+12 bytes/param
+  const std::int64_t psi = 7'500'000'000, nd = 64;
+  memory_breakdown m{2 * psi / nd, 2 * psi / nd, optimizer_state_bytes(optimizer::adam, psi, dtype::fp16) / nd, 0, 0};
+  CHECK(m.total() == 16 * psi / nd);  // 1.875 GB
+  memory_breakdown a{10, 10, 20, 100, 50}, b{1, 1, 2, 30, 70};
+  a += b;
+  CHECK(a == memory_breakdown{11, 11, 22, 130, 70});
+  CHECK(peak_bytes(a) == 11 + 11 + 22 + 130 + 70);
+  CHECK(fits(a, 244));
+  CHECK_FALSE(fits(a, 243));
+}
+
+TEST_CASE("gradient synchronisation hides behind backward compute", "[cost][step]") {
+  step_terms t{1.0, 2.0, 0.1, 0.2, 1.5};
+  CHECK(step_time(t) == Approx(1.0 + 0.1 + 0.2 + 2.0));
+  CHECK(step_time(t, overlap_rule::none) == Approx(1.0 + 2.0 + 0.1 + 0.2 + 1.5));
+  step_terms comm_bound{1.0, 2.0, 0.1, 0.2, 3.5};
+  CHECK(step_time(comm_bound) == Approx(1.0 + 0.1 + 0.2 + 3.5));
+  step_terms sum = t;
+  sum += comm_bound;
+  CHECK(sum == step_terms{2.0, 4.0, 0.2, 0.4, 5.0});
+  CHECK(parse_dtype("bf16") == dtype::bf16);
+  CHECK(bytes_of(dtype::fp16) == 2);
+  CHECK_THROWS_AS(parse_dtype("fp8"), parse_error);
+}
