@@ -2,6 +2,7 @@
 // Umbrella header of autoddl/cost/: boxing paths and the analytical cost model. The JSON loader
 // of hardware profiles (hardware_io.hpp) is included when nlohmann-json is available.
 #include "autoddl/cost/boxing_path.hpp"
+#include "autoddl/cost/calibration.hpp"
 #include "autoddl/cost/collective_cost.hpp"
 #include "autoddl/cost/compute.hpp"
 #include "autoddl/cost/dtype.hpp"

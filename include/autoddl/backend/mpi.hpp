@@ -4,3 +4,4 @@
 #include "autoddl/backend/mpi/error.hpp"
 #include "autoddl/backend/mpi/mesh_comm.hpp"
 #include "autoddl/backend/mpi/ring_comm.hpp"
+#include "autoddl/backend/mpi/timing.hpp"

@@ -1,6 +1,7 @@
 #include <catch2/catch_approx.hpp>
 #include <catch2/catch_test_macros.hpp>
 
+#include "autoddl/cost/calibration.hpp"
 #include "autoddl/cost/compute.hpp"
 #include "autoddl/cost/memory.hpp"
 #include "autoddl/cost/step_time.hpp"
@@ -70,4 +71,24 @@ TEST_CASE("gradient synchronisation hides behind backward compute", "[cost][step
   CHECK(parse_dtype("bf16") == dtype::bf16);
   CHECK(bytes_of(dtype::fp16) == 2);
   CHECK_THROWS_AS(parse_dtype("fp8"), parse_error);
+}
+
+TEST_CASE("least squares recovers alpha and beta from exact samples", "[cost][calibration]") {
+  const link truth{2e-6, 3e9, "truth"};
+  std::vector<timing_sample> v;
+  for (collective c : {collective::all_gather, collective::all_reduce, collective::all_to_all})
+    for (std::int64_t n : {2, 3, 4})
+      for (std::int64_t bytes = 4096; bytes <= (64 << 20); bytes *= 4)
+        v.push_back(sample_of(c, n, bytes, collective_time(c, n, bytes, truth)));
+  link fit = fit_link(v, "fit");
+  CHECK(fit.alpha == Approx(2e-6).epsilon(1e-9));
+  CHECK(fit.beta == Approx(3e9).epsilon(1e-9));
+  CHECK(fit.name == link_name("fit"));
+  // noise-free bandwidth-only data: alpha clamps to 0
+  std::vector<timing_sample> bw{{1, 1e6, 1e-3}, {1, 2e6, 2e-3}, {3, 4e6, 4e-3}};
+  link f2 = fit_link(bw, "bw");
+  CHECK(f2.alpha >= 0);
+  CHECK(f2.beta == Approx(1e9).epsilon(1e-6));
+  CHECK_THROWS_AS(fit_link({{1, 0, 1e-6}}, "x"), error);
+  CHECK_THROWS_AS(fit_link({{1, 10, 0}}, "x"), error);
 }

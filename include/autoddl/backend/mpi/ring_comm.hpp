@@ -13,6 +13,7 @@
 #include "autoddl/backend/mpi/detail/mpi_c.hpp"
 
 #include <algorithm>
+#include <cstddef>
 #include <cstdint>
 #include <span>
 #include <string>
@@ -54,6 +55,7 @@ class ring_comm {
       rank_ = o.rank_;
       size_ = o.size_;
       bytes_sent_ = o.bytes_sent_;
+      scratch_ = std::move(o.scratch_);
     }
     return *this;
   }
@@ -87,13 +89,13 @@ class ring_comm {
   std::int64_t reduce_scatter(std::span<T> buf) {
     const std::int64_t c = chunk_of(buf.size(), "reduce-scatter");
     const int n = size_, right = (rank_ + 1) % n, left = (rank_ + n - 1) % n;
-    std::vector<T> tmp(std::size_t(n > 1 ? c : 0));
+    T* tmp = scratch<T>(n > 1 ? c : 0);
     std::int64_t sent = 0;
     for (int s = 0; s < n - 1; ++s) {
       const int out = (rank_ - s - 1 + 2 * n) % n, in = (rank_ - s - 2 + 2 * n) % n;
-      sendrecv(buf.data() + out * c, right, tmp.data(), left, c);
+      sendrecv(buf.data() + out * c, right, tmp, left, c);
       T* dst = buf.data() + in * c;
-      for (std::int64_t k = 0; k < c; ++k) dst[k] += tmp[std::size_t(k)];
+      for (std::int64_t k = 0; k < c; ++k) dst[k] += tmp[k];
       sent += c * std::int64_t(sizeof(T));
     }
     return count(sent);
@@ -183,6 +185,14 @@ class ring_comm {
     comm_ = MPI_COMM_NULL;
     owned_ = false;
   }
+  /// A receive buffer of `elements` kept between calls: a fresh one per call would page-fault
+  /// its whole size every time (tens of ms per 64 MiB), which is not the collective's cost.
+  template <MpiElement T>
+  T* scratch(std::int64_t elements) {
+    const std::size_t bytes = std::size_t(elements) * sizeof(T);
+    if (scratch_.size() < bytes) scratch_.resize(bytes);
+    return reinterpret_cast<T*>(scratch_.data());
+  }
   std::int64_t count(std::int64_t sent) {
     bytes_sent_ += sent;
     return sent;
@@ -212,6 +222,7 @@ class ring_comm {
   int rank_ = 0;
   int size_ = 1;
   std::int64_t bytes_sent_ = 0;
+  std::vector<std::byte> scratch_;  // holds doubles or floats; new'd storage, suitably aligned
 };
 
 }  // namespace autoddl::mpi
