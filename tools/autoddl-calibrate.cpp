@@ -2,7 +2,7 @@
 //   mpirun -np 2 autoddl-calibrate --out cpu-local.json            (1-D mesh of 2 ranks)
 //   mpirun -np 4 autoddl-calibrate --mesh 2x2 --out mine.json
 // Per mesh axis it times the ring collectives (backend/mpi) for 4 KiB..64 MiB and fits alpha and
-// beta by least squares (cost/calibration.hpp); it times fp32 GEMM with cblas_sgemm on every rank
+// beta by least squares (cost/calibration.hpp, fit_link_two_ranges); it times fp32 GEMM with cblas_sgemm on every rank
 // at once (peak fp32 = the slowest rank's rate, efficiency.gemm = 1) and a streaming triad for
 // the memory bandwidth. The innermost axis gives the intra-node link, axis 0 the inter-node one
 // (on a 1-D mesh both are the same fit). Errors: one line on stderr, exit 2 on every rank.
@@ -64,12 +64,15 @@ int run(int argc, char** argv, int rank, int size) {
   CLI::App app{"Measures alpha, beta and GEMM rate of this machine and writes a hardware profile."};
   std::string mesh_text = std::to_string(size), out = "cpu-local.json", name = "cpu-local";
   std::int64_t min_bytes = 4096, max_bytes = std::int64_t(64) << 20;
+  std::int64_t large_from = std::int64_t(1) << 20;
   int reps = 5, gemm_n = 1024, devices_per_node = size;
   app.add_option("--mesh", mesh_text, "mesh of the MPI ranks, e.g. 4 or 2x2 (default: all ranks on one axis)");
   app.add_option("--out", out, "profile file to write");
   app.add_option("--name", name, "profile name");
   app.add_option("--min-bytes", min_bytes, "smallest message (group bytes)")->check(CLI::PositiveNumber);
   app.add_option("--max-bytes", max_bytes, "largest message (group bytes)")->check(CLI::PositiveNumber);
+  app.add_option("--fit-large-from", large_from, "beta is fitted on messages of at least this many group bytes")
+      ->check(CLI::PositiveNumber);
   app.add_option("--reps", reps, "timed repetitions per point (median taken)")->check(CLI::Range(1, 1000));
   app.add_option("--gemm-n", gemm_n, "GEMM size n (n x n x n)")->check(CLI::Range(64, 8192));
   app.add_option("--devices-per-node", devices_per_node, "ranks per node (default: all ranks)")->check(CLI::PositiveNumber);
@@ -98,7 +101,7 @@ int run(int argc, char** argv, int rank, int size) {
             fmt::print("{:>16} {:>12} {:>12.3e} {:>10.3f}\n", to_string(c), t.group_bytes, t.seconds,
                        double(t.bytes_sent) / t.seconds / 1e9);
         }
-      fitted.push_back(fit_link(samples, "shared-memory"));
+      fitted.push_back(fit_link_two_ranges(samples, "shared-memory", double(large_from)));
     } else {
       fitted.push_back(autoddl::link{1e-7, 1e12, "none"});  // an axis of one device never communicates
     }
@@ -112,7 +115,7 @@ int run(int argc, char** argv, int rank, int size) {
   h.name = name;
   h.description = "This machine's CPU ranks over shared memory (Open MPI), measured by autoddl-calibrate on mesh " +
                   to_string(shape) + " with " + std::to_string(size) + " ranks; one rank = one device.";
-  h.sources = {"measured: ring collectives 4 KiB..64 MiB per axis, alpha/beta by relative least squares",
+  h.sources = {"measured: ring collectives 4 KiB..64 MiB per axis; beta by relative least squares on runs >= " + std::to_string(large_from) + " group bytes, alpha on the smaller ones",
                "measured: cblas_sgemm " + std::to_string(gemm_n) + "^3 on every rank at once (peak fp32, efficiency.gemm = 1)",
                "measured: streaming triad a = b + s*c over 3 x 32 MiB (memory_bandwidth)",
                "sysconf physical memory / devices_per_node (memory_bytes); conv and elementwise efficiencies assumed"};

@@ -16,14 +16,15 @@
 namespace autoddl {
 
 struct timing_sample {
-  double steps = 0;    ///< ring_steps of the collective
-  double bytes = 0;    ///< bytes per device the model counts
-  double seconds = 0;  ///< measured
+  double steps = 0;        ///< ring_steps of the collective
+  double bytes = 0;        ///< bytes per device the model counts
+  double seconds = 0;      ///< measured
+  double group_bytes = 0;  ///< T of the run (selects the range in fit_link_two_ranges)
 };
 
 /// The sample of collective `c` on `n` devices whose group holds `group_bytes`, measured `t` s.
 constexpr timing_sample sample_of(collective c, std::int64_t n, std::int64_t group_bytes, double t) {
-  return {double(ring_steps(c, n)), double(bytes_factor(c, n).of(group_bytes)), t};
+  return {double(ring_steps(c, n)), double(bytes_factor(c, n).of(group_bytes)), t, double(group_bytes)};
 }
 
 /// Least-squares alpha and beta (rule above). @pre at least one sample with bytes > 0 and every
@@ -50,6 +51,51 @@ constexpr link fit_link(const std::vector<timing_sample>& samples, std::string_v
   if (!(alpha > 0) || !(g > 0)) {
     alpha = 0;
     g = sm / smm;
+  }
+  if (!(g > 0)) detail::fail<error>("fitting link '" + std::string(name) + "' gave no positive bandwidth; check the samples");
+  return link{alpha, 1 / g, link_name(name)};
+}
+
+/// Two-range fit: beta from the runs of at least `large_from` group bytes, where bandwidth
+/// dominates and where training's gradient buckets lie; alpha from the smaller runs. Both on
+/// relative residuals, alternated until they settle: g from the large runs' t - s alpha
+/// (alpha = 0 at first); alpha from the small runs' t - m g (clamped at 0). Exact for linear
+/// data. A caches-then-memory machine (CPU ranks: ~10 GB/s in L3, ~3 GB/s beyond) is not
+/// linear, and one fit over 4 KiB..64 MiB would let the cache-resident sizes set beta.
+/// Falls back to fit_link when either range is empty.
+constexpr link fit_link_two_ranges(const std::vector<timing_sample>& samples, std::string_view name, double large_from) {
+  std::vector<timing_sample> small, large;
+  for (const auto& x : samples) {
+    if (!(x.seconds > 0)) detail::fail<error>("a timing sample of link '" + std::string(name) + "' has seconds <= 0; measure again");
+    if (x.group_bytes >= large_from) large.push_back(x);
+    else small.push_back(x);
+  }
+  if (small.empty() || large.empty()) return fit_link(samples, name);
+  auto fit_g = [&](double alpha) {
+    double num = 0, den = 0;
+    for (const auto& x : large) {
+      const double w = 1 / (x.seconds * x.seconds);
+      num += w * x.bytes * (x.seconds - x.steps * alpha);
+      den += w * x.bytes * x.bytes;
+    }
+    return den > 0 ? num / den : 0.0;
+  };
+  auto fit_alpha = [&](double g) {
+    double num = 0, den = 0;
+    for (const auto& x : small) {
+      const double w = 1 / (x.seconds * x.seconds);
+      num += w * x.steps * (x.seconds - x.bytes * g);
+      den += w * x.steps * x.steps;
+    }
+    return den > 0 && num > 0 ? num / den : 0.0;
+  };
+  double g = fit_g(0), alpha = 0;
+  for (int it = 0; it < 500; ++it) {
+    const double a2 = fit_alpha(g), g2 = fit_g(a2);
+    const bool settled = (a2 - alpha) * (a2 - alpha) <= 1e-26 * a2 * a2 && (g2 - g) * (g2 - g) <= 1e-26 * g2 * g2;
+    alpha = a2;
+    g = g2;
+    if (settled) break;
   }
   if (!(g > 0)) detail::fail<error>("fitting link '" + std::string(name) + "' gave no positive bandwidth; check the samples");
   return link{alpha, 1 / g, link_name(name)};

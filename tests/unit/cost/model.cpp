@@ -92,3 +92,26 @@ TEST_CASE("least squares recovers alpha and beta from exact samples", "[cost][ca
   CHECK_THROWS_AS(fit_link({{1, 0, 1e-6}}, "x"), error);
   CHECK_THROWS_AS(fit_link({{1, 10, 0}}, "x"), error);
 }
+
+TEST_CASE("the two-range fit takes beta from large runs and alpha from small ones", "[cost][calibration]") {
+  const autoddl::link cache{1e-6, 10e9, "cache"}, dram{1e-6, 2e9, "dram"};
+  std::vector<timing_sample> v;
+  for (std::int64_t bytes = 4096; bytes <= (64 << 20); bytes *= 4) {
+    const autoddl::link& l = bytes < (1 << 20) ? cache : dram;
+    v.push_back(sample_of(collective::all_gather, 4, bytes, collective_time(collective::all_gather, 4, bytes, l)));
+  }
+  autoddl::link two = fit_link_two_ranges(v, "two", 1 << 20);
+  CHECK(two.beta == Approx(2e9).epsilon(0.01));
+  CHECK(two.alpha >= 0);
+  CHECK(fit_link(v, "one").beta > 1.2 * 2e9);  // the single fit is pulled up by the cache sizes
+  // linear data: both fits recover the truth
+  std::vector<timing_sample> lin;
+  for (std::int64_t bytes = 4096; bytes <= (64 << 20); bytes *= 4)
+    lin.push_back(sample_of(collective::all_reduce, 3, bytes, collective_time(collective::all_reduce, 3, bytes, cache)));
+  autoddl::link exact = fit_link_two_ranges(lin, "lin", 1 << 20);
+  CHECK(exact.alpha == Approx(1e-6).epsilon(1e-6));
+  CHECK(exact.beta == Approx(10e9).epsilon(1e-6));
+  // one range only: the plain fit
+  std::vector<timing_sample> big(v.end() - 3, v.end());
+  CHECK(fit_link_two_ranges(big, "x", 1 << 20).beta == Approx(fit_link(big, "x").beta));
+}
