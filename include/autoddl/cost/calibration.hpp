@@ -20,11 +20,13 @@ struct timing_sample {
   double bytes = 0;        ///< bytes per device the model counts
   double seconds = 0;      ///< measured
   double group_bytes = 0;  ///< T of the run (selects the range in fit_link_two_ranges)
+  double reduced = 0;      ///< bytes per device reduced (reduced_bytes)
 };
 
 /// The sample of collective `c` on `n` devices whose group holds `group_bytes`, measured `t` s.
 constexpr timing_sample sample_of(collective c, std::int64_t n, std::int64_t group_bytes, double t) {
-  return {double(ring_steps(c, n)), double(bytes_factor(c, n).of(group_bytes)), t, double(group_bytes)};
+  return {double(ring_steps(c, n)), double(bytes_factor(c, n).of(group_bytes)), t, double(group_bytes),
+          double(reduced_bytes(c, n, group_bytes))};
 }
 
 /// Least-squares alpha and beta (rule above). @pre at least one sample with bytes > 0 and every
@@ -56,13 +58,14 @@ constexpr link fit_link(const std::vector<timing_sample>& samples, std::string_v
   return link{alpha, 1 / g, link_name(name)};
 }
 
-/// Two-range fit: beta from the runs of at least `large_from` group bytes, where bandwidth
-/// dominates and where training's gradient buckets lie; alpha from the smaller runs. Both on
-/// relative residuals, alternated until they settle: g from the large runs' t - s alpha
-/// (alpha = 0 at first); alpha from the small runs' t - m g (clamped at 0). Exact for linear
-/// data. A caches-then-memory machine (CPU ranks: ~10 GB/s in L3, ~3 GB/s beyond) is not
-/// linear, and one fit over 4 KiB..64 MiB would let the cache-resident sizes set beta.
-/// Falls back to fit_link when either range is empty.
+/// Two-range fit: beta and gamma from the runs of at least `large_from` group bytes, where
+/// bandwidth dominates and where training's gradient buckets lie; alpha from the smaller runs.
+/// All on relative residuals, alternated until they settle: (g, gamma) from the large runs'
+/// t - s alpha (alpha = 0 at first; gamma clamped at 0, and 0 when no run reduces); alpha from
+/// the small runs' t - m g - r gamma (clamped at 0). Exact for linear data. A caches-then-memory
+/// machine (CPU ranks: ~10 GB/s in L3, ~3 GB/s beyond) is not linear, and one fit over
+/// 4 KiB..64 MiB would let the cache-resident sizes set beta. Falls back to fit_link (no gamma)
+/// when either range is empty.
 constexpr link fit_link_two_ranges(const std::vector<timing_sample>& samples, std::string_view name, double large_from) {
   std::vector<timing_sample> small, large;
   for (const auto& x : samples) {
@@ -71,34 +74,52 @@ constexpr link fit_link_two_ranges(const std::vector<timing_sample>& samples, st
     else small.push_back(x);
   }
   if (small.empty() || large.empty()) return fit_link(samples, name);
-  auto fit_g = [&](double alpha) {
-    double num = 0, den = 0;
-    for (const auto& x : large) {
-      const double w = 1 / (x.seconds * x.seconds);
-      num += w * x.bytes * (x.seconds - x.steps * alpha);
-      den += w * x.bytes * x.bytes;
-    }
-    return den > 0 ? num / den : 0.0;
+  struct bandwidth_fit {
+    double g = 0, gamma = 0;
   };
-  auto fit_alpha = [&](double g) {
+  auto fit_large = [&](double alpha) {
+    double mm = 0, mr = 0, rr = 0, my = 0, ry = 0;
+    for (const auto& x : large) {
+      const double w = 1 / (x.seconds * x.seconds), y = x.seconds - x.steps * alpha;
+      mm += w * x.bytes * x.bytes;
+      mr += w * x.bytes * x.reduced;
+      rr += w * x.reduced * x.reduced;
+      my += w * x.bytes * y;
+      ry += w * x.reduced * y;
+    }
+    bandwidth_fit f;
+    const double det = mm * rr - mr * mr;
+    if (rr > 0 && det > 1e-12 * mm * rr) {
+      f.g = (my * rr - ry * mr) / det;
+      f.gamma = (mm * ry - mr * my) / det;
+    }
+    if (!(f.gamma > 0)) f = {mm > 0 ? my / mm : 0.0, 0.0};
+    return f;
+  };
+  auto fit_alpha = [&](const bandwidth_fit& f) {
     double num = 0, den = 0;
     for (const auto& x : small) {
       const double w = 1 / (x.seconds * x.seconds);
-      num += w * x.steps * (x.seconds - x.bytes * g);
+      num += w * x.steps * (x.seconds - x.bytes * f.g - x.reduced * f.gamma);
       den += w * x.steps * x.steps;
     }
     return den > 0 && num > 0 ? num / den : 0.0;
   };
-  double g = fit_g(0), alpha = 0;
+  bandwidth_fit f = fit_large(0);
+  double alpha = 0;
   for (int it = 0; it < 500; ++it) {
-    const double a2 = fit_alpha(g), g2 = fit_g(a2);
-    const bool settled = (a2 - alpha) * (a2 - alpha) <= 1e-26 * a2 * a2 && (g2 - g) * (g2 - g) <= 1e-26 * g2 * g2;
+    const double a2 = fit_alpha(f);
+    const bandwidth_fit f2 = fit_large(a2);
+    auto near = [](double a, double b) { return (a - b) * (a - b) <= 1e-26 * (a * a + b * b) + 1e-300; };
+    const bool settled = near(a2, alpha) && near(f2.g, f.g) && near(f2.gamma, f.gamma);
     alpha = a2;
-    g = g2;
+    f = f2;
     if (settled) break;
   }
-  if (!(g > 0)) detail::fail<error>("fitting link '" + std::string(name) + "' gave no positive bandwidth; check the samples");
-  return link{alpha, 1 / g, link_name(name)};
+  if (!(f.g > 0)) detail::fail<error>("fitting link '" + std::string(name) + "' gave no positive bandwidth; check the samples");
+  link l{alpha, 1 / f.g, link_name(name)};
+  l.gamma = f.gamma;
+  return l;
 }
 
 }  // namespace autoddl

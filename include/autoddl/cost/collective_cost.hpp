@@ -9,8 +9,9 @@
 //     one T/n^2 block per step (Thakur et al. 2005, section 4.3);
 //   - the byte factors are nccl-tests PERFORMANCE.md's bus-bandwidth factors (bytes_factor in
 //     sbp/boxing.hpp), so the bytes priced are the bytes the executor counts.
-// The reduction arithmetic of reduce-scatter is not priced (the gamma term of Thakur et al.):
-// it is memory bound and, on the links modelled here, below the beta term.
+//   - the reduction: gamma * (n-1)/n * T for reduce-scatter and all-reduce (each device adds
+//     n-1 received chunks of T/n; Thakur et al. 2005's gamma term), with gamma from the link
+//     (0 in the GPU presets, measured for CPU ranks).
 #include <cstdint>
 
 #include "autoddl/cost/boxing_path.hpp"
@@ -20,12 +21,20 @@
 
 namespace autoddl {
 
+/// Bytes each device reduces in `c`: (n-1)/n * T for reduce-scatter and all-reduce, else 0.
+constexpr std::int64_t reduced_bytes(collective c, std::int64_t n, std::int64_t group_bytes) {
+  if (c != collective::reduce_scatter && c != collective::all_reduce) return 0;
+  return bytes_factor(collective::reduce_scatter, n).of(group_bytes);
+}
+
 /// Seconds of collective `c` on an axis of `n` devices whose group holds `group_bytes` (T):
-/// ring_steps(c, n) * alpha + bytes_factor(c, n).of(T) / beta. Local steps cost 0.
+/// ring_steps(c, n) * alpha + bytes_factor(c, n).of(T) / beta + reduced_bytes(c, n, T) * gamma.
+/// Local steps cost 0.
 ///   collective_time(all_reduce, 4, 1 MiB, {1e-5, 1e9}) == 6e-5 + 1.5 MiB / 1e9.
 constexpr double collective_time(collective c, std::int64_t n, std::int64_t group_bytes, const link& l) {
   if (!communicates(c) || n <= 1) return 0;
-  return l.time(double(ring_steps(c, n)), double(bytes_factor(c, n).of(group_bytes)));
+  return l.time(double(ring_steps(c, n)), double(bytes_factor(c, n).of(group_bytes))) +
+         double(reduced_bytes(c, n, group_bytes)) * l.gamma;
 }
 
 /// One boxing step priced on the link of its axis.

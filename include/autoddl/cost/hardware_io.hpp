@@ -85,7 +85,7 @@ class profile_reader {
 
   link read_link(const nlohmann::json& j, const std::string& where) const {
     object(j, where);
-    only_keys(j, where, {"name", "alpha", "beta"});
+    only_keys(j, where, {"name", "alpha", "beta", "gamma"});
     link l;
     l.name = link_name(text(j, where, "name"));
     const auto& a = member(j, where, "alpha");
@@ -93,6 +93,11 @@ class profile_reader {
     l.alpha = a.get<double>();
     if (!(l.alpha > 0)) fail(where + ".alpha", "is " + a.dump() + "; give a positive number (seconds)");
     l.beta = positive(j, where, "beta", "bytes per second");
+    if (auto g = j.find("gamma"); g != j.end()) {
+      if (!g->is_number()) fail(where + ".gamma", "must be a number (seconds per byte reduced)");
+      l.gamma = g->get<double>();
+      if (!(l.gamma >= 0)) fail(where + ".gamma", "is " + g->dump() + "; give a number >= 0 (seconds per byte reduced)");
+    }
     return l;
   }
 
@@ -216,7 +221,9 @@ inline hardware load_hardware(std::string_view name_or_path) {
 /// The profile as JSON, in the schema load_hardware reads (fp16/bf16 peaks of 0 are left out).
 inline std::string to_json(const hardware& h) {
   auto link_json = [](const link& l) {
-    return nlohmann::ordered_json{{"name", std::string(l.name.view())}, {"alpha", l.alpha}, {"beta", l.beta}};
+    nlohmann::ordered_json j{{"name", std::string(l.name.view())}, {"alpha", l.alpha}, {"beta", l.beta}};
+    if (l.gamma > 0) j["gamma"] = l.gamma;
+    return j;
   };
   nlohmann::ordered_json peak = nlohmann::ordered_json::object();
   for (dtype t : {dtype::fp32, dtype::fp16, dtype::bf16})

@@ -1,7 +1,10 @@
 #pragma once
 // One kind of link between devices, in the alpha-beta (Hockney) model: sending m bytes costs
 // alpha + m / beta seconds (Hockney 1994, "The communication challenge for MPP"; the model
-// Thakur, Rabenseifner & Gropp 2005 price collectives with).
+// Thakur, Rabenseifner & Gropp 2005 price collectives with). Their gamma term, seconds per byte
+// reduced, is kept with the link because reductions run where the group's bytes arrive; it is 0
+// where the reduction is fused into the transfer and hidden by it (NCCL on GPUs), and measured
+// for CPU ranks, where summing received chunks is a memory-bound pass of its own.
 //   link{2e-6, 150e9, "nvlink2"}: 2 us latency, 150 GB/s per direction.
 #include <array>
 #include <cstddef>
@@ -34,6 +37,7 @@ struct link {
   double alpha = 0;    ///< seconds per message (latency)
   double beta = 1;     ///< bytes per second (bandwidth, one direction, per device)
   link_name name{};
+  double gamma = 0;    ///< seconds per byte reduced (reduce-scatter, all-reduce)
   /// Seconds to send `bytes` as `messages` messages: messages * alpha + bytes / beta.
   constexpr double time(double messages, double bytes) const { return messages * alpha + bytes / beta; }
   friend constexpr bool operator==(const link&, const link&) = default;
@@ -45,6 +49,8 @@ constexpr link checked(const link& l) {
     detail::fail<error>("link '" + std::string(l.name.view()) + "' has a negative latency alpha; give alpha in seconds, >= 0");
   if (!(l.beta > 0))
     detail::fail<error>("link '" + std::string(l.name.view()) + "' has a bandwidth beta <= 0; give beta in bytes per second, > 0");
+  if (!(l.gamma >= 0))
+    detail::fail<error>("link '" + std::string(l.name.view()) + "' has a negative gamma; give seconds per byte reduced, >= 0");
   return l;
 }
 

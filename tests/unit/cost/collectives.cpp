@@ -124,3 +124,17 @@ TEST_CASE("pricing a boxing on another mesh's links is refused", "[cost][boxing]
   device_mesh m = uniform_mesh({2, 4}, ln);
   CHECK_THROWS_AS(boxing_cost({{P, P}, {B, B}, {4, 2}, {64, 64}, 4}, m), layout_error);
 }
+
+TEST_CASE("gamma prices the bytes each device reduces in reduce-scatter and all-reduce", "[cost][collective]") {
+  autoddl::link g = ln;
+  g.gamma = 2e-9;  // 2 ns per byte reduced
+  const std::int64_t T = 5 * 5 * 1024;
+  // n = 5: 4/5 * T reduced by reduce-scatter and by all-reduce, nothing by the others
+  CHECK(reduced_bytes(collective::reduce_scatter, 5, T) == 4 * 5 * 1024);
+  CHECK(reduced_bytes(collective::all_gather, 5, T) == 0);
+  CHECK(collective_time(collective::reduce_scatter, 5, T, g) == Approx(4 * a + 4 * 5 * 1024 * (ns + 2e-9)));
+  CHECK(collective_time(collective::all_reduce, 5, T, g) == Approx(8 * a + 8 * 5 * 1024 * ns + 4 * 5 * 1024 * 2e-9));
+  CHECK(collective_time(collective::all_gather, 5, T, g) == collective_time(collective::all_gather, 5, T, ln));
+  g.gamma = -1;
+  CHECK_THROWS_AS(checked(g), error);
+}

@@ -86,6 +86,9 @@ TEST_CASE("each kind of invalid profile names the file and the field", "[cost][h
              ContainsSubstring("field 'sources' must be a non-empty array"));
   CHECK_THAT(error_of(replaced(good, "}}", "}")), ContainsSubstring("'p.json' is not valid JSON"));
   CHECK_THAT(error_of("[1,2]"), ContainsSubstring("must be a JSON object"));
+  CHECK_THAT(error_of(replaced(good, "\"beta\": 1e10", "\"beta\": 1e10, \"gamma\": -1")),
+             ContainsSubstring("field 'links.inter_node.gamma' is -1"));
+  CHECK(parse_hardware(replaced(good, "\"beta\": 1e10", "\"beta\": 1e10, \"gamma\": 2e-10")).inter_node.gamma == 2e-10);
 }
 
 TEST_CASE("every shipped preset loads by name, cites sources, and prices its links", "[cost][hardware]") {

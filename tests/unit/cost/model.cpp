@@ -115,3 +115,16 @@ TEST_CASE("the two-range fit takes beta from large runs and alpha from small one
   std::vector<timing_sample> big(v.end() - 3, v.end());
   CHECK(fit_link_two_ranges(big, "x", 1 << 20).beta == Approx(fit_link(big, "x").beta));
 }
+
+TEST_CASE("the two-range fit recovers the reduction cost gamma", "[cost][calibration]") {
+  autoddl::link truth{5e-7, 8e9, "t"};
+  truth.gamma = 1.0 / 4e9;
+  std::vector<timing_sample> v;
+  for (collective c : {collective::all_gather, collective::reduce_scatter, collective::all_reduce, collective::all_to_all})
+    for (std::int64_t bytes = 4096; bytes <= (64 << 20); bytes *= 4)
+      v.push_back(sample_of(c, 3, bytes, collective_time(c, 3, bytes, truth)));
+  autoddl::link fit = fit_link_two_ranges(v, "t", 1 << 20);
+  CHECK(fit.alpha == Approx(5e-7).epsilon(1e-6));
+  CHECK(fit.beta == Approx(8e9).epsilon(1e-6));
+  CHECK(fit.gamma == Approx(1.0 / 4e9).epsilon(1e-6));
+}
