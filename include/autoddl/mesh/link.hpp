@@ -33,6 +33,8 @@ struct link_name {
   friend constexpr bool operator==(const link_name& a, const link_name& b) { return a.view() == b.view(); }
 };
 
+/// Note: POSIX's <unistd.h> declares a function ::link; code that has `using namespace autoddl`
+/// and includes it must write autoddl::link.
 struct link {
   double alpha = 0;    ///< seconds per message (latency)
   double beta = 1;     ///< bytes per second (bandwidth, one direction, per device)

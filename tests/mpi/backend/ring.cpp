@@ -153,6 +153,24 @@ TEST_CASE("a 2x2 mesh splits the world into axis groups and runs the hierarchica
     mc.axis(a).all_reduce(std::span<float>(buf));
     CHECK(buf == summed<float>(std::vector<int>(g.begin(), g.end()), 12));
   }
+  // all-gather and all-to-all on each axis: exact data and the model's bytes
+  for (int a = 0; a < 2; ++a) {
+    ring_comm& c = mc.axis(a);
+    auto g = dm.axis_group(mc.rank(), a);
+    std::vector<double> buf(8, -1.0);
+    auto mine = inputs<double>(mc.rank(), 8);
+    std::copy(mine.begin() + c.rank() * 4, mine.begin() + (c.rank() + 1) * 4, buf.begin() + c.rank() * 4);
+    const std::int64_t ag = c.all_gather(std::span<double>(buf));
+    for (int k = 0; k < 2; ++k)
+      for (int i = 0; i < 4; ++i) CHECK(buf[std::size_t(k * 4 + i)] == input<double>(g[k], k * 4 + i));
+    // [S(0),S(0)] -> [S(0),B] on axis 1 / [S(0),B] -> [B,B] on axis 0 move (n-1)/n of the group's part
+    CHECK(ag == make_step(a == 1 ? nd_sbp{S(0), S(0)} : nd_sbp{S(0), B}, {2, 2}, a, B, a == 1 ? 128 : 64).bytes_per_device());
+    std::vector<double> out(8, 0.0);
+    const std::int64_t sent = c.all_to_all(std::span<const double>(mine), std::span<double>(out));
+    for (int k = 0; k < 2; ++k)
+      for (int i = 0; i < 4; ++i) CHECK(out[std::size_t(k * 4 + i)] == input<double>(g[k], c.rank() * 4 + i));
+    CHECK(sent == boxing_step{a, S(0), S(1), collective::all_to_all, 2, 2 * 8 * 8}.bytes_per_device());
+  }
   // [P,P] -> [B,B] for a [8,6] fp32 tensor: run exactly the priced path
   const boxing_path p = cheapest_boxing({{P, P}, {B, B}, {2, 2}, {8, 6}, 4});
   REQUIRE(p.size() == 3);

@@ -105,6 +105,11 @@ TEST_CASE("every shipped preset loads by name, cites sources, and prices its lin
   CHECK(v.intra_node.beta == 150e9);
   CHECK(v.device.peak(dtype::fp16) == 125e12);
   CHECK(load_hardware("dgx-h100").device.peak(dtype::bf16) == 989.4e12);
+  // the link rule on real presets: 2x8 DGX-1 = NVLink inside a node, InfiniBand across
+  device_mesh m = make_device_mesh({2, 8}, v);
+  CHECK(m.axis_link(1).name == link_name("nvlink2"));
+  CHECK(m.axis_link(0).name == link_name("ib-edr-4x"));
+  CHECK(make_device_mesh({8}, load_hardware("piz-daint")).axis_link(0).name == link_name("cray-aries"));
   auto presets = hardware_presets();
   CHECK(presets.size() >= 5);
 }
