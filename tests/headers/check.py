@@ -28,7 +28,7 @@ def main() -> int:
         rel = h.relative_to(inc).as_posix()
         if "/cuda/" in rel or "/nccl/" in rel:
             return rel, None
-        needs_mpi = "/mpi/" in rel
+        needs_mpi = "/mpi/" in rel or rel.endswith("/mpi.hpp")
         if needs_mpi and not mpi_flags:
             return rel, None
         tu = tmp / (rel.replace("/", "__") + ".cpp")

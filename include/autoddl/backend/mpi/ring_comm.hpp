@@ -1,0 +1,228 @@
+#pragma once
+// Ring collectives over one MPI communicator (one mesh axis), built from MPI_Sendrecv, each
+// counting the bytes this rank sends so that, for the boxing the cost model prices,
+// bytes sent == boxing_step::bytes_per_device() exactly. Algorithms (Thakur, Rabenseifner &
+// Gropp 2005, "Optimization of collective communication operations in MPICH"):
+//   all-gather       ring, n-1 steps, sends (n-1) chunks          = (n-1)/n   * T
+//   reduce-scatter   ring, n-1 steps, sends (n-1) chunks, sums     = (n-1)/n   * T
+//   all-reduce       reduce-scatter then all-gather                = 2(n-1)/n  * T
+//   all-to-all       pairwise exchange, n-1 steps, one block each  = (n-1)/n^2 * T
+// where T is the whole buffer (n chunks) for the first three and n * (one rank's buffer) for
+// all-to-all. Chunk convention: a buffer of n equal chunks, rank i of the group owns chunk i.
+// Sums run in a fixed order per chunk, so integer-valued floats come out exact.
+#include "autoddl/backend/mpi/detail/mpi_c.hpp"
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "autoddl/backend/mpi/error.hpp"
+
+namespace autoddl::mpi {
+
+template <class T>
+concept MpiElement = std::is_same_v<T, float> || std::is_same_v<T, double>;
+
+template <MpiElement T>
+inline MPI_Datatype datatype_of() {
+  if constexpr (std::is_same_v<T, float>) return MPI_FLOAT;
+  else return MPI_DOUBLE;
+}
+
+/// One communicator (one mesh axis, or the world) with byte-counting ring collectives.
+/// Owns (and frees) the communicator it is given when `owned` is true.
+class ring_comm {
+ public:
+  ring_comm() = default;
+  explicit ring_comm(MPI_Comm comm, bool owned = false) : comm_(comm), owned_(owned) {
+    check(MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler", comm_);
+    check(MPI_Comm_rank(comm_, &rank_), "MPI_Comm_rank", comm_);
+    check(MPI_Comm_size(comm_, &size_), "MPI_Comm_size", comm_);
+  }
+  ring_comm(const ring_comm&) = delete;
+  ring_comm& operator=(const ring_comm&) = delete;
+  ring_comm(ring_comm&& o) noexcept { *this = std::move(o); }
+  ring_comm& operator=(ring_comm&& o) noexcept {
+    if (this != &o) {
+      release();
+      comm_ = std::exchange(o.comm_, MPI_COMM_NULL);
+      owned_ = std::exchange(o.owned_, false);
+      rank_ = o.rank_;
+      size_ = o.size_;
+      bytes_sent_ = o.bytes_sent_;
+      scratch_ = std::move(o.scratch_);
+    }
+    return *this;
+  }
+  ~ring_comm() { release(); }
+
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  MPI_Comm handle() const { return comm_; }
+  /// Bytes this rank has sent through this communicator since construction or reset.
+  std::int64_t bytes_sent() const { return bytes_sent_; }
+  void reset_bytes() { bytes_sent_ = 0; }
+
+  /// In place: on entry chunk rank() of `buf` holds this rank's part; on return every chunk
+  /// holds its owner's part. @pre buf.size() divisible by size(). Returns bytes sent.
+  template <MpiElement T>
+  std::int64_t all_gather(std::span<T> buf) {
+    const std::int64_t c = chunk_of(buf.size(), "all-gather");
+    const int n = size_, right = (rank_ + 1) % n, left = (rank_ + n - 1) % n;
+    std::int64_t sent = 0;
+    for (int s = 0; s < n - 1; ++s) {
+      const int out = (rank_ - s + n) % n, in = (rank_ - s - 1 + 2 * n) % n;
+      sendrecv(buf.data() + out * c, right, buf.data() + in * c, left, c);
+      sent += c * std::int64_t(sizeof(T));
+    }
+    return count(sent);
+  }
+
+  /// In place: on entry every chunk of `buf` holds this rank's addend; on return chunk rank()
+  /// holds the sum over the group (other chunks hold partial sums). Returns bytes sent.
+  template <MpiElement T>
+  std::int64_t reduce_scatter(std::span<T> buf) {
+    const std::int64_t c = chunk_of(buf.size(), "reduce-scatter");
+    const int n = size_, right = (rank_ + 1) % n, left = (rank_ + n - 1) % n;
+    T* tmp = scratch<T>(n > 1 ? c : 0);
+    std::int64_t sent = 0;
+    for (int s = 0; s < n - 1; ++s) {
+      const int out = (rank_ - s - 1 + 2 * n) % n, in = (rank_ - s - 2 + 2 * n) % n;
+      sendrecv(buf.data() + out * c, right, tmp, left, c);
+      T* dst = buf.data() + in * c;
+      for (std::int64_t k = 0; k < c; ++k) dst[k] += tmp[k];
+      sent += c * std::int64_t(sizeof(T));
+    }
+    return count(sent);
+  }
+
+  /// In place: on return every rank holds the element-wise sum. Returns bytes sent.
+  template <MpiElement T>
+  std::int64_t all_reduce(std::span<T> buf) {
+    (void)chunk_of(buf.size(), "all-reduce");
+    const std::int64_t a = reduce_scatter(buf);
+    return a + all_gather(buf);
+  }
+
+  /// Pairwise exchange: chunk j of `in` goes to rank j, chunk j of `out` comes from rank j.
+  /// @pre in.size() == out.size(), divisible by size(). Returns bytes sent.
+  template <MpiElement T>
+  std::int64_t all_to_all(std::span<const T> in, std::span<T> out) {
+    if (in.size() != out.size())
+      abort_job(comm_, "all-to-all got an input of " + std::to_string(in.size()) + " and an output of " +
+                           std::to_string(out.size()) + " elements; give both the same size");
+    const std::int64_t c = chunk_of(in.size(), "all-to-all");
+    const int n = size_;
+    std::copy(in.begin() + rank_ * c, in.begin() + (rank_ + 1) * c, out.begin() + rank_ * c);
+    std::int64_t sent = 0;
+    for (int s = 1; s < n; ++s) {
+      const int to = (rank_ + s) % n, from = (rank_ - s + n) % n;
+      sendrecv(in.data() + to * c, to, out.data() + from * c, from, c);
+      sent += c * std::int64_t(sizeof(T));
+    }
+    return count(sent);
+  }
+
+  /// Binomial-tree broadcast of `buf` from `root` (Thakur et al. 2005, section 4.2:
+  /// ceil(log2 n) steps). Returns bytes this rank sent.
+  template <MpiElement T>
+  std::int64_t broadcast(std::span<T> buf, int root) {
+    check_peer(root, "broadcast root");
+    const int n = size_, me = (rank_ - root + n) % n;
+    const int cnt = count_of(std::int64_t(buf.size()), comm_);
+    std::int64_t sent = 0;
+    int mask = 1;
+    while (mask < n) {
+      if (me & mask) {
+        check(MPI_Recv(buf.data(), cnt, datatype_of<T>(), ((me - mask) + root) % n, tag_bcast, comm_, MPI_STATUS_IGNORE),
+              "MPI_Recv (broadcast)", comm_);
+        break;
+      }
+      mask <<= 1;
+    }
+    for (mask >>= 1; mask > 0; mask >>= 1)
+      if (me + mask < n) {
+        check(MPI_Send(buf.data(), cnt, datatype_of<T>(), (me + mask + root) % n, tag_bcast, comm_), "MPI_Send (broadcast)",
+              comm_);
+        sent += std::int64_t(buf.size() * sizeof(T));
+      }
+    return count(sent);
+  }
+
+  template <MpiElement T>
+  std::int64_t send(std::span<const T> buf, int to, int tag = 0) {
+    check_peer(to, "send destination");
+    check(MPI_Send(buf.data(), count_of(std::int64_t(buf.size()), comm_), datatype_of<T>(), to, tag, comm_), "MPI_Send",
+          comm_);
+    return count(std::int64_t(buf.size() * sizeof(T)));
+  }
+
+  template <MpiElement T>
+  void recv(std::span<T> buf, int from, int tag = 0) {
+    check_peer(from, "receive source");
+    check(MPI_Recv(buf.data(), count_of(std::int64_t(buf.size()), comm_), datatype_of<T>(), from, tag, comm_,
+                   MPI_STATUS_IGNORE),
+          "MPI_Recv", comm_);
+  }
+
+  void barrier() const { check(MPI_Barrier(comm_), "MPI_Barrier", comm_); }
+
+ private:
+  static constexpr int tag_ring = 7301;
+  static constexpr int tag_bcast = 7302;
+
+  void release() {
+    if (owned_ && comm_ != MPI_COMM_NULL) {
+      int finalized = 0;
+      MPI_Finalized(&finalized);
+      if (!finalized) MPI_Comm_free(&comm_);
+    }
+    comm_ = MPI_COMM_NULL;
+    owned_ = false;
+  }
+  /// A receive buffer of `elements` kept between calls: a fresh one per call would page-fault
+  /// its whole size every time (tens of ms per 64 MiB), which is not the collective's cost.
+  template <MpiElement T>
+  T* scratch(std::int64_t elements) {
+    const std::size_t bytes = std::size_t(elements) * sizeof(T);
+    if (scratch_.size() < bytes) scratch_.resize(bytes);
+    return reinterpret_cast<T*>(scratch_.data());
+  }
+  std::int64_t count(std::int64_t sent) {
+    bytes_sent_ += sent;
+    return sent;
+  }
+  std::int64_t chunk_of(std::size_t elements, const char* what) const {
+    if (elements % std::size_t(size_) != 0)
+      abort_job(comm_, std::string(what) + " of " + std::to_string(elements) + " elements over " + std::to_string(size_) +
+                           " ranks: the buffer must split into equal chunks; pad it to a multiple of " +
+                           std::to_string(size_));
+    return std::int64_t(elements / std::size_t(size_));
+  }
+  void check_peer(int r, const char* what) const {
+    if (r < 0 || r >= size_)
+      abort_job(comm_, std::string(what) + " " + std::to_string(r) + " is not in a group of " + std::to_string(size_) +
+                           " ranks");
+  }
+  template <MpiElement T>
+  void sendrecv(const T* out, int to, T* in, int from, std::int64_t c) {
+    const int cnt = count_of(c, comm_);
+    check(MPI_Sendrecv(out, cnt, datatype_of<T>(), to, tag_ring, in, cnt, datatype_of<T>(), from, tag_ring, comm_,
+                       MPI_STATUS_IGNORE),
+          "MPI_Sendrecv", comm_);
+  }
+
+  MPI_Comm comm_ = MPI_COMM_NULL;
+  bool owned_ = false;
+  int rank_ = 0;
+  int size_ = 1;
+  std::int64_t bytes_sent_ = 0;
+  std::vector<std::byte> scratch_;  // holds doubles or floats; new'd storage, suitably aligned
+};
+
+}  // namespace autoddl::mpi

@@ -1,0 +1,62 @@
+#pragma once
+// Element types the cost model prices: fp32 (4 bytes), fp16 and bf16 (2 bytes).
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "autoddl/sbp/error.hpp"
+
+namespace autoddl {
+
+enum class dtype : std::uint8_t { fp32, fp16, bf16 };
+
+inline constexpr int dtype_count = 3;
+
+constexpr int bytes_of(dtype t) {
+  switch (t) {
+    case dtype::fp32: return 4;
+    case dtype::fp16:
+    case dtype::bf16: return 2;
+  }
+  return 0;
+}
+
+constexpr std::string_view to_string(dtype t) {
+  switch (t) {
+    case dtype::fp32: return "fp32";
+    case dtype::fp16: return "fp16";
+    case dtype::bf16: return "bf16";
+  }
+  return "?";
+}
+
+/// parse_dtype("bf16") == dtype::bf16; throws parse_error naming the text and the choices.
+constexpr dtype parse_dtype(std::string_view s) {
+  if (s == "fp32") return dtype::fp32;
+  if (s == "fp16") return dtype::fp16;
+  if (s == "bf16") return dtype::bf16;
+  detail::fail<parse_error>("unknown dtype '" + std::string(s) + "'; write fp32, fp16 or bf16");
+}
+
+/// Kinds of computation, each with its own achievable fraction of peak on a device.
+enum class work_kind : std::uint8_t { gemm, conv, elementwise };
+
+inline constexpr int work_kind_count = 3;
+
+constexpr std::string_view to_string(work_kind k) {
+  switch (k) {
+    case work_kind::gemm: return "gemm";
+    case work_kind::conv: return "conv";
+    case work_kind::elementwise: return "elementwise";
+  }
+  return "?";
+}
+
+constexpr work_kind parse_work_kind(std::string_view s) {
+  if (s == "gemm") return work_kind::gemm;
+  if (s == "conv") return work_kind::conv;
+  if (s == "elementwise") return work_kind::elementwise;
+  detail::fail<parse_error>("unknown work kind '" + std::string(s) + "'; write gemm, conv or elementwise");
+}
+
+}  // namespace autoddl

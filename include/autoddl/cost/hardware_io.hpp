@@ -1,0 +1,257 @@
+#pragma once
+// Hardware profiles as JSON files (schema in docs/cost-model.md), read and written with
+// nlohmann-json. Every problem is one autoddl::parse_error (or autoddl::error for files) that
+// names the file and the field:
+//   hardware profile 'x.json': field 'links.intra_node.beta' is 0; give a positive number (bytes per second)
+// Presets: load_hardware("dgx1-v100") reads <dir>/dgx1-v100.json where <dir> is the environment
+// variable AUTODDL_HARDWARE_DIR when set, else the macro AUTODDL_HARDWARE_DIR (the build sets it
+// to the source tree's data/hardware; installs ship the files in <datadir>/autoddl/hardware).
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <initializer_list>
+#include <sstream>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "autoddl/cost/dtype.hpp"
+#include "autoddl/cost/hardware.hpp"
+#include "autoddl/mesh/link.hpp"
+#include "autoddl/sbp/error.hpp"
+
+namespace autoddl {
+
+namespace detail {
+
+class profile_reader {
+ public:
+  explicit profile_reader(std::string file) : file_(std::move(file)) {}
+
+  [[noreturn]] void fail(const std::string& field, const std::string& what) const {
+    throw parse_error("hardware profile '" + file_ + "': field '" + field + "' " + what);
+  }
+
+  const nlohmann::json& object(const nlohmann::json& j, const std::string& field) const {
+    if (!j.is_object()) fail(field, "must be a JSON object");
+    return j;
+  }
+
+  void only_keys(const nlohmann::json& j, const std::string& where, std::initializer_list<std::string_view> keys) const {
+    for (auto it = j.begin(); it != j.end(); ++it) {
+      if (std::find(keys.begin(), keys.end(), std::string_view(it.key())) != keys.end()) continue;
+      std::string valid;
+      for (auto k : keys) {
+        if (!valid.empty()) valid += ", ";
+        valid += k;
+      }
+      std::string path = where.empty() ? it.key() : where + "." + it.key();
+      throw parse_error("hardware profile '" + file_ + "': unknown key '" + path + "'; valid keys " +
+                        (where.empty() ? std::string("at the top") : "in '" + where + "'") + " are " + valid);
+    }
+  }
+
+  const nlohmann::json& member(const nlohmann::json& j, const std::string& where, const std::string& key) const {
+    std::string path = where.empty() ? key : where + "." + key;
+    auto it = j.find(key);
+    if (it == j.end()) fail(path, "is missing; add it (see docs/cost-model.md for the schema)");
+    return *it;
+  }
+
+  static std::string path_of(const std::string& where, const std::string& key) {
+    return where.empty() ? key : where + "." + key;
+  }
+
+  std::string text(const nlohmann::json& j, const std::string& where, const std::string& key) const {
+    const auto& v = member(j, where, key);
+    if (!v.is_string()) fail(path_of(where, key), "must be a string");
+    return v.get<std::string>();
+  }
+
+  double positive(const nlohmann::json& v, const std::string& path, const std::string& unit) const {
+    if (!v.is_number()) fail(path, "must be a number (" + unit + ")");
+    double d = v.get<double>();
+    if (!(d > 0)) fail(path, "is " + v.dump() + "; give a positive number (" + unit + ")");
+    return d;
+  }
+
+  double positive(const nlohmann::json& j, const std::string& where, const std::string& key,
+                  const std::string& unit) const {
+    return positive(member(j, where, key), path_of(where, key), unit);
+  }
+
+  link read_link(const nlohmann::json& j, const std::string& where) const {
+    object(j, where);
+    only_keys(j, where, {"name", "alpha", "beta", "gamma"});
+    link l;
+    l.name = link_name(text(j, where, "name"));
+    const auto& a = member(j, where, "alpha");
+    if (!a.is_number()) fail(where + ".alpha", "must be a number (seconds)");
+    l.alpha = a.get<double>();
+    if (!(l.alpha > 0)) fail(where + ".alpha", "is " + a.dump() + "; give a positive number (seconds)");
+    l.beta = positive(j, where, "beta", "bytes per second");
+    if (auto g = j.find("gamma"); g != j.end()) {
+      if (!g->is_number()) fail(where + ".gamma", "must be a number (seconds per byte reduced)");
+      l.gamma = g->get<double>();
+      if (!(l.gamma >= 0)) fail(where + ".gamma", "is " + g->dump() + "; give a number >= 0 (seconds per byte reduced)");
+    }
+    return l;
+  }
+
+  hardware read(const nlohmann::json& j) const {
+    object(j, "(top)");
+    only_keys(j, "", {"name", "description", "sources", "devices_per_node", "links", "device"});
+    hardware h;
+    h.name = text(j, "", "name");
+    h.description = text(j, "", "description");
+    const auto& src = member(j, "", "sources");
+    if (!src.is_array() || src.empty()) fail("sources", "must be a non-empty array of strings citing the figures used");
+    for (const auto& s : src) {
+      if (!s.is_string()) fail("sources", "must hold only strings");
+      h.sources.push_back(s.get<std::string>());
+    }
+    const auto& dpn = member(j, "", "devices_per_node");
+    if (!dpn.is_number_integer() || dpn.get<long long>() < 1 || dpn.get<long long>() > (1 << 20))
+      fail("devices_per_node", "is " + dpn.dump() + "; give a positive integer");
+    h.devices_per_node = int(dpn.get<long long>());
+    const auto& links = object(member(j, "", "links"), "links");
+    only_keys(links, "links", {"intra_node", "inter_node"});
+    h.intra_node = read_link(member(links, "links", "intra_node"), "links.intra_node");
+    h.inter_node = read_link(member(links, "links", "inter_node"), "links.inter_node");
+    const auto& dev = object(member(j, "", "device"), "device");
+    only_keys(dev, "device", {"name", "peak_flops", "efficiency", "memory_bytes", "memory_bandwidth"});
+    h.device.name = text(dev, "device", "name");
+    const auto& peak = object(member(dev, "device", "peak_flops"), "device.peak_flops");
+    only_keys(peak, "device.peak_flops", {"fp32", "fp16", "bf16"});
+    if (peak.empty()) fail("device.peak_flops", "is empty; give the FLOP/s of at least one of fp32, fp16, bf16");
+    for (dtype t : {dtype::fp32, dtype::fp16, dtype::bf16}) {
+      auto it = peak.find(std::string(to_string(t)));
+      if (it != peak.end())
+        h.device.peak_flops[std::size_t(t)] = positive(*it, "device.peak_flops." + std::string(to_string(t)), "FLOP/s");
+    }
+    const auto& eff = object(member(dev, "device", "efficiency"), "device.efficiency");
+    only_keys(eff, "device.efficiency", {"gemm", "conv", "elementwise"});
+    for (work_kind k : {work_kind::gemm, work_kind::conv, work_kind::elementwise}) {
+      std::string key(to_string(k));
+      double e = positive(eff, "device.efficiency", key, "fraction of peak");
+      if (e > 1) fail("device.efficiency." + key, "is " + member(eff, "device.efficiency", key).dump() + "; give a fraction of peak in (0, 1]");
+      h.device.efficiency[std::size_t(k)] = e;
+    }
+    h.device.memory_bytes = positive(dev, "device", "memory_bytes", "bytes");
+    h.device.memory_bandwidth = positive(dev, "device", "memory_bandwidth", "bytes per second");
+    return h;
+  }
+
+ private:
+  std::string file_;
+};
+
+/// The preset directory: $AUTODDL_HARDWARE_DIR, else the build's AUTODDL_HARDWARE_DIR, else "".
+inline std::string hardware_dir() {
+  if (const char* e = std::getenv("AUTODDL_HARDWARE_DIR"); e != nullptr && *e != '\0') return e;
+#ifdef AUTODDL_HARDWARE_DIR
+  return AUTODDL_HARDWARE_DIR;
+#else
+  return {};
+#endif
+}
+
+inline bool names_a_file(std::string_view s) {
+  return s.find('/') != std::string_view::npos ||
+         (s.size() >= 5 && s.substr(s.size() - 5) == ".json");
+}
+
+}  // namespace detail
+
+/// Names of the presets in the preset directory, sorted ("cpu-local", "dgx-a100", ...).
+inline std::vector<std::string> hardware_presets() {
+  std::vector<std::string> out;
+  const std::string dir = detail::hardware_dir();
+  std::error_code ec;
+  if (dir.empty() || !std::filesystem::is_directory(dir, ec)) return out;
+  for (const auto& e : std::filesystem::directory_iterator(dir, ec))
+    if (e.path().extension() == ".json") out.push_back(e.path().stem().string());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+/// Parses a profile from JSON text; `file` names it in errors.
+inline hardware parse_hardware(std::string_view json_text, const std::string& file = "<text>") {
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(json_text.begin(), json_text.end());
+  } catch (const nlohmann::json::parse_error& e) {
+    throw parse_error("hardware profile '" + file + "' is not valid JSON (" + e.what() + "); fix the syntax there");
+  }
+  return detail::profile_reader(file).read(j);
+}
+
+/// Loads a preset by name ("dgx1-v100") or a file by path (anything with '/' or ending .json).
+inline hardware load_hardware(std::string_view name_or_path) {
+  std::string file;
+  if (detail::names_a_file(name_or_path)) {
+    file = std::string(name_or_path);
+  } else {
+    const std::string dir = detail::hardware_dir();
+    if (dir.empty())
+      throw error("hardware preset '" + std::string(name_or_path) +
+                  "' needs a preset directory; set the environment variable AUTODDL_HARDWARE_DIR or give a path to a .json file");
+    file = (std::filesystem::path(dir) / (std::string(name_or_path) + ".json")).string();
+    std::error_code ec;
+    if (!std::filesystem::is_regular_file(file, ec)) {
+      std::string valid;
+      for (const auto& p : hardware_presets()) {
+        if (!valid.empty()) valid += ", ";
+        valid += p;
+      }
+      throw error("unknown hardware preset '" + std::string(name_or_path) + "' in " + dir + "; valid presets are " +
+                  (valid.empty() ? std::string("(none found)") : valid) + ", or give a path to a .json file");
+    }
+  }
+  std::ifstream in(file);
+  if (!in) throw error("hardware profile file '" + file + "' cannot be opened; check the path");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return parse_hardware(ss.str(), file);
+}
+
+/// The profile as JSON, in the schema load_hardware reads (fp16/bf16 peaks of 0 are left out).
+inline std::string to_json(const hardware& h) {
+  auto link_json = [](const link& l) {
+    nlohmann::ordered_json j{{"name", std::string(l.name.view())}, {"alpha", l.alpha}, {"beta", l.beta}};
+    if (l.gamma > 0) j["gamma"] = l.gamma;
+    return j;
+  };
+  nlohmann::ordered_json peak = nlohmann::ordered_json::object();
+  for (dtype t : {dtype::fp32, dtype::fp16, dtype::bf16})
+    if (h.device.peak(t) > 0) peak[std::string(to_string(t))] = h.device.peak(t);
+  nlohmann::ordered_json eff = nlohmann::ordered_json::object();
+  for (work_kind k : {work_kind::gemm, work_kind::conv, work_kind::elementwise})
+    eff[std::string(to_string(k))] = h.device.efficiency_of(k);
+  nlohmann::ordered_json j{
+      {"name", h.name},
+      {"description", h.description},
+      {"sources", h.sources},
+      {"devices_per_node", h.devices_per_node},
+      {"links", {{"intra_node", link_json(h.intra_node)}, {"inter_node", link_json(h.inter_node)}}},
+      {"device",
+       {{"name", h.device.name},
+        {"peak_flops", peak},
+        {"efficiency", eff},
+        {"memory_bytes", h.device.memory_bytes},
+        {"memory_bandwidth", h.device.memory_bandwidth}}}};
+  return j.dump(2) + "\n";
+}
+
+/// Writes the profile to `path`; throws autoddl::error when the file cannot be written.
+inline void save_hardware(const hardware& h, const std::string& path) {
+  std::ofstream out(path);
+  if (!out) throw error("cannot write hardware profile file '" + path + "'; check that its folder exists and is writable");
+  out << to_json(h);
+  if (!out) throw error("writing hardware profile file '" + path + "' failed; check free disk space");
+}
+
+}  // namespace autoddl

@@ -1,0 +1,61 @@
+#pragma once
+// Memory held by one device during a training step.
+// Optimizer state follows ZeRO (Rajbhandari, Rasley, Ruwase & He 2020, "ZeRO: Memory
+// Optimizations Toward Training Trillion Parameter Models", section 3.1): with mixed precision
+// (fp16/bf16 parameters), Adam keeps an fp32 master copy, momentum and variance: K = 12 bytes per
+// element; SGD with momentum keeps fp32 master + momentum: 8 bytes. In fp32 training the master
+// copy is the parameter itself: Adam 8 bytes (m, v), SGD-momentum 4 bytes.
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "autoddl/cost/dtype.hpp"
+#include "autoddl/sbp/error.hpp"
+
+namespace autoddl {
+
+enum class optimizer : std::uint8_t { sgd_momentum, adam };
+
+constexpr std::string_view to_string(optimizer o) { return o == optimizer::adam ? "adam" : "sgd-momentum"; }
+
+constexpr optimizer parse_optimizer(std::string_view s) {
+  if (s == "adam") return optimizer::adam;
+  if (s == "sgd-momentum") return optimizer::sgd_momentum;
+  detail::fail<parse_error>("unknown optimizer '" + std::string(s) + "'; write adam or sgd-momentum");
+}
+
+/// Bytes of optimizer state for `elements` parameters stored in `param_type` (rule above).
+///   optimizer_state_bytes(adam, 1000, fp16) == 12000; (adam, 1000, fp32) == 8000.
+constexpr std::int64_t optimizer_state_bytes(optimizer o, std::int64_t elements, dtype param_type) {
+  const bool mixed = param_type != dtype::fp32;
+  const std::int64_t states = o == optimizer::adam ? 2 : 1;  // m, v  /  momentum
+  return elements * 4 * (states + (mixed ? 1 : 0));
+}
+
+/// Bytes one device holds, by what they are for.
+struct memory_breakdown {
+  std::int64_t params = 0;
+  std::int64_t grads = 0;
+  std::int64_t optimizer = 0;
+  std::int64_t activations = 0;  ///< kept from forward for backward
+  std::int64_t transient = 0;    ///< peak of short-lived buffers (boxing, workspaces)
+  constexpr std::int64_t total() const { return params + grads + optimizer + activations + transient; }
+  constexpr memory_breakdown& operator+=(const memory_breakdown& o) {
+    params += o.params;
+    grads += o.grads;
+    optimizer += o.optimizer;
+    activations += o.activations;
+    transient = transient > o.transient ? transient : o.transient;  // not live at once
+    return *this;
+  }
+  friend constexpr bool operator==(const memory_breakdown&, const memory_breakdown&) = default;
+};
+
+/// Peak bytes of a step: everything persistent plus activations kept until backward plus the
+/// largest transient buffer (transients are freed before the next one is allocated).
+constexpr std::int64_t peak_bytes(const memory_breakdown& m) { return m.total(); }
+
+/// Whether the breakdown fits a device of `capacity` bytes.
+constexpr bool fits(const memory_breakdown& m, double capacity) { return double(peak_bytes(m)) <= capacity; }
+
+}  // namespace autoddl

@@ -1,0 +1,38 @@
+#pragma once
+// Time of one training step from its parts, under an overlap rule.
+//   overlap_rule::grad_sync_with_backward (default): gradient synchronisation is issued layer by
+//   layer as gradients become ready during backward, as PyTorch DDP's bucketed all-reduce does
+//   (Li et al. 2020, "PyTorch Distributed", VLDB 13(12)), so it hides behind backward compute:
+//     step = compute_fwd + comm_fwd + comm_bwd + max(compute_bwd, comm_grad)
+//   Boxing of activations (comm_fwd, comm_bwd) sits on the critical path and is not hidden.
+//   overlap_rule::none: step = the plain sum of the five terms.
+#include <cstdint>
+
+namespace autoddl {
+
+struct step_terms {
+  double compute_fwd = 0;
+  double compute_bwd = 0;
+  double comm_fwd = 0;   ///< boxing of activations in forward
+  double comm_bwd = 0;   ///< boxing of activation gradients in backward
+  double comm_grad = 0;  ///< parameter gradients boxed to their storage layout
+  constexpr step_terms& operator+=(const step_terms& o) {
+    compute_fwd += o.compute_fwd;
+    compute_bwd += o.compute_bwd;
+    comm_fwd += o.comm_fwd;
+    comm_bwd += o.comm_bwd;
+    comm_grad += o.comm_grad;
+    return *this;
+  }
+  friend constexpr bool operator==(const step_terms&, const step_terms&) = default;
+};
+
+enum class overlap_rule : std::uint8_t { none, grad_sync_with_backward };
+
+constexpr double step_time(const step_terms& t, overlap_rule rule = overlap_rule::grad_sync_with_backward) {
+  const double exposed = t.compute_fwd + t.comm_fwd + t.comm_bwd;
+  if (rule == overlap_rule::none) return exposed + t.compute_bwd + t.comm_grad;
+  return exposed + (t.compute_bwd > t.comm_grad ? t.compute_bwd : t.comm_grad);
+}
+
+}  // namespace autoddl

@@ -1,0 +1,140 @@
+#include <catch2/catch_approx.hpp>
+#include <catch2/catch_test_macros.hpp>
+
+#include "autoddl/cost/collective_cost.hpp"
+#include "autoddl/cost/hardware.hpp"
+
+using namespace autoddl;
+using Catch::Approx;
+
+namespace {
+// alpha = 10 us, beta = 1 GB/s: a byte costs 1 ns.
+const link ln{1e-5, 1e9, "test"};
+const link fast{1e-6, 100e9, "fast"};
+const link slow{1e-5, 1e9, "slow"};
+constexpr double a = 1e-5;
+constexpr double ns = 1e-9;
+}  // namespace
+
+TEST_CASE("ring collectives cost steps * alpha + bytes / beta on axes of 2 to 64 devices", "[cost][collective]") {
+  for (std::int64_t n : {2, 3, 5, 6, 7, 8, 12, 31, 64}) {
+    INFO("n = " << n);
+    const std::int64_t T = n * n * 1024;  // divisible by n^2
+    CHECK(collective_time(collective::all_gather, n, T, ln) == Approx((n - 1) * a + double((n - 1) * n * 1024) * ns));
+    CHECK(collective_time(collective::reduce_scatter, n, T, ln) ==
+          Approx((n - 1) * a + double((n - 1) * n * 1024) * ns));
+    CHECK(collective_time(collective::all_reduce, n, T, ln) ==
+          Approx(2 * (n - 1) * a + double(2 * (n - 1) * n * 1024) * ns));
+    CHECK(collective_time(collective::all_to_all, n, T, ln) == Approx((n - 1) * a + double((n - 1) * 1024) * ns));
+    CHECK(collective_time(collective::local_slice, n, T, ln) == 0);
+    CHECK(collective_time(collective::local_partial, n, T, ln) == 0);
+    CHECK(collective_time(collective::none, n, T, ln) == 0);
+  }
+}
+
+TEST_CASE("worked examples of collective times", "[cost][collective]") {
+  // all-reduce of 1 MiB on 4 devices: 6 alpha + 1.5 MiB / beta
+  CHECK(collective_time(collective::all_reduce, 4, 1 << 20, ln) == Approx(6e-5 + 1572864e-9));
+  // all-gather of 3 MB on 3 devices: 2 alpha + 2 MB / beta
+  CHECK(collective_time(collective::all_gather, 3, 3000000, ln) == Approx(2e-5 + 2e-3));
+  // all-to-all of 4.9 MB on 7 devices: 6 alpha + 6/49 * 4.9 MB = 0.6 MB
+  CHECK(collective_time(collective::all_to_all, 7, 4900000, ln) == Approx(6e-5 + 6e-4));
+  // one device communicates nothing
+  CHECK(collective_time(collective::all_reduce, 1, 1 << 20, ln) == 0);
+}
+
+TEST_CASE("1-D boxing is one collective priced on the axis link", "[cost][boxing]") {
+  device_mesh m = uniform_mesh({6}, ln);
+  // [S(0)] -> [B] on 6, shape [12,64] fp32: T = 3072 bytes, 5 steps, 5/6 * 3072 = 2560 bytes
+  auto p = boxing_cost({{S(0)}, {B}, {6}, {12, 64}, 4}, m);
+  REQUIRE(p.size() == 1);
+  CHECK(p[0].op == collective::all_gather);
+  CHECK(p.cost == Approx(5 * a + 2560 * ns));
+  // [P] -> [S(0)] on 6: reduce-scatter, same bytes
+  auto q = boxing_cost({{P}, {S(0)}, {6}, {12, 64}, 4}, m);
+  REQUIRE(q.size() == 1);
+  CHECK(q[0].op == collective::reduce_scatter);
+  CHECK(q.cost == Approx(5 * a + 2560 * ns));
+  // [B] -> [S(0)] is free
+  CHECK(boxing_cost({{B}, {S(0)}, {6}, {12, 64}, 4}, m).cost == 0);
+  // [S(0)] -> [S(1)] on 6: all-to-all, 5/36 * 3072 bytes (rounded down as the executor counts)
+  auto r = boxing_cost({{S(0)}, {S(1)}, {6}, {36, 36}, 4}, m);
+  REQUIRE(r.size() == 1);
+  CHECK(r[0].op == collective::all_to_all);
+  CHECK(r.bytes_per_device() == 5 * 36 * 36 * 4 / 36);
+  CHECK(r.cost == Approx(5 * a + 720 * ns));
+}
+
+TEST_CASE("[P,P] -> [B,B] on 2x4 is the hierarchical all-reduce, fast axis first", "[cost][boxing]") {
+  device_mesh m{{2, 4}, {slow, fast}};
+  const std::int64_t T = 1024 * 1024 * 4;  // [1024,1024] fp32
+  auto p = boxing_cost({{P, P}, {B, B}, {2, 4}, {1024, 1024}, 4}, m);
+  REQUIRE(p.size() == 3);
+  CHECK((p[0].axis == 1 && p[0].op == collective::reduce_scatter));
+  CHECK((p[1].axis == 0 && p[1].op == collective::all_reduce && p[1].group_bytes == T / 4));
+  CHECK((p[2].axis == 1 && p[2].op == collective::all_gather));
+  const double rs = 3 * 1e-6 + 0.75 * T / 100e9;
+  const double ar = 2 * 1e-5 + 1.0 * (T / 4) / 1e9;
+  CHECK(p.cost == Approx(rs + ar + rs));
+  CHECK(path_time(p, m) == Approx(p.cost));
+  // flat all-reduce on the slow link for comparison: strictly more expensive
+  CHECK(p.cost < collective_time(collective::all_reduce, 8, T, slow));
+}
+
+TEST_CASE("when axis 0 is the fast one the hierarchy turns round", "[cost][boxing]") {
+  device_mesh m{{2, 4}, {fast, slow}};
+  const std::int64_t T = 256 * 256 * 4;
+  auto p = boxing_cost({{P, P}, {B, B}, {2, 4}, {256, 256}, 4}, m);
+  REQUIRE(p.size() == 3);
+  CHECK((p[0].axis == 0 && p[0].op == collective::reduce_scatter));
+  CHECK((p[1].axis == 1 && p[1].op == collective::all_reduce && p[1].group_bytes == T / 2));
+  CHECK((p[2].axis == 0 && p[2].op == collective::all_gather));
+  const double rs = 1 * 1e-6 + 0.5 * T / 100e9;
+  const double ar = 6 * 1e-5 + 1.5 * (T / 2) / 1e9;
+  CHECK(p.cost == Approx(rs + ar + rs));
+}
+
+TEST_CASE("2-D boxing on non-power-of-two meshes up to 64 devices", "[cost][boxing]") {
+  {  // [S(0),B] -> [B,B] on 3x5: all-gather on axis 0 over the whole tensor
+    device_mesh m{{3, 5}, {slow, fast}};
+    const std::int64_t T = 60 * 8 * 4;
+    auto p = boxing_cost({{S(0), B}, {B, B}, {3, 5}, {60, 8}, 4}, m);
+    REQUIRE(p.size() == 1);
+    CHECK(p.cost == Approx(2 * 1e-5 + (2.0 / 3) * T / 1e9));
+  }
+  {  // [B,S(1)] -> [B,B] on 4x16: all-gather on axis 1
+    device_mesh m{{4, 16}, {slow, fast}};
+    const std::int64_t T = 64 * 64 * 2;
+    auto p = boxing_cost({{B, S(1)}, {B, B}, {4, 16}, {64, 64}, 2}, m);
+    REQUIRE(p.size() == 1);
+    CHECK(p[0].group == 16);
+    CHECK(p.cost == Approx(15 * 1e-6 + (15.0 / 16) * T / 100e9));
+  }
+  {  // [S(0),P] -> [S(0),B] on 3x5: all-reduce on axis 1 of a third of the tensor
+    device_mesh m{{3, 5}, {slow, fast}};
+    const std::int64_t T = 30 * 10 * 4 / 3;
+    auto p = boxing_cost({{S(0), P}, {S(0), B}, {3, 5}, {30, 10}, 4}, m);
+    REQUIRE(p.size() == 1);
+    CHECK(p[0].op == collective::all_reduce);
+    CHECK(p.cost == Approx(8 * 1e-6 + (8.0 / 5) * T / 100e9));
+  }
+}
+
+TEST_CASE("pricing a boxing on another mesh's links is refused", "[cost][boxing]") {
+  device_mesh m = uniform_mesh({2, 4}, ln);
+  CHECK_THROWS_AS(boxing_cost({{P, P}, {B, B}, {4, 2}, {64, 64}, 4}, m), layout_error);
+}
+
+TEST_CASE("gamma prices the bytes each device reduces in reduce-scatter and all-reduce", "[cost][collective]") {
+  autoddl::link g = ln;
+  g.gamma = 2e-9;  // 2 ns per byte reduced
+  const std::int64_t T = 5 * 5 * 1024;
+  // n = 5: 4/5 * T reduced by reduce-scatter and by all-reduce, nothing by the others
+  CHECK(reduced_bytes(collective::reduce_scatter, 5, T) == 4 * 5 * 1024);
+  CHECK(reduced_bytes(collective::all_gather, 5, T) == 0);
+  CHECK(collective_time(collective::reduce_scatter, 5, T, g) == Approx(4 * a + 4 * 5 * 1024 * (ns + 2e-9)));
+  CHECK(collective_time(collective::all_reduce, 5, T, g) == Approx(8 * a + 8 * 5 * 1024 * ns + 4 * 5 * 1024 * 2e-9));
+  CHECK(collective_time(collective::all_gather, 5, T, g) == collective_time(collective::all_gather, 5, T, ln));
+  g.gamma = -1;
+  CHECK_THROWS_AS(checked(g), error);
+}

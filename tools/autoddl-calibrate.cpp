@@ -1,0 +1,156 @@
+// autoddl-calibrate: measures this machine and writes a hardware profile (docs/cost-model.md).
+//   mpirun -np 2 autoddl-calibrate --out cpu-local.json            (1-D mesh of 2 ranks)
+//   mpirun -np 4 autoddl-calibrate --mesh 2x2 --out mine.json
+// Per mesh axis it times the ring collectives (backend/mpi) for 4 KiB..64 MiB and fits alpha and
+// beta by least squares (cost/calibration.hpp, fit_link_two_ranges); it times fp32 GEMM with cblas_sgemm on every rank
+// at once (peak fp32 = the slowest rank's rate, efficiency.gemm = 1) and a streaming triad for
+// the memory bandwidth. The innermost axis gives the intra-node link, axis 0 the inter-node one
+// (on a 1-D mesh both are the same fit). Errors: one line on stderr, exit 2 on every rank.
+#include <cblas.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <fmt/core.h>
+#include <string>
+#include <vector>
+
+#include "autoddl/backend/mpi.hpp"
+#include "autoddl/cost/calibration.hpp"
+#include "autoddl/cost/hardware_io.hpp"
+
+namespace {
+using namespace autoddl;
+
+double wtime() { return MPI_Wtime(); }
+
+/// Slowest rank's value (min of a rate) or largest time.
+double across_ranks(double v, MPI_Op op) {
+  double r = 0;
+  MPI_Allreduce(&v, &r, 1, MPI_DOUBLE, op, MPI_COMM_WORLD);
+  return r;
+}
+
+double gemm_rate(int n, int reps) {
+  std::vector<float> a(std::size_t(n) * std::size_t(n), 0.5f), b(a.size(), 0.25f), c(a.size(), 0.0f);
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f, c.data(), n);
+  double best = 1e30;
+  for (int k = 0; k < reps; ++k) {
+    MPI_Barrier(MPI_COMM_WORLD);
+    const double t0 = wtime();
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f, c.data(), n);
+    best = std::min(best, wtime() - t0);
+  }
+  return across_ranks(2.0 * n * n * double(n) / best, MPI_MIN);
+}
+
+double triad_bandwidth(std::int64_t elems, int reps) {
+  std::vector<float> a(std::size_t(elems), 0.0f), b(a.size(), 1.0f), c(a.size(), 2.0f);
+  double best = 1e30;
+  for (int k = 0; k < reps; ++k) {
+    MPI_Barrier(MPI_COMM_WORLD);
+    const double t0 = wtime();
+    for (std::size_t i = 0; i < a.size(); ++i) a[i] = b[i] + 0.5f * c[i];
+    best = std::min(best, wtime() - t0);
+  }
+  volatile float sink = a[std::size_t(elems / 2)];
+  (void)sink;
+  return across_ranks(3.0 * double(elems) * sizeof(float) / best, MPI_MIN);
+}
+
+int run(int argc, char** argv, int rank, int size) {
+  CLI::App app{"Measures alpha, beta and GEMM rate of this machine and writes a hardware profile."};
+  std::string mesh_text = std::to_string(size), out = "cpu-local.json", name = "cpu-local";
+  std::int64_t min_bytes = 4096, max_bytes = std::int64_t(64) << 20;
+  std::int64_t large_from = std::int64_t(1) << 20;
+  int reps = 5, gemm_n = 1024, devices_per_node = size;
+  app.add_option("--mesh", mesh_text, "mesh of the MPI ranks, e.g. 4 or 2x2 (default: all ranks on one axis)");
+  app.add_option("--out", out, "profile file to write");
+  app.add_option("--name", name, "profile name");
+  app.add_option("--min-bytes", min_bytes, "smallest message (group bytes)")->check(CLI::PositiveNumber);
+  app.add_option("--max-bytes", max_bytes, "largest message (group bytes)")->check(CLI::PositiveNumber);
+  app.add_option("--fit-large-from", large_from, "beta is fitted on messages of at least this many group bytes")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--reps", reps, "timed repetitions per point (median taken)")->check(CLI::Range(1, 1000));
+  app.add_option("--gemm-n", gemm_n, "GEMM size n (n x n x n)")->check(CLI::Range(64, 8192));
+  app.add_option("--devices-per-node", devices_per_node, "ranks per node (default: all ranks)")->check(CLI::PositiveNumber);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return rank == 0 ? app.exit(e) : (e.get_exit_code() == 0 ? 0 : 2);
+  }
+  const mesh_shape shape = parse_mesh(mesh_text);
+  if (shape.devices() != size)
+    throw error("mesh " + to_string(shape) + " has " + std::to_string(shape.devices()) + " devices but the job has " +
+                std::to_string(size) + " ranks; pass --mesh with that many devices or change mpirun -np");
+  mpi::mpi_mesh_comm mc(shape);
+  const double start = wtime();
+  std::vector<autoddl::link> fitted;
+  for (int axis = 0; axis < shape.size(); ++axis) {
+    mpi::ring_comm& comm = mc.axis(axis);
+    std::vector<timing_sample> samples;
+    if (rank == 0) fmt::print("axis {} ({} devices)\n{:>16} {:>12} {:>12} {:>10}\n", axis, shape[axis], "collective", "T bytes", "seconds", "GB/s");
+    if (shape[axis] > 1) {
+      for (collective c : {collective::all_gather, collective::reduce_scatter, collective::all_reduce, collective::all_to_all})
+        for (std::int64_t bytes = min_bytes; bytes <= max_bytes; bytes *= 4) {
+          auto t = mpi::time_collective(comm, c, bytes, reps);
+          samples.push_back(sample_of(c, shape[axis], t.group_bytes, t.seconds));
+          if (rank == 0)
+            fmt::print("{:>16} {:>12} {:>12.3e} {:>10.3f}\n", to_string(c), t.group_bytes, t.seconds,
+                       double(t.bytes_sent) / t.seconds / 1e9);
+        }
+      fitted.push_back(fit_link_two_ranges(samples, "shared-memory", double(large_from)));
+    } else {
+      fitted.push_back(autoddl::link{1e-7, 1e12, "none"});  // an axis of one device never communicates
+    }
+    if (rank == 0) fmt::print("axis {}: alpha = {:.3e} s, beta = {:.3e} B/s\n", axis, fitted.back().alpha, fitted.back().beta);
+  }
+  const double flops = gemm_rate(gemm_n, 3);
+  const double bandwidth = triad_bandwidth(std::int64_t(8) << 20, 3);
+  const double mem = double(sysconf(_SC_PHYS_PAGES)) * double(sysconf(_SC_PAGESIZE)) / double(devices_per_node);
+
+  hardware h;
+  h.name = name;
+  h.description = "This machine's CPU ranks over shared memory (Open MPI), measured by autoddl-calibrate on mesh " +
+                  to_string(shape) + " with " + std::to_string(size) + " ranks; one rank = one device.";
+  h.sources = {"measured: ring collectives 4 KiB..64 MiB per axis; beta by relative least squares on runs >= " + std::to_string(large_from) + " group bytes, alpha on the smaller ones",
+               "measured: cblas_sgemm " + std::to_string(gemm_n) + "^3 on every rank at once (peak fp32, efficiency.gemm = 1)",
+               "measured: streaming triad a = b + s*c over 3 x 32 MiB (memory_bandwidth)",
+               "sysconf physical memory / devices_per_node (memory_bytes); conv and elementwise efficiencies assumed"};
+  h.devices_per_node = devices_per_node;
+  h.intra_node = fitted.back();
+  h.inter_node = fitted.front();
+  h.device.name = "cpu-rank";
+  h.device.peak_flops = {flops, 0, 0};
+  h.device.efficiency = {1.0, 0.6, 0.5};
+  h.device.memory_bytes = mem;
+  h.device.memory_bandwidth = bandwidth;
+  if (rank == 0) {
+    save_hardware(h, out);
+    fmt::print("gemm fp32: {:.1f} GFLOP/s per rank; triad: {:.2f} GB/s per rank; wrote {} in {:.1f} s\n", flops / 1e9,
+               bandwidth / 1e9, out, wtime() - start);
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  MPI_Init(&argc, &argv);
+  int rank = 0, size = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  int rc = 0;
+  try {
+    rc = run(argc, argv, rank, size);
+  } catch (const std::exception& e) {
+    if (rank == 0) std::fprintf(stderr, "autoddl-calibrate: %s\n", e.what());
+    rc = 2;
+  }
+  int worst = 0;
+  MPI_Allreduce(&rc, &worst, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  MPI_Finalize();
+  return worst;
+}
