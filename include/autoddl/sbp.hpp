@@ -7,3 +7,4 @@
 #include "autoddl/sbp/nd_sbp.hpp"
 #include "autoddl/sbp/sbp.hpp"
 #include "autoddl/sbp/shape.hpp"
+#include "autoddl/sbp/work_kind.hpp"

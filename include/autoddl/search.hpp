@@ -1,6 +1,12 @@
 #pragma once
-// Umbrella header of autoddl/search/: the layout-choice problem and its solvers.
+// Umbrella header of autoddl/search/: the layout-choice problem, its solvers, the planner that
+// builds it from a model, expert plans, and the readable report.
 #include "autoddl/search/coordinate_descent.hpp"
 #include "autoddl/search/exact.hpp"
+#include "autoddl/search/experts.hpp"
+#include "autoddl/search/planner.hpp"
 #include "autoddl/search/problem.hpp"
+#include "autoddl/search/report.hpp"
+#include "autoddl/search/solve.hpp"
+#include "autoddl/search/svg.hpp"
 #include "autoddl/search/terms.hpp"

@@ -5,6 +5,7 @@
 #include <string_view>
 
 #include "autoddl/sbp/error.hpp"
+#include "autoddl/sbp/work_kind.hpp"
 
 namespace autoddl {
 
@@ -36,27 +37,6 @@ constexpr dtype parse_dtype(std::string_view s) {
   if (s == "fp16") return dtype::fp16;
   if (s == "bf16") return dtype::bf16;
   detail::fail<parse_error>("unknown dtype '" + std::string(s) + "'; write fp32, fp16 or bf16");
-}
-
-/// Kinds of computation, each with its own achievable fraction of peak on a device.
-enum class work_kind : std::uint8_t { gemm, conv, elementwise };
-
-inline constexpr int work_kind_count = 3;
-
-constexpr std::string_view to_string(work_kind k) {
-  switch (k) {
-    case work_kind::gemm: return "gemm";
-    case work_kind::conv: return "conv";
-    case work_kind::elementwise: return "elementwise";
-  }
-  return "?";
-}
-
-constexpr work_kind parse_work_kind(std::string_view s) {
-  if (s == "gemm") return work_kind::gemm;
-  if (s == "conv") return work_kind::conv;
-  if (s == "elementwise") return work_kind::elementwise;
-  detail::fail<parse_error>("unknown work kind '" + std::string(s) + "'; write gemm, conv or elementwise");
 }
 
 }  // namespace autoddl

@@ -12,6 +12,7 @@
 
 #include "autoddl/sbp/nd_sbp.hpp"
 #include "autoddl/sbp/shape.hpp"
+#include "autoddl/sbp/work_kind.hpp"
 
 namespace autoddl {
 
@@ -33,8 +34,6 @@ enum class op_kind : std::uint8_t {
   reshape,         ///< to attrs.target, same number of elements
 };
 
-/// Which efficiency the cost model applies to an op's FLOPs.
-enum class work_kind : std::uint8_t { gemm, conv, elementwise };
 
 struct op_attrs {
   int kernel = 1;            ///< conv2d, max_pool: square window side

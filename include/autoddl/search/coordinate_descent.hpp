@@ -5,10 +5,10 @@
 // repeat until a sweep changes nothing. Several starts (data parallel, expert plans, random
 // seeds) are descended and the best result kept. Totals are updated incrementally, so trying a
 // candidate costs the group's own nodes and edges, not the whole plan.
+#include <algorithm>
 #include <cstdint>
 #include <limits>
 #include <random>
-#include <set>
 #include <vector>
 
 #include "autoddl/search/problem.hpp"
@@ -33,33 +33,30 @@ class descent_state {
     totals_ = p_.evaluate(pick_);
     node_tr_.resize(std::size_t(p_.nodes()));
     edge_tr_.resize(p_.edges().size());
-    for (int n = 0; n < p_.nodes(); ++n) {
-      node_tr_[std::size_t(n)] = p_.unary(n, pick_[std::size_t(p_.group_of(n))]).transient;
-      transients_.insert(node_tr_[std::size_t(n)]);
-    }
+    for (int n = 0; n < p_.nodes(); ++n) node_tr_[std::size_t(n)] = p_.unary(n, pick_[std::size_t(p_.group_of(n))]).transient;
     for (std::size_t e = 0; e < p_.edges().size(); ++e) {
       const auto& ed = p_.edges()[e];
       edge_tr_[e] = p_.pair(int(e), pick_[std::size_t(p_.group_of(ed.u))], pick_[std::size_t(p_.group_of(ed.v))]).transient;
-      transients_.insert(edge_tr_[e]);
     }
+    rescan();
   }
 
   const std::vector<int>& pick() const { return pick_; }
   const cost_terms& totals() const { return totals_; }
 
   /// Totals if group g picked c (others unchanged).
-  cost_terms totals_with(int g, int c) {
+  cost_terms totals_with(int g, int c) const {
     const int cur = pick_[std::size_t(g)];
     if (c == cur) return totals_;
     cost_terms t = totals_;
     t.subtract_additive(part(g, cur));
-    cost_terms np = part(g, c);
-    // transient: the max over every item this change leaves alone, then the new items
-    auto removed = current_transients(g);
-    for (double v : removed) transients_.erase(transients_.find(v));
-    t.transient = transients_.empty() ? 0.0 : *transients_.rbegin();
-    for (double v : removed) transients_.insert(v);
-    t += np;  // max with the new items' transients
+    // transient: the max over every item this change leaves alone, then the new items. The
+    // running maximum serves unless the group holds every copy of it; then scan the others.
+    int held = 0;
+    for (int n : p_.group_nodes(g)) held += node_tr_[std::size_t(n)] == top_;
+    for (int e : p_.group_edges(g)) held += edge_tr_[std::size_t(e)] == top_;
+    t.transient = held < top_count_ ? top_ : max_outside(g);
+    t += part(g, c);  // adds, and takes the max with the new items' transients
     return t;
   }
 
@@ -67,12 +64,20 @@ class descent_state {
     if (c == pick_[std::size_t(g)]) return;
     totals_ = totals_with(g, c);
     pick_[std::size_t(g)] = c;
+    bool lost_top = false;
+    auto replace = [&](double& slot, double v) {
+      if (slot == top_ && --top_count_ == 0) lost_top = true;
+      slot = v;
+      if (v > top_) { top_ = v; top_count_ = 1; lost_top = false; }
+      else if (v == top_) ++top_count_;
+    };
     for (int n : p_.group_nodes(g)) replace(node_tr_[std::size_t(n)], p_.unary(n, c).transient);
     for (int e : p_.group_edges(g)) {
       const auto& ed = p_.edges()[std::size_t(e)];
       replace(edge_tr_[std::size_t(e)],
               p_.pair(e, pick_[std::size_t(p_.group_of(ed.u))], pick_[std::size_t(p_.group_of(ed.v))]).transient);
     }
+    if (lost_top || top_count_ <= 0) rescan();
   }
 
  private:
@@ -89,30 +94,43 @@ class descent_state {
     }
     return t;
   }
-  std::vector<double> current_transients(int g) const {
-    std::vector<double> r;
-    for (int n : p_.group_nodes(g)) r.push_back(node_tr_[std::size_t(n)]);
-    for (int e : p_.group_edges(g)) r.push_back(edge_tr_[std::size_t(e)]);
-    return r;
+  // The largest transient of the items group g does not own.
+  double max_outside(int g) const {
+    double m = 0;
+    for (int n = 0; n < p_.nodes(); ++n)
+      if (p_.group_of(n) != g) m = std::max(m, node_tr_[std::size_t(n)]);
+    for (std::size_t e = 0; e < edge_tr_.size(); ++e) {
+      const auto& ed = p_.edges()[e];
+      if (p_.group_of(ed.u) != g && p_.group_of(ed.v) != g) m = std::max(m, edge_tr_[e]);
+    }
+    return m;
   }
-  void replace(double& slot, double v) {
-    transients_.erase(transients_.find(slot));
-    slot = v;
-    transients_.insert(v);
+  void rescan() {
+    top_ = 0;
+    top_count_ = 0;
+    auto see = [&](double v) {
+      if (v > top_) { top_ = v; top_count_ = 1; }
+      else if (v == top_) ++top_count_;
+    };
+    for (double v : node_tr_) see(v);
+    for (double v : edge_tr_) see(v);
   }
 
   const choice_problem& p_;
   std::vector<int> pick_;
   cost_terms totals_;
-  std::vector<double> node_tr_, edge_tr_;
-  std::multiset<double> transients_;  // one entry per node and per edge
+  std::vector<double> node_tr_, edge_tr_;  // each item's transient under the current picks
+  double top_ = 0;                         // their maximum
+  int top_count_ = 0;                      // how many items hold it
 };
 
 }  // namespace detail
 
 /// Descends from one start. Deterministic: groups in index order, ties keep the current pick.
+/// joint: also try both ends of every distinct pair of adjacent groups together (k^2 picks per
+/// pair); worth it on tied problems, whose few groups stand for many repeated ops.
 inline descent_result descend(const choice_problem& p, const objective& obj, std::vector<int> start,
-                              int max_sweeps = 100) {
+                              bool joint = false, int max_sweeps = 100) {
   if (int(start.size()) != p.groups()) detail::fail("a start must pick one candidate per group");
   detail::descent_state s(p, std::move(start));
   descent_result r;
@@ -137,6 +155,58 @@ inline descent_result descend(const choice_problem& p, const objective& obj, std
       }
     }
   }
+  // Joint moves: where a change pays only if a neighbour changes with it, single coordinates
+  // stall. For every edge between two groups, try every pair of picks; take the best if it
+  // improves, then descend single coordinates again. Repeat until neither helps.
+  std::vector<std::pair<int, int>> pairs;
+  if (joint) {
+    for (const auto& ed : p.edges()) {
+      int gu = p.group_of(ed.u), gv = p.group_of(ed.v);
+      if (gu != gv) pairs.push_back({std::min(gu, gv), std::max(gu, gv)});
+    }
+    std::sort(pairs.begin(), pairs.end());
+    pairs.erase(std::unique(pairs.begin(), pairs.end()), pairs.end());
+  }
+  bool joint_changed = joint;
+  while (joint_changed && r.sweeps < max_sweeps) {
+    joint_changed = false;
+    ++r.sweeps;
+    for (auto [gu, gv] : pairs) {
+      const int cu0 = s.pick()[std::size_t(gu)], cv0 = s.pick()[std::size_t(gv)];
+      double best_rank = obj.rank(s.totals());
+      int bu = cu0, bv = cv0;
+      for (int cu = 0; cu < p.group_candidates(gu); ++cu) {
+        if (cu == cu0) continue;
+        s.set(gu, cu);
+        for (int cv = 0; cv < p.group_candidates(gv); ++cv) {
+          double rk = obj.rank(s.totals_with(gv, cv));
+          if (rk < best_rank * (1 - 1e-12)) {
+            best_rank = rk;
+            bu = cu;
+            bv = cv;
+          }
+        }
+      }
+      s.set(gu, bu);
+      s.set(gv, bv);
+      if (bu != cu0 || bv != cv0) joint_changed = true;
+    }
+    if (!joint_changed) break;
+    bool single = true;
+    while (single && r.sweeps < max_sweeps) {
+      single = false;
+      ++r.sweeps;
+      for (int g = 0; g < p.groups(); ++g) {
+        int best = s.pick()[std::size_t(g)];
+        double best_rank = obj.rank(s.totals());
+        for (int c = 0; c < p.group_candidates(g); ++c) {
+          double rk = obj.rank(s.totals_with(g, c));
+          if (rk < best_rank * (1 - 1e-12)) { best_rank = rk; best = c; }
+        }
+        if (best != s.pick()[std::size_t(g)]) { s.set(g, best); single = true; }
+      }
+    }
+  }
   r.pick = s.pick();
   r.totals = p.evaluate(r.pick);
   r.time = obj.time(r.totals);
@@ -155,7 +225,7 @@ inline descent_result descend(const choice_problem& p, const objective& obj, std
 /// best (feasible first, then fastest).
 inline descent_result coordinate_descent(const choice_problem& p, const objective& obj,
                                          const std::vector<std::vector<int>>& starts, int random_starts = 2,
-                                         std::uint64_t seed = 1) {
+                                         std::uint64_t seed = 1, bool joint = false) {
   std::vector<std::vector<int>> all = starts;
   std::mt19937_64 rng(seed);
   for (int k = 0; k < random_starts; ++k) {
@@ -168,7 +238,7 @@ inline descent_result coordinate_descent(const choice_problem& p, const objectiv
   descent_result best;
   double best_rank = std::numeric_limits<double>::infinity();
   for (std::size_t i = 0; i < all.size(); ++i) {
-    descent_result r = descend(p, obj, all[i]);
+    descent_result r = descend(p, obj, all[i], joint);
     double rk = obj.rank(r.totals);
     if (rk < best_rank) {
       best_rank = rk;

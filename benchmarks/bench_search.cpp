@@ -1,0 +1,50 @@
+// Search speed and quality: time to build the priced problem and to search it, and the gap of the
+// coordinate descent to the exact series-parallel optimum, as layers and devices grow.
+//   build/benchmarks/bench_search [--quick]
+#include <chrono>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "autoddl/search.hpp"
+
+using namespace autoddl;
+
+namespace {
+double now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
+
+void run(const std::string& spec, const std::string& mesh, const std::string& hw_name, dtype t) {
+  plan_options o;
+  o.mesh = parse_mesh(mesh);
+  o.hw = load_hardware(hw_name);
+  o.type = t;
+  double t0 = now();
+  graph g = build_model(spec);
+  double t1 = now();
+  plan_problem pp(g, o);
+  double t2 = now();
+  plan_result r = solve_plan(pp, "auto");
+  double t3 = now();
+  plan_result dp = solve_plan(pp, "dp");
+  plan_result mg = solve_plan(pp, "megatron");
+  std::printf("%-44s %-7s %6zu ops  build %6.3f s  price %6.3f s  search %6.3f s  total %6.3f s  gap %s  vs dp %.3fx  vs megatron %.3fx%s\n",
+              spec.c_str(), mesh.c_str(), g.ops.size(), t1 - t0, t2 - t1, r.search_s, t3 - t0,
+              r.optimal_gap ? (std::to_string(*r.optimal_gap * 100).substr(0, 6) + "%").c_str() : "n/a", dp.time / r.time,
+              mg.time / r.time, r.feasible ? "" : "  (over memory)");
+  std::fflush(stdout);
+}
+}  // namespace
+
+int main(int argc, char** argv) {
+  bool quick = argc > 1 && std::string(argv[1]) == "--quick";
+  std::puts("# search time and gap to the exact optimum (one core)");
+  run("gpt:size=gpt3-175b,batch=128", "128x8", "dgx-a100", dtype::bf16);
+  if (quick) return 0;
+  for (int layers : {12, 96, 384})
+    run("gpt:size=gpt3-175b,layers=" + std::to_string(layers) + ",batch=128", "128x8", "dgx-a100", dtype::bf16);
+  for (const char* mesh : {"8", "1x8", "16x8", "128x8", "1024x8"})
+    run("gpt:size=gpt3-175b,batch=1024", mesh, "dgx-a100", dtype::bf16);
+  run("vgg16:batch=256", "4x8", "dgx1-v100", dtype::fp32);
+  run("bert:size=bert-large,batch=256,seq=512", "4x8", "dgx1-v100", dtype::fp16);
+  return 0;
+}

@@ -1,0 +1,32 @@
+#pragma once
+// Kinds of computation: the operators say which kind their FLOPs are (ops/), the cost model
+// applies each kind's achievable fraction of a device's peak (cost/). Shared vocabulary of both.
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "autoddl/sbp/error.hpp"
+
+namespace autoddl {
+
+enum class work_kind : std::uint8_t { gemm, conv, elementwise };
+
+inline constexpr int work_kind_count = 3;
+
+constexpr std::string_view to_string(work_kind k) {
+  switch (k) {
+    case work_kind::gemm: return "gemm";
+    case work_kind::conv: return "conv";
+    case work_kind::elementwise: return "elementwise";
+  }
+  return "?";
+}
+
+constexpr work_kind parse_work_kind(std::string_view s) {
+  if (s == "gemm") return work_kind::gemm;
+  if (s == "conv") return work_kind::conv;
+  if (s == "elementwise") return work_kind::elementwise;
+  detail::fail<parse_error>("unknown work kind '" + std::string(s) + "'; write gemm, conv or elementwise");
+}
+
+}  // namespace autoddl

@@ -1,0 +1,158 @@
+#pragma once
+// Expert baseline plans, written as layout rules per mesh axis and completed greedily:
+//   dp        every axis data parallel: activations S(0) (batch), parameters B, stored B
+//   megatron  the innermost axis tensor parallel (Megatron-LM, Shoeybi 2019: weights split,
+//             column- then row-parallel pairs come out of the greedy completion), others data
+//   zero      data parallel with parameters, gradients and optimizer state stored sharded
+//             (ZeRO, Rajbhandari 2020), gathered before use
+//   owt       convolutions data parallel, fully-connected layers model parallel on every axis
+//             (Krizhevsky 2014, "one weird trick")
+//   2d        weights split on both axes of a 2-D mesh (2-D tensor parallelism)
+// Ops are visited in topological order; among the candidates that obey the rules, each op takes
+// the one cheapest with its already-placed producers (compute + boxing on those edges). An op
+// with no candidate obeying the rules takes the cheapest of all, and the plan says so.
+#include <limits>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "autoddl/search/planner.hpp"
+
+namespace autoddl {
+
+enum class expert { dp, megatron, zero, owt, two_d };
+
+constexpr std::string_view to_string(expert e) {
+  switch (e) {
+    case expert::dp: return "dp";
+    case expert::megatron: return "megatron";
+    case expert::zero: return "zero";
+    case expert::owt: return "owt";
+    case expert::two_d: return "2d";
+  }
+  return "?";
+}
+
+inline expert parse_expert(std::string_view s) {
+  for (expert e : {expert::dp, expert::megatron, expert::zero, expert::owt, expert::two_d})
+    if (to_string(e) == s) return e;
+  detail::fail<parse_error>("unknown expert plan '" + std::string(s) + "'; valid: dp, megatron, zero, owt, 2d");
+}
+
+struct expert_plan {
+  std::vector<int> pick;              ///< per node of plan_problem::untied()
+  std::vector<std::string> relaxed;   ///< ops where no candidate obeyed the rules
+};
+
+namespace detail {
+
+inline bool is_weighted(const op_node& n) {
+  return n.kind == op_kind::linear || n.kind == op_kind::conv2d || n.kind == op_kind::embedding ||
+         n.kind == op_kind::matmul;
+}
+
+// Whether candidate sig of op n obeys expert e on every mesh axis.
+inline bool obeys(expert e, const op_node& n, const signature& sig, int axes) {
+  for (int a = 0; a < axes; ++a) {
+    bool tensor_axis = false;
+    switch (e) {
+      case expert::dp:
+      case expert::zero: tensor_axis = false; break;
+      case expert::megatron: tensor_axis = a == axes - 1 && axes >= 1; break;
+      case expert::owt: tensor_axis = n.kind == op_kind::linear; break;
+      case expert::two_d: tensor_axis = true; break;
+    }
+    if (!tensor_axis) {
+      if (e == expert::megatron && axes == 1) tensor_axis = true;  // a 1-D mesh is all tensor axis
+    }
+    if (tensor_axis) {
+      if (is_weighted(n) && !n.params.empty() && n.params[0].rank() >= 2 && !sig.params[0][a].is_split()) return false;
+    } else {
+      for (const auto& p : sig.params)
+        if (!p[a].is_broadcast()) return false;
+      for (const auto& in : sig.inputs)
+        if (in.size() > a && !(in[a] == S(0))) return false;
+    }
+  }
+  return true;
+}
+
+// The storage an expert gives a parameter whose compute layout is `comp`.
+inline nd_sbp expert_storage(expert e, const nd_sbp& comp, const tensor_shape& shape, const mesh_shape& mesh) {
+  nd_sbp st = comp;
+  for (int a = 0; a < st.size(); ++a)
+    if (st[a].is_partial()) st[a] = B;
+  if (e == expert::zero) {
+    for (int a = 0; a < st.size(); ++a) {
+      if (!st[a].is_broadcast()) continue;
+      for (int d = 0; d < shape.rank(); ++d) {
+        nd_sbp t = st.with(a, S(d));
+        if (divides(shape, layout{t, mesh}) && single_axis_step_exact(st, a, S(d))) {
+          st = t;
+          break;
+        }
+      }
+    }
+  }
+  return st;
+}
+
+}  // namespace detail
+
+inline expert_plan make_expert_plan(const plan_problem& pp, expert e) {
+  const graph& g = pp.model();
+  const choice_problem& cp = pp.untied();
+  const int nops = int(g.ops.size());
+  const int axes = pp.options().mesh.size();
+  expert_plan r;
+  r.pick.assign(std::size_t(cp.nodes()), -1);
+  // incoming edges per op node
+  std::vector<std::vector<int>> in_edges(std::size_t(cp.nodes()));
+  for (std::size_t k = 0; k < cp.edges().size(); ++k) in_edges[std::size_t(cp.edges()[k].v)].push_back(int(k));
+  auto storage_pick = [&](int p, const nd_sbp& comp) {
+    nd_sbp want = detail::expert_storage(e, comp, g.params[std::size_t(p)].shape, pp.options().mesh);
+    const auto& cands = pp.param_candidates(p);
+    for (int c = 0; c < int(cands.size()); ++c)
+      if (cands[std::size_t(c)] == want) return c;
+    for (int c = 0; c < int(cands.size()); ++c)
+      if (cands[std::size_t(c)] == nd_sbp::filled(axes, B)) return c;
+    return 0;
+  };
+  for (int i = 0; i < nops; ++i) {
+    const auto& sigs = pp.op_candidates(i);
+    for (int pass = 0; pass < 2 && r.pick[std::size_t(i)] < 0; ++pass) {
+      double best = std::numeric_limits<double>::infinity();
+      for (int c = 0; c < int(sigs.size()); ++c) {
+        if (pass == 0 && !detail::obeys(e, g.ops[std::size_t(i)], sigs[std::size_t(c)], axes)) continue;
+        double score = cp.unary(i, c).serial_time();
+        for (int k : in_edges[std::size_t(i)]) {
+          const auto& ed = cp.edges()[std::size_t(k)];
+          const auto& info = pp.edge_infos()[std::size_t(k)];
+          int cu = info.param ? storage_pick(ed.u - nops, sigs[std::size_t(c)].params[std::size_t(info.tensor_index)])
+                              : r.pick[std::size_t(ed.u)];
+          score += cp.pair(k, cu, c).serial_time();
+        }
+        if (score < best) {
+          best = score;
+          r.pick[std::size_t(i)] = c;
+        }
+      }
+      if (pass == 1) r.relaxed.push_back(g.ops[std::size_t(i)].name);
+    }
+  }
+  // each parameter stored as its first user wants
+  for (int p = 0; p < int(g.params.size()); ++p) {
+    r.pick[std::size_t(pp.param_node(p))] = 0;
+    for (std::size_t k = 0; k < cp.edges().size(); ++k) {
+      const auto& info = pp.edge_infos()[k];
+      if (info.param && info.from_node == pp.param_node(p)) {
+        const auto& sig = pp.op_candidates(info.to_node)[std::size_t(r.pick[std::size_t(info.to_node)])];
+        r.pick[std::size_t(pp.param_node(p))] = storage_pick(p, sig.params[std::size_t(info.tensor_index)]);
+        break;
+      }
+    }
+  }
+  return r;
+}
+
+}  // namespace autoddl

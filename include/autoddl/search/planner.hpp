@@ -1,0 +1,272 @@
+#pragma once
+// From a model graph, a mesh and hardware to a priced layout-choice problem, and back to a plan.
+//
+// Nodes: every op (its candidates are signatures(op, mesh)) and every parameter (its candidates
+// are storage layouts over {B, S(d)}: B is data-parallel storage, S is ZeRO/FSDP sharding).
+// Edges: an activation from producer to consumer costs the boxing of the forward tensor
+// (producer's output layout -> consumer's input layout) plus the backward boxing of its gradient
+// (dual(consumer layout) -> dual(producer layout); DESIGN.md: B and P are dual, S stays S); a
+// parameter edge costs gathering storage -> compute layout in forward (the gathered copy is kept
+// for backward) and boxing the gradient dual(compute) -> storage (comm_grad, which may overlap
+// backward compute). Every boxing is cost/'s cheapest alpha-beta path: the one the executor runs.
+// Ops of identical repeated blocks (graph::block_pos) are tied into one decision for the descent.
+#include <cmath>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "autoddl/cost.hpp"
+#include "autoddl/models.hpp"
+#include "autoddl/ops.hpp"
+#include "autoddl/search/problem.hpp"
+
+namespace autoddl {
+
+struct plan_options {
+  hardware hw;
+  mesh_shape mesh;
+  dtype type = dtype::fp32;
+  optimizer opt = optimizer::adam;
+  double memory_limit = 0;  ///< bytes per device; 0: the device's memory
+  overlap_rule overlap = overlap_rule::grad_sync_with_backward;
+};
+
+/// The layout-choice problem of one model on one mesh, and everything needed to read a pick.
+class plan_problem {
+ public:
+  plan_problem(const plan_problem&) = delete;  // the pair-cost function refers to this object
+  plan_problem& operator=(const plan_problem&) = delete;
+  plan_problem(const graph& g, const plan_options& o)
+      : g_(g), o_(o), dmesh_(make_device_mesh(o.mesh, o.hw)), elem_(bytes_of(o.type)) {
+    validate(g_);
+    build();
+  }
+
+  const graph& model() const { return g_; }
+  const plan_options& options() const { return o_; }
+  const device_mesh& mesh() const { return dmesh_; }
+  const choice_problem& tied() const { return tied_; }
+  const choice_problem& untied() const { return untied_; }
+  int param_node(int p) const { return int(g_.ops.size()) + p; }
+  const std::vector<signature>& op_candidates(int op) const { return op_sigs_[std::size_t(op)]; }
+  const std::vector<nd_sbp>& param_candidates(int p) const { return param_sigs_[std::size_t(p)]; }
+
+  objective make_objective() const {
+    overlap_rule r = o_.overlap;
+    return objective{[r](const cost_terms& t) {
+                       return step_time(step_terms{t.compute_fwd, t.compute_bwd, t.comm_fwd, t.comm_bwd, t.comm_grad}, r);
+                     },
+                     o_.memory_limit > 0 ? o_.memory_limit : o_.hw.device.memory_bytes};
+  }
+  /// The additive objective of the exact references (nothing overlapped), same memory limit.
+  objective serial_objective() const {
+    objective ob = make_objective();
+    ob.time = [](const cost_terms& t) { return t.serial_time(); };
+    return ob;
+  }
+
+  /// A tied pick (per group of tied()) as a per-node pick.
+  std::vector<int> untie(const std::vector<int>& tied_pick) const {
+    std::vector<int> r(std::size_t(tied_.nodes()));
+    for (int n = 0; n < tied_.nodes(); ++n) r[std::size_t(n)] = tied_pick[std::size_t(tied_.group_of(n))];
+    return r;
+  }
+
+  /// The boxing path of activation edge e (as added, in untied() order) for a pick, forward.
+  struct edge_info {
+    int from_node, to_node;
+    bool param;          ///< a parameter edge (storage <-> compute) rather than an activation edge
+    int tensor_index;    ///< consumer input index, or parameter index within the op
+    int producer_output; ///< activation edges: which output of the producer
+  };
+  const std::vector<edge_info>& edge_infos() const { return edges_; }
+
+  /// The forward and backward boxing paths of edge e under picks cu, cv.
+  std::pair<boxing_path, boxing_path> edge_paths(int e, int cu, int cv) const {
+    const edge_info& ei = edges_[std::size_t(e)];
+    if (ei.param) {
+      const int p = ei.from_node - int(g_.ops.size());
+      const nd_sbp store = param_sigs_[std::size_t(p)][std::size_t(cu)];
+      const nd_sbp comp = op_sigs_[std::size_t(ei.to_node)][std::size_t(cv)].params[std::size_t(ei.tensor_index)];
+      const tensor_shape& s = g_.params[std::size_t(p)].shape;
+      return {box(store, comp, s), box(dual(comp), store, s)};
+    }
+    const nd_sbp out =
+        op_sigs_[std::size_t(ei.from_node)][std::size_t(cu)].outputs[std::size_t(ei.producer_output)];
+    const nd_sbp in = op_sigs_[std::size_t(ei.to_node)][std::size_t(cv)].inputs[std::size_t(ei.tensor_index)];
+    const tensor_shape& s = g_.ops[std::size_t(ei.from_node)].outputs[std::size_t(ei.producer_output)];
+    return {box(out, in, s), box(dual(in), dual(out), s)};
+  }
+
+  boxing_path box(const nd_sbp& from, const nd_sbp& to, const tensor_shape& s) const {
+    return boxing_cost({from, to, o_.mesh, s, elem_}, dmesh_);
+  }
+
+  /// The terms of op `op` alone under candidate c (compute, activations, statistic all-reduces).
+  cost_terms op_terms(int op, int c) const {
+    const op_node& n = g_.ops[std::size_t(op)];
+    const signature& sig = op_sigs_[std::size_t(op)][std::size_t(c)];
+    op_work w = device_work(n, sig, o_.mesh, elem_);
+    cost_terms t;
+    if (w.kind == work_kind::elementwise) {
+      t.compute_fwd = elementwise_time(w.fwd_flops, double(w.fwd_bytes_moved), o_.type, o_.hw.device);
+      t.compute_bwd = elementwise_time(w.bwd_flops, 2.0 * double(w.fwd_bytes_moved), o_.type, o_.hw.device);
+    } else {
+      t.compute_fwd = compute_time(w.fwd_flops, w.kind, o_.type, o_.hw.device);
+      t.compute_bwd = compute_time(w.bwd_flops, w.kind, o_.type, o_.hw.device);
+    }
+    t.memory = double(w.activation_bytes);
+    for (const auto& s : w.stat_all_reduces) {
+      boxing_step st{s.axis, P, B, collective::all_reduce, o_.mesh[s.axis], s.bytes};
+      t.comm_fwd += step_time(st, dmesh_);
+      t.bytes += double(st.bytes_per_device());
+    }
+    return t;
+  }
+
+  /// Storage terms of parameter p under storage layout c: params, grads and optimizer state.
+  cost_terms param_terms(int p, int c) const {
+    const tensor_shape local = local_shape(g_.params[std::size_t(p)].shape, layout{param_sigs_[std::size_t(p)][std::size_t(c)], o_.mesh});
+    const double elems = double(local.elements());
+    cost_terms t;
+    t.memory = 2 * elems * elem_ + double(optimizer_state_bytes(o_.opt, std::int64_t(elems), o_.type));
+    return t;
+  }
+
+ private:
+  cost_terms edge_terms(int e, int cu, int cv) const {
+    const edge_info& ei = edges_[std::size_t(e)];
+    auto [fwd, bwd] = edge_paths(e, cu, cv);
+    cost_terms t;
+    t.comm_fwd = fwd.cost;
+    if (ei.param) t.comm_grad = bwd.cost;
+    else t.comm_bwd = bwd.cost;
+    t.bytes = double(fwd.bytes_per_device() + bwd.bytes_per_device());
+    // buffers: a path's largest intermediate is a transient; a gathered parameter is kept
+    const tensor_shape& s = ei.param ? g_.params[std::size_t(ei.from_node - int(g_.ops.size()))].shape
+                                     : g_.ops[std::size_t(ei.from_node)].outputs[std::size_t(ei.producer_output)];
+    t.transient = std::max(path_buffer(fwd), path_buffer(bwd));
+    if (ei.param && fwd.size() > 0) {
+      const nd_sbp comp = op_sigs_[std::size_t(ei.to_node)][std::size_t(cv)].params[std::size_t(ei.tensor_index)];
+      t.memory += double(local_shape(s, layout{comp, o_.mesh}).elements()) * elem_;
+    }
+    return t;
+  }
+
+  // Largest per-device buffer a path touches: a step's input or output is at most the bytes
+  // its axis group holds (T), which is what a gathered or reduced result occupies.
+  static double path_buffer(const boxing_path& p) {
+    double m = 0;
+    for (const auto& st : p) m = std::max(m, double(st.group_bytes));
+    return m;
+  }
+
+  void build();
+
+  graph g_;
+  plan_options o_;
+  device_mesh dmesh_;
+  int elem_;
+  std::vector<std::vector<signature>> op_sigs_;
+  std::vector<std::vector<nd_sbp>> param_sigs_;
+  std::vector<edge_info> edges_;
+  choice_problem tied_, untied_;
+};
+
+inline void plan_problem::build() {
+  const int nops = int(g_.ops.size());
+  const int nparams = int(g_.params.size());
+  op_sigs_.resize(std::size_t(nops));
+  for (int i = 0; i < nops; ++i) {
+    op_sigs_[std::size_t(i)] = signatures(g_.ops[std::size_t(i)], o_.mesh);
+    if (op_sigs_[std::size_t(i)].empty())
+      detail::fail<layout_error>("op '" + g_.ops[std::size_t(i)].name + "' has no signature whose tensors divide evenly on mesh " +
+                                 to_string(o_.mesh) + "; choose sizes divisible by the mesh axes or a smaller mesh");
+  }
+  // storage layouts of each parameter: every nd-SBP over {B, S(d)} that divides it
+  param_sigs_.resize(std::size_t(nparams));
+  for (int p = 0; p < nparams; ++p) {
+    const tensor_shape& s = g_.params[std::size_t(p)].shape;
+    std::vector<nd_sbp> all{nd_sbp{}};
+    for (int a = 0; a < o_.mesh.size(); ++a) {
+      std::vector<nd_sbp> next;
+      for (const auto& v : all) {
+        std::vector<sbp> letters{B};
+        for (int d = 0; d < s.rank(); ++d) letters.push_back(S(d));
+        for (sbp l : letters) {
+          nd_sbp w = v;
+          w.push_back(l);
+          next.push_back(w);
+        }
+      }
+      all = std::move(next);
+    }
+    for (const auto& v : all)
+      if (divides(s, layout{v, o_.mesh})) param_sigs_[std::size_t(p)].push_back(v);
+  }
+  // tie keys: ops by block position; a parameter by its first user's position and slot
+  auto op_key = [&](int i) { return g_.block[std::size_t(i)] >= 0 ? g_.block_pos[std::size_t(i)] : -1; };
+  std::vector<int> param_key(std::size_t(nparams), -1);
+  std::vector<char> seen(std::size_t(nparams), 0);
+  for (int i = 0; i < nops; ++i)
+    for (std::size_t j = 0; j < g_.ops[std::size_t(i)].param_ids.size(); ++j) {
+      int p = g_.ops[std::size_t(i)].param_ids[j];
+      if (seen[std::size_t(p)]) {
+        param_key[std::size_t(p)] = -1;  // shared across positions (tied weights): its own decision
+        continue;
+      }
+      seen[std::size_t(p)] = 1;
+      if (op_key(i) >= 0) param_key[std::size_t(p)] = 1'000'000 + op_key(i) * 64 + int(j);
+    }
+  for (int uses = 0; uses < 2; ++uses) {
+    choice_problem& cp = uses == 0 ? tied_ : untied_;
+    for (int i = 0; i < nops; ++i) {
+      std::vector<cost_terms> u;
+      for (int c = 0; c < int(op_sigs_[std::size_t(i)].size()); ++c) u.push_back(op_terms(i, c));
+      cp.add_node(std::move(u), uses == 0 ? op_key(i) : -1);
+    }
+    for (int p = 0; p < nparams; ++p) {
+      std::vector<cost_terms> u;
+      for (int c = 0; c < int(param_sigs_[std::size_t(p)].size()); ++c) u.push_back(param_terms(p, c));
+      cp.add_node(std::move(u), uses == 0 ? param_key[std::size_t(p)] : -1);
+    }
+  }
+  // edges, with classes shared by corresponding edges of identical blocks
+  std::map<std::tuple<int, int, int, int, int, int>, int> classes;
+  int next_class = 0;
+  auto cls = [&](std::tuple<int, int, int, int, int, int> key, bool shareable) {
+    if (!shareable) return next_class++;
+    auto [it, fresh] = classes.try_emplace(key, next_class);
+    if (fresh) ++next_class;
+    return it->second;
+  };
+  for (int i = 0; i < nops; ++i) {
+    const op_node& n = g_.ops[std::size_t(i)];
+    for (std::size_t j = 0; j < g_.op_inputs[std::size_t(i)].size(); ++j) {
+      tensor_ref r = g_.op_inputs[std::size_t(i)][j];
+      if (r.op < 0) continue;  // model inputs are loaded in whatever layout the consumer takes
+      bool share = op_key(r.op) >= 0 && op_key(i) >= 0;
+      int c = cls({0, op_key(r.op), op_key(i), int(j), r.index, g_.block[std::size_t(i)] - g_.block[std::size_t(r.op)]}, share);
+      edges_.push_back({r.op, i, false, int(j), r.index});
+      tied_.add_edge(r.op, i, c);
+      untied_.add_edge(r.op, i, c);
+    }
+    for (std::size_t j = 0; j < n.param_ids.size(); ++j) {
+      int p = n.param_ids[j];
+      bool share = param_key[std::size_t(p)] >= 0 && op_key(i) >= 0;
+      int c = cls({1, param_key[std::size_t(p)], op_key(i), int(j), 0, 0}, share);
+      edges_.push_back({param_node(p), i, true, int(j), 0});
+      tied_.add_edge(param_node(p), i, c);
+      untied_.add_edge(param_node(p), i, c);
+    }
+  }
+  auto pair = [this](int e, int cu, int cv) { return edge_terms(e, cu, cv); };
+  tied_.set_pair_cost(pair);
+  untied_.set_pair_cost(pair);
+  tied_.finalize();
+  untied_.finalize();
+}
+
+}  // namespace autoddl

@@ -1,0 +1,97 @@
+#pragma once
+// A plan as a person reads it: one row per op with its signature in the notation, its compute,
+// the communication on its edges (forward, backward and gradient boxing into it, plus any
+// statistic all-reduce it runs), its memory, the communication lower bound of matmul-like ops,
+// and the predicted step time had it taken its runner-up.
+#include <algorithm>
+#include <cmath>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "autoddl/search/solve.hpp"
+
+namespace autoddl {
+
+struct plan_row {
+  std::string name;
+  std::string op;
+  std::string signature;      ///< "X[S(0),B] W[B,S(1)] b[B,S(0)] -> Y[S(0),S(1)]", storage after '|'
+  double compute_s = 0;       ///< forward + backward
+  double comm_bytes = 0;      ///< bytes one device sends on this op's incoming edges, per step
+  double comm_s = 0;
+  double memory_bytes = 0;    ///< activations kept + its parameters' storage and gathered copies
+  std::optional<double> lower_bound_bytes;
+  double runner_up_s = 0;     ///< predicted step time with this op's next-best candidate
+};
+
+/// Memory-independent communication lower bound of one product C = A B of dims m x k x n on p
+/// processors, in words (Al Daas, Ballard, Grigori, Kumar, Rouse 2022, with d1 >= d2 >= d3 the
+/// sorted dims):  p <= d1/d2: d2 d3 (1 - 1/p);  d1/d2 < p <= d1 d2 / d3^2: 2 d3 sqrt(d1 d2 / p)
+/// - (d1 d3 + d2 d3) / p;  else 3 (d1 d2 d3 / p)^(2/3) - (d1 d2 + d1 d3 + d2 d3) / p.
+inline double matmul_lower_bound_words(double m, double k, double n, double p) {
+  double d[3] = {m, k, n};
+  std::sort(d, d + 3, [](double a, double b) { return a > b; });
+  const double d1 = d[0], d2 = d[1], d3 = d[2];
+  if (p <= 1) return 0;
+  if (p <= d1 / d2) return d2 * d3 * (1 - 1 / p);
+  if (p <= d1 * d2 / (d3 * d3)) return 2 * d3 * std::sqrt(d1 * d2 / p) - (d1 * d3 + d2 * d3) / p;
+  return 3 * std::pow(d1 * d2 * d3 / p, 2.0 / 3.0) - (d1 * d2 + d1 * d3 + d2 * d3) / p;
+}
+
+/// For linear and matmul ops: the bound for the forward product and the two backward products
+/// (each over the same three dims), in bytes; nullopt for other ops.
+inline std::optional<double> op_lower_bound_bytes(const op_node& n, double devices, int elem_bytes) {
+  if (n.kind != op_kind::linear && n.kind != op_kind::matmul) return std::nullopt;
+  if (n.inputs.empty() || n.params.empty()) return std::nullopt;
+  const tensor_shape& x = n.inputs[0];
+  const double k = double(x[x.rank() - 1]);
+  const double m = double(x.elements()) / k;
+  const tensor_shape& w = n.params[0];
+  const double out = double(w.elements()) / k;
+  return 3 * matmul_lower_bound_words(m, k, out, devices) * elem_bytes;
+}
+
+inline std::vector<plan_row> plan_rows(const plan_problem& pp, const plan_result& r) {
+  const graph& g = pp.model();
+  const choice_problem& u = pp.untied();
+  const int nops = int(g.ops.size());
+  std::vector<plan_row> rows(static_cast<std::size_t>(nops));
+  for (int i = 0; i < nops; ++i) {
+    const op_node& n = g.ops[std::size_t(i)];
+    const signature& sig = pp.op_candidates(i)[std::size_t(r.pick[std::size_t(i)])];
+    plan_row& row = rows[std::size_t(i)];
+    row.name = n.name;
+    row.op = std::string(to_string(n.kind));
+    row.signature = to_string(n, sig);
+    cost_terms t = u.unary(i, r.pick[std::size_t(i)]);
+    row.compute_s = t.compute();
+    row.comm_s = t.comm();
+    row.comm_bytes = t.bytes;
+    row.memory_bytes = t.memory;
+    row.lower_bound_bytes = op_lower_bound_bytes(n, double(pp.options().mesh.devices()), bytes_of(pp.options().type));
+    if (!r.runner_up.empty()) row.runner_up_s = r.runner_up[std::size_t(i)];
+  }
+  for (std::size_t e = 0; e < u.edges().size(); ++e) {
+    const auto& ed = u.edges()[e];
+    const auto& info = pp.edge_infos()[e];
+    cost_terms t = u.pair(int(e), r.pick[std::size_t(ed.u)], r.pick[std::size_t(ed.v)]);
+    plan_row& row = rows[std::size_t(info.to_node)];
+    row.comm_s += t.comm();
+    row.comm_bytes += t.bytes;
+    row.memory_bytes += t.memory;
+    if (info.param) {
+      const int p = info.from_node - nops;
+      const nd_sbp st = pp.param_candidates(p)[std::size_t(r.pick[std::size_t(ed.u)])];
+      row.signature += " | " + g.params[std::size_t(p)].name + " stored " + to_string(st);
+      // storage, gradient and optimizer bytes are counted at the parameter's first user
+      bool first = true;
+      for (std::size_t e2 = 0; e2 < e; ++e2)
+        if (pp.edge_infos()[e2].param && pp.edge_infos()[e2].from_node == info.from_node) first = false;
+      if (first) row.memory_bytes += u.unary(info.from_node, r.pick[std::size_t(ed.u)]).memory;
+    }
+  }
+  return rows;
+}
+
+}  // namespace autoddl

@@ -1,0 +1,69 @@
+#pragma once
+// What the command-line programs share: turning exceptions into one sentence and exit code 2,
+// and parsing sizes and lists.
+#include <cstdio>
+#include <exception>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "autoddl/sbp/error.hpp"
+
+namespace autoddl::tools {
+
+/// Runs f; any exception becomes "<program>: <sentence>" on stderr and exit code 2.
+template <class F>
+int guarded(const char* program, F&& f) {
+  try {
+    f();
+    return 0;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "%s: %s\n", program, e.what());
+    return 2;
+  }
+}
+
+inline std::vector<std::string> split(const std::string& s, char sep) {
+  std::vector<std::string> out;
+  std::string cur;
+  for (char c : s) {
+    if (c == sep) {
+      if (!cur.empty()) out.push_back(cur);
+      cur.clear();
+    } else if (c != ' ') {
+      cur += c;
+    }
+  }
+  if (!cur.empty()) out.push_back(cur);
+  return out;
+}
+
+/// "32GiB", "16GB", "512MiB", "1e9" -> bytes. Throws parse_error naming the text.
+inline double parse_bytes(std::string_view s) {
+  std::size_t i = 0;
+  std::string num;
+  while (i < s.size() && (std::isdigit(static_cast<unsigned char>(s[i])) || s[i] == '.' || s[i] == 'e' || s[i] == 'E' ||
+                          ((s[i] == '+' || s[i] == '-') && i > 0 && (s[i - 1] == 'e' || s[i - 1] == 'E'))))
+    num += s[i++];
+  std::string unit(s.substr(i));
+  double v = 0;
+  try {
+    std::size_t used = 0;
+    v = std::stod(num, &used);
+    if (used != num.size()) throw std::invalid_argument("");
+  } catch (const std::exception&) {
+    throw parse_error("memory size '" + std::string(s) + "' is not a number with a unit; write e.g. 32GiB or 16GB");
+  }
+  struct u { const char* name; double f; };
+  const u units[] = {{"", 1}, {"B", 1}, {"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"TB", 1e12},
+                     {"KiB", 1024.0}, {"MiB", 1048576.0}, {"GiB", 1073741824.0}, {"TiB", 1099511627776.0}};
+  for (const auto& x : units)
+    if (unit == x.name) {
+      if (!(v > 0)) throw parse_error("memory size '" + std::string(s) + "' must be positive");
+      return v * x.f;
+    }
+  throw parse_error("memory size '" + std::string(s) + "' has an unknown unit '" + unit +
+                    "'; use B, KB, MB, GB, TB, KiB, MiB, GiB or TiB");
+}
+
+}  // namespace autoddl::tools
