@@ -1,12 +1,12 @@
 #pragma once
-// Alpha-beta time of the ring collectives the executor runs (backend/mpi/ring.hpp), and of nd
+// Alpha-beta time of the ring collectives the executor runs (backend/mpi/ring_comm.hpp), and of nd
 // boxing paths. Sources:
 //   - ring all-gather / reduce-scatter: (n-1) alpha + (n-1)/n * T / beta; ring all-reduce as
 //     reduce-scatter + all-gather: 2(n-1) alpha + 2(n-1)/n * T / beta
 //     (Thakur, Rabenseifner & Gropp 2005, "Optimization of collective communication operations
-//     in MPICH", IJHPCA 19(1), sections 4.1 and 4.4; Patarasuk & Yuan 2009 for the all-reduce);
+//     in MPICH", IJHPCA 19(1); Patarasuk & Yuan 2009 for the all-reduce);
 //   - pairwise-exchange all-to-all: (n-1) alpha + (n-1)/n * (T/n) / beta, each device sending
-//     one T/n^2 block per step (Thakur et al. 2005, section 4.3);
+//     one T/n^2 block per step (Thakur et al. 2005);
 //   - the byte factors are nccl-tests PERFORMANCE.md's bus-bandwidth factors (bytes_factor in
 //     sbp/boxing.hpp), so the bytes priced are the bytes the executor counts.
 //   - the reduction: gamma * (n-1)/n * T for reduce-scatter and all-reduce (each device adds

@@ -28,18 +28,18 @@ struct mesh_coord {
   }
 };
 
+/// Largest axis group rank_group holds; larger axes are rejected by axis_group().
+inline constexpr int max_group_size = 1 << 12;
+
 /// The ranks of one axis group, in axis order: group[k] has coordinate k on that axis.
 struct rank_group {
-  std::array<int, 1 << 12> r{};
+  std::array<int, max_group_size> r{};
   int n = 0;
   constexpr int size() const { return n; }
   constexpr int operator[](int i) const { return r[std::size_t(i)]; }
   constexpr const int* begin() const { return r.data(); }
   constexpr const int* end() const { return r.data() + n; }
 };
-
-/// Largest axis group rank_group holds; larger axes are rejected by axis_group().
-inline constexpr int max_group_size = 1 << 12;
 
 struct device_mesh {
   mesh_shape shape;

@@ -128,7 +128,7 @@ class ring_comm {
     return count(sent);
   }
 
-  /// Binomial-tree broadcast of `buf` from `root` (Thakur et al. 2005, section 4.2:
+  /// Binomial-tree broadcast of `buf` from `root` (Thakur et al. 2005:
   /// ceil(log2 n) steps). Returns bytes this rank sent.
   template <MpiElement T>
   std::int64_t broadcast(std::span<T> buf, int root) {

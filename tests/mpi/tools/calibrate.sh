@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# autoddl-calibrate end to end on 2 ranks with a short range: it writes a profile with positive
+# link figures in the loader's schema, and a mesh that does not match the job is one error line.
+#   calibrate.sh <mpirun> <autoddl-calibrate> <python3>
+set -euo pipefail
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+run=("$1" --allow-run-as-root --oversubscribe -np 2)
+"${run[@]}" "$2" --max-bytes 262144 --gemm-n 128 --reps 2 --out "$tmp/p.json" >"$tmp/log"
+"$3" - "$tmp/p.json" <<'PY'
+import json, sys
+p = json.load(open(sys.argv[1]))
+assert set(p) == {"name", "description", "sources", "devices_per_node", "links", "device"}, p.keys()
+for level in ("intra_node", "inter_node"):
+    l = p["links"][level]
+    assert l["alpha"] > 0 and l["beta"] > 1e6, l
+assert p["device"]["peak_flops"]["fp32"] > 1e8 and p["devices_per_node"] == 2
+print("profile ok:", p["links"]["intra_node"])
+PY
+if "${run[@]}" "$2" --mesh 3 --out "$tmp/q.json" 2>"$tmp/err" >/dev/null; then echo "mesh 3 on 2 ranks was accepted"; exit 1; fi
+grep -q "mesh 3 has 3 devices but the job has 2 ranks" "$tmp/err" || { cat "$tmp/err"; exit 1; }
+echo "mismatched mesh refused: $(head -n1 "$tmp/err")"
