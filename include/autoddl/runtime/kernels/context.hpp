@@ -118,7 +118,12 @@ inline std::int64_t rows_of(const tensor_shape& s) {
   const std::int64_t c = last_dim(s);
   return c ? s.elements() / c : 0;
 }
-inline std::span<const std::int64_t> no_indices() { return {}; }
+/// The product of all dims but the last `trailing`: the batch of a batched matmul.
+inline std::int64_t leading_elements(const tensor_shape& s, int trailing) {
+  std::int64_t r = 1;
+  for (int d = 0; d + trailing < s.rank(); ++d) r *= s[d];
+  return r;
+}
 
 /// Throws layout_error unless every operand span has its local shard's size.
 template <class T>

@@ -58,7 +58,7 @@ forward_result<D, T> batched_matmul_fwd(D& d, const kernel_context<T>& c, const 
   const tensor_shape& as = c.shards.inputs[0].local;
   const tensor_shape& bs = c.shards.inputs[1].local;
   const int r = as.rank();
-  const std::int64_t m = as[r - 2], k = as[r - 1], n = bs[r - 1], batch = m * k ? as.elements() / (m * k) : 0;
+  const std::int64_t m = as[r - 2], k = as[r - 1], n = bs[r - 1], batch = leading_elements(as, 2);
   forward_result<D, T> res;
   res.outputs.push_back(alloc_like<T>(d, c.shards.outputs[0]));
   d.gemm(gemm_desc{false, false, m, n, k, k, n, n, batch, m * k, k * n, m * n}, T(1), in.inputs[0], in.inputs[1], T(0),
@@ -71,7 +71,7 @@ gradients<D, T> batched_matmul_bwd(D& d, const kernel_context<T>& c, const opera
   const tensor_shape& as = c.shards.inputs[0].local;
   const tensor_shape& bs = c.shards.inputs[1].local;
   const int r = as.rank();
-  const std::int64_t m = as[r - 2], k = as[r - 1], n = bs[r - 1], batch = m * k ? as.elements() / (m * k) : 0;
+  const std::int64_t m = as[r - 2], k = as[r - 1], n = bs[r - 1], batch = leading_elements(as, 2);
   gradients<D, T> g;
   g.inputs.push_back(alloc_like<T>(d, c.shards.inputs[0]));
   g.inputs.push_back(alloc_like<T>(d, c.shards.inputs[1]));
