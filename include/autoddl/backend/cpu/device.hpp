@@ -1,0 +1,391 @@
+#pragma once
+// cpu_device: the Device of autoddl/backend/device.hpp on the host. Buffers are std::vector<T>,
+// GEMMs go to CBLAS (OpenBLAS) when present (autoddl/backend/cpu/gemm.hpp), everything else is
+// plain loops in the element type. Single-threaded apart from BLAS: an MPI rank per core.
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <span>
+#include <vector>
+
+#include "autoddl/backend/cpu/gemm.hpp"
+#include "autoddl/backend/device.hpp"
+
+namespace autoddl {
+
+namespace detail {
+/// Visits every element of a shard with its row-major global index: f(local index, global index).
+template <class F>
+void for_each_global_index(const shard_info& s, F&& f) {
+  const int r = s.local.rank();
+  const std::int64_t n = s.local.elements();
+  if (n == 0) return;
+  std::array<std::int64_t, max_tensor_rank> stride{}, idx{};
+  std::int64_t st = 1;
+  for (int d = r - 1; d >= 0; --d) {
+    stride[std::size_t(d)] = st;
+    st *= s.global[d];
+  }
+  std::int64_t g = 0;
+  for (int d = 0; d < r; ++d) g += s.offset[std::size_t(d)] * stride[std::size_t(d)];
+  for (std::int64_t i = 0; i < n; ++i) {
+    f(i, g);
+    for (int d = r - 1; d >= 0; --d) {  // odometer over the local dims
+      auto du = std::size_t(d);
+      if (++idx[du] < s.local[d]) {
+        g += stride[du];
+        break;
+      }
+      g -= (idx[du] - 1) * stride[du];
+      idx[du] = 0;
+    }
+  }
+}
+}  // namespace detail
+
+struct cpu_device {
+  template <class T>
+  using buffer = std::vector<T>;
+
+  // ---- memory -------------------------------------------------------------------------------
+  template <class T>
+  buffer<T> alloc(std::size_t n) { return buffer<T>(n, T{}); }
+  template <class T>
+  std::span<T> view(buffer<T>& b) { return {b.data(), b.size()}; }
+  template <class T>
+  std::span<const T> view(const buffer<T>& b) const { return {b.data(), b.size()}; }
+  template <class T>
+  void upload(std::span<const T> host, std::span<T> dst) { std::copy(host.begin(), host.end(), dst.begin()); }
+  template <class T>
+  void download(std::span<const T> src, std::span<T> host) { std::copy(src.begin(), src.end(), host.begin()); }
+  template <class T>
+  void copy(std::span<const T> src, std::span<T> dst) { std::copy(src.begin(), src.end(), dst.begin()); }
+  template <class T>
+  void fill(std::span<T> y, T v) { std::fill(y.begin(), y.end(), v); }
+
+  // ---- BLAS-like ------------------------------------------------------------------------------
+  template <class T>
+  void gemm(const gemm_desc& g, T alpha, std::span<const T> a, std::span<const T> b, T beta, std::span<T> c) {
+    detail::cpu_gemm(g, alpha, a, b, beta, c);
+  }
+  template <class T>
+  void add(std::span<const T> a, std::span<const T> b, std::span<T> y) {
+    for (std::size_t i = 0; i < y.size(); ++i) y[i] = a[i] + b[i];
+  }
+  template <class T>
+  void axpy(T alpha, std::span<const T> x, std::span<T> y) {
+    for (std::size_t i = 0; i < y.size(); ++i) y[i] += alpha * x[i];
+  }
+  template <class T>
+  void scale(T alpha, std::span<T> y) {
+    for (T& v : y) v *= alpha;
+  }
+  template <class T>
+  void permute_0213(std::int64_t a, std::int64_t b, std::int64_t c, std::int64_t d, std::span<const T> x,
+                    std::span<T> y) {
+    for (std::int64_t i = 0; i < a; ++i)
+      for (std::int64_t j = 0; j < b; ++j)
+        for (std::int64_t k = 0; k < c; ++k) {
+          const T* src = x.data() + ((i * b + j) * c + k) * d;
+          T* dst = y.data() + ((i * c + k) * b + j) * d;
+          std::copy(src, src + d, dst);
+        }
+  }
+  template <class T>
+  void bias_add(std::int64_t outer, std::int64_t channels, std::int64_t inner, std::span<const T> b, std::span<T> y) {
+    for (std::int64_t o = 0; o < outer; ++o)
+      for (std::int64_t c = 0; c < channels; ++c) {
+        T* p = y.data() + (o * channels + c) * inner;
+        for (std::int64_t i = 0; i < inner; ++i) p[i] += b[std::size_t(c)];
+      }
+  }
+  template <class T>
+  void bias_grad(std::int64_t outer, std::int64_t channels, std::int64_t inner, std::span<const T> dy, std::span<T> db) {
+    std::fill(db.begin(), db.end(), T{});
+    for (std::int64_t o = 0; o < outer; ++o)
+      for (std::int64_t c = 0; c < channels; ++c) {
+        const T* p = dy.data() + (o * channels + c) * inner;
+        T acc{};
+        for (std::int64_t i = 0; i < inner; ++i) acc += p[i];
+        db[std::size_t(c)] += acc;
+      }
+  }
+
+  // ---- activations --------------------------------------------------------------------------
+  template <class T>
+  void relu_fwd(std::span<const T> x, std::span<T> y) {
+    for (std::size_t i = 0; i < y.size(); ++i) y[i] = x[i] > T(0) ? x[i] : T(0);
+  }
+  template <class T>
+  void relu_bwd(std::span<const T> x, std::span<const T> dy, std::span<T> dx) {
+    for (std::size_t i = 0; i < dx.size(); ++i) dx[i] = x[i] > T(0) ? dy[i] : T(0);
+  }
+  // GPT-2's GeLU: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) (Hendrycks & Gimpel 2016)
+  static constexpr double gelu_c = 0.7978845608028654;  // sqrt(2/pi)
+  template <class T>
+  void gelu_fwd(std::span<const T> x, std::span<T> y) {
+    for (std::size_t i = 0; i < y.size(); ++i) {
+      const T v = x[i];
+      y[i] = T(0.5) * v * (T(1) + std::tanh(T(gelu_c) * (v + T(0.044715) * v * v * v)));
+    }
+  }
+  template <class T>
+  void gelu_bwd(std::span<const T> x, std::span<const T> dy, std::span<T> dx) {
+    for (std::size_t i = 0; i < dx.size(); ++i) {
+      const T v = x[i];
+      const T t = std::tanh(T(gelu_c) * (v + T(0.044715) * v * v * v));
+      const T du = T(gelu_c) * (T(1) + T(3 * 0.044715) * v * v);
+      dx[i] = dy[i] * (T(0.5) * (T(1) + t) + T(0.5) * v * (T(1) - t * t) * du);
+    }
+  }
+
+  // ---- row-wise -----------------------------------------------------------------------------
+  static constexpr double layernorm_eps = 1e-5;
+  template <class T>
+  void layernorm_fwd(std::int64_t rows, std::int64_t cols, std::span<const T> x, std::span<const T> gamma,
+                     std::span<const T> beta, std::span<T> y, std::span<T> mean, std::span<T> rstd) {
+    for (std::int64_t r = 0; r < rows; ++r) {
+      const T* xr = x.data() + r * cols;
+      T* yr = y.data() + r * cols;
+      T mu{};
+      for (std::int64_t c = 0; c < cols; ++c) mu += xr[c];
+      mu /= T(cols);
+      T var{};
+      for (std::int64_t c = 0; c < cols; ++c) var += (xr[c] - mu) * (xr[c] - mu);
+      var /= T(cols);
+      const T rs = T(1) / std::sqrt(var + T(layernorm_eps));
+      for (std::int64_t c = 0; c < cols; ++c) yr[c] = (xr[c] - mu) * rs * gamma[std::size_t(c)] + beta[std::size_t(c)];
+      mean[std::size_t(r)] = mu;
+      rstd[std::size_t(r)] = rs;
+    }
+  }
+  template <class T>
+  void layernorm_bwd(std::int64_t rows, std::int64_t cols, std::span<const T> x, std::span<const T> gamma,
+                     std::span<const T> mean, std::span<const T> rstd, std::span<const T> dy, std::span<T> dx,
+                     std::span<T> dgamma, std::span<T> dbeta) {
+    std::fill(dgamma.begin(), dgamma.end(), T{});
+    std::fill(dbeta.begin(), dbeta.end(), T{});
+    for (std::int64_t r = 0; r < rows; ++r) {
+      const T* xr = x.data() + r * cols;
+      const T* dyr = dy.data() + r * cols;
+      T* dxr = dx.data() + r * cols;
+      const T mu = mean[std::size_t(r)], rs = rstd[std::size_t(r)];
+      T s1{}, s2{};  // mean of dxhat and of dxhat * xhat
+      for (std::int64_t c = 0; c < cols; ++c) {
+        const T xh = (xr[c] - mu) * rs, g = dyr[c] * gamma[std::size_t(c)];
+        s1 += g;
+        s2 += g * xh;
+        dgamma[std::size_t(c)] += dyr[c] * xh;
+        dbeta[std::size_t(c)] += dyr[c];
+      }
+      s1 /= T(cols);
+      s2 /= T(cols);
+      for (std::int64_t c = 0; c < cols; ++c) {
+        const T xh = (xr[c] - mu) * rs;
+        dxr[c] = rs * (dyr[c] * gamma[std::size_t(c)] - s1 - xh * s2);
+      }
+    }
+  }
+  template <class T>
+  void softmax_fwd(std::int64_t rows, std::int64_t cols, std::span<const T> x, std::span<T> y) {
+    for (std::int64_t r = 0; r < rows; ++r) {
+      const T* xr = x.data() + r * cols;
+      T* yr = y.data() + r * cols;
+      T m = -std::numeric_limits<T>::infinity();
+      for (std::int64_t c = 0; c < cols; ++c) m = std::max(m, xr[c]);
+      T s{};
+      for (std::int64_t c = 0; c < cols; ++c) s += (yr[c] = std::exp(xr[c] - m));
+      for (std::int64_t c = 0; c < cols; ++c) yr[c] /= s;
+    }
+  }
+  template <class T>
+  void softmax_bwd(std::int64_t rows, std::int64_t cols, std::span<const T> y, std::span<const T> dy, std::span<T> dx) {
+    for (std::int64_t r = 0; r < rows; ++r) {
+      const T* yr = y.data() + r * cols;
+      const T* dyr = dy.data() + r * cols;
+      T* dxr = dx.data() + r * cols;
+      T dot{};
+      for (std::int64_t c = 0; c < cols; ++c) dot += yr[c] * dyr[c];
+      for (std::int64_t c = 0; c < cols; ++c) dxr[c] = yr[c] * (dyr[c] - dot);
+    }
+  }
+  template <class T>
+  void scale_causal_mask(std::int64_t groups, std::int64_t sq, std::int64_t sk, T scale, std::int64_t q_offset,
+                         bool causal, std::span<T> s) {
+    const T neg = -std::numeric_limits<T>::infinity();
+    for (std::int64_t g = 0; g < groups; ++g)
+      for (std::int64_t q = 0; q < sq; ++q) {
+        T* row = s.data() + (g * sq + q) * sk;
+        for (std::int64_t k = 0; k < sk; ++k) row[k] = causal && k > q_offset + q ? neg : row[k] * scale;
+      }
+  }
+
+  // ---- embedding ----------------------------------------------------------------------------
+  template <class T>
+  void gather_rows(std::span<const std::int64_t> ids, std::int64_t lo, std::span<const T> table, std::span<T> y) {
+    if (ids.empty()) return;
+    const std::int64_t cols = std::int64_t(y.size() / ids.size());
+    const std::int64_t held = cols ? std::int64_t(table.size()) / cols : 0;
+    for (std::size_t t = 0; t < ids.size(); ++t) {
+      T* dst = y.data() + std::int64_t(t) * cols;
+      const std::int64_t row = ids[t] - lo;
+      if (row >= 0 && row < held) std::copy(table.data() + row * cols, table.data() + (row + 1) * cols, dst);
+      else std::fill(dst, dst + cols, T{});
+    }
+  }
+  template <class T>
+  void scatter_add_rows(std::span<const std::int64_t> ids, std::int64_t lo, std::span<const T> dy, std::span<T> dtable) {
+    if (ids.empty()) return;
+    const std::int64_t cols = std::int64_t(dy.size() / ids.size());
+    const std::int64_t held = cols ? std::int64_t(dtable.size()) / cols : 0;
+    for (std::size_t t = 0; t < ids.size(); ++t) {
+      const std::int64_t row = ids[t] - lo;
+      if (row < 0 || row >= held) continue;
+      const T* src = dy.data() + std::int64_t(t) * cols;
+      T* dst = dtable.data() + row * cols;
+      for (std::int64_t c = 0; c < cols; ++c) dst[c] += src[c];
+    }
+  }
+
+  // ---- windows (NCHW) -----------------------------------------------------------------------
+  template <class T>
+  void im2col(const window_geom& g, std::span<const T> x, std::span<T> col) {
+    const std::int64_t oh = g.out_h(), ow = g.out_w(), ncols = g.col_cols();
+    for (std::int64_t c = 0; c < g.c; ++c)
+      for (int ki = 0; ki < g.kernel; ++ki)
+        for (int kj = 0; kj < g.kernel; ++kj) {
+          T* row = col.data() + ((c * g.kernel + ki) * g.kernel + kj) * ncols;
+          for (std::int64_t n = 0; n < g.n; ++n)
+            for (std::int64_t i = 0; i < oh; ++i)
+              for (std::int64_t j = 0; j < ow; ++j) {
+                const std::int64_t h = i * g.stride - g.padding + ki, w = j * g.stride - g.padding + kj;
+                row[(n * oh + i) * ow + j] =
+                    h >= 0 && h < g.h && w >= 0 && w < g.w ? x[std::size_t(((n * g.c + c) * g.h + h) * g.w + w)] : T{};
+              }
+        }
+  }
+  template <class T>
+  void col2im(const window_geom& g, std::span<const T> col, std::span<T> dx) {
+    std::fill(dx.begin(), dx.end(), T{});
+    const std::int64_t oh = g.out_h(), ow = g.out_w(), ncols = g.col_cols();
+    for (std::int64_t c = 0; c < g.c; ++c)
+      for (int ki = 0; ki < g.kernel; ++ki)
+        for (int kj = 0; kj < g.kernel; ++kj) {
+          const T* row = col.data() + ((c * g.kernel + ki) * g.kernel + kj) * ncols;
+          for (std::int64_t n = 0; n < g.n; ++n)
+            for (std::int64_t i = 0; i < oh; ++i)
+              for (std::int64_t j = 0; j < ow; ++j) {
+                const std::int64_t h = i * g.stride - g.padding + ki, w = j * g.stride - g.padding + kj;
+                if (h >= 0 && h < g.h && w >= 0 && w < g.w)
+                  dx[std::size_t(((n * g.c + c) * g.h + h) * g.w + w)] += row[(n * oh + i) * ow + j];
+              }
+        }
+  }
+  template <class T>
+  void max_pool_fwd(const window_geom& g, std::span<const T> x, std::span<T> y) {
+    pool_visit(g, x, [&](std::int64_t out, std::int64_t arg) { y[std::size_t(out)] = x[std::size_t(arg)]; });
+  }
+  template <class T>
+  void max_pool_bwd(const window_geom& g, std::span<const T> x, std::span<const T> dy, std::span<T> dx) {
+    std::fill(dx.begin(), dx.end(), T{});
+    pool_visit(g, x, [&](std::int64_t out, std::int64_t arg) { dx[std::size_t(arg)] += dy[std::size_t(out)]; });
+  }
+
+  // ---- dropout ------------------------------------------------------------------------------
+  template <class T>
+  void dropout(const dropout_key& key, const shard_info& s, std::span<const T> x, std::span<T> y) {
+    const T keep_scale = T(1.0 / (1.0 - key.p));
+    detail::for_each_global_index(s, [&](std::int64_t i, std::int64_t g) {
+      auto u = std::size_t(i);
+      y[u] = dropout_keep(key.seed, key.op_id, std::uint64_t(g), key.p) ? x[u] * keep_scale : T(0);
+    });
+  }
+
+  // ---- softmax cross-entropy ------------------------------------------------------------------
+  template <class T>
+  void row_max(std::int64_t rows, std::int64_t cols, std::span<const T> x, std::span<T> m) {
+    for (std::int64_t r = 0; r < rows; ++r) {
+      T v = -std::numeric_limits<T>::infinity();
+      for (std::int64_t c = 0; c < cols; ++c) v = std::max(v, x[std::size_t(r * cols + c)]);
+      m[std::size_t(r)] = v;
+    }
+  }
+  template <class T>
+  void xent_stats(std::int64_t rows, std::int64_t cols, std::span<const T> x, std::span<const std::int64_t> labels,
+                  std::int64_t lo, std::span<const T> m, std::span<T> stats) {
+    for (std::int64_t r = 0; r < rows; ++r) {
+      const T* xr = x.data() + r * cols;
+      T s{};
+      for (std::int64_t c = 0; c < cols; ++c) s += std::exp(xr[c] - m[std::size_t(r)]);
+      const std::int64_t t = labels[std::size_t(r)] - lo;
+      stats[std::size_t(r)] = s;
+      stats[std::size_t(rows + r)] = t >= 0 && t < cols ? xr[t] : T(0);
+    }
+  }
+  template <class T>
+  void xent_loss(std::int64_t rows, std::span<const T> m, std::span<const T> stats, T scale, std::span<T> out) {
+    T acc{};
+    for (std::int64_t r = 0; r < rows; ++r)
+      acc += std::log(stats[std::size_t(r)]) + m[std::size_t(r)] - stats[std::size_t(rows + r)];
+    out[0] = scale * acc;
+  }
+  template <class T>
+  void xent_bwd(std::int64_t rows, std::int64_t cols, std::span<const T> x, std::span<const std::int64_t> labels,
+                std::int64_t lo, std::span<const T> m, std::span<const T> stats, std::span<const T> dloss, T scale,
+                std::span<T> dx) {
+    const T f = scale * dloss[0];
+    for (std::int64_t r = 0; r < rows; ++r) {
+      const T* xr = x.data() + r * cols;
+      T* dr = dx.data() + r * cols;
+      const T inv = T(1) / stats[std::size_t(r)];
+      for (std::int64_t c = 0; c < cols; ++c) dr[c] = f * std::exp(xr[c] - m[std::size_t(r)]) * inv;
+      const std::int64_t t = labels[std::size_t(r)] - lo;
+      if (t >= 0 && t < cols) dr[t] -= f;
+    }
+  }
+
+  // ---- optimizers ---------------------------------------------------------------------------
+  template <class T>
+  void sgd_momentum(const optimizer_step& o, std::span<const T> g, std::span<T> vel, std::span<T> p) {
+    for (std::size_t i = 0; i < p.size(); ++i) {
+      vel[i] = T(o.momentum) * vel[i] + g[i] + T(o.weight_decay) * p[i];
+      p[i] -= T(o.lr) * vel[i];
+    }
+  }
+  template <class T>
+  void adam(const optimizer_step& o, std::span<const T> g, std::span<T> m, std::span<T> v, std::span<T> p) {
+    const double c1 = 1.0 - std::pow(o.beta1, double(o.step)), c2 = 1.0 - std::pow(o.beta2, double(o.step));
+    for (std::size_t i = 0; i < p.size(); ++i) {
+      const T gi = g[i] + T(o.weight_decay) * p[i];
+      m[i] = T(o.beta1) * m[i] + T(1 - o.beta1) * gi;
+      v[i] = T(o.beta2) * v[i] + T(1 - o.beta2) * gi * gi;
+      p[i] -= T(o.lr) * (m[i] / T(c1)) / (std::sqrt(v[i] / T(c2)) + T(o.eps));
+    }
+  }
+
+ private:
+  /// f(output index, input index of the window's first maximum); padding never wins.
+  template <class T, class F>
+  static void pool_visit(const window_geom& g, std::span<const T> x, F&& f) {
+    const std::int64_t oh = g.out_h(), ow = g.out_w();
+    for (std::int64_t nc = 0; nc < g.n * g.c; ++nc)
+      for (std::int64_t i = 0; i < oh; ++i)
+        for (std::int64_t j = 0; j < ow; ++j) {
+          std::int64_t arg = -1;
+          for (int ki = 0; ki < g.kernel; ++ki)
+            for (int kj = 0; kj < g.kernel; ++kj) {
+              const std::int64_t h = i * g.stride - g.padding + ki, w = j * g.stride - g.padding + kj;
+              if (h < 0 || h >= g.h || w < 0 || w >= g.w) continue;
+              const std::int64_t at = (nc * g.h + h) * g.w + w;
+              if (arg < 0 || x[std::size_t(at)] > x[std::size_t(arg)]) arg = at;
+            }
+          if (arg >= 0) f((nc * oh + i) * ow + j, arg);
+        }
+  }
+};
+
+static_assert(Device<cpu_device>, "cpu_device must model autoddl::Device");
+
+}  // namespace autoddl

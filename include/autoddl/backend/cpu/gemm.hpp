@@ -1,0 +1,61 @@
+#pragma once
+// Row-major (batched, strided) GEMM on the CPU: CBLAS (OpenBLAS) for float and double when
+// <cblas.h> is there, a plain triple loop otherwise and for other element types, so the core
+// compiles without BLAS. Link OpenBLAS (pkg-config `openblas`) when cblas.h is found.
+#include <cstdint>
+#include <span>
+#include <type_traits>
+
+#include "autoddl/backend/device.hpp"
+
+#if __has_include(<cblas.h>)
+#include <cblas.h>
+#define AUTODDL_HAS_CBLAS 1
+#else
+#define AUTODDL_HAS_CBLAS 0
+#endif
+
+namespace autoddl::detail {
+
+/// C = alpha op(A) op(B) + beta C for one batch entry, by loops (the reference and fallback).
+template <class T>
+void gemm_loop(const gemm_desc& g, T alpha, const T* a, const T* b, T beta, T* c) {
+  for (std::int64_t i = 0; i < g.m; ++i)
+    for (std::int64_t j = 0; j < g.n; ++j) {
+      T acc{};
+      for (std::int64_t p = 0; p < g.k; ++p) {
+        T av = g.trans_a ? a[p * g.lda + i] : a[i * g.lda + p];
+        T bv = g.trans_b ? b[j * g.ldb + p] : b[p * g.ldb + j];
+        acc += av * bv;
+      }
+      T& out = c[i * g.ldc + j];
+      out = beta == T(0) ? alpha * acc : alpha * acc + beta * out;
+    }
+}
+
+template <class T>
+void cpu_gemm(const gemm_desc& g, T alpha, std::span<const T> a, std::span<const T> b, T beta, std::span<T> c) {
+  if (g.m <= 0 || g.n <= 0) return;
+  for (std::int64_t s = 0; s < g.batch; ++s) {
+    const T* pa = a.data() + s * g.stride_a;
+    const T* pb = b.data() + s * g.stride_b;
+    T* pc = c.data() + s * g.stride_c;
+#if AUTODDL_HAS_CBLAS
+    if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
+      if (g.k > 0) {
+        const auto ta = g.trans_a ? CblasTrans : CblasNoTrans, tb = g.trans_b ? CblasTrans : CblasNoTrans;
+        const int m = int(g.m), n = int(g.n), k = int(g.k);
+        const int lda = int(g.lda), ldb = int(g.ldb), ldc = int(g.ldc);
+        if constexpr (std::is_same_v<T, float>)
+          cblas_sgemm(CblasRowMajor, ta, tb, m, n, k, alpha, pa, lda, pb, ldb, beta, pc, ldc);
+        else
+          cblas_dgemm(CblasRowMajor, ta, tb, m, n, k, alpha, pa, lda, pb, ldb, beta, pc, ldc);
+        continue;
+      }
+    }
+#endif
+    gemm_loop(g, alpha, pa, pb, beta, pc);
+  }
+}
+
+}  // namespace autoddl::detail

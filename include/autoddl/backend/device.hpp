@@ -1,0 +1,161 @@
+#pragma once
+// The Device concept: what the runtime's operator kernels (autoddl/runtime/op_kernels.hpp) ask of
+// a compute device. A device allocates typed buffers and runs coarse primitives, one call per
+// op-level step (a GEMM, a layernorm over all rows, an im2col of a whole batch), templated on the
+// element type. The kernels never touch element memory themselves, so a CUDA device (buffers in
+// GPU memory, spans over device pointers) satisfies the same concept unchanged.
+//
+// Conventions of every primitive:
+// - Tensors are dense and row-major; sizes are element counts (std::int64_t).
+// - An output span is overwritten unless the primitive says it accumulates.
+// - Index tensors (token ids, labels) are std::int64_t.
+// - Spans refer to the device's memory: view(buffer) gives them; upload/download cross over.
+#include <concepts>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+
+#include "autoddl/backend/shard.hpp"
+
+namespace autoddl {
+
+/// A (batched, strided) row-major GEMM: for each batch i,
+///   C_i[m,n] = alpha * op(A_i)[m,k] * op(B_i)[k,n] + beta * C_i,
+/// op(A) = A^T when trans_a (A stored [k,m]), likewise B; A_i starts at i * stride_a.
+/// Example: a plain Y[8,4] = X[8,16] W[16,4] is {false,false, 8,4,16, 16,4,4}.
+struct gemm_desc {
+  bool trans_a = false, trans_b = false;
+  std::int64_t m = 0, n = 0, k = 0;
+  std::int64_t lda = 0, ldb = 0, ldc = 0;
+  std::int64_t batch = 1, stride_a = 0, stride_b = 0, stride_c = 0;
+};
+
+/// The geometry of a square-window op on NCHW images (conv2d's im2col, max-pool).
+/// out_h = (h + 2 padding - kernel) / stride + 1, likewise out_w.
+struct window_geom {
+  std::int64_t n = 0, c = 0, h = 0, w = 0;
+  int kernel = 1, stride = 1, padding = 0;
+  constexpr std::int64_t out_h() const { return (h + 2 * padding - kernel) / stride + 1; }
+  constexpr std::int64_t out_w() const { return (w + 2 * padding - kernel) / stride + 1; }
+  /// Rows of the im2col matrix: c * kernel^2; columns: n * out_h * out_w.
+  constexpr std::int64_t col_rows() const { return c * kernel * kernel; }
+  constexpr std::int64_t col_cols() const { return n * out_h() * out_w(); }
+};
+
+/// Optimizer hyper-parameters (one struct for both rules, unused fields ignored).
+///   SGD-momentum: v = momentum v + g + weight_decay p;  p -= lr v
+///   Adam (Kingma & Ba 2015, L2 weight decay added to g): m = b1 m + (1-b1) g, v = b2 v + (1-b2) g^2,
+///   p -= lr * (m / (1-b1^step)) / (sqrt(v / (1-b2^step)) + eps)
+struct optimizer_step {
+  double lr = 1e-3, momentum = 0.9, weight_decay = 0.0;
+  double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
+  std::int64_t step = 1;  ///< Adam's bias-correction step, from 1
+};
+
+/// The all-reduce a row statistic needs (vocab-parallel cross-entropy).
+enum class reduce_kind : std::uint8_t { sum, max };
+
+// ---- the dropout mask ---------------------------------------------------------------------
+namespace detail {
+/// SplitMix64's finalizer (Steele, Lea, Flood 2014): a bijective 64-bit mixer.
+constexpr std::uint64_t mix64(std::uint64_t z) {
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+}  // namespace detail
+
+/// Counter-based keep decision of one element: a pure function of (seed, op id, global element
+/// index), so an element's mask is the same on every device and under every layout, and the
+/// backward pass recomputes it instead of storing it. Keeps with probability 1 - p.
+constexpr bool dropout_keep(std::uint64_t seed, std::uint64_t op_id, std::uint64_t index, double p) {
+  std::uint64_t h = detail::mix64(detail::mix64(seed ^ 0x9e3779b97f4a7c15ULL) ^ (op_id * 0xd1b54a32d192ed03ULL));
+  h = detail::mix64(h ^ index);
+  double u = double(h >> 11) * 0x1.0p-53;  // uniform in [0, 1)
+  return u >= p;
+}
+
+/// The dropout key of a whole op call.
+struct dropout_key {
+  std::uint64_t seed = 0, op_id = 0;
+  double p = 0.0;
+};
+
+template <class D, class T>
+using buffer_t = typename D::template buffer<T>;
+
+/// A device that runs every primitive for element type T. Each line states the contract.
+template <class D, class T>
+concept DeviceFor = requires(D& d, const D& cd, std::size_t n, std::int64_t i, T a, buffer_t<D, T>& buf,
+                             const buffer_t<D, T>& cbuf, std::span<T> y, std::span<const T> x,
+                             std::span<const std::int64_t> ids, const gemm_desc& g, const window_geom& wg,
+                             const shard_info& s, const dropout_key& key, const optimizer_step& opt) {
+  // memory: alloc gives n zeros; view spans a buffer; upload/download cross host <-> device
+  { d.template alloc<T>(n) } -> std::same_as<buffer_t<D, T>>;
+  { cd.view(cbuf) } -> std::same_as<std::span<const T>>;
+  { d.view(buf) } -> std::same_as<std::span<T>>;
+  d.upload(x, y);    // host x -> device y
+  d.download(x, y);  // device x -> host y
+  d.copy(x, y);      // device -> device
+  d.fill(y, a);
+  // BLAS-like
+  d.gemm(g, a, x, x, a, y);  // C = alpha op(A) op(B) + beta C, see gemm_desc
+  d.add(x, x, y);            // y = a + b
+  d.axpy(a, x, y);           // y += alpha x
+  d.scale(a, y);             // y *= alpha
+  d.permute_0213(i, i, i, i, x, y);  // y[a][c][b][d] = x[a][b][c][d], x of shape [a,b,c,d]
+  // bias over y [outer, channels, inner]: y[o,c,i] += b[c];  db[c] = sum_{o,i} dy[o,c,i]
+  d.bias_add(i, i, i, x, y);
+  d.bias_grad(i, i, i, x, y);
+  // activations: y = f(x); dx = f'(x) dy. gelu is GPT-2's tanh approximation
+  d.relu_fwd(x, y);
+  d.relu_bwd(x, x, y);  // (x, dy, dx)
+  d.gelu_fwd(x, y);
+  d.gelu_bwd(x, x, y);
+  // rows x cols: layernorm (eps 1e-5, saves mean and rstd per row) and softmax over each row
+  d.layernorm_fwd(i, i, x, x, x, y, y, y);        // (rows, cols, x, gamma, beta, y, mean, rstd)
+  d.layernorm_bwd(i, i, x, x, x, x, x, y, y, y);  // (rows, cols, x, gamma, mean, rstd, dy, dx, dgamma, dbeta)
+  d.softmax_fwd(i, i, x, y);
+  d.softmax_bwd(i, i, x, x, y);  // (rows, cols, y, dy, dx)
+  // attention scores [groups, sq, sk] in place: x *= scale; with causal, query q (global
+  // position q_offset + q) sees keys k <= q_offset + q, the rest become -inf
+  d.scale_causal_mask(i, i, i, a, i, true, y);  // (groups, sq, sk, scale, q_offset, causal, scores)
+  // embedding over a table holding global rows [lo, lo + table rows): y[t,:] = table[ids[t]-lo,:]
+  // or 0 when ids[t] is not held; scatter_add accumulates dy rows into dtable the same way
+  d.gather_rows(ids, i, x, y);       // (ids, lo, table, y); cols = y.size() / ids.size()
+  d.scatter_add_rows(ids, i, x, y);  // (ids, lo, dy, dtable); cols = dy.size() / ids.size()
+  // im2col of a whole NCHW batch into [c k k, n oh ow]; col2im sums back (overwrites dx)
+  d.im2col(wg, x, y);
+  d.col2im(wg, x, y);
+  d.max_pool_fwd(wg, x, y);
+  d.max_pool_bwd(wg, x, x, y);  // (geom, x, dy, dx): dy goes to the first max of each window
+  // dropout of a shard: y = x * keep(seed, op, global index) / (1 - p), with the global index
+  // of each local element from the shard
+  d.dropout(key, s, x, y);
+  // softmax cross-entropy statistics over logits rows [rows, cols] holding global columns
+  // [lo, lo + cols): row_max; xent_stats writes stats[r] = sum_c exp(x - max[r]) and
+  // stats[rows + r] = x[r, label - lo] (0 when the label's column is not held);
+  // xent_loss: out[0] = scale * sum_r (log stats[r] + max[r] - stats[rows + r]);
+  // xent_bwd: dx = scale * dloss[0] * (exp(x - max) / stats[r] - onehot(label - lo))
+  d.row_max(i, i, x, y);
+  d.xent_stats(i, i, x, ids, i, x, y);      // (rows, cols, x, labels, lo, max, stats)
+  d.xent_loss(i, x, x, a, y);               // (rows, max, stats, scale, out)
+  d.xent_bwd(i, i, x, ids, i, x, x, x, a, y);  // (rows, cols, x, labels, lo, max, stats, dloss, scale, dx)
+  // optimizers, element-wise over a parameter: (opt, grad, state..., param)
+  d.sgd_momentum(opt, x, y, y);  // (opt, grad, velocity, param)
+  d.adam(opt, x, y, y, y);       // (opt, grad, m, v, param)
+};
+
+/// A compute device for the runtime: every primitive for float and double (CUDA devices add
+/// half types, accumulating in float), and index buffers for token ids and labels.
+template <class D>
+concept Device = DeviceFor<D, float> && DeviceFor<D, double> && requires(D& d, std::size_t n,
+                                                                         std::span<const std::int64_t> x,
+                                                                         std::span<std::int64_t> y) {
+  { d.template alloc<std::int64_t>(n) } -> std::same_as<buffer_t<D, std::int64_t>>;
+  d.upload(x, y);
+  d.download(x, y);
+  d.copy(x, y);
+};
+
+}  // namespace autoddl
