@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "autoddl/cost/hardware_io.hpp"
 #include "autoddl/search.hpp"
 
 using namespace autoddl;

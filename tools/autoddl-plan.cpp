@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "autoddl/cost/hardware_io.hpp"
 #include "autoddl/search/svg.hpp"
 #include "tool_common.hpp"
 
