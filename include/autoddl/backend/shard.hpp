@@ -9,12 +9,10 @@
 #include <array>
 #include <cstdint>
 
+#include "autoddl/mesh/device_mesh.hpp"
 #include "autoddl/sbp/layout.hpp"
 
 namespace autoddl {
-
-/// A device's mesh coordinate, one entry per mesh axis (axis 0 first); unused entries are 0.
-using mesh_coord = std::array<int, max_mesh_axes>;
 
 struct shard_info {
   tensor_shape global, local;

@@ -4,7 +4,12 @@
 #include <span>
 #include <vector>
 
+#include "autoddl/backend/communicator.hpp"
 #include "autoddl/backend/mpi.hpp"
+
+// The MPI back end is a model of the communicator concepts the executor is written against.
+static_assert(autoddl::AxisCommunicator<autoddl::mpi::ring_comm>);
+static_assert(autoddl::MeshCommunicator<autoddl::mpi::mpi_mesh_comm>);
 #include "autoddl/cost/boxing_path.hpp"
 
 using namespace autoddl;

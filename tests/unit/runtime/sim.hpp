@@ -26,6 +26,7 @@ struct host_tensor {
 inline std::vector<mesh_coord> all_coords(const mesh_shape& m) {
   std::vector<mesh_coord> r;
   mesh_coord c{};
+  c.n = m.size();
   for (std::int64_t i = 0; i < m.devices(); ++i) {
     r.push_back(c);
     for (int a = m.size() - 1; a >= 0; --a) {
