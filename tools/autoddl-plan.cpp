@@ -5,6 +5,7 @@
 #include <CLI/CLI.hpp>
 #include <fmt/core.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -129,6 +130,10 @@ int main(int argc, char** argv) {
     return 2;
   }
   return autoddl::tools::guarded("autoddl-plan", [&] {
+    const std::vector<std::string> strategies{"auto", "dp", "megatron", "zero", "owt", "2d", "exact", "exhaustive"};
+    for (const auto& name : autoddl::tools::split(strategy + "," + compare, ','))
+      if (std::find(strategies.begin(), strategies.end(), name) == strategies.end())
+        throw parse_error("unknown strategy '" + name + "'; valid: auto, dp, megatron, zero, owt, 2d, exact, exhaustive");
     plan_options o;
     o.mesh = parse_mesh(mesh);
     o.hw = load_hardware(hardware);
@@ -141,8 +146,8 @@ int main(int argc, char** argv) {
     plan_result r = solve_plan(pp, strategy, seed);
     auto rows = plan_rows(pp, r);
     if (!r.feasible && strategy == "auto")
-      throw error("no plan fits the memory limit of " + std::to_string(pp.make_objective().memory_limit) +
-                  " bytes per device (the best needs " + std::to_string(r.totals.peak_memory()) +
+      throw error("no plan fits the memory limit of " + si(pp.make_objective().memory_limit, "B") +
+                  " per device (the best needs " + si(r.totals.peak_memory(), "B") +
                   "); raise --memory-limit, use a larger mesh or a smaller model");
     std::vector<std::pair<std::string, plan_result>> others;
     for (const auto& name : autoddl::tools::split(compare, ','))

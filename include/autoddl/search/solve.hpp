@@ -109,6 +109,15 @@ inline plan_result solve_plan(const plan_problem& pp, const std::string& strateg
     if (e == expert::two_d && pp.options().mesh.size() != 2)
       detail::fail<layout_error>("the 2d plan needs a 2-D mesh, got " + to_string(pp.options().mesh));
     expert_plan ep = make_expert_plan(pp, e);
+    if ((e == expert::dp || e == expert::zero) && !ep.relaxed.empty()) {
+      const auto& g = pp.model();
+      detail::fail<layout_error>("the " + strategy + " plan splits the batch over all " +
+                                 detail::itos(pp.options().mesh.devices()) + " devices of mesh " +
+                                 to_string(pp.options().mesh) + ", but op '" + ep.relaxed[0] +
+                                 "' cannot take its batch split that way (model inputs " +
+                                 (g.inputs.empty() ? std::string("[]") : to_string(g.inputs[0])) +
+                                 "); choose a batch divisible by the mesh or another strategy");
+    }
     for (const auto& n : ep.relaxed) r.notes.push_back("op '" + n + "' could not follow the " + strategy + " rules; it takes its cheapest layout");
     finish(ep.pick);
   }

@@ -1,0 +1,80 @@
+#!/usr/bin/env python3
+"""autoddl-plan as a user meets it: bad input is one sentence on stderr and exit code 2 (never a
+crash), --json is one object with the documented fields, --svg writes a picture, --compare
+reports speedups."""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+plan = sys.argv[1]
+small = "gpt:layers=2,hidden=64,heads=4,seq=32,batch=8,vocab=128"
+failures = []
+
+
+def run(*args):
+    return subprocess.run([plan, *args], capture_output=True, text=True, timeout=120)
+
+
+def expect_error(what, args, needle):
+    r = run(*args)
+    lines = [l for l in r.stderr.strip().splitlines() if l]
+    ok = r.returncode == 2 and len(lines) == 1 and needle in r.stderr and r.stdout == ""
+    print(("ok  " if ok else "FAIL") + f" {what}: exit {r.returncode}: {r.stderr.strip()}")
+    if not ok:
+        failures.append(what)
+
+
+tmp = tempfile.mkdtemp()
+bad_json = os.path.join(tmp, "bad.json")
+open(bad_json, "w").write('{"name": "x", "devices_per_node": 8,')
+zero_json = os.path.join(tmp, "zero.json")
+good = json.loads(subprocess.run([plan, "--model", small, "--mesh", "4", "--json"], capture_output=True, text=True).stdout)
+
+expect_error("unknown model", ["--model", "resnet:layers=2"], "unknown model 'resnet'")
+expect_error("unknown key", ["--model", "gpt:layres=2"], "unknown key 'layres'")
+expect_error("malformed mesh", ["--model", small, "--mesh", "2y4"], "mesh")
+expect_error("unknown hardware preset", ["--model", small, "--hardware", "tpu-v9"], "tpu-v9")
+expect_error("missing hardware file", ["--model", small, "--hardware", os.path.join(tmp, "none.json")], "none.json")
+expect_error("malformed hardware JSON", ["--model", small, "--hardware", bad_json], "bad.json")
+expect_error("infeasible memory limit", ["--model", small, "--mesh", "4", "--memory-limit", "1KiB"], "memory limit")
+expect_error("bad memory size", ["--model", small, "--memory-limit", "12parsecs"], "unknown unit")
+expect_error("unknown strategy", ["--model", small, "--strategy", "fsdp"], "unknown strategy 'fsdp'")
+expect_error("unknown plan to compare", ["--model", small, "--compare", "dp,tp"], "unknown strategy 'tp'")
+expect_error("a batch the mesh does not divide", ["--model", "mlp:batch=6", "--mesh", "4", "--strategy", "dp"],
+             "cannot take its batch split")
+expect_error("2d on a 1-D mesh", ["--model", small, "--mesh", "4", "--strategy", "2d"], "2-D mesh")
+expect_error("unknown dtype", ["--model", small, "--dtype", "fp8"], "fp8")
+expect_error("unknown option", ["--model", small, "--meshh", "4"], "meshh")
+expect_error("heads not dividing hidden", ["--model", "gpt:layers=1,hidden=66,heads=4"], "heads")
+
+for field in ["model", "mesh", "hardware", "strategy", "dtype", "params", "flops_per_step", "predicted_step_s",
+              "compute_s", "comm_s", "comm_bytes_per_device", "memory_bytes_per_device", "search_s", "optimal_gap",
+              "layers"]:
+    if field not in good:
+        failures.append("json field " + field)
+for layer in good["layers"]:
+    for field in ["name", "op", "signature", "compute_s", "comm_bytes", "comm_s", "memory_bytes", "lower_bound_bytes"]:
+        if field not in layer:
+            failures.append("layer field " + field)
+if good["mesh"] != [4] or good["strategy"] != "auto":
+    failures.append("json values")
+if abs(sum(l["comm_bytes"] for l in good["layers"]) - good["comm_bytes_per_device"]) > 1e-6 * good["comm_bytes_per_device"]:
+    failures.append("layer bytes do not add up to comm_bytes_per_device")
+print("ok   --json has every documented field" if not failures else "FAIL json")
+
+svg = os.path.join(tmp, "plan.svg")
+r = run("--model", small, "--mesh", "2x2", "--svg", svg, "--compare", "dp,megatron")
+if r.returncode != 0 or not open(svg).read().startswith("<svg") or "vs dp" not in r.stdout or "vs megatron" not in r.stdout:
+    failures.append("svg/compare")
+    print("FAIL --svg/--compare", r.stderr)
+else:
+    print("ok   --svg writes a picture; --compare prints both plans")
+
+r = run("--model", small, "--mesh", "2x2", "--compare", "dp", "--json")
+j = json.loads(r.stdout)
+if j["compare"]["dp"]["speedup"] < 1 - 1e-9:
+    failures.append("auto slower than dp")
+print(("FAIL" if failures else "ok  ") + f" {len(failures)} failures")
+sys.exit(1 if failures else 0)
