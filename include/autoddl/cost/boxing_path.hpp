@@ -108,7 +108,7 @@ constexpr boxing_path cheapest_boxing(const boxing_request& req, StepCost cost =
         if (to == su[axis] || !single_axis_step_exact(su, axis, to)) continue;
         nd_sbp sv = su.with(axis, to);
         if (!divides(req.shape, layout{sv, req.mesh})) continue;
-        boxing_step st = make_step(su, req.mesh, axis, to, total);
+        boxing_step st = make_step(su, req.mesh, axis, to, total, req.elem_bytes);
         double d = dist[std::size_t(u)] + double(cost(st));
         int v = encode(sv);
         int dt = detours[std::size_t(u)] + (to.is_partial() && !req.to[axis].is_partial() ? 1 : 0);

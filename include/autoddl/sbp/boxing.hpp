@@ -98,7 +98,17 @@ struct boxing_step {
   collective op = collective::none;
   std::int64_t group = 1;          ///< devices on the axis (n)
   std::int64_t group_bytes = 0;    ///< T: bytes of the tensor part held by the axis group
-  constexpr std::int64_t bytes_per_device() const { return bytes_factor(op, group).of(group_bytes); }
+  std::int64_t elem_bytes = 1;     ///< bytes per element: the ring's unit of chunking
+  /// Bytes each device sends. The ring splits its buffer into n equal chunks of whole elements;
+  /// an all-reduce of a count not divisible by n runs on a buffer zero-padded up to the next
+  /// multiple (splits always divide, so only all-reduce pads). Example: 10 fp32 over 4 ranks
+  /// pads to 12: 2*3/4*48 = 72 bytes.
+  constexpr std::int64_t bytes_per_device() const {
+    std::int64_t t = group_bytes;
+    const std::int64_t unit = group * elem_bytes;
+    if (op == collective::all_reduce && unit > 0 && t % unit != 0) t = (t / unit + 1) * unit;
+    return bytes_factor(op, group).of(t);
+  }
   constexpr std::int64_t steps() const { return ring_steps(op, group); }
   friend constexpr bool operator==(const boxing_step&, const boxing_step&) = default;
 };
@@ -129,9 +139,9 @@ constexpr std::int64_t group_bytes(const nd_sbp& state, const mesh_shape& mesh, 
 
 /// The single-axis step from `state` on `axis` to `to`, priced by bytes.
 constexpr boxing_step make_step(const nd_sbp& state, const mesh_shape& mesh, int axis, sbp to,
-                                std::int64_t total_bytes) {
+                                std::int64_t total_bytes, std::int64_t elem_bytes = 1) {
   return boxing_step{axis, state[axis], to, classify(state[axis], to), mesh[axis],
-                     group_bytes(state, mesh, axis, total_bytes)};
+                     group_bytes(state, mesh, axis, total_bytes), elem_bytes};
 }
 
 }  // namespace autoddl

@@ -119,7 +119,7 @@ class plan_problem {
     }
     t.memory = double(w.activation_bytes);
     for (const auto& s : w.stat_all_reduces) {
-      boxing_step st{s.axis, P, B, collective::all_reduce, o_.mesh[s.axis], s.bytes};
+      boxing_step st{s.axis, P, B, collective::all_reduce, o_.mesh[s.axis], s.bytes, elem_};
       t.comm_fwd += step_time(st, dmesh_);
       t.bytes += double(st.bytes_per_device());
     }

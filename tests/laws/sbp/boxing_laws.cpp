@@ -51,7 +51,7 @@ TEST_CASE("every path replays from its source to its target with exact steps", "
           INFO(to_string(a) << " -> " << to_string(b) << " on " << to_string(c.mesh));
           REQUIRE(state[st.axis] == st.from);
           REQUIRE(single_axis_step_exact(state, st.axis, st.to));
-          CHECK(st == make_step(state, c.mesh, st.axis, st.to, c.shape.elements() * 4));
+          CHECK(st == make_step(state, c.mesh, st.axis, st.to, c.shape.elements() * 4, 4));
           state = state.with(st.axis, st.to);
           sum += double(st.bytes_per_device());
         }

@@ -21,6 +21,7 @@
 #include <utility>
 #include <vector>
 
+#include "autoddl/backend/device.hpp"
 #include "autoddl/backend/mpi/error.hpp"
 
 namespace autoddl::mpi {
@@ -84,9 +85,10 @@ class ring_comm {
   }
 
   /// In place: on entry every chunk of `buf` holds this rank's addend; on return chunk rank()
-  /// holds the sum over the group (other chunks hold partial sums). Returns bytes sent.
+  /// holds the sum (or the maximum, for reduce_kind::max) over the group (other chunks hold
+  /// partial results). Returns bytes sent.
   template <MpiElement T>
-  std::int64_t reduce_scatter(std::span<T> buf) {
+  std::int64_t reduce_scatter(std::span<T> buf, reduce_kind op = reduce_kind::sum) {
     const std::int64_t c = chunk_of(buf.size(), "reduce-scatter");
     const int n = size_, right = (rank_ + 1) % n, left = (rank_ + n - 1) % n;
     T* tmp = scratch<T>(n > 1 ? c : 0);
@@ -95,17 +97,20 @@ class ring_comm {
       const int out = (rank_ - s - 1 + 2 * n) % n, in = (rank_ - s - 2 + 2 * n) % n;
       sendrecv(buf.data() + out * c, right, tmp, left, c);
       T* dst = buf.data() + in * c;
-      for (std::int64_t k = 0; k < c; ++k) dst[k] += tmp[k];
+      if (op == reduce_kind::max)
+        for (std::int64_t k = 0; k < c; ++k) dst[k] = dst[k] < tmp[k] ? tmp[k] : dst[k];
+      else
+        for (std::int64_t k = 0; k < c; ++k) dst[k] += tmp[k];
       sent += c * std::int64_t(sizeof(T));
     }
     return count(sent);
   }
 
-  /// In place: on return every rank holds the element-wise sum. Returns bytes sent.
+  /// In place: on return every rank holds the element-wise sum (or maximum). Returns bytes sent.
   template <MpiElement T>
-  std::int64_t all_reduce(std::span<T> buf) {
+  std::int64_t all_reduce(std::span<T> buf, reduce_kind op = reduce_kind::sum) {
     (void)chunk_of(buf.size(), "all-reduce");
-    const std::int64_t a = reduce_scatter(buf);
+    const std::int64_t a = reduce_scatter(buf, op);
     return a + all_gather(buf);
   }
 
