@@ -1,0 +1,113 @@
+#pragma once
+// Deterministic parameters and synthetic data, defined per global element index, so every
+// device can make exactly its own shard and every plan (and serial execution) sees the same
+// global values. The dropout mask's counter-based hash (backend/device.hpp's SplitMix64 mix),
+// keyed by (seed, stream, index).
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "autoddl/backend/device.hpp"
+#include "autoddl/backend/shard.hpp"
+#include "autoddl/models/graph.hpp"
+#include "autoddl/runtime/kernels/context.hpp"
+
+namespace autoddl {
+
+
+/// A uniform value in [-1, 1) for (seed, stream, index).
+constexpr double hashed_uniform(std::uint64_t seed, std::uint64_t stream, std::uint64_t index) {
+  std::uint64_t h = detail::mix64(detail::mix64(seed * 0x100000001b3ULL + stream) ^ index);
+  return double(h >> 11) * (2.0 / 9007199254740992.0) - 1.0;
+}
+
+/// Calls f(local position, global flat index) for every element of a shard, row-major.
+template <class F>
+void for_each_global_index(const shard_info& s, F&& f) {
+  const int r = s.local.rank();
+  std::int64_t idx[max_tensor_rank]{};
+  const std::int64_t n = s.local.elements();
+  for (std::int64_t k = 0; k < n; ++k) {
+    std::int64_t g = 0;
+    for (int d = 0; d < r; ++d) g = g * s.global[d] + idx[d] + s.offset[std::size_t(d)];
+    f(k, g);
+    for (int d = r - 1; d >= 0; --d) {
+      if (++idx[d] < s.local[d]) break;
+      idx[d] = 0;
+    }
+  }
+}
+
+/// How parameter `name` of shape `s` starts: layernorm gamma 1, beta 0, biases 0, weights
+/// uniform in +-sqrt(3 / fan_in) (fan_in = elements / largest dim, a shape-only rule).
+inline double init_scale(const std::string& name, const tensor_shape& s, bool* constant_one) {
+  *constant_one = false;
+  auto ends_with = [&](const char* t) {
+    std::string x(t);
+    return name.size() >= x.size() && name.compare(name.size() - x.size(), x.size(), x) == 0;
+  };
+  if (ends_with("gamma")) {
+    *constant_one = true;
+    return 0;
+  }
+  if (s.rank() <= 1) return 0;  // beta, biases
+  std::int64_t largest = 1;
+  for (auto d : s) largest = std::max(largest, d);
+  return std::sqrt(3.0 / double(s.elements() / largest));
+}
+
+/// This device's shard of parameter p of g, laid out by `shard`.
+template <class T>
+std::vector<T> init_param_shard(const graph& g, int p, const shard_info& shard, std::uint64_t seed) {
+  bool one = false;
+  const double scale = init_scale(g.params[std::size_t(p)].name, g.params[std::size_t(p)].shape, &one);
+  std::vector<T> out(std::size_t(shard.local.elements()));
+  for_each_global_index(shard, [&](std::int64_t k, std::int64_t gi) {
+    out[std::size_t(k)] = one ? T(1) : T(scale * hashed_uniform(seed, 1000 + std::uint64_t(p), std::uint64_t(gi)));
+  });
+  return out;
+}
+
+/// What a model input holds: class or token indices below `bound`, or real values.
+struct input_kind {
+  bool indices = false;
+  std::int64_t bound = 0;
+};
+
+/// Which model inputs are indices (embedding ids, labels) and their range, from their consumers.
+inline std::vector<input_kind> input_kinds(const graph& g) {
+  std::vector<input_kind> k(g.inputs.size());
+  for (std::size_t i = 0; i < g.ops.size(); ++i)
+    for (std::size_t j = 0; j < g.op_inputs[i].size(); ++j) {
+      const tensor_ref r = g.op_inputs[i][j];
+      if (r.op >= 0 || !is_index_input(g.ops[i].kind, j)) continue;
+      const op_node& n = g.ops[i];
+      k[std::size_t(r.index)].indices = true;
+      k[std::size_t(r.index)].bound = n.kind == op_kind::embedding ? n.params[0][0] : n.inputs[0][n.inputs[0].rank() - 1];
+    }
+  return k;
+}
+
+/// Shard of model input `i` for training step `step` (real values).
+template <class T>
+std::vector<T> input_shard(const shard_info& shard, int i, std::uint64_t seed, std::int64_t step) {
+  std::vector<T> out(std::size_t(shard.local.elements()));
+  for_each_global_index(shard, [&](std::int64_t k, std::int64_t gi) {
+    out[std::size_t(k)] = T(hashed_uniform(seed + std::uint64_t(step) * 7919, std::uint64_t(i), std::uint64_t(gi)));
+  });
+  return out;
+}
+
+/// Shard of model input `i` for step `step` (indices below `bound`).
+inline std::vector<std::int64_t> index_shard(const shard_info& shard, int i, std::int64_t bound, std::uint64_t seed,
+                                             std::int64_t step) {
+  std::vector<std::int64_t> out(std::size_t(shard.local.elements()));
+  for_each_global_index(shard, [&](std::int64_t k, std::int64_t gi) {
+    double u = 0.5 * (hashed_uniform(seed + std::uint64_t(step) * 7919, std::uint64_t(i), std::uint64_t(gi)) + 1.0);
+    out[std::size_t(k)] = std::min<std::int64_t>(bound - 1, std::int64_t(u * double(bound)));
+  });
+  return out;
+}
+
+}  // namespace autoddl
