@@ -1,0 +1,198 @@
+#pragma once
+// cuda_device: the Device of autoddl/backend/device.hpp on one GPU. Same primitives, same
+// semantics as cpu_device (autoddl/backend/cpu/device.hpp); spans refer to GPU memory (view()
+// gives them) and every primitive is queued on the device's one stream, in call order.
+//   - element types: float, double, __half, __nv_bfloat16; the half types compute in float and
+//     round once on store; index tensors (std::int64_t) are plain buffers.
+//   - GEMMs: cuBLAS cublasGemmStridedBatchedEx, float accumulation (tensor cores for the half
+//     types), double for double.
+//   - upload / download return when the host span may be reused / holds the data; everything
+//     else is asynchronous: call synchronize() before timing.
+//
+// This header is host C++ (g++ compiles it): the member templates are declared here and
+// defined, with the kernels, in autoddl/backend/cuda/device_impl.cuh, which one nvcc translation
+// unit includes and instantiates with AUTODDL_CUDA_INSTANTIATE_DEVICE(T). The build's
+// `autoddl_cuda` library does so for float, double, __half and __nv_bfloat16: link it.
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+
+#include "autoddl/backend/cuda/buffer.cuh"
+#include "autoddl/backend/cuda/error.cuh"
+#include "autoddl/backend/cuda/types.cuh"
+#include "autoddl/backend/device.hpp"
+#include "autoddl/backend/shard.hpp"
+
+namespace autoddl::cuda {
+
+class cuda_device {
+ public:
+  template <class T>
+  using buffer = cuda_buffer<T>;
+
+  /// Makes `ordinal` the current device and creates the stream and the cuBLAS handle.
+  explicit cuda_device(int ordinal = 0) : ordinal_(ordinal) {
+    check(cudaSetDevice(ordinal), "cudaSetDevice(" + std::to_string(ordinal) + ")");
+    check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
+    check(cublasCreate(&blas_), "cublasCreate");
+    check(cublasSetStream(blas_, stream_), "cublasSetStream");
+  }
+  cuda_device(const cuda_device&) = delete;
+  cuda_device& operator=(const cuda_device&) = delete;
+  ~cuda_device() {
+    if (stream_) (void)cudaStreamSynchronize(stream_);
+    if (blas_) (void)cublasDestroy(blas_);
+    if (stream_) (void)cudaStreamDestroy(stream_);
+  }
+
+  int ordinal() const { return ordinal_; }
+  cudaStream_t stream() const { return stream_; }
+  cublasHandle_t blas() const { return blas_; }
+  /// Waits for every primitive queued so far; reports an error a kernel raised while running.
+  void synchronize() const { check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize"); }
+
+  // ---- memory -------------------------------------------------------------------------------
+  /// n zeros in GPU memory (all-zero bits are 0 for every element type).
+  template <class T>
+  buffer<T> alloc(std::size_t n) {
+    buffer<T> b(n);
+    if (n) check(cudaMemsetAsync(b.data(), 0, n * sizeof(T), stream_), "cudaMemsetAsync (alloc)");
+    return b;
+  }
+  template <class T>
+  std::span<T> view(buffer<T>& b) { return {b.data(), b.size()}; }
+  template <class T>
+  std::span<const T> view(const buffer<T>& b) const { return {b.data(), b.size()}; }
+  /// host -> device: host.size() elements into the front of dst; returns when `host` may change.
+  template <class T>
+  void upload(std::span<const T> host, std::span<T> dst) {
+    fits(host.size(), dst.size(), "upload");
+    if (host.empty()) return;
+    check(cudaMemcpyAsync(dst.data(), host.data(), host.size_bytes(), cudaMemcpyHostToDevice, stream_),
+          "cudaMemcpyAsync (upload)");
+    synchronize();
+  }
+  /// device -> host: src.size() elements into the front of host; returns when they are there.
+  template <class T>
+  void download(std::span<const T> src, std::span<T> host) {
+    fits(src.size(), host.size(), "download");
+    if (src.empty()) return;
+    check(cudaMemcpyAsync(host.data(), src.data(), src.size_bytes(), cudaMemcpyDeviceToHost, stream_),
+          "cudaMemcpyAsync (download)");
+    synchronize();
+  }
+  template <class T>
+  void copy(std::span<const T> src, std::span<T> dst) {
+    fits(src.size(), dst.size(), "copy");
+    if (src.empty()) return;
+    check(cudaMemcpyAsync(dst.data(), src.data(), src.size_bytes(), cudaMemcpyDeviceToDevice, stream_),
+          "cudaMemcpyAsync (device copy)");
+  }
+  template <class T>
+  void fill(std::span<T> y, T v);
+
+  // ---- BLAS-like (contracts: autoddl/backend/device.hpp) --------------------------------------
+  template <class T>
+  void gemm(const gemm_desc& g, T alpha, std::span<const T> a, std::span<const T> b, T beta, std::span<T> c);
+  template <class T>
+  void add(std::span<const T> a, std::span<const T> b, std::span<T> y);
+  template <class T>
+  void axpy(T alpha, std::span<const T> x, std::span<T> y);
+  template <class T>
+  void scale(T alpha, std::span<T> y);
+  template <class T>
+  void permute_0213(std::int64_t a, std::int64_t b, std::int64_t c, std::int64_t d, std::span<const T> x, std::span<T> y);
+  template <class T>
+  void bias_add(std::int64_t outer, std::int64_t channels, std::int64_t inner, std::span<const T> b, std::span<T> y);
+  template <class T>
+  void bias_grad(std::int64_t outer, std::int64_t channels, std::int64_t inner, std::span<const T> dy, std::span<T> db);
+
+  // ---- activations --------------------------------------------------------------------------
+  template <class T>
+  void relu_fwd(std::span<const T> x, std::span<T> y);
+  template <class T>
+  void relu_bwd(std::span<const T> x, std::span<const T> dy, std::span<T> dx);
+  template <class T>
+  void gelu_fwd(std::span<const T> x, std::span<T> y);
+  template <class T>
+  void gelu_bwd(std::span<const T> x, std::span<const T> dy, std::span<T> dx);
+
+  // ---- row-wise -----------------------------------------------------------------------------
+  static constexpr double layernorm_eps = 1e-5;
+  template <class T>
+  void layernorm_fwd(std::int64_t rows, std::int64_t cols, std::span<const T> x, std::span<const T> gamma,
+                     std::span<const T> beta, std::span<T> y, std::span<T> mean, std::span<T> rstd);
+  template <class T>
+  void layernorm_bwd(std::int64_t rows, std::int64_t cols, std::span<const T> x, std::span<const T> gamma,
+                     std::span<const T> mean, std::span<const T> rstd, std::span<const T> dy, std::span<T> dx,
+                     std::span<T> dgamma, std::span<T> dbeta);
+  template <class T>
+  void softmax_fwd(std::int64_t rows, std::int64_t cols, std::span<const T> x, std::span<T> y);
+  template <class T>
+  void softmax_bwd(std::int64_t rows, std::int64_t cols, std::span<const T> y, std::span<const T> dy, std::span<T> dx);
+  template <class T>
+  void scale_causal_mask(std::int64_t groups, std::int64_t sq, std::int64_t sk, T scale, std::int64_t q_offset,
+                         bool causal, std::span<T> s);
+
+  // ---- embedding ----------------------------------------------------------------------------
+  template <class T>
+  void gather_rows(std::span<const std::int64_t> ids, std::int64_t lo, std::span<const T> table, std::span<T> y);
+  /// Accumulates with atomicAdd in acc_t<T> (float for the half types, through a float copy of
+  /// dtable), so repeated ids sum in float; the order of the sum is not fixed.
+  template <class T>
+  void scatter_add_rows(std::span<const std::int64_t> ids, std::int64_t lo, std::span<const T> dy, std::span<T> dtable);
+
+  // ---- windows (NCHW) -----------------------------------------------------------------------
+  template <class T>
+  void im2col(const window_geom& g, std::span<const T> x, std::span<T> col);
+  template <class T>
+  void col2im(const window_geom& g, std::span<const T> col, std::span<T> dx);
+  template <class T>
+  void max_pool_fwd(const window_geom& g, std::span<const T> x, std::span<T> y);
+  template <class T>
+  void max_pool_bwd(const window_geom& g, std::span<const T> x, std::span<const T> dy, std::span<T> dx);
+
+  // ---- dropout (the mask of autoddl::dropout_keep, identical to cpu_device's) -----------------
+  template <class T>
+  void dropout(const dropout_key& key, const shard_info& s, std::span<const T> x, std::span<T> y);
+
+  // ---- softmax cross-entropy ------------------------------------------------------------------
+  template <class T>
+  void row_max(std::int64_t rows, std::int64_t cols, std::span<const T> x, std::span<T> m);
+  template <class T>
+  void xent_stats(std::int64_t rows, std::int64_t cols, std::span<const T> x, std::span<const std::int64_t> labels,
+                  std::int64_t lo, std::span<const T> m, std::span<T> stats);
+  template <class T>
+  void xent_loss(std::int64_t rows, std::span<const T> m, std::span<const T> stats, T scale, std::span<T> out);
+  template <class T>
+  void xent_bwd(std::int64_t rows, std::int64_t cols, std::span<const T> x, std::span<const std::int64_t> labels,
+                std::int64_t lo, std::span<const T> m, std::span<const T> stats, std::span<const T> dloss, T scale,
+                std::span<T> dx);
+
+  // ---- optimizers ---------------------------------------------------------------------------
+  template <class T>
+  void sgd_momentum(const optimizer_step& o, std::span<const T> g, std::span<T> vel, std::span<T> p);
+  template <class T>
+  void adam(const optimizer_step& o, std::span<const T> g, std::span<T> m, std::span<T> v, std::span<T> p);
+
+ private:
+  static void fits(std::size_t from, std::size_t to, const char* what) {
+    if (from > to)
+      throw cuda_error(std::string("cuda_device::") + what + " of " + std::to_string(from) + " elements into " +
+                       std::to_string(to) + ": the destination is too small; give it at least " + std::to_string(from));
+  }
+
+  int ordinal_ = 0;
+  cudaStream_t stream_ = nullptr;
+  cublasHandle_t blas_ = nullptr;
+};
+
+static_assert(Device<cuda_device>, "cuda_device must model autoddl::Device");
+static_assert(DeviceFor<cuda_device, __half> && DeviceFor<cuda_device, __nv_bfloat16>,
+              "cuda_device runs every primitive for the half types too");
+
+}  // namespace autoddl::cuda

@@ -1,0 +1,310 @@
+#pragma once
+// Definitions of cuda_device's primitives (declared in autoddl/backend/cuda/device.cuh): argument
+// checks, launch geometry, cuBLAS. Include this in ONE nvcc translation unit and instantiate the
+// element types you use with AUTODDL_CUDA_INSTANTIATE_DEVICE(T); the build's autoddl_cuda library
+// (src/cuda/) does so for float, double, __half and __nv_bfloat16. nvcc only.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <span>
+#include <string>
+
+#include "autoddl/backend/cuda/device.cuh"
+#include "autoddl/backend/cuda/kernels.cuh"
+
+namespace autoddl::cuda {
+
+namespace detail {
+/// Blocks for a grid-stride loop over n items (capped: each thread then loops).
+inline unsigned blocks_for(idx n) { return unsigned(std::min<idx>((n + block_threads - 1) / block_threads, idx(1) << 20)); }
+/// Blocks for one-block-per-row kernels (capped: each block then loops over rows).
+inline unsigned row_blocks(idx rows) { return unsigned(std::min<idx>(rows, idx(1) << 20)); }
+inline void check_launch(const char* kernel) { check(cudaGetLastError(), std::string("launch of ") + kernel); }
+inline window window_of(const window_geom& g) {
+  return window{g.n, g.c, g.h, g.w, g.out_h(), g.out_w(), g.kernel, g.stride, g.padding};
+}
+/// A cuBLAS int argument, refusing values that do not fit.
+inline int blas_int(std::int64_t v, const char* what) {
+  if (v < 0 || v > std::numeric_limits<int>::max())
+    throw cuda_error(std::string("cuda_device::gemm: ") + what + " = " + std::to_string(v) +
+                     " does not fit cuBLAS's int; split the GEMM");
+  return int(v);
+}
+}  // namespace detail
+
+#define AUTODDL_CUDA_ELEMENTWISE(kernel, n, ...)                                                         \
+  do {                                                                                                  \
+    const ::autoddl::cuda::detail::idx n_ = (n);                                                        \
+    if (n_ > 0) {                                                                                       \
+      kernel<<<::autoddl::cuda::detail::blocks_for(n_), ::autoddl::cuda::detail::block_threads, 0, stream_>>>( \
+          __VA_ARGS__);                                                                                 \
+      ::autoddl::cuda::detail::check_launch(#kernel);                                                   \
+    }                                                                                                   \
+  } while (0)
+
+#define AUTODDL_CUDA_ROWS(kernel, rows, ...)                                                          \
+  do {                                                                                                \
+    const ::autoddl::cuda::detail::idx r_ = (rows);                                                   \
+    if (r_ > 0) {                                                                                     \
+      kernel<<<::autoddl::cuda::detail::row_blocks(r_), ::autoddl::cuda::detail::block_threads, 0, stream_>>>( \
+          __VA_ARGS__);                                                                               \
+      ::autoddl::cuda::detail::check_launch(#kernel);                                                 \
+    }                                                                                                 \
+  } while (0)
+
+template <class T>
+void cuda_device::fill(std::span<T> y, T v) {
+  AUTODDL_CUDA_ELEMENTWISE(detail::fill_kernel<T>, detail::idx(y.size()), y.data(), detail::idx(y.size()), v);
+}
+
+// Row-major C[m,n] = op(A) op(B) is column-major C^T[n,m] = op(B)^T op(A)^T: a row-major
+// matrix with leading dimension ld is the column-major matrix of its transpose with the same ld.
+// So cuBLAS gets (B, A) swapped, m and n swapped, and each operand's own transpose flag.
+template <class T>
+void cuda_device::gemm(const gemm_desc& g, T alpha, std::span<const T> a, std::span<const T> b, T beta, std::span<T> c) {
+  if (g.m <= 0 || g.n <= 0 || g.batch <= 0) return;
+  using A = acc_t<T>;
+  const A al = detail::to_acc(alpha), be = detail::to_acc(beta);
+  const cublasOperation_t op_b = g.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, op_a = g.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+  // cuBLAS needs ld >= 1 even when k == 0 (then C = beta C, as the CPU loop does).
+  const int lda = std::max(1, detail::blas_int(g.lda, "lda")), ldb = std::max(1, detail::blas_int(g.ldb, "ldb"));
+  check(cublasGemmStridedBatchedEx(blas_, op_b, op_a, detail::blas_int(g.n, "n"), detail::blas_int(g.m, "m"),
+                                   detail::blas_int(g.k, "k"), &al, b.data(), data_type_v<T>, ldb, g.stride_b, a.data(),
+                                   data_type_v<T>, lda, g.stride_a, &be, c.data(), data_type_v<T>,
+                                   detail::blas_int(g.ldc, "ldc"), g.stride_c, detail::blas_int(g.batch, "batch"),
+                                   compute_type_v<T>, CUBLAS_GEMM_DEFAULT),
+        "cublasGemmStridedBatchedEx");
+}
+
+template <class T>
+void cuda_device::add(std::span<const T> a, std::span<const T> b, std::span<T> y) {
+  AUTODDL_CUDA_ELEMENTWISE(detail::add_kernel<T>, detail::idx(y.size()), a.data(), b.data(), y.data(), detail::idx(y.size()));
+}
+template <class T>
+void cuda_device::axpy(T alpha, std::span<const T> x, std::span<T> y) {
+  AUTODDL_CUDA_ELEMENTWISE(detail::axpy_kernel<T>, detail::idx(y.size()), detail::to_acc(alpha), x.data(), y.data(),
+                           detail::idx(y.size()));
+}
+template <class T>
+void cuda_device::scale(T alpha, std::span<T> y) {
+  AUTODDL_CUDA_ELEMENTWISE(detail::scale_kernel<T>, detail::idx(y.size()), detail::to_acc(alpha), y.data(),
+                           detail::idx(y.size()));
+}
+template <class T>
+void cuda_device::permute_0213(std::int64_t a, std::int64_t b, std::int64_t c, std::int64_t d, std::span<const T> x,
+                               std::span<T> y) {
+  AUTODDL_CUDA_ELEMENTWISE(detail::permute_0213_kernel<T>, a * b * c * d, a, b, c, d, x.data(), y.data());
+}
+template <class T>
+void cuda_device::bias_add(std::int64_t outer, std::int64_t channels, std::int64_t inner, std::span<const T> b,
+                           std::span<T> y) {
+  AUTODDL_CUDA_ELEMENTWISE(detail::bias_add_kernel<T>, outer * channels * inner, outer, channels, inner, b.data(), y.data());
+}
+template <class T>
+void cuda_device::bias_grad(std::int64_t outer, std::int64_t channels, std::int64_t inner, std::span<const T> dy,
+                            std::span<T> db) {
+  AUTODDL_CUDA_ROWS(detail::bias_grad_kernel<T>, channels, outer, channels, inner, dy.data(), db.data());
+}
+
+template <class T>
+void cuda_device::relu_fwd(std::span<const T> x, std::span<T> y) {
+  AUTODDL_CUDA_ELEMENTWISE(detail::relu_fwd_kernel<T>, detail::idx(y.size()), x.data(), y.data(), detail::idx(y.size()));
+}
+template <class T>
+void cuda_device::relu_bwd(std::span<const T> x, std::span<const T> dy, std::span<T> dx) {
+  AUTODDL_CUDA_ELEMENTWISE(detail::relu_bwd_kernel<T>, detail::idx(dx.size()), x.data(), dy.data(), dx.data(),
+                           detail::idx(dx.size()));
+}
+template <class T>
+void cuda_device::gelu_fwd(std::span<const T> x, std::span<T> y) {
+  AUTODDL_CUDA_ELEMENTWISE(detail::gelu_fwd_kernel<T>, detail::idx(y.size()), x.data(), y.data(), detail::idx(y.size()));
+}
+template <class T>
+void cuda_device::gelu_bwd(std::span<const T> x, std::span<const T> dy, std::span<T> dx) {
+  AUTODDL_CUDA_ELEMENTWISE(detail::gelu_bwd_kernel<T>, detail::idx(dx.size()), x.data(), dy.data(), dx.data(),
+                           detail::idx(dx.size()));
+}
+
+template <class T>
+void cuda_device::layernorm_fwd(std::int64_t rows, std::int64_t cols, std::span<const T> x, std::span<const T> gamma,
+                                std::span<const T> beta, std::span<T> y, std::span<T> mean, std::span<T> rstd) {
+  AUTODDL_CUDA_ROWS(detail::layernorm_fwd_kernel<T>, rows, rows, cols, x.data(), gamma.data(), beta.data(), y.data(),
+                    mean.data(), rstd.data(), acc_t<T>(layernorm_eps));
+}
+template <class T>
+void cuda_device::layernorm_bwd(std::int64_t rows, std::int64_t cols, std::span<const T> x, std::span<const T> gamma,
+                                std::span<const T> mean, std::span<const T> rstd, std::span<const T> dy, std::span<T> dx,
+                                std::span<T> dgamma, std::span<T> dbeta) {
+  AUTODDL_CUDA_ROWS(detail::layernorm_bwd_dx_kernel<T>, rows, rows, cols, x.data(), gamma.data(), mean.data(), rstd.data(),
+                    dy.data(), dx.data());
+  AUTODDL_CUDA_ELEMENTWISE(detail::layernorm_bwd_params_kernel<T>, cols, rows, cols, x.data(), mean.data(), rstd.data(),
+                           dy.data(), dgamma.data(), dbeta.data());
+}
+template <class T>
+void cuda_device::softmax_fwd(std::int64_t rows, std::int64_t cols, std::span<const T> x, std::span<T> y) {
+  AUTODDL_CUDA_ROWS(detail::softmax_fwd_kernel<T>, rows, rows, cols, x.data(), y.data());
+}
+template <class T>
+void cuda_device::softmax_bwd(std::int64_t rows, std::int64_t cols, std::span<const T> y, std::span<const T> dy,
+                              std::span<T> dx) {
+  AUTODDL_CUDA_ROWS(detail::softmax_bwd_kernel<T>, rows, rows, cols, y.data(), dy.data(), dx.data());
+}
+template <class T>
+void cuda_device::scale_causal_mask(std::int64_t groups, std::int64_t sq, std::int64_t sk, T scale, std::int64_t q_offset,
+                                    bool causal, std::span<T> s) {
+  AUTODDL_CUDA_ELEMENTWISE(detail::scale_causal_mask_kernel<T>, groups * sq * sk, groups, sq, sk, detail::to_acc(scale),
+                           q_offset, causal, s.data());
+}
+
+template <class T>
+void cuda_device::gather_rows(std::span<const std::int64_t> ids, std::int64_t lo, std::span<const T> table,
+                              std::span<T> y) {
+  if (ids.empty()) return;
+  const detail::idx cols = detail::idx(y.size() / ids.size()), held = cols ? detail::idx(table.size()) / cols : 0;
+  AUTODDL_CUDA_ELEMENTWISE(detail::gather_rows_kernel<T>, detail::idx(ids.size()) * cols, ids.data(),
+                           detail::idx(ids.size()), lo, held, cols, table.data(), y.data());
+}
+template <class T>
+void cuda_device::scatter_add_rows(std::span<const std::int64_t> ids, std::int64_t lo, std::span<const T> dy,
+                                   std::span<T> dtable) {
+  if (ids.empty()) return;
+  const detail::idx tokens = detail::idx(ids.size()), cols = detail::idx(dy.size() / ids.size());
+  const detail::idx held = cols ? detail::idx(dtable.size()) / cols : 0;
+  if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
+    AUTODDL_CUDA_ELEMENTWISE((detail::scatter_add_rows_kernel<T, T>), tokens * cols, ids.data(), tokens, lo, held, cols,
+                             dy.data(), dtable.data());
+  } else {  // the half types accumulate in a float copy of the table
+    const detail::idx n = detail::idx(dtable.size());
+    buffer<float> wide = alloc<float>(dtable.size());
+    AUTODDL_CUDA_ELEMENTWISE(detail::widen_kernel<T>, n, dtable.data(), wide.data(), n);
+    AUTODDL_CUDA_ELEMENTWISE((detail::scatter_add_rows_kernel<T, float>), tokens * cols, ids.data(), tokens, lo, held, cols,
+                             dy.data(), wide.data());
+    AUTODDL_CUDA_ELEMENTWISE(detail::narrow_kernel<T>, n, wide.data(), dtable.data(), n);
+  }
+}
+
+template <class T>
+void cuda_device::im2col(const window_geom& g, std::span<const T> x, std::span<T> col) {
+  AUTODDL_CUDA_ELEMENTWISE(detail::im2col_kernel<T>, g.col_rows() * g.col_cols(), detail::window_of(g), x.data(), col.data());
+}
+template <class T>
+void cuda_device::col2im(const window_geom& g, std::span<const T> col, std::span<T> dx) {
+  AUTODDL_CUDA_ELEMENTWISE(detail::col2im_kernel<T>, g.n * g.c * g.h * g.w, detail::window_of(g), col.data(), dx.data());
+}
+template <class T>
+void cuda_device::max_pool_fwd(const window_geom& g, std::span<const T> x, std::span<T> y) {
+  AUTODDL_CUDA_ELEMENTWISE(detail::max_pool_fwd_kernel<T>, g.n * g.c * g.out_h() * g.out_w(), detail::window_of(g), x.data(),
+                           y.data());
+}
+template <class T>
+void cuda_device::max_pool_bwd(const window_geom& g, std::span<const T> x, std::span<const T> dy, std::span<T> dx) {
+  AUTODDL_CUDA_ELEMENTWISE(detail::max_pool_bwd_kernel<T>, g.n * g.c * g.h * g.w, detail::window_of(g), x.data(), dy.data(),
+                           dx.data());
+}
+
+template <class T>
+void cuda_device::dropout(const dropout_key& key, const shard_info& s, std::span<const T> x, std::span<T> y) {
+  detail::shard_geom geom{};
+  geom.rank = s.local.rank();
+  detail::idx st = 1;
+  for (int d = geom.rank - 1; d >= 0; --d) {
+    geom.local[d] = s.local[d];
+    geom.gstride[d] = st;
+    st *= s.global[d];
+  }
+  for (int d = 0; d < geom.rank; ++d) geom.base += s.offset[std::size_t(d)] * geom.gstride[d];
+  const auto keep_scale = acc_t<T>(1.0 / (1.0 - key.p));
+  const detail::idx n = s.local.elements();
+  AUTODDL_CUDA_ELEMENTWISE(detail::dropout_kernel<T>, n, key.seed, key.op_id, key.p, keep_scale, geom, x.data(), y.data(), n);
+}
+
+template <class T>
+void cuda_device::row_max(std::int64_t rows, std::int64_t cols, std::span<const T> x, std::span<T> m) {
+  AUTODDL_CUDA_ROWS(detail::row_max_kernel<T>, rows, rows, cols, x.data(), m.data());
+}
+template <class T>
+void cuda_device::xent_stats(std::int64_t rows, std::int64_t cols, std::span<const T> x,
+                             std::span<const std::int64_t> labels, std::int64_t lo, std::span<const T> m,
+                             std::span<T> stats) {
+  AUTODDL_CUDA_ROWS(detail::xent_stats_kernel<T>, rows, rows, cols, x.data(), labels.data(), lo, m.data(), stats.data());
+}
+template <class T>
+void cuda_device::xent_loss(std::int64_t rows, std::span<const T> m, std::span<const T> stats, T scale, std::span<T> out) {
+  detail::xent_loss_kernel<T><<<1, detail::block_threads, 0, stream_>>>(rows, m.data(), stats.data(), detail::to_acc(scale),
+                                                                        out.data());
+  detail::check_launch("detail::xent_loss_kernel<T>");
+}
+template <class T>
+void cuda_device::xent_bwd(std::int64_t rows, std::int64_t cols, std::span<const T> x,
+                           std::span<const std::int64_t> labels, std::int64_t lo, std::span<const T> m,
+                           std::span<const T> stats, std::span<const T> dloss, T scale, std::span<T> dx) {
+  AUTODDL_CUDA_ELEMENTWISE(detail::xent_bwd_kernel<T>, rows * cols, rows, cols, x.data(), labels.data(), lo, m.data(),
+                           stats.data(), dloss.data(), detail::to_acc(scale), dx.data());
+}
+
+template <class T>
+void cuda_device::sgd_momentum(const optimizer_step& o, std::span<const T> g, std::span<T> vel, std::span<T> p) {
+  using A = acc_t<T>;
+  AUTODDL_CUDA_ELEMENTWISE(detail::sgd_momentum_kernel<T>, detail::idx(p.size()), A(o.lr), A(o.momentum), A(o.weight_decay),
+                           g.data(), vel.data(), p.data(), detail::idx(p.size()));
+}
+template <class T>
+void cuda_device::adam(const optimizer_step& o, std::span<const T> g, std::span<T> m, std::span<T> v, std::span<T> p) {
+  const detail::adam_params h{o.lr, o.beta1, 1 - o.beta1, o.beta2, 1 - o.beta2, o.eps, o.weight_decay,
+                              1.0 - std::pow(o.beta1, double(o.step)), 1.0 - std::pow(o.beta2, double(o.step))};
+  AUTODDL_CUDA_ELEMENTWISE(detail::adam_kernel<T>, detail::idx(p.size()), h, g.data(), m.data(), v.data(), p.data(),
+                           detail::idx(p.size()));
+}
+
+#undef AUTODDL_CUDA_ELEMENTWISE
+#undef AUTODDL_CUDA_ROWS
+
+}  // namespace autoddl::cuda
+
+/// Explicit instantiation of every cuda_device primitive for element type T (at namespace scope,
+/// in one nvcc translation unit that includes this header).
+#define AUTODDL_CUDA_INSTANTIATE_DEVICE(T)                                                                              \
+  namespace autoddl::cuda {                                                                                             \
+  template void cuda_device::fill<T>(std::span<T>, T);                                                                  \
+  template void cuda_device::gemm<T>(const gemm_desc&, T, std::span<const T>, std::span<const T>, T, std::span<T>);     \
+  template void cuda_device::add<T>(std::span<const T>, std::span<const T>, std::span<T>);                              \
+  template void cuda_device::axpy<T>(T, std::span<const T>, std::span<T>);                                              \
+  template void cuda_device::scale<T>(T, std::span<T>);                                                                 \
+  template void cuda_device::permute_0213<T>(std::int64_t, std::int64_t, std::int64_t, std::int64_t, std::span<const T>, \
+                                             std::span<T>);                                                             \
+  template void cuda_device::bias_add<T>(std::int64_t, std::int64_t, std::int64_t, std::span<const T>, std::span<T>);   \
+  template void cuda_device::bias_grad<T>(std::int64_t, std::int64_t, std::int64_t, std::span<const T>, std::span<T>);  \
+  template void cuda_device::relu_fwd<T>(std::span<const T>, std::span<T>);                                             \
+  template void cuda_device::relu_bwd<T>(std::span<const T>, std::span<const T>, std::span<T>);                         \
+  template void cuda_device::gelu_fwd<T>(std::span<const T>, std::span<T>);                                             \
+  template void cuda_device::gelu_bwd<T>(std::span<const T>, std::span<const T>, std::span<T>);                         \
+  template void cuda_device::layernorm_fwd<T>(std::int64_t, std::int64_t, std::span<const T>, std::span<const T>,       \
+                                              std::span<const T>, std::span<T>, std::span<T>, std::span<T>);            \
+  template void cuda_device::layernorm_bwd<T>(std::int64_t, std::int64_t, std::span<const T>, std::span<const T>,       \
+                                              std::span<const T>, std::span<const T>, std::span<const T>, std::span<T>, \
+                                              std::span<T>, std::span<T>);                                              \
+  template void cuda_device::softmax_fwd<T>(std::int64_t, std::int64_t, std::span<const T>, std::span<T>);              \
+  template void cuda_device::softmax_bwd<T>(std::int64_t, std::int64_t, std::span<const T>, std::span<const T>,         \
+                                            std::span<T>);                                                              \
+  template void cuda_device::scale_causal_mask<T>(std::int64_t, std::int64_t, std::int64_t, T, std::int64_t, bool,      \
+                                                  std::span<T>);                                                        \
+  template void cuda_device::gather_rows<T>(std::span<const std::int64_t>, std::int64_t, std::span<const T>,            \
+                                            std::span<T>);                                                              \
+  template void cuda_device::scatter_add_rows<T>(std::span<const std::int64_t>, std::int64_t, std::span<const T>,       \
+                                                 std::span<T>);                                                         \
+  template void cuda_device::im2col<T>(const window_geom&, std::span<const T>, std::span<T>);                           \
+  template void cuda_device::col2im<T>(const window_geom&, std::span<const T>, std::span<T>);                           \
+  template void cuda_device::max_pool_fwd<T>(const window_geom&, std::span<const T>, std::span<T>);                     \
+  template void cuda_device::max_pool_bwd<T>(const window_geom&, std::span<const T>, std::span<const T>, std::span<T>); \
+  template void cuda_device::dropout<T>(const dropout_key&, const shard_info&, std::span<const T>, std::span<T>);       \
+  template void cuda_device::row_max<T>(std::int64_t, std::int64_t, std::span<const T>, std::span<T>);                  \
+  template void cuda_device::xent_stats<T>(std::int64_t, std::int64_t, std::span<const T>, std::span<const std::int64_t>, \
+                                           std::int64_t, std::span<const T>, std::span<T>);                             \
+  template void cuda_device::xent_loss<T>(std::int64_t, std::span<const T>, std::span<const T>, T, std::span<T>);       \
+  template void cuda_device::xent_bwd<T>(std::int64_t, std::int64_t, std::span<const T>, std::span<const std::int64_t>, \
+                                         std::int64_t, std::span<const T>, std::span<const T>, std::span<const T>, T,   \
+                                         std::span<T>);                                                                 \
+  template void cuda_device::sgd_momentum<T>(const optimizer_step&, std::span<const T>, std::span<T>, std::span<T>);    \
+  template void cuda_device::adam<T>(const optimizer_step&, std::span<const T>, std::span<T>, std::span<T>, std::span<T>); \
+  }

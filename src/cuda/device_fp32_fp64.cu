@@ -1,0 +1,5 @@
+// cuda_device's primitives for float and double (see autoddl/backend/cuda/device_impl.cuh).
+#include "autoddl/backend/cuda/device_impl.cuh"
+
+AUTODDL_CUDA_INSTANTIATE_DEVICE(float)
+AUTODDL_CUDA_INSTANTIATE_DEVICE(double)

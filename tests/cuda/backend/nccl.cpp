@@ -1,0 +1,149 @@
+// NCCL collectives through nccl_mesh_comm on the GPU buffers of a cuda_device, checked exactly
+// against a serial reference (integer-valued inputs, so every sum is exact in float), with
+// bytes sent == the cost model's bytes, on a 1-D mesh of all ranks and, with 4 ranks, on each
+// axis of a 2x2 mesh. Also the overlapped gradient all-reduce on a side stream.
+#include <catch2/catch_template_test_macros.hpp>
+#include <catch2/catch_test_macros.hpp>
+
+#include <span>
+#include <vector>
+
+#include "autoddl/backend/communicator.hpp"
+#include "autoddl/backend/cuda.cuh"
+#include "autoddl/backend/nccl.cuh"
+#include "autoddl/cost/boxing_path.hpp"
+#include "harness.hpp"
+
+using namespace autoddl;
+using autoddl::nccl::nccl_comm;
+using autoddl::nccl::nccl_mesh_comm;
+using cudatest::dvec;
+
+static_assert(AxisCommunicator<nccl_comm>, "nccl_comm must model AxisCommunicator");
+static_assert(MeshCommunicator<nccl_mesh_comm>, "nccl_mesh_comm must model MeshCommunicator");
+
+namespace {
+
+int world_size() {
+  int n = 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &n);
+  return n;
+}
+double input(int rank, std::int64_t i) { return double(((rank + 1) * 7 + i * 3) % 17) - 8.0; }
+std::vector<double> inputs(int rank, std::int64_t n) {
+  std::vector<double> v(static_cast<std::size_t>(n));
+  for (std::int64_t i = 0; i < n; ++i) v[std::size_t(i)] = input(rank, i);
+  return v;
+}
+std::int64_t model_bytes(sbp from, sbp to, int n, std::int64_t rows, int elem) {
+  return cheapest_boxing({{from}, {to}, {n}, {rows, 5}, elem}).bytes_per_device();
+}
+
+/// Checks every collective of `c`, whose rank r is the world rank group[r].
+template <class T>
+void check_axis(cudatest::cuda_device& dev, nccl_comm& c, const std::vector<int>& group) {
+  const int n = c.size(), me = c.rank();
+  const std::int64_t rows = 2 * n, len = rows * 5, chunk = len / n;
+  const int eb = int(sizeof(T));
+  // all-reduce: P -> B
+  {
+    dvec<T> b(dev, inputs(group[std::size_t(me)], len));
+    const std::int64_t sent = c.all_reduce(b.m());
+    std::vector<double> want(std::size_t(len), 0.0);
+    for (int r : group)
+      for (std::int64_t i = 0; i < len; ++i) want[std::size_t(i)] += input(r, i);
+    CHECK(b.get() == want);
+    CHECK(sent == model_bytes(P, B, n, rows, eb));
+  }
+  // reduce-scatter: P -> S(0), chunk rank() holds the sum
+  {
+    dvec<T> b(dev, inputs(group[std::size_t(me)], len));
+    const std::int64_t sent = c.reduce_scatter(b.m());
+    const std::vector<double> got = b.get();
+    for (std::int64_t i = me * chunk; i < (me + 1) * chunk; ++i) {
+      double s = 0;
+      for (int r : group) s += input(r, i);
+      CHECK(got[std::size_t(i)] == s);
+    }
+    CHECK(sent == model_bytes(P, S(0), n, rows, eb));
+  }
+  // all-gather: S(0) -> B
+  {
+    std::vector<double> h(std::size_t(len), -99.0);
+    for (std::int64_t i = me * chunk; i < (me + 1) * chunk; ++i) h[std::size_t(i)] = input(group[std::size_t(me)], i);
+    dvec<T> b(dev, h);
+    const std::int64_t sent = c.all_gather(b.m());
+    const std::vector<double> got = b.get();
+    for (std::int64_t i = 0; i < len; ++i) CHECK(got[std::size_t(i)] == input(group[std::size_t(i / chunk)], i));
+    CHECK(sent == model_bytes(S(0), B, n, rows, eb));
+  }
+  // all-to-all: chunk j of in goes to rank j
+  {
+    dvec<T> in(dev, inputs(group[std::size_t(me)], len)), out(dev, std::vector<double>(std::size_t(len), 0.0));
+    const std::int64_t sent = c.all_to_all(in.c(), out.m());
+    const std::vector<double> got = out.get();
+    for (int j = 0; j < n; ++j)
+      for (std::int64_t k = 0; k < chunk; ++k)
+        CHECK(got[std::size_t(j * chunk + k)] == input(group[std::size_t(j)], me * chunk + k));
+    CHECK(sent == (n - 1) * chunk * eb);
+  }
+  // broadcast from the last rank
+  {
+    dvec<T> b(dev, inputs(group[std::size_t(me)], len));
+    c.broadcast(b.m(), n - 1);
+    CHECK(b.get() == inputs(group[std::size_t(n - 1)], len));
+  }
+  // send / recv around the ring, grouped so that every rank posts both before waiting
+  if (n > 1) {
+    dvec<T> out(dev, inputs(group[std::size_t(me)], 10)), in(dev, std::vector<double>(10, 0.0));
+    ncclGroupStart();
+    c.send(out.c(), (me + 1) % n);
+    c.recv(in.m(), (me + n - 1) % n);
+    ncclGroupEnd();
+    CHECK(in.get() == inputs(group[std::size_t((me + n - 1) % n)], 10));
+  }
+}
+
+}  // namespace
+
+TEMPLATE_TEST_CASE("NCCL collectives on a 1-D mesh of every rank are exact and cost what the model says",
+                   "[nccl][collectives]", float, double, __half, __nv_bfloat16) {
+  cudatest::cuda_device dev(nccl::local_device_ordinal());
+  const int n = world_size();
+  nccl_mesh_comm mesh(mesh_shape{n}, dev.ordinal(), dev.stream());
+  std::vector<int> group;
+  for (int r = 0; r < n; ++r) group.push_back(r);
+  check_axis<TestType>(dev, mesh.axis(0), group);
+  CHECK(mesh.bytes_sent() == mesh.axis(0).bytes_sent());
+}
+
+TEST_CASE("on a 2x2 mesh every axis communicator joins the devices of one mesh line", "[nccl][mesh]") {
+  if (world_size() != 4) SKIP("needs 4 ranks");
+  cudatest::cuda_device dev(nccl::local_device_ordinal());
+  nccl_mesh_comm mesh(mesh_shape{2, 2}, dev.ordinal(), dev.stream());
+  const mesh_coord me = mesh.coords();
+  CHECK(mesh.axis(0).rank() == me[0]);
+  CHECK(mesh.axis(1).rank() == me[1]);
+  // axis 0 joins (0,b),(1,b) = world ranks {b, 2+b}; axis 1 joins (a,0),(a,1) = {2a, 2a+1}
+  check_axis<float>(dev, mesh.axis(0), {me[1], 2 + me[1]});
+  check_axis<float>(dev, mesh.axis(1), {2 * me[0], 2 * me[0] + 1});
+}
+
+TEST_CASE("an overlapped gradient all-reduce on a side stream waits for the kernels that made the gradient",
+          "[nccl][overlap]") {
+  cudatest::cuda_device dev(nccl::local_device_ordinal());
+  const int n = world_size();
+  int me = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &me);
+  nccl_mesh_comm mesh(mesh_shape{n}, dev.ordinal(), dev.stream());
+  nccl::overlapped_reducer red(mesh.axis(0), dev.stream());
+  const std::int64_t len = 1 << 20;
+  dvec<float> grad(dev, std::vector<double>(std::size_t(len), 0.0)), other(dev, std::vector<double>(std::size_t(len), 1.0));
+  dev.fill(grad.m(), float(me + 1));  // queued on the compute stream just before the reduction
+  red.all_reduce(grad.m());
+  dev.scale(2.0f, other.m());  // compute that may overlap the reduction
+  red.join();
+  dev.scale(0.5f, grad.m());  // after join: sees the reduced gradient
+  CHECK(grad.get() == std::vector<double>(std::size_t(len), 0.5 * n * (n + 1) / 2));
+  CHECK(other.get() == std::vector<double>(std::size_t(len), 2.0));
+}
