@@ -10,3 +10,4 @@
 #include "autoddl/search/solve.hpp"
 #include "autoddl/search/svg.hpp"
 #include "autoddl/search/terms.hpp"
+#include "autoddl/search/typed.hpp"

@@ -116,7 +116,7 @@ struct tensor_names {
   std::string_view output = "Y";
 };
 
-inline tensor_names names_of(const op_node& op) {
+constexpr tensor_names names_of(const op_node& op) {
   switch (op.kind) {
     case op_kind::linear: return op.attrs.bias ? tensor_names{{"X"}, {"W", "b"}} : tensor_names{{"X"}, {"W"}};
     case op_kind::matmul: return {{"X", "W"}, {}};

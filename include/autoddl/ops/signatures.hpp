@@ -67,7 +67,7 @@ constexpr std::optional<sbp> axis_output(const op_node& op, std::span<const sbp>
 }
 
 /// The output nd-SBP of `op` for given input and parameter nd-SBPs: axis_output on every axis.
-inline std::optional<nd_sbp> forward_output(const op_node& op, const std::vector<nd_sbp>& in,
+constexpr std::optional<nd_sbp> forward_output(const op_node& op, const std::vector<nd_sbp>& in,
                                             const std::vector<nd_sbp>& pr) {
   if (in.size() != op.inputs.size() || pr.size() != op.params.size()) return std::nullopt;
   int axes = in.empty() ? 0 : in[0].size();
@@ -90,7 +90,7 @@ inline std::optional<nd_sbp> forward_output(const op_node& op, const std::vector
 }
 
 /// The n-D conditions of `sig` beyond per-axis rules and divisibility ("" when they hold).
-inline std::string nd_problem(const op_node& op, const signature& sig, const mesh_shape& mesh) {
+constexpr std::string nd_problem(const op_node& op, const signature& sig, const mesh_shape& mesh) {
   if (op.kind == op_kind::attention && !attention_exact(sig.inputs[0], mesh, op.attrs.heads))
     return "attention with " + detail::itos(op.attrs.heads) + " heads cannot split hidden " +
            detail::itos(split_factor(sig.inputs[0], mesh, 2)) + " ways under q " + to_string(sig.inputs[0]) +
@@ -99,7 +99,7 @@ inline std::string nd_problem(const op_node& op, const signature& sig, const mes
 }
 
 /// "X[S(0),B] W[B,S(1)] b[B,S(0)] -> Y[S(0),S(1)]"
-inline std::string to_string(const op_node& op, const signature& sig) {
+constexpr std::string to_string(const op_node& op, const signature& sig) {
   tensor_names nm = names_of(op);
   std::string r;
   auto put = [&](std::string_view n, const nd_sbp& v) {
@@ -114,7 +114,7 @@ inline std::string to_string(const op_node& op, const signature& sig) {
 }
 
 /// One sentence on why `sig` is not a valid signature of `op` on `mesh`, or "".
-inline std::string signature_problem(const op_node& op, const signature& sig, const mesh_shape& mesh) {
+constexpr std::string signature_problem(const op_node& op, const signature& sig, const mesh_shape& mesh) {
   std::string s = to_string(op, sig) + "@" + to_string(mesh);
   if (sig.inputs.size() != op.inputs.size() || sig.params.size() != op.params.size() ||
       sig.outputs.size() != op.outputs.size())
@@ -154,7 +154,7 @@ inline void check_signature(const op_node& op, const signature& sig, const mesh_
 
 namespace detail {
 /// Candidate SBPs of a tensor of rank r on one axis, in the listing order S(0..r-1), B, P.
-inline std::vector<sbp> candidates(const tensor_shape& s) {
+constexpr std::vector<sbp> candidates(const tensor_shape& s) {
   std::vector<sbp> r;
   for (int d = 0; d < s.rank(); ++d) r.push_back(S(d));
   r.push_back(B);
@@ -169,7 +169,7 @@ struct axis_signature {
 
 /// All 1-D signatures of `op`: every combination of candidate SBPs of its inputs then parameters
 /// (the first tensor most significant) that axis_output accepts.
-inline std::vector<axis_signature> axis_signatures(const op_node& op) {
+constexpr std::vector<axis_signature> axis_signatures(const op_node& op) {
   std::vector<std::vector<sbp>> cand;
   for (const tensor_shape& s : op.inputs) cand.push_back(candidates(s));
   for (const tensor_shape& s : op.params) cand.push_back(candidates(s));
@@ -190,7 +190,7 @@ inline std::vector<axis_signature> axis_signatures(const op_node& op) {
 
 /// All valid n-D signatures of `op` on `mesh`, in a deterministic order: the per-axis lists
 /// combined with axis 0 most significant, each list ordered as detail::axis_signatures.
-inline std::vector<signature> signatures(const op_node& op, const mesh_shape& mesh) {
+constexpr std::vector<signature> signatures(const op_node& op, const mesh_shape& mesh) {
   std::vector<detail::axis_signature> one = detail::axis_signatures(op);
   std::vector<signature> out;
   if (one.empty() || mesh.size() == 0) return out;
@@ -223,7 +223,7 @@ inline std::vector<signature> signatures(const op_node& op, const mesh_shape& me
 
 /// The gradient layouts of a signature: dual of every tensor (inputs' grads, params' grads,
 /// and the incoming output grad). Example: Y[S(0),B] -> dY[S(0),P].
-inline signature backward(const signature& sig) {
+constexpr signature backward(const signature& sig) {
   signature g;
   for (const nd_sbp& v : sig.inputs) g.inputs.push_back(dual(v));
   for (const nd_sbp& v : sig.params) g.params.push_back(dual(v));

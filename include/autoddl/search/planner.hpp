@@ -31,6 +31,10 @@ struct plan_options {
   optimizer opt = optimizer::adam;
   double memory_limit = 0;  ///< bytes per device; 0: the device's memory
   overlap_rule overlap = overlap_rule::grad_sync_with_backward;
+  /// Optional per-op allow-list: allowed[i] holds the indices into signatures(op i, mesh) the
+  /// search may pick for op i (a pinned typed layer lists one). A missing or empty entry allows
+  /// every signature. Example: allowed = {{}, {3}} pins op 1 to its signature 3.
+  std::vector<std::vector<int>> allowed{};
 };
 
 /// The layout-choice problem of one model on one mesh, and everything needed to read a pick.
@@ -51,6 +55,8 @@ class plan_problem {
   const choice_problem& untied() const { return untied_; }
   int param_node(int p) const { return int(g_.ops.size()) + p; }
   const std::vector<signature>& op_candidates(int op) const { return op_sigs_[std::size_t(op)]; }
+  /// The index into signatures(op, mesh) of op's candidate c (c itself without an allow-list).
+  int signature_index(int op, int c) const { return op_sig_index_[std::size_t(op)][std::size_t(c)]; }
   const std::vector<nd_sbp>& param_candidates(int p) const { return param_sigs_[std::size_t(p)]; }
 
   objective make_objective() const {
@@ -170,6 +176,7 @@ class plan_problem {
   device_mesh dmesh_;
   int elem_;
   std::vector<std::vector<signature>> op_sigs_;
+  std::vector<std::vector<int>> op_sig_index_;
   std::vector<std::vector<nd_sbp>> param_sigs_;
   std::vector<edge_info> edges_;
   choice_problem tied_, untied_;
@@ -179,8 +186,27 @@ inline void plan_problem::build() {
   const int nops = int(g_.ops.size());
   const int nparams = int(g_.params.size());
   op_sigs_.resize(std::size_t(nops));
+  op_sig_index_.resize(std::size_t(nops));
+  if (o_.allowed.size() > std::size_t(nops))
+    detail::fail<layout_error>("plan_options::allowed has " + detail::itos(std::int64_t(o_.allowed.size())) +
+                               " entries but graph '" + g_.name + "' has " + detail::itos(nops) +
+                               " ops; give at most one allow-list per op");
   for (int i = 0; i < nops; ++i) {
-    op_sigs_[std::size_t(i)] = signatures(g_.ops[std::size_t(i)], o_.mesh);
+    std::vector<signature> all = signatures(g_.ops[std::size_t(i)], o_.mesh);
+    std::vector<int>& index = op_sig_index_[std::size_t(i)];
+    if (std::size_t(i) < o_.allowed.size() && !o_.allowed[std::size_t(i)].empty()) {
+      for (int k : o_.allowed[std::size_t(i)]) {
+        if (k < 0 || std::size_t(k) >= all.size())
+          detail::fail<layout_error>("op '" + g_.ops[std::size_t(i)].name + "' allows signature " + detail::itos(k) +
+                                     " but has " + detail::itos(std::int64_t(all.size())) + " on mesh " +
+                                     to_string(o_.mesh) + "; list indices into signatures(op, mesh)");
+        op_sigs_[std::size_t(i)].push_back(all[std::size_t(k)]);
+        index.push_back(k);
+      }
+    } else {
+      for (std::size_t k = 0; k < all.size(); ++k) index.push_back(int(k));
+      op_sigs_[std::size_t(i)] = std::move(all);
+    }
     if (op_sigs_[std::size_t(i)].empty())
       detail::fail<layout_error>("op '" + g_.ops[std::size_t(i)].name + "' has no signature whose tensors divide evenly on mesh " +
                                  to_string(o_.mesh) + "; choose sizes divisible by the mesh axes or a smaller mesh");

@@ -1,0 +1,31 @@
+// Compile-time benchmark (STYLE.md rule 9): a 12-layer typed GPT-2 small block stack on a 2x4
+// mesh, every op auto_layout, with a run-time visit over every op, so the compiler
+// instantiates every candidate signature of every layer (signature_constant<op, i> and the
+// callee for each). benchmarks/typed_compile_time.sh times `g++ -O2` on this file.
+#include <autoddl/models/typed.hpp>
+
+#include <cstdio>
+
+using namespace autoddl;
+
+constexpr std::int64_t hidden = 768;
+using gpt_block = layers::repeat<12,
+    layers::residual<auto_layout, layers::layernorm<>, layers::self_attention<12>>,
+    layers::residual<auto_layout, layers::layernorm<>, layers::linear<4 * hidden>, layers::gelu<>,
+                     layers::linear<hidden>>>;
+using gpt12 = typed_model<float, static_mesh<2, 4>, static_shape<8, 1024, hidden>, gpt_block, layers::layernorm<>,
+                          layers::cross_entropy<>>;
+
+int main() {
+  // every (op, candidate) pair is a case of the dispatch; visit them all once
+  std::size_t visited = 0, outputs_split = 0;
+  const auto allowed = gpt12::allowed();
+  for (int op = 0; op < int(gpt12::size); ++op)
+    for (int index : allowed[std::size_t(op)])
+      gpt12::visit(op, index, [&](auto sig) {
+        ++visited;
+        if (decltype(sig)::value.output.splits(0)) ++outputs_split;
+      });
+  std::printf("ops %zu\ninstantiated_signatures %zu\nvisited %zu\n", gpt12::size, gpt12::instantiated_signatures, visited);
+  return visited == gpt12::instantiated_signatures ? 0 : 1;
+}
