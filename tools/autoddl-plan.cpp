@@ -14,93 +14,14 @@
 
 #include "autoddl/cost/hardware_io.hpp"
 #include "autoddl/search/svg.hpp"
+#include "plan_report.hpp"
 #include "tool_common.hpp"
 
-namespace {
-
 using namespace autoddl;
-
-std::string si(double v, const char* unit) {
-  const char* p[] = {"", "K", "M", "G", "T", "P", "E"};
-  int k = 0;
-  while (std::abs(v) >= 1000 && k < 6) {
-    v /= 1000;
-    ++k;
-  }
-  return fmt::format("{:.3g} {}{}", v, p[k], unit);
-}
-
-std::string seconds(double s) {
-  if (s >= 1) return fmt::format("{:.3f} s", s);
-  if (s >= 1e-3) return fmt::format("{:.3f} ms", s * 1e3);
-  return fmt::format("{:.1f} us", s * 1e6);
-}
-
-nlohmann::json plan_json(const plan_problem& pp, const plan_result& r, const std::vector<plan_row>& rows,
-                         const std::string& model_spec, const std::string& hw_name) {
-  const graph& g = pp.model();
-  nlohmann::json j;
-  j["model"] = model_spec;
-  j["mesh"] = std::vector<int>(pp.options().mesh.begin(), pp.options().mesh.end());
-  j["hardware"] = hw_name;
-  j["strategy"] = r.strategy;
-  j["dtype"] = std::string(to_string(pp.options().type));
-  j["params"] = param_count(g);
-  j["flops_per_step"] = forward_flops(g) + backward_flops(g);
-  j["predicted_step_s"] = r.time;
-  j["compute_s"] = r.totals.compute();
-  j["comm_s"] = r.totals.comm();
-  j["comm_bytes_per_device"] = r.totals.bytes;
-  j["memory_bytes_per_device"] = r.totals.peak_memory();
-  j["memory_limit_bytes"] = pp.make_objective().memory_limit;
-  j["feasible"] = r.feasible;
-  j["search_s"] = r.search_s;
-  j["optimal_gap"] = r.optimal_gap ? nlohmann::json(*r.optimal_gap) : nlohmann::json(nullptr);
-  j["notes"] = r.notes;
-  nlohmann::json layers = nlohmann::json::array();
-  for (const auto& row : rows) {
-    nlohmann::json l;
-    l["name"] = row.name;
-    l["op"] = row.op;
-    l["signature"] = row.signature;
-    l["compute_s"] = row.compute_s;
-    l["comm_bytes"] = row.comm_bytes;
-    l["comm_s"] = row.comm_s;
-    l["memory_bytes"] = row.memory_bytes;
-    l["lower_bound_bytes"] = row.lower_bound_bytes ? nlohmann::json(*row.lower_bound_bytes) : nlohmann::json(nullptr);
-    if (!r.runner_up.empty()) l["runner_up_step_s"] = row.runner_up_s;
-    layers.push_back(l);
-  }
-  j["layers"] = layers;
-  return j;
-}
-
-void print_human(const plan_problem& pp, const plan_result& r, const std::vector<plan_row>& rows,
-                 const std::string& spec, const std::string& hw_name) {
-  const graph& g = pp.model();
-  fmt::print("model     {}  ({} parameters, {} per step)\n", spec, si(double(param_count(g)), ""),
-             si(forward_flops(g) + backward_flops(g), "FLOP"));
-  fmt::print("mesh      {}  ({} devices)   hardware {}   dtype {}\n", to_string(pp.options().mesh),
-             pp.options().mesh.devices(), hw_name, to_string(pp.options().type));
-  fmt::print("strategy  {}   search {}\n\n", r.strategy, seconds(r.search_s));
-  fmt::print("{:<22} {:<14} {:>10} {:>10} {:>10} {:>10} {:>11}  {}\n", "op", "kind", "compute", "comm", "comm time",
-             "memory", "if runner-up", "signature");
-  for (const auto& row : rows)
-    fmt::print("{:<22} {:<14} {:>10} {:>10} {:>10} {:>10} {:>11}  {}\n", row.name, row.op, seconds(row.compute_s),
-               si(row.comm_bytes, "B"), seconds(row.comm_s), si(row.memory_bytes, "B"),
-               r.runner_up.empty() ? std::string("-") : seconds(row.runner_up_s), row.signature);
-  fmt::print("\npredicted step {}  = compute {} + communication {} (gradient sync overlaps backward: {})\n",
-             seconds(r.time), seconds(r.totals.compute()), seconds(r.totals.comm()),
-             pp.options().overlap == overlap_rule::none ? "no" : "yes");
-  fmt::print("per device: sends {} per step, peak memory {} of {} allowed{}\n", si(r.totals.bytes, "B"),
-             si(r.totals.peak_memory(), "B"), si(pp.make_objective().memory_limit, "B"),
-             r.feasible ? "" : "  (OVER THE LIMIT)");
-  if (r.optimal_gap)
-    fmt::print("gap to the exact optimum (additive objective, series-parallel DP): {:.3f}%\n", *r.optimal_gap * 100);
-  for (const auto& n : r.notes) fmt::print("note: {}\n", n);
-}
-
-}  // namespace
+using autoddl::tools::plan_json;
+using autoddl::tools::print_human;
+using autoddl::tools::seconds;
+using autoddl::tools::si;
 
 int main(int argc, char** argv) {
   CLI::App app{"autoddl-plan: find, price and explain the distributed layout plan of a model on a device mesh"};

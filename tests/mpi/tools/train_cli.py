@@ -1,0 +1,52 @@
+#!/usr/bin/env python3
+"""autoddl-train on 4 ranks as a user runs it: a 2x2 run whose bytes equal the prediction and
+whose training equals serial training; bad input gives one sentence and exit code 2 on every
+rank; a rank that fails mid-training aborts the job (no hang)."""
+import json
+import subprocess
+import sys
+
+mpirun, train = sys.argv[1], sys.argv[2]
+base = [mpirun, "--allow-run-as-root", "--oversubscribe"]
+model = "gpt:layers=2,hidden=32,heads=4,seq=16,batch=8,vocab=64"
+failures = []
+
+
+def run(np, *args, timeout=240):
+    return subprocess.run(base + ["-np", str(np), train, *args], capture_output=True, text=True, timeout=timeout)
+
+
+def check(what, ok, detail=""):
+    print(("ok   " if ok else "FAIL ") + what + ("" if ok else ": " + detail))
+    if not ok:
+        failures.append(what)
+
+
+r = run(4, "--model", model, "--mesh", "2x2", "--steps", "3", "--check-serial", "--optimizer", "sgd", "--json")
+check("a 2x2 training run succeeds", r.returncode == 0, r.stderr[-2000:])
+if r.returncode == 0:
+    j = json.loads(r.stdout)
+    for f in ["losses", "step_s_median", "predicted_step_s", "bytes_sent_per_device", "predicted_bytes_per_device",
+              "max_rel_err_vs_serial", "plan"]:
+        check("JSON has " + f, f in j)
+    check("one loss per step", len(j["losses"]) == 3)
+    check("bytes sent equal the predicted bytes", j["bytes_sent_per_device"] == j["predicted_bytes_per_device"],
+          f'{j["bytes_sent_per_device"]} vs {j["predicted_bytes_per_device"]}')
+    check("training equals serial within 1e-4", j["max_rel_err_vs_serial"] <= 1e-4, str(j["max_rel_err_vs_serial"]))
+    check("the plan is autoddl-plan's JSON", j["plan"]["mesh"] == [2, 2] and len(j["plan"]["layers"]) > 10)
+
+r = run(4, "--model", model, "--mesh", "2x4")
+check("mesh size != ranks: exit 2 and one sentence", r.returncode == 2 and "mesh 2x4 has 8 devices but the job has 4 ranks" in r.stderr,
+      r.stderr[-1000:])
+r = run(2, "--model", "gpt:layres=2", "--mesh", "2")
+check("unknown model key: exit 2", r.returncode == 2 and "unknown key 'layres'" in r.stderr, r.stderr[-1000:])
+r = run(2, "--model", model, "--mesh", "2", "--steps", "0")
+check("zero steps: exit 2", r.returncode == 2 and "--steps must be at least 1" in r.stderr, r.stderr[-1000:])
+try:
+    r = run(4, "--model", model, "--mesh", "2x2", "--steps", "5", "--inject-failure", "2", timeout=120)
+    check("a failing rank aborts the job with its message",
+          r.returncode != 0 and "rank 2 failed, aborting the job: injected failure" in r.stderr, r.stderr[-1500:])
+except subprocess.TimeoutExpired:
+    check("a failing rank aborts the job instead of hanging", False, "timed out: the job hung")
+print(f"{len(failures)} failures")
+sys.exit(1 if failures else 0)

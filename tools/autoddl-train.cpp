@@ -1,0 +1,233 @@
+// autoddl-train: plans a model, then trains it for real on MPI ranks with that plan.
+//   mpirun -np 4 build/tools/autoddl-train --model gpt:layers=2,hidden=64,heads=4,seq=32,batch=8,vocab=128 \
+//          --mesh 2x2 [--strategy auto] [--steps 20] [--check-serial] [--json]
+// Bad input: one sentence on stderr (rank 0) and exit code 2 on every rank. A rank that fails
+// during training aborts the whole job with its message, so the job never hangs.
+#include <CLI/CLI.hpp>
+#include <fmt/core.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <memory>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "autoddl/backend/cpu.hpp"
+#include "autoddl/backend/mpi.hpp"
+#include "autoddl/cost/hardware_io.hpp"
+#include "autoddl/runtime/gather.hpp"
+#include "autoddl/runtime/trainer.hpp"
+#include "autoddl/search/solve.hpp"
+#include "plan_report.hpp"
+#include "tool_common.hpp"
+
+using namespace autoddl;
+
+namespace {
+
+using trainer_t = trainer<float, cpu_device, mpi::mpi_mesh_comm>;
+
+struct settings {
+  std::string model, mesh = "2x2", strategy = "auto", hardware = "cpu-local", optimizer_s = "adam";
+  int steps = 20;
+  double lr = 1e-3;
+  std::uint64_t seed = 1;
+  bool check_serial = false, json = false;
+  int inject_failure = -1;  ///< testing the abort path: this rank throws during step 2
+};
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0.0 : v[v.size() / 2];
+}
+
+void progress(int step, int steps, double loss, double secs) {
+  const int width = 30, done = (step + 1) * width / steps;
+  std::fprintf(stderr, "\r[%s%s] step %d/%d  loss %.4f  %.1f ms/step", std::string(std::size_t(done), '#').c_str(),
+               std::string(std::size_t(width - done), '.').c_str(), step + 1, steps, loss, secs * 1e3);
+  if (step + 1 == steps) std::fputc('\n', stderr);
+  std::fflush(stderr);
+}
+
+// Everything that can be wrong with the input, checked on every rank before any communication,
+// so every rank leaves with the same exit code.
+struct prepared {
+  plan_options o;
+  train_options to;
+  graph g;
+  std::unique_ptr<plan_problem> pp;
+  plan_result plan;
+};
+
+prepared prepare(const settings& s, int ranks) {
+  prepared p;
+  p.o.mesh = parse_mesh(s.mesh);
+  if (p.o.mesh.devices() != ranks)
+    throw error("mesh " + s.mesh + " has " + std::to_string(p.o.mesh.devices()) + " devices but the job has " +
+                std::to_string(ranks) + " ranks; run mpirun -np " + std::to_string(p.o.mesh.devices()) +
+                " or choose a mesh of " + std::to_string(ranks) + " devices");
+  p.o.hw = load_hardware(s.hardware);
+  p.to.opt = parse_optimizer(s.optimizer_s == "sgd" ? "sgd-momentum" : s.optimizer_s);
+  p.to.lr = s.lr;
+  p.to.seed = s.seed;
+  if (s.steps < 1) throw error("--steps must be at least 1, got " + std::to_string(s.steps));
+  if (!(s.lr > 0)) throw error("--lr must be positive, got " + std::to_string(s.lr));
+  if (s.strategy == "exhaustive") throw error("--strategy exhaustive is for tiny planning problems; use autoddl-plan");
+  p.g = build_model(s.model);
+  p.pp = std::make_unique<plan_problem>(p.g, p.o);
+  p.plan = solve_plan(*p.pp, s.strategy, s.seed);
+  return p;
+}
+
+// Trains; from here on ranks communicate, so a failure aborts the job (main).
+int train(const settings& s, const prepared& p, int rank, int ranks) {
+  const plan_options& o = p.o;
+  const train_options& to = p.to;
+  const graph& g = p.g;
+  const plan_problem& pp = *p.pp;
+  const plan_result& plan = p.plan;
+  {
+    cpu_device dev;
+    mpi::mpi_mesh_comm comm(o.mesh);
+    trainer_t t(pp, plan.pick, dev, comm, to);
+    std::vector<double> losses, secs;
+    const bool bar = rank == 0 && isatty(fileno(stderr));
+    std::int64_t bytes = 0;
+    // --check-serial: rank 0 trains the same model serially, step for step; gradients and
+    // parameters are compared after the first step, before differences compound.
+    std::unique_ptr<plan_problem> spp;
+    std::unique_ptr<cpu_device> sdev;
+    std::unique_ptr<mpi::mpi_mesh_comm> self;
+    std::unique_ptr<trainer_t> serial;
+    if (s.check_serial && rank == 0) {
+      plan_options so = o;
+      so.mesh = mesh_shape{1};
+      spp = std::make_unique<plan_problem>(g, so);
+      sdev = std::make_unique<cpu_device>();
+      self = std::make_unique<mpi::mpi_mesh_comm>(mesh_shape{1}, MPI_COMM_SELF);
+      serial = std::make_unique<trainer_t>(*spp, solve_plan(*spp, "dp").pick, *sdev, *self, to);
+    }
+    double err_loss = 0, err_grads = 0, err_params = 0;
+    std::string worst_grad_name, worst_param_name;
+    for (int k = 0; k < s.steps; ++k) {
+      MPI_Barrier(MPI_COMM_WORLD);
+      auto t0 = std::chrono::steady_clock::now();
+      if (k == 1 && rank == s.inject_failure) throw error("injected failure (--inject-failure " + std::to_string(rank) + ")");
+      losses.push_back(t.step(k));
+      secs.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+      bytes = std::max(bytes, t.last_step_bytes());
+      if (bar) progress(k, s.steps, losses.back(), secs.back());
+      if (!s.check_serial) continue;
+      if (rank == 0) {
+        const double sl = serial->step(k);
+        err_loss = std::max(err_loss, std::abs(losses.back() - sl) / std::max(1e-12, std::abs(sl)));
+      }
+      if (k != 0) continue;
+      std::vector<std::vector<float>> sp, sg;
+      if (rank == 0)
+        for (std::size_t q = 0; q < g.params.size(); ++q) {
+          sp.push_back(serial->param_shard(int(q)));
+          sg.push_back(serial->grad_shard(int(q)));
+        }
+      const double gfloor = rank == 0 ? 1e-3 * max_abs(sg) : 0, pfloor = rank == 0 ? 1e-3 * max_abs(sp) : 0;
+      for (std::size_t q = 0; q < g.params.size(); ++q) {
+        auto gp = gather_to_root(comm, t.param_shard(int(q)), g.params[q].shape, t.storage(int(q)));
+        auto gg = gather_to_root(comm, t.grad_shard(int(q)), g.params[q].shape, t.storage(int(q)));
+        if (rank != 0) continue;
+        const double ep = max_rel_error(gp, sp[q], pfloor), eg = max_rel_error(gg, sg[q], gfloor);
+        if (ep >= err_params) { err_params = ep; worst_param_name = g.params[q].name; }
+        if (eg >= err_grads) { err_grads = eg; worst_grad_name = g.params[q].name; }
+      }
+    }
+    std::optional<double> err;
+    if (s.check_serial && rank == 0) err = std::max({err_loss, err_grads, err_params});
+    if (rank != 0) return 0;
+    const double med = median(secs);
+    if (s.json) {
+      nlohmann::json j;
+      j["losses"] = losses;
+      j["step_s"] = secs;
+      j["step_s_median"] = med;
+      j["predicted_step_s"] = plan.time;
+      j["bytes_sent_per_device"] = bytes;
+      j["predicted_bytes_per_device"] = plan.totals.bytes;
+      j["max_rel_err_vs_serial"] = err ? nlohmann::json(*err) : nlohmann::json(nullptr);
+      if (err)
+        j["rel_err_vs_serial"] = {{"loss_all_steps", err_loss}, {"gradients_step1", err_grads},
+                                  {"gradients_step1_worst", worst_grad_name}, {"parameters_after_step1", err_params},
+                                  {"parameters_after_step1_worst", worst_param_name}};
+      j["ranks"] = ranks;
+      j["optimizer"] = std::string(to_string(to.opt));
+      j["plan"] = tools::plan_json(pp, plan, plan_rows(pp, plan), s.model, s.hardware);
+      std::puts(j.dump(2).c_str());
+    } else {
+      fmt::print("trained {} for {} steps on {} ranks (mesh {}, {} plan, {})\n", s.model, s.steps, ranks, s.mesh,
+                 plan.strategy, to_string(to.opt));
+      fmt::print("loss {:.5f} -> {:.5f}\n", losses.front(), losses.back());
+      fmt::print("step time: measured median {}  predicted {}  (measured/predicted {:.2f})\n", tools::seconds(med),
+                 tools::seconds(plan.time), med / plan.time);
+      fmt::print("bytes sent per device per step: {} (predicted {:.0f}{})\n", bytes, plan.totals.bytes,
+                 double(bytes) == plan.totals.bytes ? ", equal" : ", DIFFERENT");
+      if (err)
+        fmt::print("largest relative difference from serial training: {:.2e} (loss over all steps {:.2e}, gradients "
+                   "of step 1 {:.2e} at {}, parameters after step 1 {:.2e} at {})\n",
+                   *err, err_loss, err_grads, worst_grad_name, err_params, worst_param_name);
+    }
+    return 0;
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  MPI_Init(&argc, &argv);
+  int rank = 0, ranks = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &ranks);
+  settings s;
+  CLI::App app{"autoddl-train: plan a model and train it on MPI ranks with that plan"};
+  app.add_option("--model", s.model, "NAME:key=value,... (gpt, bert, vgg11, vgg13, vgg16, vgg19, mlp)")->required();
+  app.add_option("--mesh", s.mesh, "device mesh, one device per MPI rank, e.g. 4 or 2x2");
+  app.add_option("--strategy", s.strategy, "auto, dp, megatron, zero, owt, 2d or exact");
+  app.add_option("--hardware", s.hardware, "the profile the plan is priced with (default cpu-local)");
+  app.add_option("--steps", s.steps, "training steps");
+  app.add_option("--lr", s.lr, "learning rate");
+  app.add_option("--optimizer", s.optimizer_s, "adam or sgd");
+  app.add_option("--seed", s.seed, "seed of the data, the initial parameters and the search");
+  app.add_flag("--check-serial", s.check_serial, "also train serially on rank 0 and report the largest difference");
+  app.add_flag("--json", s.json, "print one JSON object on rank 0");
+  app.add_option("--inject-failure", s.inject_failure, "make this rank fail during step 2 (tests the abort path)")
+      ->group("");  // hidden
+  int code = 0;
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp&) {
+    if (rank == 0) std::fputs(app.help().c_str(), stdout);
+    MPI_Finalize();
+    return 0;
+  } catch (const CLI::ParseError& e) {
+    if (rank == 0) std::fprintf(stderr, "autoddl-train: %s\n", e.what());
+    MPI_Finalize();
+    return 2;
+  }
+  std::optional<prepared> p;
+  try {
+    p.emplace(prepare(s, ranks));
+  } catch (const std::exception& e) {
+    if (rank == 0) std::fprintf(stderr, "autoddl-train: %s\n", e.what());
+    MPI_Finalize();
+    return 2;
+  }
+  try {
+    code = train(s, *p, rank, ranks);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "autoddl-train: rank %d failed, aborting the job: %s\n", rank, e.what());
+    MPI_Abort(MPI_COMM_WORLD, 2);
+  }
+  MPI_Finalize();
+  return code;
+}
