@@ -14,6 +14,7 @@ Usage: check_snippets.py SOURCE_ROOT CXX [ARGS...]"""
 import concurrent.futures
 import pathlib
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -56,7 +57,10 @@ def main() -> int:
             src = tmp / f"snippet{len(jobs)}.cpp"
             src.write_text(f"// {where}\n" + wrap(code))
             jobs.append((where, src))
-    flags = ["-std=c++20", "-fsyntax-only", "-Wall", "-Wextra", "-Wpedantic", f"-I{root / 'include'}"]
+    flags = ["-std=c++20", "-fsyntax-only", "-Wall", "-Wextra", "-Wpedantic", f"-I{root / 'include'}",
+             f'-DAUTODDL_HARDWARE_DIR="{root / "data/hardware"}"']
+    if shutil.which("mpicxx"):  # snippets that train on MPI ranks (tutorial 4)
+        flags += subprocess.run(["mpicxx", "--showme:compile"], capture_output=True, text=True).stdout.split()
 
     def compile_one(job):
         where, src = job
