@@ -10,6 +10,9 @@
 // layout. Bytes sent on the mesh axes per step therefore equal the plan's predicted bytes.
 #include <cstdint>
 #include <span>
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
 #include <string>
 #include <vector>
 
@@ -36,6 +39,13 @@ class trainer {
  public:
   trainer(const plan_problem& pp, std::vector<int> pick, D& dev, M& comm, train_options o = {})
       : pp_(pp), g_(pp.model()), pick_(std::move(pick)), dev_(dev), comm_(comm), o_(o) {
+#if defined(__GLIBC__)
+    // Every step allocates the same buffer sizes: keep freed ones in the heap for the next step
+    // rather than returning them to the kernel and faulting fresh pages in (a caching allocator's
+    // effect; glibc otherwise maps every buffer over 128 KiB anew).
+    mallopt(M_MMAP_THRESHOLD, 1 << 30);
+    mallopt(M_TRIM_THRESHOLD, 1 << 30);
+#endif
     if (!(comm_.shape() == pp_.options().mesh))
       detail::fail<layout_error>("the plan is for mesh " + to_string(pp_.options().mesh) + " but the communicator spans " +
                                  to_string(comm_.shape()));
@@ -85,13 +95,13 @@ class trainer {
   double step(std::int64_t step) {
     const std::int64_t before = axis_bytes();
     const int nops = int(g_.ops.size());
-    std::vector<std::vector<T>> outputs(static_cast<std::size_t>(nops));
     std::vector<std::vector<std::vector<T>>> inputs(static_cast<std::size_t>(nops)), params(static_cast<std::size_t>(nops));
     std::vector<std::vector<std::int64_t>> indices(static_cast<std::size_t>(nops));
     std::vector<kernel_context<T>> ctx;
     std::vector<forward_result<D, T>> fwd;
     ctx.reserve(std::size_t(nops));
-    fwd.reserve(std::size_t(nops));
+    fwd.reserve(std::size_t(nops));  // never reallocates: outputs are read in place below
+    auto output = [&](int op) -> const std::vector<T>& { return fwd[std::size_t(op)].outputs[0]; };
     // ---- forward
     for (int i = 0; i < nops; ++i) {
       const op_node& n = g_.ops[std::size_t(i)];
@@ -117,7 +127,8 @@ class trainer {
         }
         const int e = edge_of_input_[std::size_t(i)][j];
         const auto& path = paths_[std::size_t(e)].first;
-        in[j] = run_boxing<T>(comm_, outputs[std::size_t(r.op)], g_.ops[std::size_t(r.op)].outputs[std::size_t(r.index)],
+        if (path.size() == 0) continue;  // same layout: the kernel reads the producer's output
+        in[j] = run_boxing<T>(comm_, output(r.op), g_.ops[std::size_t(r.op)].outputs[std::size_t(r.index)],
                               sig(r.op).outputs[std::size_t(r.index)], path);
       }
       auto& pr = params[std::size_t(i)];
@@ -126,14 +137,17 @@ class trainer {
         const int p = n.param_ids[j];
         const int e = edge_of_param_[std::size_t(i)][j];
         const auto& path = paths_[std::size_t(e)].first;
+        if (path.size() == 0) continue;  // stored as computed: the kernel reads the shard itself
         pr[j] = run_boxing<T>(comm_, params_[std::size_t(p)], g_.params[std::size_t(p)].shape, storage(p), path);
       }
-      operands<T> ops = make_operands(i, inputs, params, indices);
+      operands<T> ops = make_operands(i, inputs, params, indices, fwd);
       fwd.push_back(op_forward(dev_, ctx.back(), ops));
-      outputs[std::size_t(i)] = fwd.back().outputs[0];
     }
-    const double loss = global_loss(outputs[std::size_t(g_.loss_op)], sig(g_.loss_op).outputs[0]);
-    if (o_.keep_outputs) kept_outputs_ = outputs;
+    const double loss = global_loss(output(g_.loss_op), sig(g_.loss_op).outputs[0]);
+    if (o_.keep_outputs) {
+      kept_outputs_.clear();
+      for (int i = 0; i < nops; ++i) kept_outputs_.push_back(output(i));
+    }
     // ---- backward
     std::vector<std::vector<T>> dy(static_cast<std::size_t>(nops));
     dy[std::size_t(g_.loss_op)] = loss_seed(sig(g_.loss_op).outputs[0]);
@@ -142,24 +156,32 @@ class trainer {
       const op_node& n = g_.ops[std::size_t(i)];
       if (dy[std::size_t(i)].empty())
         dy[std::size_t(i)].assign(std::size_t(ctx[std::size_t(i)].shards.outputs[0].local.elements()), T{});
-      operands<T> ops = make_operands(i, inputs, params, indices);
+      operands<T> ops = make_operands(i, inputs, params, indices, fwd);
       auto grads = op_backward(dev_, ctx[std::size_t(i)], ops, fwd[std::size_t(i)], std::span<const T>(dy[std::size_t(i)]));
       for (std::size_t j = 0; j < n.inputs.size(); ++j) {
         const tensor_ref r = g_.op_inputs[std::size_t(i)][j];
         if (r.op < 0) continue;
         const int e = edge_of_input_[std::size_t(i)][j];
         const auto& path = paths_[std::size_t(e)].second;
-        auto boxed = run_boxing<T>(comm_, std::vector<T>(grads.inputs[j].begin(), grads.inputs[j].end()),
-                                   g_.ops[std::size_t(r.op)].outputs[std::size_t(r.index)], dual(sig(i).inputs[j]), path);
-        accumulate(dy[std::size_t(r.op)], boxed);
+        if (path.size() == 0) {
+          accumulate(dy[std::size_t(r.op)], std::move(grads.inputs[j]));
+          continue;
+        }
+        accumulate(dy[std::size_t(r.op)],
+                   run_boxing<T>(comm_, std::vector<T>(grads.inputs[j].begin(), grads.inputs[j].end()),
+                                 g_.ops[std::size_t(r.op)].outputs[std::size_t(r.index)], dual(sig(i).inputs[j]), path));
       }
       for (std::size_t j = 0; j < n.param_ids.size(); ++j) {
         const int p = n.param_ids[j];
         const int e = edge_of_param_[std::size_t(i)][j];
         const auto& path = paths_[std::size_t(e)].second;
-        auto boxed = run_boxing<T>(comm_, std::vector<T>(grads.params[j].begin(), grads.params[j].end()),
-                                   g_.params[std::size_t(p)].shape, dual(sig(i).params[j]), path);
-        accumulate(grads_[std::size_t(p)], boxed);
+        if (path.size() == 0) {
+          accumulate(grads_[std::size_t(p)], std::move(grads.params[j]));
+          continue;
+        }
+        accumulate(grads_[std::size_t(p)],
+                   run_boxing<T>(comm_, std::vector<T>(grads.params[j].begin(), grads.params[j].end()),
+                                 g_.params[std::size_t(p)].shape, dual(sig(i).params[j]), path));
       }
       dy[std::size_t(i)].clear();
     }
@@ -186,19 +208,30 @@ class trainer {
     return b;
   }
 
+  // The operands of op i: a boxed copy where its edge boxes, else the producer's output or the
+  // stored parameter shard itself (identity paths copy nothing).
   operands<T> make_operands(int i, const std::vector<std::vector<std::vector<T>>>& inputs,
                             const std::vector<std::vector<std::vector<T>>>& params,
-                            const std::vector<std::vector<std::int64_t>>& indices) const {
+                            const std::vector<std::vector<std::int64_t>>& indices,
+                            const std::vector<forward_result<D, T>>& fwd) const {
     operands<T> ops;
-    for (const auto& v : inputs[std::size_t(i)]) ops.inputs.push_back(std::span<const T>(v));
-    for (const auto& v : params[std::size_t(i)]) ops.params.push_back(std::span<const T>(v));
+    const op_node& n = g_.ops[std::size_t(i)];
+    for (std::size_t j = 0; j < n.inputs.size(); ++j) {
+      const tensor_ref r = g_.op_inputs[std::size_t(i)][j];
+      const bool direct = r.op >= 0 && paths_[std::size_t(edge_of_input_[std::size_t(i)][j])].first.size() == 0;
+      ops.inputs.push_back(std::span<const T>(direct ? fwd[std::size_t(r.op)].outputs[0] : inputs[std::size_t(i)][j]));
+    }
+    for (std::size_t j = 0; j < n.param_ids.size(); ++j) {
+      const bool direct = paths_[std::size_t(edge_of_param_[std::size_t(i)][j])].first.size() == 0;
+      ops.params.push_back(std::span<const T>(direct ? params_[std::size_t(n.param_ids[j])] : params[std::size_t(i)][j]));
+    }
     ops.indices = std::span<const std::int64_t>(indices[std::size_t(i)]);
     return ops;
   }
 
-  static void accumulate(std::vector<T>& into, const std::vector<T>& v) {
+  static void accumulate(std::vector<T>& into, std::vector<T>&& v) {
     if (into.empty()) {
-      into = v;
+      into = std::move(v);
       return;
     }
     for (std::size_t k = 0; k < v.size(); ++k) into[k] += v[k];
