@@ -211,10 +211,11 @@ constexpr link fit_link_two_regimes_at(const std::vector<timing_sample>& samples
 
 /// The calibration fit: fit_link_two_ranges, or two regimes (fit_link_two_regimes_at) split at
 /// whichever candidate large_bytes leaves the least squared relative error over the runs of at
-/// least `large_from`. Candidates: every measured T from large_from up to (not including) the
-/// largest, and the geometric mean of each neighbouring pair of them. The one-regime link is kept
-/// unless a second regime at least halves the error, so data without a cliff keep one regime. Recovers a known split among the candidates
-/// exactly; on this machine it finds the L3 cliff (docs/cost-model.md).
+/// least `large_from`. Candidates: the measured sizes T >= large_from and the geometric means of
+/// neighbouring ones, such that each regime keeps at least two measured sizes (two rates per
+/// regime). The one-regime link is kept unless a second regime at least halves the error, so
+/// data without a cliff keep one regime. Recovers a known split among the candidates exactly;
+/// on this machine it finds the L3 cliff (docs/cost-model.md).
 constexpr link fit_link_two_regimes(const std::vector<timing_sample>& samples, std::string_view name, double large_from) {
   link best = fit_link_two_ranges(samples, name, large_from);
   double best_error = detail::relative_error(best, samples, large_from);
@@ -230,7 +231,9 @@ constexpr link fit_link_two_regimes(const std::vector<timing_sample>& samples, s
   if (!small) return best;
   std::sort(sizes.begin(), sizes.end());
   std::vector<double> candidates;
-  for (std::size_t i = 0; i + 1 < sizes.size(); ++i) {
+  // each regime's two rates are fitted on at least two sizes: the split leaves two measured sizes
+  // at or below it (from large_from) and two above
+  for (std::size_t i = 1; i + 2 < sizes.size(); ++i) {
     candidates.push_back(sizes[i]);
     // geometric mean by Newton's method (std::sqrt is not constexpr in C++20)
     double g = (sizes[i] + sizes[i + 1]) / 2;
