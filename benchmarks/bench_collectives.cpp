@@ -1,4 +1,4 @@
-// bench_collectives: the alpha-beta model's predicted time of each ring collective against the
+// bench_collectives: the alpha-beta model's predicted time (collective_time, the search's formula) of each ring collective against the
 // measured time, on a 1-D mesh of all MPI ranks, for 4 KiB..64 MiB of group bytes.
 //   mpirun -np 4 bench_collectives --hardware build/cpu-local-np4.json
 // Prints one row per point: predicted/measured; the target is 0.67..1.5 for messages >= 1 MiB.
@@ -35,8 +35,13 @@ int run(int argc, char** argv, int rank, int size) {
   const device_mesh dm = make_device_mesh({size}, hw);
   mpi::mpi_mesh_comm mc({size});
   if (rank == 0) {
-    fmt::print("# profile {} ({}), mesh {}, link {}: alpha {:.3e} s, beta {:.3e} B/s\n", hw.name, profile, size,
-               dm.axis_link(0).name.view(), dm.axis_link(0).alpha, dm.axis_link(0).beta);
+    const autoddl::link& l = dm.axis_link(0);
+    fmt::print("# profile {} ({}), mesh {}, link {}: alpha {:.3e} s, beta {:.3e} B/s, gamma {:.3e} s/B", hw.name, profile,
+               size, l.name.view(), l.alpha, l.beta, l.gamma);
+    if (l.two_regimes())
+      fmt::print("; beyond {:.0f} bytes beta_large {:.3e} B/s, gamma_large {:.3e} s/B", l.large_bytes, l.beta_large,
+                 l.gamma_large);
+    fmt::print("\n");
     if (markdown)
       fmt::print("| ranks | collective | T bytes | predicted s | measured s | predicted/measured |\n|---|---|---|---|---|---|\n");
     else

@@ -1,8 +1,9 @@
 // autoddl-calibrate: measures this machine and writes a hardware profile (docs/cost-model.md).
 //   mpirun -np 2 autoddl-calibrate --out cpu-local.json            (1-D mesh of 2 ranks)
 //   mpirun -np 4 autoddl-calibrate --mesh 2x2 --out mine.json
-// Per mesh axis it times the ring collectives (backend/mpi) for 4 KiB..64 MiB and fits alpha and
-// beta by least squares (cost/calibration.hpp, fit_link_two_ranges); it times fp32 GEMM with cblas_sgemm on every rank
+// Per mesh axis it times the ring collectives (backend/mpi) for 4 KiB..64 MiB and fits alpha, beta,
+// gamma and, where the rate drops beyond a cache, a second regime (large_bytes, beta_large,
+// gamma_large) by relative least squares (cost/calibration.hpp, fit_link_two_regimes); it times fp32 GEMM with cblas_sgemm on every rank
 // at once (peak fp32 = the slowest rank's rate, efficiency.gemm = 1) and a streaming triad for
 // the memory bandwidth. The innermost axis gives the intra-node link, axis 0 the inter-node one
 // (on a 1-D mesh both are the same fit). Errors: one line on stderr, exit 2 on every rank.
@@ -65,15 +66,17 @@ int run(int argc, char** argv, int rank, int size) {
   std::string mesh_text = std::to_string(size), out = "cpu-local.json", name = "cpu-local";
   std::int64_t min_bytes = 4096, max_bytes = std::int64_t(64) << 20;
   std::int64_t large_from = std::int64_t(1) << 20;
-  int reps = 5, gemm_n = 1024, devices_per_node = size;
+  int reps = 5, gemm_n = 1024, devices_per_node = size, sweeps = 3, size_step = 2;
   app.add_option("--mesh", mesh_text, "mesh of the MPI ranks, e.g. 4 or 2x2 (default: all ranks on one axis)");
   app.add_option("--out", out, "profile file to write");
   app.add_option("--name", name, "profile name");
   app.add_option("--min-bytes", min_bytes, "smallest message (group bytes)")->check(CLI::PositiveNumber);
   app.add_option("--max-bytes", max_bytes, "largest message (group bytes)")->check(CLI::PositiveNumber);
-  app.add_option("--fit-large-from", large_from, "beta is fitted on messages of at least this many group bytes")
+  app.add_option("--fit-large-from", large_from, "beta (and the second regime) are fitted on messages of at least this many group bytes, alpha on smaller ones")
       ->check(CLI::PositiveNumber);
   app.add_option("--reps", reps, "timed repetitions per point (median taken)")->check(CLI::Range(1, 1000));
+  app.add_option("--sweeps", sweeps, "sweeps over all sizes (median per point taken)")->check(CLI::Range(1, 100));
+  app.add_option("--size-step", size_step, "factor between measured sizes")->check(CLI::Range(2, 16));
   app.add_option("--gemm-n", gemm_n, "GEMM size n (n x n x n)")->check(CLI::Range(64, 8192));
   app.add_option("--devices-per-node", devices_per_node, "ranks per node (default: all ranks)")->check(CLI::PositiveNumber);
   try {
@@ -93,19 +96,43 @@ int run(int argc, char** argv, int rank, int size) {
     std::vector<timing_sample> samples;
     if (rank == 0) fmt::print("axis {} ({} devices)\n{:>16} {:>12} {:>12} {:>10}\n", axis, shape[axis], "collective", "T bytes", "seconds", "GB/s");
     if (shape[axis] > 1) {
-      for (collective c : {collective::all_gather, collective::reduce_scatter, collective::all_reduce, collective::all_to_all})
-        for (std::int64_t bytes = min_bytes; bytes <= max_bytes; bytes *= 4) {
-          auto t = mpi::time_collective(comm, c, bytes, reps);
-          samples.push_back(sample_of(c, shape[axis], t.group_bytes, t.seconds));
-          if (rank == 0)
-            fmt::print("{:>16} {:>12} {:>12.3e} {:>10.3f}\n", to_string(c), t.group_bytes, t.seconds,
-                       double(t.bytes_sent) / t.seconds / 1e9);
-        }
-      fitted.push_back(fit_link_two_ranges(samples, "shared-memory", double(large_from)));
+      // Whole sweeps repeated, median per point: a burst of other load on a shared machine then
+      // spoils one sweep's value of a point, not the point.
+      struct point {
+        collective c;
+        mpi::collective_timing t;
+        std::vector<double> seconds;
+      };
+      std::vector<point> points;
+      for (int sweep = 0; sweep < sweeps; ++sweep) {
+        std::size_t i = 0;
+        for (collective c : {collective::all_gather, collective::reduce_scatter, collective::all_reduce, collective::all_to_all})
+          for (std::int64_t bytes = min_bytes; bytes <= max_bytes; bytes *= size_step, ++i) {
+            auto t = mpi::time_collective(comm, c, bytes, reps);
+            if (sweep == 0) points.push_back({c, t, {}});
+            points[i].seconds.push_back(t.seconds);
+          }
+      }
+      for (auto& p : points) {
+        std::sort(p.seconds.begin(), p.seconds.end());
+        p.t.seconds = p.seconds[p.seconds.size() / 2];
+        samples.push_back(sample_of(p.c, shape[axis], p.t.group_bytes, p.t.seconds));
+        if (rank == 0)
+          fmt::print("{:>16} {:>12} {:>12.3e} {:>10.3f}\n", to_string(p.c), p.t.group_bytes, p.t.seconds,
+                     double(p.t.bytes_sent) / p.t.seconds / 1e9);
+      }
+      fitted.push_back(fit_link_two_regimes(samples, "shared-memory", double(large_from)));
     } else {
       fitted.push_back(autoddl::link{1e-7, 1e12, "none"});  // an axis of one device never communicates
     }
-    if (rank == 0) fmt::print("axis {}: alpha = {:.3e} s, beta = {:.3e} B/s\n", axis, fitted.back().alpha, fitted.back().beta);
+    if (rank == 0) {
+      const autoddl::link& l = fitted.back();
+      fmt::print("axis {}: alpha = {:.3e} s, beta = {:.3e} B/s, gamma = {:.3e} s/B", axis, l.alpha, l.beta, l.gamma);
+      if (l.two_regimes())
+        fmt::print("; beyond {:.0f} bytes: beta_large = {:.3e} B/s, gamma_large = {:.3e} s/B", l.large_bytes, l.beta_large,
+                   l.gamma_large);
+      fmt::print("\n");
+    }
   }
   const double flops = gemm_rate(gemm_n, 3);
   const double bandwidth = triad_bandwidth(std::int64_t(8) << 20, 3);
@@ -115,7 +142,9 @@ int run(int argc, char** argv, int rank, int size) {
   h.name = name;
   h.description = "This machine's CPU ranks over shared memory (Open MPI), measured by autoddl-calibrate on mesh " +
                   to_string(shape) + " with " + std::to_string(size) + " ranks; one rank = one device.";
-  h.sources = {"measured: ring collectives 4 KiB..64 MiB per axis; beta by relative least squares on runs >= " + std::to_string(large_from) + " group bytes, alpha on the smaller ones",
+  h.sources = {"measured: ring collectives 4 KiB..64 MiB per axis (sizes x" + std::to_string(size_step) + ", median of " +
+                   std::to_string(sweeps) + " sweeps); relative least squares: alpha on runs < " + std::to_string(large_from) +
+                   " group bytes, beta and gamma on runs from there up to large_bytes, beta_large and gamma_large beyond (large_bytes chosen by least error)",
                "measured: cblas_sgemm " + std::to_string(gemm_n) + "^3 on every rank at once (peak fp32, efficiency.gemm = 1)",
                "measured: streaming triad a = b + s*c over 3 x 32 MiB (memory_bandwidth)",
                "sysconf physical memory / devices_per_node (memory_bytes); conv and elementwise efficiencies assumed"};

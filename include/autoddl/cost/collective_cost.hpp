@@ -12,6 +12,10 @@
 //   - the reduction: gamma * (n-1)/n * T for reduce-scatter and all-reduce (each device adds
 //     n-1 received chunks of T/n; Thakur et al. 2005's gamma term), with gamma from the link
 //     (0 in the GPU presets, measured for CPU ranks).
+//   - the optional second regime of a link (mesh/link.hpp): bytes of a buffer beyond
+//     large_bytes move at beta_large and are reduced at gamma_large. It is not from a paper: it
+//     follows the measured cache cliff of CPU ranks (docs/cost-model.md) and is fitted by
+//     calibration (cost/calibration.hpp).
 #include <cstdint>
 
 #include "autoddl/cost/boxing_path.hpp"
@@ -28,13 +32,14 @@ constexpr std::int64_t reduced_bytes(collective c, std::int64_t n, std::int64_t 
 }
 
 /// Seconds of collective `c` on an axis of `n` devices whose group holds `group_bytes` (T):
-/// ring_steps(c, n) * alpha + bytes_factor(c, n).of(T) / beta + reduced_bytes(c, n, T) * gamma.
-/// Local steps cost 0.
+/// ring_steps(c, n) * alpha + bytes_factor(c, n).of(T) / beta + reduced_bytes(c, n, T) * gamma,
+/// with the bytes beyond l.large_bytes of T priced in the link's second regime if it has one
+/// (link::time). Local steps cost 0.
 ///   collective_time(all_reduce, 4, 1 MiB, {1e-5, 1e9}) == 6e-5 + 1.5 MiB / 1e9.
 constexpr double collective_time(collective c, std::int64_t n, std::int64_t group_bytes, const link& l) {
   if (!communicates(c) || n <= 1) return 0;
-  return l.time(double(ring_steps(c, n)), double(bytes_factor(c, n).of(group_bytes))) +
-         double(reduced_bytes(c, n, group_bytes)) * l.gamma;
+  return l.time(double(ring_steps(c, n)), double(bytes_factor(c, n).of(group_bytes)),
+                double(reduced_bytes(c, n, group_bytes)), double(group_bytes));
 }
 
 /// One boxing step priced on the link of its axis.

@@ -85,7 +85,7 @@ class profile_reader {
 
   link read_link(const nlohmann::json& j, const std::string& where) const {
     object(j, where);
-    only_keys(j, where, {"name", "alpha", "beta", "gamma"});
+    only_keys(j, where, {"name", "alpha", "beta", "gamma", "large_bytes", "beta_large", "gamma_large"});
     link l;
     l.name = link_name(text(j, where, "name"));
     const auto& a = member(j, where, "alpha");
@@ -97,6 +97,23 @@ class profile_reader {
       if (!g->is_number()) fail(where + ".gamma", "must be a number (seconds per byte reduced)");
       l.gamma = g->get<double>();
       if (!(l.gamma >= 0)) fail(where + ".gamma", "is " + g->dump() + "; give a number >= 0 (seconds per byte reduced)");
+    }
+    // The optional second regime: large_bytes and beta_large together; gamma_large defaults to gamma.
+    const bool any_large = j.contains("large_bytes") || j.contains("beta_large") || j.contains("gamma_large");
+    if (any_large) {
+      if (!j.contains("large_bytes"))
+        fail(where + ".large_bytes", "is missing but the link has a second regime; add it (buffer bytes where beta_large starts)");
+      if (!j.contains("beta_large"))
+        fail(where + ".beta_large", "is missing but the link has a second regime; add it (bytes per second beyond large_bytes)");
+      l.large_bytes = positive(j, where, "large_bytes", "bytes");
+      l.beta_large = positive(j, where, "beta_large", "bytes per second");
+      l.gamma_large = l.gamma;
+      if (auto g = j.find("gamma_large"); g != j.end()) {
+        if (!g->is_number()) fail(where + ".gamma_large", "must be a number (seconds per byte reduced)");
+        l.gamma_large = g->get<double>();
+        if (!(l.gamma_large >= 0))
+          fail(where + ".gamma_large", "is " + g->dump() + "; give a number >= 0 (seconds per byte reduced)");
+      }
     }
     return l;
   }
@@ -223,6 +240,11 @@ inline std::string to_json(const hardware& h) {
   auto link_json = [](const link& l) {
     nlohmann::ordered_json j{{"name", std::string(l.name.view())}, {"alpha", l.alpha}, {"beta", l.beta}};
     if (l.gamma > 0) j["gamma"] = l.gamma;
+    if (l.two_regimes()) {
+      j["large_bytes"] = l.large_bytes;
+      j["beta_large"] = l.beta_large;
+      j["gamma_large"] = l.gamma_large;
+    }
     return j;
   };
   nlohmann::ordered_json peak = nlohmann::ordered_json::object();

@@ -36,6 +36,18 @@ static_assert(make_device_mesh({16}, dgx_like()).axis_link(0).beta == 10e9);
 static_assert(near(collective_time(collective::all_reduce, 4, 1000000, link{1e-5, 1e9, "l"}), 6e-5 + 1.5e-3));
 static_assert(collective_time(collective::local_slice, 4, 1000000, link{1e-5, 1e9, "l"}) == 0);
 
+// a link with a second regime beyond 1 MB of buffer: 1 ns/B and 1 ns/B reduced up to there,
+// 4 ns/B and 3 ns/B beyond. Reduce-scatter of T = 4 MB on 4 devices: 3 alpha, 3 MB sent and
+// 3 MB reduced, a quarter of them in the first regime:
+// 3e-5 + 0.25 * (3e-3 + 3e-3) + 0.75 * (12e-3 + 9e-3) = 3e-5 + 1.5e-3 + 15.75e-3.
+constexpr link two_regimes{1e-5, 1e9, "l", 1e-9, 1e6, 0.25e9, 3e-9};
+static_assert(near(collective_time(collective::reduce_scatter, 4, 4000000, two_regimes), 3e-5 + 1.5e-3 + 15.75e-3));
+static_assert(near(collective_time(collective::all_gather, 4, 4000000, two_regimes), 3e-5 + 0.75e-3 + 9e-3));
+// up to large_bytes the first regime alone; a one-regime link is the Hockney formula bit for bit
+static_assert(collective_time(collective::reduce_scatter, 4, 1000000, two_regimes) ==
+              3 * 1e-5 + 750000 / 1e9 + 750000 * 1e-9);
+static_assert(link{1e-5, 1e9, "l"}.time(3, 750000) == 3 * 1e-5 + 750000 / 1e9);
+
 // Plan: 2-layer MLP X[512,1024] x W1[1024,4096] x W2[4096,1024], fp32, data parallel on 2x8:
 // X [S(0),S(0)], W [B,B], gradients [P,P] boxed to [B,B] (hierarchical all-reduce).
 constexpr double mlp_step(overlap_rule rule) {

@@ -1,5 +1,6 @@
 #include <catch2/catch_approx.hpp>
 #include <catch2/catch_test_macros.hpp>
+#include <catch2/matchers/catch_matchers_string.hpp>
 
 #include "autoddl/cost/collective_cost.hpp"
 #include "autoddl/cost/hardware.hpp"
@@ -137,4 +138,42 @@ TEST_CASE("gamma prices the bytes each device reduces in reduce-scatter and all-
   CHECK(collective_time(collective::all_gather, 5, T, g) == collective_time(collective::all_gather, 5, T, ln));
   g.gamma = -1;
   CHECK_THROWS_AS(checked(g), error);
+}
+
+TEST_CASE("a link's second regime prices the bytes of a buffer beyond large_bytes at beta_large", "[cost][collective]") {
+  // 1 ns/B sent and 1 ns/B reduced up to 1 MB of buffer, 4 ns/B and 3 ns/B beyond it
+  autoddl::link two{1e-5, 1e9, "two", 1e-9, 1e6, 0.25e9, 3e-9};
+  CHECK(two.two_regimes());
+  CHECK_FALSE(ln.two_regimes());
+  // reduce-scatter of 4 MB on 4 devices: 3 MB sent and reduced, a quarter in the first regime
+  CHECK(collective_time(collective::reduce_scatter, 4, 4000000, two) ==
+        Approx(3e-5 + 0.25 * (3e-3 + 3e-3) + 0.75 * (12e-3 + 9e-3)));
+  // all-to-all of 8 MB on 4 devices: 1.5 MB sent, 1/8 of it at 1 ns/B, 7/8 at 4 ns/B
+  CHECK(collective_time(collective::all_to_all, 4, 8000000, two) == Approx(3e-5 + 1.5e6 * (1e-9 / 8 + 4e-9 * 7 / 8)));
+  // at and below large_bytes: the one-regime link with the same alpha, beta, gamma, exactly
+  autoddl::link one{1e-5, 1e9, "two", 1e-9};
+  for (collective c : {collective::all_gather, collective::reduce_scatter, collective::all_reduce, collective::all_to_all})
+    for (std::int64_t T : {16, 4096, 65536, 1000000}) CHECK(collective_time(c, 4, T, two) == collective_time(c, 4, T, one));
+  // continuous and increasing in T across large_bytes, for any beta_large
+  for (double bl : {0.25e9, 4e9}) {
+    two.beta_large = bl;
+    double prev = 0;
+    for (std::int64_t T = 999936; T <= 1000064; T += 16) {
+      const double t = collective_time(collective::all_reduce, 4, T, two);
+      CHECK(t > prev);
+      prev = t;
+    }
+    CHECK(collective_time(collective::all_reduce, 4, 1000016, two) ==
+          Approx(collective_time(collective::all_reduce, 4, 1000000, two)).epsilon(1e-4));
+  }
+  CHECK_NOTHROW(checked(two));
+  two.beta_large = 0;
+  CHECK_THROWS_WITH(checked(two), Catch::Matchers::ContainsSubstring("beta_large"));
+  two.beta_large = 1e9;
+  two.gamma_large = -1;
+  CHECK_THROWS_WITH(checked(two), Catch::Matchers::ContainsSubstring("gamma_large"));
+  two.large_bytes = -1;
+  CHECK_THROWS_WITH(checked(two), Catch::Matchers::ContainsSubstring("large_bytes"));
+  // a one-regime link does not look at beta_large
+  CHECK_NOTHROW(checked(one));
 }

@@ -145,3 +145,32 @@ TEST_CASE("save then load gives the same profile, and the environment variable p
   CHECK_THROWS_WITH(save_hardware(h, (dir / "no" / "such.json").string()), ContainsSubstring("cannot write"));
   std::filesystem::remove_all(dir);
 }
+
+TEST_CASE("a link's optional second regime is read, validated and written back", "[cost][hardware]") {
+  const std::string two = replaced(good, "\"beta\": 1e10", "\"beta\": 1e10, \"gamma\": 1e-10, \"large_bytes\": 4194304, \"beta_large\": 4e9, \"gamma_large\": 3e-10");
+  hardware h = parse_hardware(two, "p.json");
+  CHECK(h.inter_node == autoddl::link{5e-6, 1e10, "ib", 1e-10, 4194304, 4e9, 3e-10});
+  CHECK_FALSE(h.intra_node.two_regimes());  // absent: one regime, as before
+  // round trip through the file format
+  hardware back = parse_hardware(to_json(h), "back.json");
+  CHECK(back.inter_node == h.inter_node);
+  CHECK(back.intra_node == h.intra_node);
+  CHECK(to_json(parse_hardware(good)).find("large_bytes") == std::string::npos);
+  // gamma_large defaults to gamma
+  CHECK(parse_hardware(replaced(two, ", \"gamma_large\": 3e-10", "")).inter_node.gamma_large == 1e-10);
+  // each field named on its own
+  CHECK_THAT(error_of(replaced(two, "\"beta_large\": 4e9, ", "")),
+             ContainsSubstring("'p.json'") && ContainsSubstring("field 'links.inter_node.beta_large' is missing"));
+  CHECK_THAT(error_of(replaced(two, "\"large_bytes\": 4194304, ", "")),
+             ContainsSubstring("field 'links.inter_node.large_bytes' is missing"));
+  CHECK_THAT(error_of(replaced(two, "\"large_bytes\": 4194304", "\"large_bytes\": 0")),
+             ContainsSubstring("field 'links.inter_node.large_bytes' is 0; give a positive number"));
+  CHECK_THAT(error_of(replaced(two, "\"beta_large\": 4e9", "\"beta_large\": -4")),
+             ContainsSubstring("field 'links.inter_node.beta_large' is -4; give a positive number"));
+  CHECK_THAT(error_of(replaced(two, "\"gamma_large\": 3e-10", "\"gamma_large\": -1")),
+             ContainsSubstring("field 'links.inter_node.gamma_large' is -1"));
+  CHECK_THAT(error_of(replaced(two, "\"beta_large\"", "\"beta_larg\"")),
+             ContainsSubstring("unknown key 'links.inter_node.beta_larg'") && ContainsSubstring("beta_large"));
+  CHECK_THAT(error_of(replaced(good, "\"beta\": 1e10", "\"beta\": 1e10, \"gamma_large\": 1e-10")),
+             ContainsSubstring("field 'links.inter_node.large_bytes' is missing"));
+}

@@ -1,5 +1,6 @@
 #include <catch2/catch_approx.hpp>
 #include <catch2/catch_test_macros.hpp>
+#include <catch2/matchers/catch_matchers_string.hpp>
 
 #include "autoddl/cost/calibration.hpp"
 #include "autoddl/cost/compute.hpp"
@@ -127,4 +128,46 @@ TEST_CASE("the two-range fit recovers the reduction cost gamma", "[cost][calibra
   CHECK(fit.alpha == Approx(5e-7).epsilon(1e-6));
   CHECK(fit.beta == Approx(8e9).epsilon(1e-6));
   CHECK(fit.gamma == Approx(1.0 / 4e9).epsilon(1e-6));
+}
+
+TEST_CASE("the two-regime fit recovers a known cache cliff exactly from synthetic timings", "[cost][calibration]") {
+  // 4 MiB of buffer in the first regime at 10 GB/s and 0.1 ns/B reduced, beyond at 4 GB/s and 0.3 ns/B
+  const autoddl::link truth{3e-7, 10e9, "t", 1e-10, double(4 << 20), 4e9, 3e-10};
+  for (std::int64_t n : {2, 4, 8}) {
+    INFO("n = " << n);
+    std::vector<timing_sample> v;
+    for (collective c : {collective::all_gather, collective::reduce_scatter, collective::all_reduce, collective::all_to_all})
+      for (std::int64_t bytes = 4096; bytes <= (64 << 20); bytes *= 4)
+        v.push_back(sample_of(c, n, bytes, collective_time(c, n, bytes, truth)));
+    const autoddl::link at = fit_link_two_regimes_at(v, "t", 1 << 20, double(4 << 20));
+    const autoddl::link fit = fit_link_two_regimes(v, "t", 1 << 20);
+    for (const autoddl::link& l : {at, fit}) {
+      CHECK(l.large_bytes == double(4 << 20));
+      CHECK(l.alpha == Approx(3e-7).epsilon(1e-9));
+      CHECK(l.beta == Approx(10e9).epsilon(1e-9));
+      CHECK(l.gamma == Approx(1e-10).epsilon(1e-9));
+      CHECK(l.beta_large == Approx(4e9).epsilon(1e-9));
+      CHECK(l.gamma_large == Approx(3e-10).epsilon(1e-9));
+      CHECK(l.name == link_name("t"));
+    }
+    // one regime is what the one-regime fit gets wrong: it leaves a larger error
+    CHECK(detail::relative_error(fit_link_two_ranges(v, "t", 1 << 20), v, 1 << 20) > 100 * detail::relative_error(fit, v, 1 << 20));
+  }
+}
+
+TEST_CASE("the two-regime fit keeps one regime on data without a cliff", "[cost][calibration]") {
+  autoddl::link truth{5e-7, 8e9, "t"};
+  truth.gamma = 1.0 / 4e9;
+  std::vector<timing_sample> v;
+  for (collective c : {collective::all_gather, collective::reduce_scatter, collective::all_reduce, collective::all_to_all})
+    for (std::int64_t bytes = 4096; bytes <= (64 << 20); bytes *= 4)
+      v.push_back(sample_of(c, 3, bytes, collective_time(c, 3, bytes, truth)));
+  const autoddl::link fit = fit_link_two_regimes(v, "t", 1 << 20);
+  CHECK_FALSE(fit.two_regimes());
+  CHECK(fit.beta == Approx(8e9).epsilon(1e-6));
+  CHECK(fit.gamma == Approx(1.0 / 4e9).epsilon(1e-6));
+  // without runs beyond the split there is nothing to fit the second regime on
+  CHECK_THROWS_WITH(fit_link_two_regimes_at(v, "t", 1 << 20, double(64 << 20)),
+                    Catch::Matchers::ContainsSubstring("needs runs below"));
+  CHECK_THROWS_AS(fit_link_two_regimes({{1, 10, 0, 4096}}, "x", 1 << 20), error);
 }
