@@ -18,14 +18,54 @@
 #include <string>
 #include <vector>
 
+#include "autoddl/backend/cpu.hpp"
+#include "autoddl/models.hpp"
+#include "autoddl/runtime/op_kernels.hpp"
+
 #include "autoddl/backend/mpi.hpp"
 #include "autoddl/cost/calibration.hpp"
 #include "autoddl/cost/hardware_io.hpp"
 
 namespace {
+
 using namespace autoddl;
 
 double wtime() { return MPI_Wtime(); }
+
+// Efficiency of the runtime's own CPU kernels for one op of a model: (forward + backward FLOPs as
+// the planner counts them) / measured seconds / peak. Element-wise work is priced at this rate
+// (or the memory bandwidth, whichever is slower), so it must be the rate of the kernels that run.
+double kernel_efficiency(const std::string& spec, op_kind kind, double peak, int reps) {
+  graph g = build_model(spec);
+  const op_node* op = nullptr;
+  for (const auto& n : g.ops)
+    if (n.kind == kind) {
+      op = &n;
+      break;
+    }
+  if (!op) throw error("calibration model '" + spec + "' has no " + std::string(to_string(kind)) + " op");
+  cpu_device dev;
+  const auto ctx = make_kernel_context<float>(*op, all_broadcast(*op, 1), mesh_shape{1}, mesh_coord{});
+  std::vector<std::vector<float>> ins, prs;
+  for (const auto& sh : ctx.shards.inputs) ins.emplace_back(std::size_t(sh.local.elements()), 0.25f);
+  for (const auto& sh : ctx.shards.params) prs.emplace_back(std::size_t(sh.local.elements()), 0.01f);
+  operands<float> in;
+  for (const auto& v : ins) in.inputs.push_back(v);
+  for (const auto& v : prs) in.params.push_back(v);
+  std::vector<float> dy(std::size_t(ctx.shards.outputs[0].local.elements()), 0.1f);
+  auto once = [&] {
+    auto f = op_forward(dev, ctx, in);
+    auto gr = op_backward(dev, ctx, in, f, std::span<const float>(dy));
+    return gr.inputs.size();
+  };
+  once();
+  const double t0 = wtime();
+  std::size_t sink = 0;
+  for (int r = 0; r < reps; ++r) sink += once();
+  const double t = (wtime() - t0) / reps;
+  return sink == 0 ? 0 : std::min(1.0, (forward_flops(*op) + backward_flops(*op)) / t / peak);
+}
+
 
 /// Slowest rank's value (min of a rate) or largest time.
 double across_ranks(double v, MPI_Op op) {
@@ -147,19 +187,23 @@ int run(int argc, char** argv, int rank, int size) {
                    " group bytes, beta and gamma on runs from there up to large_bytes, beta_large and gamma_large beyond (large_bytes chosen by least error)",
                "measured: cblas_sgemm " + std::to_string(gemm_n) + "^3 on every rank at once (peak fp32, efficiency.gemm = 1)",
                "measured: streaming triad a = b + s*c over 3 x 32 MiB (memory_bandwidth)",
-               "sysconf physical memory / devices_per_node (memory_bytes); conv and elementwise efficiencies assumed"};
+               "measured: efficiency.conv and efficiency.elementwise = the runtime's CPU kernels (a 3x3 conv of vgg11 and "
+               "a GELU of gpt, forward + backward) in the planner's FLOPs over peak",
+               "sysconf physical memory / devices_per_node (memory_bytes)"};
   h.devices_per_node = devices_per_node;
   h.intra_node = fitted.back();
   h.inter_node = fitted.front();
   h.device.name = "cpu-rank";
   h.device.peak_flops = {flops, 0, 0};
-  h.device.efficiency = {1.0, 0.6, 0.5};
+  h.device.efficiency = {1.0, kernel_efficiency("vgg11:image=32,classes=16,batch=8,fc=64", op_kind::conv2d, flops, 3),
+                         kernel_efficiency("gpt:layers=1,hidden=256,heads=4,seq=128,batch=8,vocab=256", op_kind::gelu, flops, 5)};
   h.device.memory_bytes = mem;
   h.device.memory_bandwidth = bandwidth;
   if (rank == 0) {
     save_hardware(h, out);
-    fmt::print("gemm fp32: {:.1f} GFLOP/s per rank; triad: {:.2f} GB/s per rank; wrote {} in {:.1f} s\n", flops / 1e9,
-               bandwidth / 1e9, out, wtime() - start);
+    fmt::print("gemm fp32: {:.1f} GFLOP/s per rank; conv efficiency {:.3f}, element-wise efficiency {:.4f}; triad: "
+               "{:.2f} GB/s per rank; wrote {} in {:.1f} s\n",
+               flops / 1e9, h.device.efficiency[1], h.device.efficiency[2], bandwidth / 1e9, out, wtime() - start);
   }
   return 0;
 }

@@ -109,6 +109,9 @@ class trainer {
       ctx.push_back(make_kernel_context<T>(n, s, comm_.shape(), comm_.coords(), o_.seed + std::uint64_t(step) * 1000003,
                                            std::uint64_t(i)));
       wire_statistics(ctx.back());
+      ctx.back().input_grad_wanted.assign(n.inputs.size(), true);
+      for (std::size_t j = 0; j < n.inputs.size(); ++j)  // model inputs need no gradient
+        if (g_.op_inputs[std::size_t(i)][j].op < 0) ctx.back().input_grad_wanted[j] = false;
       auto& in = inputs[std::size_t(i)];
       in.resize(n.inputs.size());
       for (std::size_t j = 0; j < n.inputs.size(); ++j) {
@@ -168,7 +171,7 @@ class trainer {
           continue;
         }
         accumulate(dy[std::size_t(r.op)],
-                   run_boxing<T>(comm_, std::vector<T>(grads.inputs[j].begin(), grads.inputs[j].end()),
+                   run_boxing<T>(comm_, std::move(grads.inputs[j]),
                                  g_.ops[std::size_t(r.op)].outputs[std::size_t(r.index)], dual(sig(i).inputs[j]), path));
       }
       for (std::size_t j = 0; j < n.param_ids.size(); ++j) {
@@ -180,7 +183,7 @@ class trainer {
           continue;
         }
         accumulate(grads_[std::size_t(p)],
-                   run_boxing<T>(comm_, std::vector<T>(grads.params[j].begin(), grads.params[j].end()),
+                   run_boxing<T>(comm_, std::move(grads.params[j]),
                                  g_.params[std::size_t(p)].shape, dual(sig(i).params[j]), path));
       }
       dy[std::size_t(i)].clear();

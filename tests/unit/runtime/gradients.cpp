@@ -9,6 +9,8 @@
 
 #include "cases.hpp"
 #include "sim.hpp"
+#include "autoddl/models.hpp"
+#include "autoddl/runtime/data.hpp"
 
 using namespace autoddl;
 
@@ -110,4 +112,38 @@ TEST_CASE("operands of the wrong size are refused with the op, the operand and t
   auto f = op_forward(dev, ctx, in);
   CHECK(f.outputs[0].size() == 16);
   CHECK_THROWS_AS(make_kernel_context<double>(op, all_broadcast(op, 1), mesh_shape{2, 2}, {}), layout_error);  // one SBP per axis
+}
+
+TEST_CASE("a kernel told that an input gradient is unused skips it and leaves the rest unchanged",
+          "[runtime][kernels]") {
+  for (const char* spec : {"mlp:layers=1,hidden=16,batch=4,in=8,out=4", "vgg11:image=32,classes=4,batch=2,fc=16"}) {
+    INFO(spec);
+    graph g = build_model(spec);
+    const op_node& op = g.ops[0];  // linear fc0 / conv0: reads the model input
+    cpu_device dev;
+    auto ctx = make_kernel_context<double>(op, all_broadcast(op, 1), mesh_shape{1}, mesh_coord{});
+    std::vector<std::vector<double>> ins, prs;
+    std::uint64_t k = 0;
+    for (const auto& sh : ctx.shards.inputs) {
+      ins.emplace_back(std::size_t(sh.local.elements()));
+      for (auto& v : ins.back()) v = hashed_uniform(5, 0, k++);
+    }
+    for (const auto& sh : ctx.shards.params) {
+      prs.emplace_back(std::size_t(sh.local.elements()));
+      for (auto& v : prs.back()) v = hashed_uniform(6, 0, k++);
+    }
+    operands<double> in;
+    for (const auto& v : ins) in.inputs.push_back(v);
+    for (const auto& v : prs) in.params.push_back(v);
+    auto f = op_forward(dev, ctx, in);
+    std::vector<double> dy(f.outputs[0].size());
+    for (auto& v : dy) v = hashed_uniform(7, 0, k++);
+    auto all = op_backward(dev, ctx, in, f, std::span<const double>(dy));
+    ctx.input_grad_wanted = {false};
+    auto some = op_backward(dev, ctx, in, f, std::span<const double>(dy));
+    CHECK(all.inputs[0].size() == ins[0].size());
+    CHECK(some.inputs[0].empty());
+    REQUIRE(some.params.size() == all.params.size());
+    for (std::size_t p = 0; p < all.params.size(); ++p) CHECK(some.params[p] == all.params[p]);
+  }
 }

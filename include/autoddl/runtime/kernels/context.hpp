@@ -45,6 +45,10 @@ struct kernel_context {
   std::uint64_t seed = 0;   ///< dropout: the run's seed
   std::uint64_t op_id = 0;  ///< dropout: the op's id (e.g. its index in the graph)
   bool training = true;     ///< false: dropout is the identity
+  /// Which input gradients the caller uses (empty: all). A GEMM-family kernel skips the
+  /// products of an unwanted one (e.g. the model's data input) and returns an empty buffer.
+  std::vector<bool> input_grad_wanted;
+  bool wants_input_grad(std::size_t i) const { return input_grad_wanted.empty() || input_grad_wanted.at(i); }
   row_all_reduce_fn<T> row_all_reduce;
 };
 

@@ -35,8 +35,12 @@ gradients<D, T> linear_bwd(D& d, const kernel_context<T>& c, const operands<T>& 
   std::span<const T> x = in.inputs[0], w = lin ? in.params[0] : in.inputs[1];
   const std::int64_t k = last_dim(xs), m = rows_of(xs), n = tw ? wsh.local[0] : wsh.local[1];
   gradients<D, T> g;
-  g.inputs.push_back(alloc_like<T>(d, c.shards.inputs[0]));
-  d.gemm(gemm_desc{false, !tw, m, k, n, n, tw ? k : n, k}, T(1), dy, w, T(0), d.view(g.inputs[0]));
+  if (c.wants_input_grad(0)) {
+    g.inputs.push_back(alloc_like<T>(d, c.shards.inputs[0]));
+    d.gemm(gemm_desc{false, !tw, m, k, n, n, tw ? k : n, k}, T(1), dy, w, T(0), d.view(g.inputs[0]));
+  } else {
+    g.inputs.push_back(d.template alloc<T>(0));
+  }
   buffer_t<D, T> dw = alloc_like<T>(d, wsh);
   if (!tw) d.gemm(gemm_desc{true, false, k, n, m, k, n, n}, T(1), x, dy, T(0), d.view(dw));
   else d.gemm(gemm_desc{true, false, n, k, m, n, k, k}, T(1), dy, x, T(0), d.view(dw));
@@ -120,9 +124,13 @@ gradients<D, T> conv2d_bwd(D& d, const kernel_context<T>& c, const operands<T>& 
   r.params.push_back(alloc_like<T>(d, c.shards.params[0]));
   d.gemm(gemm_desc{false, true, o, ckk, cols, cols, cols, ckk}, T(1), cview<T>(d, dyt), cview<T>(d, col), T(0),
          d.view(r.params[0]));
-  d.gemm(gemm_desc{true, false, ckk, cols, o, ckk, cols, cols}, T(1), in.params[0], cview<T>(d, dyt), T(0), d.view(col));
-  r.inputs.push_back(alloc_like<T>(d, c.shards.inputs[0]));
-  d.col2im(g, cview<T>(d, col), d.view(r.inputs[0]));
+  if (c.wants_input_grad(0)) {
+    d.gemm(gemm_desc{true, false, ckk, cols, o, ckk, cols, cols}, T(1), in.params[0], cview<T>(d, dyt), T(0), d.view(col));
+    r.inputs.push_back(alloc_like<T>(d, c.shards.inputs[0]));
+    d.col2im(g, cview<T>(d, col), d.view(r.inputs[0]));
+  } else {
+    r.inputs.push_back(d.template alloc<T>(0));
+  }
   if (c.op.attrs.bias) {
     r.params.push_back(alloc_like<T>(d, c.shards.params[1]));
     d.bias_grad(g.n, o, ohw, dy, d.view(r.params[1]));
