@@ -9,27 +9,11 @@
 #include "autoddl/backend/mpi.hpp"
 #include "autoddl/backend/shard.hpp"
 #include "autoddl/runtime/boxing.hpp"
+#include "../../laws/sbp/all_layouts.hpp"
 
 using namespace autoddl;
 
 namespace {
-
-std::vector<nd_sbp> all_layouts(int axes, int rank) {
-  std::vector<sbp> letters{B, P};
-  for (int d = 0; d < rank; ++d) letters.push_back(S(d));
-  std::vector<nd_sbp> out{nd_sbp{}};
-  for (int i = 0; i < axes; ++i) {
-    std::vector<nd_sbp> next;
-    for (const auto& p : out)
-      for (sbp l : letters) {
-        nd_sbp q = p;
-        q.push_back(l);
-        next.push_back(q);
-      }
-    out = next;
-  }
-  return out;
-}
 
 double value_at(std::int64_t i) { return double((i * 7919) % 23) - 11; }
 
@@ -74,8 +58,8 @@ TEST_CASE("every boxing path runs exactly and sends the bytes it was priced with
     mpi::mpi_mesh_comm comm(m);
     const tensor_shape g{4 * 3, 2 * 4, 6};  // divisible by every mesh here along every dim
     const nd_sbp all_b = nd_sbp::filled(m.size(), B);
-    for (const nd_sbp& from : all_layouts(m.size(), g.rank()))
-      for (const nd_sbp& to : all_layouts(m.size(), g.rank())) {
+    for (const nd_sbp& from : test::all_nd_sbp(m.size(), g.rank()))
+      for (const nd_sbp& to : test::all_nd_sbp(m.size(), g.rank())) {
         if (!divides(g, layout{from, m}) || !divides(g, layout{to, m})) continue;
         INFO(to_string(from) << " -> " << to_string(to) << " on " << to_string(m));
         boxing_path path = cheapest_boxing({from, to, m, g, 8});
