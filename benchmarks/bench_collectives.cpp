@@ -11,6 +11,7 @@
 #include "autoddl/backend/mpi.hpp"
 #include "autoddl/cost/collective_cost.hpp"
 #include "autoddl/cost/hardware_io.hpp"
+#include "../tools/mpi_main.hpp"
 
 namespace {
 using namespace autoddl;
@@ -74,20 +75,4 @@ int run(int argc, char** argv, int rank, int size) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  MPI_Init(&argc, &argv);
-  int rank = 0, size = 1;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &size);
-  int rc = 0;
-  try {
-    rc = run(argc, argv, rank, size);
-  } catch (const std::exception& e) {
-    if (rank == 0) std::fprintf(stderr, "bench_collectives: %s\n", e.what());
-    rc = 2;
-  }
-  int worst = 0;
-  MPI_Allreduce(&rc, &worst, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-  MPI_Finalize();
-  return worst;
-}
+int main(int argc, char** argv) { return autoddl::tools::mpi_main(argc, argv, "bench_collectives", run); }

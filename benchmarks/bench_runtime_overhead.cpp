@@ -17,6 +17,7 @@
 #include "autoddl/cost/hardware_io.hpp"
 #include "autoddl/runtime/trainer.hpp"
 #include "autoddl/search/solve.hpp"
+#include "../tools/tool_common.hpp"
 
 using namespace autoddl;
 
@@ -106,11 +107,6 @@ struct hand_mlp {
   }
 };
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -151,7 +147,7 @@ int main(int argc, char** argv) {
     }
     if (rank == 0)
       std::printf("%s on %d ranks: autoddl dp step %.2f ms, hand-written MPI+OpenBLAS step %.2f ms, ratio %.3f (target <= 1.10)\n",
-                  spec.c_str(), ranks, median(ta) * 1e3, median(th) * 1e3, median(ta) / median(th));
+                  spec.c_str(), ranks, tools::median(ta) * 1e3, tools::median(th) * 1e3, tools::median(ta) / tools::median(th));
   }
   MPI_Finalize();
   return 0;

@@ -13,6 +13,7 @@
 #include "autoddl/cost/hardware_io.hpp"
 #include "autoddl/runtime/trainer.hpp"
 #include "autoddl/search/solve.hpp"
+#include "../tools/tool_common.hpp"
 
 using namespace autoddl;
 
@@ -39,8 +40,7 @@ double measure(const plan_problem& pp, const plan_result& r, const mesh_shape& m
     MPI_Barrier(MPI_COMM_WORLD);
     if (s >= 2) ts.push_back(now() - t0);
   }
-  std::sort(ts.begin(), ts.end());
-  return ts[ts.size() / 2];
+  return tools::median(ts);
 }
 
 }  // namespace

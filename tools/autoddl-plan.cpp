@@ -1,5 +1,5 @@
 // autoddl-plan: finds, prices and explains the layout plan of a model on a mesh.
-//   autoddl-plan --model gpt:layers=24,hidden=1024,heads=16,seq=1024,batch=8,vocab=50257 \
+//   autoddl-plan --model gpt:layers=24,hidden=1024,heads=16,seq=1024,batch=8,vocab=50257
 //                --mesh 2x4 --hardware dgx1-v100 [--strategy auto] [--compare dp,megatron] [--json]
 // Bad input is one sentence on stderr and exit code 2.
 #include <CLI/CLI.hpp>

@@ -1,5 +1,5 @@
 // autoddl-train: plans a model, then trains it for real on MPI ranks with that plan.
-//   mpirun -np 4 build/tools/autoddl-train --model gpt:layers=2,hidden=64,heads=4,seq=32,batch=8,vocab=128 \
+//   mpirun -np 4 build/tools/autoddl-train --model gpt:layers=2,hidden=64,heads=4,seq=32,batch=8,vocab=128
 //          --mesh 2x2 [--strategy auto] [--steps 20] [--check-serial] [--json]
 // Bad input: one sentence on stderr (rank 0) and exit code 2 on every rank. A rank that fails
 // during training aborts the whole job with its message, so the job never hangs.
@@ -39,11 +39,6 @@ struct settings {
   bool check_serial = false, json = false;
   int inject_failure = -1;  ///< testing the abort path: this rank throws during step 2
 };
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0.0 : v[v.size() / 2];
-}
 
 void progress(int step, int steps, double loss, double secs) {
   const int width = 30, done = (step + 1) * width / steps;
@@ -146,7 +141,7 @@ int train(const settings& s, const prepared& p, int rank, int ranks) {
     std::optional<double> err;
     if (s.check_serial && rank == 0) err = std::max({err_loss, err_grads, err_params});
     if (rank != 0) return 0;
-    const double med = median(secs);
+    const double med = tools::median(secs);
     if (s.json) {
       nlohmann::json j;
       j["losses"] = losses;

@@ -69,7 +69,7 @@ inline op_shards make_op_shards(const op_node& op, const signature& sig, const m
 template <class T>
 kernel_context<T> make_kernel_context(const op_node& op, const signature& sig, const mesh_shape& mesh,
                                       const mesh_coord& coord, std::uint64_t seed = 0, std::uint64_t op_id = 0) {
-  kernel_context<T> c{op, sig, mesh, coord, make_op_shards(op, sig, mesh, coord), seed, op_id, true, {}};
+  kernel_context<T> c{op, sig, mesh, coord, make_op_shards(op, sig, mesh, coord), seed, op_id, true, {}, {}};
   return c;
 }
 
