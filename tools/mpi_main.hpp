@@ -6,7 +6,7 @@
 #include <cstdio>
 #include <exception>
 
-#include "autoddl/backend/mpi/detail/mpi_c.hpp"
+#include "autoddl/backend/mpi/c_api.hpp"
 
 namespace autoddl::tools {
 

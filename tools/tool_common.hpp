@@ -8,7 +8,7 @@
 #include <string_view>
 #include <vector>
 
-#include "autoddl/sbp/error.hpp"
+#include "autoddl/error.hpp"
 
 namespace autoddl::tools {
 

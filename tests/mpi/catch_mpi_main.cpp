@@ -1,7 +1,7 @@
 // Catch2 under MPI: every rank runs the session; the job fails when any rank failed.
 #include <catch2/catch_session.hpp>
 
-#include "autoddl/backend/mpi/detail/mpi_c.hpp"
+#include "autoddl/backend/mpi/c_api.hpp"
 
 int main(int argc, char** argv) {
   MPI_Init(&argc, &argv);

@@ -13,7 +13,7 @@
 #include "autoddl/cost/collective_cost.hpp"
 #include "autoddl/mesh/link.hpp"
 #include "autoddl/sbp/boxing.hpp"
-#include "autoddl/sbp/error.hpp"
+#include "autoddl/error.hpp"
 
 namespace autoddl {
 

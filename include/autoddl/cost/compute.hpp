@@ -11,7 +11,7 @@
 
 #include "autoddl/cost/dtype.hpp"
 #include "autoddl/cost/hardware.hpp"
-#include "autoddl/sbp/error.hpp"
+#include "autoddl/error.hpp"
 
 namespace autoddl {
 

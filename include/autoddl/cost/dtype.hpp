@@ -4,8 +4,8 @@
 #include <string>
 #include <string_view>
 
-#include "autoddl/sbp/error.hpp"
-#include "autoddl/sbp/work_kind.hpp"
+#include "autoddl/error.hpp"
+#include "autoddl/work_kind.hpp"
 
 namespace autoddl {
 

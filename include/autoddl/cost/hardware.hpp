@@ -9,8 +9,8 @@
 #include "autoddl/cost/dtype.hpp"
 #include "autoddl/mesh/device_mesh.hpp"
 #include "autoddl/mesh/link.hpp"
-#include "autoddl/sbp/detail/text.hpp"
-#include "autoddl/sbp/error.hpp"
+#include "autoddl/text.hpp"
+#include "autoddl/error.hpp"
 #include "autoddl/sbp/mesh_shape.hpp"
 
 namespace autoddl {

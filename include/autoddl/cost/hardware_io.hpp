@@ -21,7 +21,7 @@
 #include "autoddl/cost/dtype.hpp"
 #include "autoddl/cost/hardware.hpp"
 #include "autoddl/mesh/link.hpp"
-#include "autoddl/sbp/error.hpp"
+#include "autoddl/error.hpp"
 
 namespace autoddl {
 

@@ -10,7 +10,7 @@
 #include <string_view>
 
 #include "autoddl/cost/dtype.hpp"
-#include "autoddl/sbp/error.hpp"
+#include "autoddl/error.hpp"
 
 namespace autoddl {
 

@@ -8,8 +8,8 @@
 #include <string>
 
 #include "autoddl/mesh/link.hpp"
-#include "autoddl/sbp/detail/text.hpp"
-#include "autoddl/sbp/error.hpp"
+#include "autoddl/text.hpp"
+#include "autoddl/error.hpp"
 #include "autoddl/sbp/mesh_shape.hpp"
 
 namespace autoddl {

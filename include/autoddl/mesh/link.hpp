@@ -17,7 +17,7 @@
 #include <string>
 #include <string_view>
 
-#include "autoddl/sbp/error.hpp"
+#include "autoddl/error.hpp"
 
 namespace autoddl {
 

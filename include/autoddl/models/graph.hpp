@@ -12,7 +12,7 @@
 
 #include "autoddl/ops/shapes.hpp"
 #include "autoddl/ops/work.hpp"
-#include "autoddl/sbp/error.hpp"
+#include "autoddl/error.hpp"
 
 namespace autoddl {
 

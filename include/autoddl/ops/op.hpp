@@ -12,7 +12,7 @@
 
 #include "autoddl/sbp/nd_sbp.hpp"
 #include "autoddl/sbp/shape.hpp"
-#include "autoddl/sbp/work_kind.hpp"
+#include "autoddl/work_kind.hpp"
 
 namespace autoddl {
 

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "autoddl/ops/op.hpp"
-#include "autoddl/sbp/error.hpp"
+#include "autoddl/error.hpp"
 
 namespace autoddl {
 

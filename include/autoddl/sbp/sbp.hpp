@@ -10,8 +10,8 @@
 #include <string>
 #include <string_view>
 
-#include "autoddl/sbp/detail/text.hpp"
-#include "autoddl/sbp/error.hpp"
+#include "autoddl/text.hpp"
+#include "autoddl/error.hpp"
 
 namespace autoddl {
 

@@ -17,9 +17,17 @@
 #include <tuple>
 #include <vector>
 
-#include "autoddl/cost.hpp"
-#include "autoddl/models.hpp"
-#include "autoddl/ops.hpp"
+#include "autoddl/cost/collective_cost.hpp"
+#include "autoddl/cost/compute.hpp"
+#include "autoddl/cost/dtype.hpp"
+#include "autoddl/cost/hardware.hpp"
+#include "autoddl/cost/memory.hpp"
+#include "autoddl/cost/step_time.hpp"
+#include "autoddl/error.hpp"
+#include "autoddl/mesh/device_mesh.hpp"
+#include "autoddl/models/graph.hpp"
+#include "autoddl/ops/signatures.hpp"
+#include "autoddl/ops/work.hpp"
 #include "autoddl/search/problem.hpp"
 
 namespace autoddl {

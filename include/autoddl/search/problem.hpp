@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "autoddl/sbp/error.hpp"
+#include "autoddl/error.hpp"
 #include "autoddl/search/terms.hpp"
 
 namespace autoddl {

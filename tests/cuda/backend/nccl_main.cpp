@@ -7,7 +7,7 @@
 #include <string>
 
 #include "autoddl/backend/cuda/error.cuh"
-#include "autoddl/backend/mpi/detail/mpi_c.hpp"
+#include "autoddl/backend/mpi/c_api.hpp"
 #include "autoddl/backend/nccl/comm.cuh"
 
 int main(int argc, char** argv) {

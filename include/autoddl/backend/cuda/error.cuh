@@ -10,7 +10,7 @@
 
 #include <string>
 
-#include "autoddl/sbp/error.hpp"
+#include "autoddl/error.hpp"
 
 namespace autoddl::cuda {
 

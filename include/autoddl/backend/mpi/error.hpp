@@ -1,7 +1,7 @@
 #pragma once
 // Failure policy of the MPI back end: a rank that meets an error prints one sentence on stderr
 // and calls MPI_Abort, so the whole job stops instead of its peers hanging in a collective.
-#include "autoddl/backend/mpi/detail/mpi_c.hpp"
+#include "autoddl/backend/mpi/c_api.hpp"
 
 #include <cstdint>
 #include <cstdio>

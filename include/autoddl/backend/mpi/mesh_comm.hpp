@@ -4,7 +4,7 @@
 // so rank k of axis a's communicator is the device with coordinate k on axis a, and world ranks
 // follow device_mesh's row-major mapping. On 2x4, world rank 5 = (1,1): axis 0 group {1,5},
 // axis 1 group {4,5,6,7}.
-#include "autoddl/backend/mpi/detail/mpi_c.hpp"
+#include "autoddl/backend/mpi/c_api.hpp"
 
 #include <array>
 #include <cstdint>

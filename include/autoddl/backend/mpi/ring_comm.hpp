@@ -10,7 +10,7 @@
 // where T is the whole buffer (n chunks) for the first three and n * (one rank's buffer) for
 // all-to-all. Chunk convention: a buffer of n equal chunks, rank i of the group owns chunk i.
 // Sums run in a fixed order per chunk, so integer-valued floats come out exact.
-#include "autoddl/backend/mpi/detail/mpi_c.hpp"
+#include "autoddl/backend/mpi/c_api.hpp"
 
 #include <algorithm>
 #include <cstddef>

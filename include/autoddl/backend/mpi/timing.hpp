@@ -9,7 +9,7 @@
 #include <span>
 #include <vector>
 
-#include "autoddl/backend/mpi/detail/mpi_c.hpp"
+#include "autoddl/backend/mpi/c_api.hpp"
 #include "autoddl/backend/mpi/error.hpp"
 #include "autoddl/backend/mpi/ring_comm.hpp"
 #include "autoddl/sbp/boxing.hpp"

@@ -25,7 +25,7 @@
 #include <utility>
 
 #include "autoddl/backend/cuda/types.cuh"
-#include "autoddl/backend/mpi/detail/mpi_c.hpp"
+#include "autoddl/backend/mpi/c_api.hpp"
 #include "autoddl/backend/mpi/error.hpp"
 
 namespace autoddl::nccl {

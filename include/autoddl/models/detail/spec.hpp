@@ -7,8 +7,8 @@
 #include <utility>
 #include <vector>
 
-#include "autoddl/sbp/detail/text.hpp"
-#include "autoddl/sbp/error.hpp"
+#include "autoddl/text.hpp"
+#include "autoddl/error.hpp"
 
 namespace autoddl::detail {
 

@@ -6,12 +6,9 @@
 //       text{"relu"}, text{"[P,B]@2x2"}, text{"to<\"[B,B]\">(x) (all-reduce)"}>'
 //   error: static assertion failed: autoddl: a nonlinear op cannot take a partial-sum (P) ...
 // and the static_assert message states the rule and the fix in one sentence.
-#include "autoddl/sbp/detail/text.hpp"
+#include "autoddl/text.hpp"
 
 namespace autoddl::detail {
-
-template <auto...>
-inline constexpr bool never = false;
 
 struct nothing {};
 

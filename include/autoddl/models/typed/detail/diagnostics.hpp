@@ -4,7 +4,7 @@
 // static_assert sentence with the rule. g++ prints, e.g.
 //   In instantiation of 'struct autoddl::detail::pinned_layouts_need_boxing<text{"h0.attn.proj"},
 //       text{"h0.add"}, text{"[S(0),P]@2x4"}, text{"[S(0),B]@2x4"}, text{"box<\"[S(0),B]\"> (all-reduce axis 1)"}>'
-#include "autoddl/sbp/detail/diagnostics.hpp"
+#include "autoddl/text.hpp"
 
 namespace autoddl::detail {
 

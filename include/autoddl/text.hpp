@@ -1,5 +1,6 @@
 #pragma once
-// constexpr text helpers shared by the printers and parsers of the notation.
+// constexpr text helpers shared by every folder: the printers and parsers of the notation, and
+// the text arguments of compile-time diagnostics (each folder's detail/diagnostics.hpp).
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -70,5 +71,10 @@ struct text {
   }
   friend constexpr bool operator==(const text&, const text&) = default;
 };
+
+/// A dependent false for the static_assert of a diagnostic class template: it fires only when
+/// the template is instantiated, naming its text arguments in the compiler's message.
+template <auto...>
+inline constexpr bool never = false;
 
 }  // namespace autoddl::detail
