@@ -11,7 +11,7 @@
 #include "autoddl/backend/mpi.hpp"
 #include "autoddl/cost/collective_cost.hpp"
 #include "autoddl/cost/hardware_io.hpp"
-#include "../tools/mpi_main.hpp"
+#include "support/mpi_main.hpp"
 
 namespace {
 using namespace autoddl;

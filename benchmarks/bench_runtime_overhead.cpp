@@ -15,9 +15,11 @@
 #include "autoddl/backend/cpu.hpp"
 #include "autoddl/backend/mpi.hpp"
 #include "autoddl/cost/hardware_io.hpp"
+#include "autoddl/models/zoo.hpp"
 #include "autoddl/runtime/trainer.hpp"
 #include "autoddl/search/solve.hpp"
-#include "../tools/tool_common.hpp"
+#include "support/cli.hpp"
+#include "support/stats.hpp"
 
 using namespace autoddl;
 
@@ -123,7 +125,7 @@ int main(int argc, char** argv) {
     o.mesh = mesh_shape{ranks};
     o.hw = load_hardware("cpu-local");
     plan_problem pp(build_model(spec), o);
-    plan_result plan = solve_plan(pp, "dp");
+    plan_result plan = solve_plan(pp, strategy::dp{});
     cpu_device dev;
     mpi::mpi_mesh_comm comm(o.mesh);
     train_options to;
@@ -134,7 +136,7 @@ int main(int argc, char** argv) {
     for (int rep = 0; rep < 12; ++rep) {  // alternate, so both see the same machine state
       MPI_Barrier(MPI_COMM_WORLD);
       double t0 = now();
-      t.step(rep);
+      t.train_step(rep);
       MPI_Barrier(MPI_COMM_WORLD);
       double t1 = now();
       h.step(1e-3f);

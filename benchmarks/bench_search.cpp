@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "autoddl/cost/hardware_io.hpp"
+#include "autoddl/models/zoo.hpp"
 #include "autoddl/search.hpp"
 
 using namespace autoddl;
@@ -25,11 +26,11 @@ void run(const std::string& spec, const std::string& mesh, const std::string& hw
   double t1 = now();
   plan_problem pp(g, o);
   double t2 = now();
-  plan_result r = solve_plan(pp, "auto");
+  plan_result r = solve_plan(pp, strategy::automatic{});
   double t3 = now();
   auto ratio = [&](const char* e) -> std::string {
     try {
-      return std::to_string(solve_plan(pp, e).time / r.time).substr(0, 5) + "x";
+      return std::to_string(solve_plan(pp, parse_strategy(e)).time / r.time).substr(0, 5) + "x";
     } catch (const error&) {
       return "n/a";  // e.g. dp cannot split a batch smaller than the mesh
     }

@@ -11,9 +11,11 @@
 #include "autoddl/backend/cpu.hpp"
 #include "autoddl/backend/mpi.hpp"
 #include "autoddl/cost/hardware_io.hpp"
+#include "autoddl/models/zoo.hpp"
 #include "autoddl/runtime/trainer.hpp"
 #include "autoddl/search/solve.hpp"
-#include "../tools/tool_common.hpp"
+#include "support/cli.hpp"
+#include "support/stats.hpp"
 
 using namespace autoddl;
 
@@ -36,7 +38,7 @@ double measure(const plan_problem& pp, const plan_result& r, const mesh_shape& m
   for (int s = 0; s < 8; ++s) {
     MPI_Barrier(MPI_COMM_WORLD);
     double t0 = now();
-    t.step(s);
+    t.train_step(s);
     MPI_Barrier(MPI_COMM_WORLD);
     if (s >= 2) ts.push_back(now() - t0);
   }
@@ -65,7 +67,7 @@ int main(int argc, char** argv) {
         if (std::string(s) == "2d" && m.size() != 2) continue;
         plan_result r;
         try {
-          r = solve_plan(pp, s);
+          r = solve_plan(pp, parse_strategy(s));
         } catch (const error&) {
           continue;
         }

@@ -29,7 +29,7 @@ int main(int argc, char** argv) {
     plan_options o;
     o.hw = load_hardware("cpu-local");
     plan_problem pp(mlp::to_graph("typed-mlp"), typed_plan_options<mlp>(o));
-    plan_result plan = solve_plan(pp, "auto");
+    plan_result plan = solve_plan(pp, strategy::automatic{});
     cpu_device dev;
     mpi::mpi_mesh_comm comm(mlp::mesh);
     train_options to;
@@ -37,7 +37,7 @@ int main(int argc, char** argv) {
     trainer<float, cpu_device, mpi::mpi_mesh_comm> t(pp, plan.pick, dev, comm, to);
     double first = 0, last = 0;
     for (int step = 0; step < 30; ++step) {
-      last = t.step(step % 2);  // two batches, seen again and again: the loss must fall
+      last = t.train_step(step % 2);  // two batches, seen again and again: the loss must fall
       if (step == 0) first = last;
       if (double(t.last_step_bytes()) != plan.totals.bytes) status = 1;
     }

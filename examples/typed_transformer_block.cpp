@@ -30,7 +30,7 @@ int main() {
   plan_options o;
   o.hw = load_hardware("dgx1-v100");
   plan_problem pp(gpt::to_graph("typed-gpt"), typed_plan_options<gpt>(o));
-  plan_result r = solve_plan(pp, "auto");
+  plan_result r = solve_plan(pp, strategy::automatic{});
   std::vector<int> chosen = chosen_signatures(pp, r);
 
   std::printf("typed GPT, %zu ops, %zu signatures instantiated, mesh %s\n", gpt::size, gpt::instantiated_signatures,

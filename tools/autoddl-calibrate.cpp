@@ -25,7 +25,7 @@
 #include "autoddl/backend/mpi.hpp"
 #include "autoddl/cost/calibration.hpp"
 #include "autoddl/cost/hardware_io.hpp"
-#include "mpi_main.hpp"
+#include "support/mpi_main.hpp"
 
 namespace {
 
@@ -191,7 +191,9 @@ int run(int argc, char** argv, int rank, int size) {
                "measured: efficiency.conv and efficiency.elementwise = the runtime's CPU kernels (a 3x3 conv of vgg11 and "
                "a GELU of gpt, forward + backward) in the planner's FLOPs over peak",
                "sysconf physical memory / devices_per_node (memory_bytes)"};
+  h.sources.push_back("overlap none: the CPU trainer's MPI ring collectives block inside backward (runtime/trainer.hpp)");
   h.devices_per_node = devices_per_node;
+  h.overlap = overlap_rule::none;
   h.intra_node = fitted.back();
   h.inter_node = fitted.front();
   h.device.name = "cpu-rank";

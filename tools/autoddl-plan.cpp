@@ -13,9 +13,10 @@
 #include <vector>
 
 #include "autoddl/cost/hardware_io.hpp"
+#include "autoddl/models/zoo.hpp"
 #include "autoddl/search/svg.hpp"
 #include "plan_report.hpp"
-#include "tool_common.hpp"
+#include "support/cli.hpp"
 
 using namespace autoddl;
 using autoddl::tools::plan_json;
@@ -34,8 +35,8 @@ int main(int argc, char** argv) {
   app.add_option("--hardware", hardware, "a preset name or a hardware JSON file");
   app.add_option("--dtype", dtype_s, "fp32, fp16 or bf16");
   app.add_option("--memory-limit", memory, "bytes per device, e.g. 32GiB (default: the device's memory)");
-  app.add_option("--strategy", strategy, "auto, dp, megatron, zero, owt, 2d, exact or exhaustive");
-  app.add_option("--compare", compare, "comma-separated plans to compare against, e.g. dp,megatron");
+  app.add_option("--strategy", strategy, "auto, dp, megatron[:tp=T], zero, owt, 2d, exact or exhaustive");
+  app.add_option("--compare", compare, "comma-separated plans to compare against, e.g. dp,megatron:tp=4");
   app.add_option("--optimizer", optimizer_s, "adam or sgd-momentum");
   app.add_option("--seed", seed, "seed of the random starts");
   app.add_flag("--no-overlap", no_overlap, "price gradient sync without overlapping backward compute");
@@ -51,10 +52,8 @@ int main(int argc, char** argv) {
     return 2;
   }
   return autoddl::tools::guarded("autoddl-plan", [&] {
-    const std::vector<std::string> strategies{"auto", "dp", "megatron", "zero", "owt", "2d", "exact", "exhaustive"};
-    for (const auto& name : autoddl::tools::split(strategy + "," + compare, ','))
-      if (std::find(strategies.begin(), strategies.end(), name) == strategies.end())
-        throw parse_error("unknown strategy '" + name + "'; valid: auto, dp, megatron, zero, owt, 2d, exact, exhaustive");
+    const plan_strategy chosen = parse_strategy(strategy);
+    const std::vector<plan_strategy> compared = parse_strategy_list(compare);
     plan_options o;
     o.mesh = parse_mesh(mesh);
     o.hw = load_hardware(hardware);
@@ -64,15 +63,14 @@ int main(int argc, char** argv) {
     if (no_overlap) o.overlap = overlap_rule::none;
     graph g = build_model(model);
     plan_problem pp(g, o);
-    plan_result r = solve_plan(pp, strategy, seed);
+    plan_result r = solve_plan(pp, chosen, seed);
     auto rows = plan_rows(pp, r);
-    if (!r.feasible && strategy == "auto")
+    if (!r.feasible && std::holds_alternative<strategy::automatic>(chosen))
       throw error("no plan fits the memory limit of " + si(pp.make_objective().memory_limit, "B") +
                   " per device (the best needs " + si(r.totals.peak_memory(), "B") +
                   "); raise --memory-limit, use a larger mesh or a smaller model");
     std::vector<std::pair<std::string, plan_result>> others;
-    for (const auto& name : autoddl::tools::split(compare, ','))
-      others.push_back({name, solve_plan(pp, name, seed)});
+    for (const plan_strategy& c : compared) others.push_back({to_string(c), solve_plan(pp, c, seed)});
     if (!svg.empty()) {
       std::ofstream f(svg);
       if (!f) throw error("cannot write the picture to '" + svg + "'");
@@ -91,7 +89,7 @@ int main(int argc, char** argv) {
     } else {
       print_human(pp, r, rows, model, hardware);
       for (const auto& [name, o2] : others)
-        fmt::print("vs {:<9} predicted step {:>10}  -> {} is {:.2f}x faster{}\n", name, seconds(o2.time), r.strategy,
+        fmt::print("vs {:<9} predicted step {:>10}  -> {} is {:.2f}x faster{}\n", name, seconds(o2.time), to_string(r.strategy),
                    o2.time / r.time, o2.feasible ? "" : " (that plan is over the memory limit)");
     }
   });

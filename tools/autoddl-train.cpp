@@ -19,11 +19,13 @@
 #include "autoddl/backend/cpu.hpp"
 #include "autoddl/backend/mpi.hpp"
 #include "autoddl/cost/hardware_io.hpp"
+#include "autoddl/models/zoo.hpp"
 #include "autoddl/runtime/gather.hpp"
 #include "autoddl/runtime/trainer.hpp"
 #include "autoddl/search/solve.hpp"
 #include "plan_report.hpp"
-#include "tool_common.hpp"
+#include "support/cli.hpp"
+#include "support/stats.hpp"
 
 using namespace autoddl;
 
@@ -71,10 +73,11 @@ prepared prepare(const settings& s, int ranks) {
   p.to.seed = s.seed;
   if (s.steps < 1) throw error("--steps must be at least 1, got " + std::to_string(s.steps));
   if (!(s.lr > 0)) throw error("--lr must be positive, got " + std::to_string(s.lr));
-  if (s.strategy == "exhaustive") throw error("--strategy exhaustive is for tiny planning problems; use autoddl-plan");
+  const plan_strategy strategy = parse_strategy(s.strategy);
+  if (std::holds_alternative<strategy::exhaustive>(strategy)) throw error("--strategy exhaustive is for tiny planning problems; use autoddl-plan");
   p.g = build_model(s.model);
   p.pp = std::make_unique<plan_problem>(p.g, p.o);
-  p.plan = solve_plan(*p.pp, s.strategy, s.seed);
+  p.plan = solve_plan(*p.pp, strategy, s.seed);
   return p;
 }
 
@@ -104,7 +107,7 @@ int train(const settings& s, const prepared& p, int rank, int ranks) {
       spp = std::make_unique<plan_problem>(g, so);
       sdev = std::make_unique<cpu_device>();
       self = std::make_unique<mpi::mpi_mesh_comm>(mesh_shape{1}, MPI_COMM_SELF);
-      serial = std::make_unique<trainer_t>(*spp, solve_plan(*spp, "dp").pick, *sdev, *self, to);
+      serial = std::make_unique<trainer_t>(*spp, solve_plan(*spp, strategy::dp{}).pick, *sdev, *self, to);
     }
     double err_loss = 0, err_grads = 0, err_params = 0;
     std::string worst_grad_name, worst_param_name;
@@ -112,13 +115,13 @@ int train(const settings& s, const prepared& p, int rank, int ranks) {
       MPI_Barrier(MPI_COMM_WORLD);
       auto t0 = std::chrono::steady_clock::now();
       if (k == 1 && rank == s.inject_failure) throw error("injected failure (--inject-failure " + std::to_string(rank) + ")");
-      losses.push_back(t.step(k));
+      losses.push_back(t.train_step(k));
       secs.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
       bytes = std::max(bytes, t.last_step_bytes());
       if (bar) progress(k, s.steps, losses.back(), secs.back());
       if (!s.check_serial) continue;
       if (rank == 0) {
-        const double sl = serial->step(k);
+        const double sl = serial->train_step(k);
         err_loss = std::max(err_loss, std::abs(losses.back() - sl) / std::max(1e-12, std::abs(sl)));
       }
       if (k != 0) continue;
@@ -161,7 +164,7 @@ int train(const settings& s, const prepared& p, int rank, int ranks) {
       std::puts(j.dump(2).c_str());
     } else {
       fmt::print("trained {} for {} steps on {} ranks (mesh {}, {} plan, {})\n", s.model, s.steps, ranks, s.mesh,
-                 plan.strategy, to_string(to.opt));
+                 to_string(plan.strategy), to_string(to.opt));
       fmt::print("loss {:.5f} -> {:.5f}\n", losses.front(), losses.back());
       fmt::print("step time: measured median {}  predicted {}  (measured/predicted {:.2f})\n", tools::seconds(med),
                  tools::seconds(plan.time), med / plan.time);
@@ -187,7 +190,7 @@ int main(int argc, char** argv) {
   CLI::App app{"autoddl-train: plan a model and train it on MPI ranks with that plan"};
   app.add_option("--model", s.model, "NAME:key=value,... (gpt, bert, vgg11, vgg13, vgg16, vgg19, mlp)")->required();
   app.add_option("--mesh", s.mesh, "device mesh, one device per MPI rank, e.g. 4 or 2x2");
-  app.add_option("--strategy", s.strategy, "auto, dp, megatron, zero, owt, 2d or exact");
+  app.add_option("--strategy", s.strategy, "auto, dp, megatron[:tp=T], zero, owt, 2d or exact");
   app.add_option("--hardware", s.hardware, "the profile the plan is priced with (default cpu-local)");
   app.add_option("--steps", s.steps, "training steps");
   app.add_option("--lr", s.lr, "learning rate");

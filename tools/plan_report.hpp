@@ -35,7 +35,7 @@ inline nlohmann::json plan_json(const plan_problem& pp, const plan_result& r, co
   j["model"] = model_spec;
   j["mesh"] = std::vector<int>(pp.options().mesh.begin(), pp.options().mesh.end());
   j["hardware"] = hw_name;
-  j["strategy"] = r.strategy;
+  j["strategy"] = to_string(r.strategy);
   j["dtype"] = std::string(to_string(pp.options().type));
   j["params"] = param_count(g);
   j["flops_per_step"] = forward_flops(g) + backward_flops(g);
@@ -74,7 +74,7 @@ inline void print_human(const plan_problem& pp, const plan_result& r, const std:
              si(forward_flops(g) + backward_flops(g), "FLOP"));
   fmt::print("mesh      {}  ({} devices)   hardware {}   dtype {}\n", to_string(pp.options().mesh),
              pp.options().mesh.devices(), hw_name, to_string(pp.options().type));
-  fmt::print("strategy  {}   search {}\n\n", r.strategy, seconds(r.search_s));
+  fmt::print("strategy  {}   search {}\n\n", to_string(r.strategy), seconds(r.search_s));
   fmt::print("{:<22} {:<14} {:>10} {:>10} {:>10} {:>10} {:>11}  {}\n", "op", "kind", "compute", "comm", "comm time",
              "memory", "if runner-up", "signature");
   for (const auto& row : rows)
@@ -83,7 +83,7 @@ inline void print_human(const plan_problem& pp, const plan_result& r, const std:
                r.runner_up.empty() ? std::string("-") : seconds(row.runner_up_s), row.signature);
   fmt::print("\npredicted step {}  = compute {} + communication {} (gradient sync overlaps backward: {})\n",
              seconds(r.time), seconds(r.totals.compute()), seconds(r.totals.comm()),
-             pp.options().overlap == overlap_rule::none ? "no" : "yes");
+             pp.overlap() == overlap_rule::none ? "no" : "yes");
   fmt::print("per device: sends {} per step, peak memory {} of {} allowed{}\n", si(r.totals.bytes, "B"),
              si(r.totals.peak_memory(), "B"), si(pp.make_objective().memory_limit, "B"),
              r.feasible ? "" : "  (OVER THE LIMIT)");

@@ -1,17 +1,20 @@
 #!/usr/bin/env python3
-"""Compiles every ```cpp block of docs/**/*.md and README.md (Hana's practice: every docs
-example is compiled).
+"""Compiles, links and runs every ```cpp block of docs/**/*.md and README.md (Hana's practice:
+every docs example is compiled and run); a block fails when it does not compile or its program
+exits non-zero.
 
 Convention (docs/errors.md repeats it):
   - a block with `int main` is a whole translation unit;
   - any other block is the body of a function: its `#include` lines are hoisted to the top,
     after `#include <autoddl/autoddl.hpp>`, and `using namespace autoddl;` comes first;
   - a block with `// scope: file` is put at namespace scope instead (for templates, functions);
+  - a block whose text says `mpirun -np N` runs on N MPI ranks, any other block as one process;
   - a block with `// no-compile: tests/compile_fail/CASE.cpp` shows a deliberate error: it is
     not compiled here, and CASE.cpp must exist and be listed in tests/compile_fail/meson.build
     (or be an example that file runs), so the error itself is tested.
 Usage: check_snippets.py SOURCE_ROOT CXX [ARGS...]"""
 import concurrent.futures
+import os
 import pathlib
 import re
 import shutil
@@ -25,6 +28,11 @@ def blocks(md: pathlib.Path):
     for m in re.finditer(r"^```cpp[ \t]*\n(.*?)^```", text, re.M | re.S):
         line = text.count("\n", 0, m.start()) + 1
         yield line, m.group(1)
+
+
+def pkg_libs(name: str) -> list:
+    r = subprocess.run(["pkg-config", "--libs", name], capture_output=True, text=True)
+    return r.stdout.split() if r.returncode == 0 else []
 
 
 def wrap(code: str) -> str:
@@ -57,25 +65,42 @@ def main() -> int:
             src = tmp / f"snippet{len(jobs)}.cpp"
             src.write_text(f"// {where}\n" + wrap(code))
             jobs.append((where, src))
-    flags = ["-std=c++20", "-fsyntax-only", "-Wall", "-Wextra", "-Wpedantic", f"-I{root / 'include'}",
+    flags = ["-std=c++20", "-O1", "-Wall", "-Wextra", "-Wpedantic", f"-I{root / 'include'}",
              f'-DAUTODDL_HARDWARE_DIR="{root / "data/hardware"}"']
+    libs = pkg_libs("openblas") or pkg_libs("cblas")
+    mpirun = shutil.which("mpirun")
     if shutil.which("mpicxx"):  # snippets that train on MPI ranks (tutorial 4)
         flags += subprocess.run(["mpicxx", "--showme:compile"], capture_output=True, text=True).stdout.split()
+        libs += subprocess.run(["mpicxx", "--showme:link"], capture_output=True, text=True).stdout.split()
 
-    def compile_one(job):
+    def compile_and_run(job):
         where, src = job
-        r = subprocess.run(cxx + flags + [str(src)], capture_output=True, text=True)
-        return where, src, r
+        exe = src.with_suffix("")
+        r = subprocess.run(cxx + flags + [str(src), "-o", str(exe)] + libs, capture_output=True, text=True)
+        if r.returncode != 0:
+            return where, src, "does not compile", r.stderr
+        ranks = re.search(r"mpirun -np (\d+)", src.read_text())
+        cmd = [str(exe)]
+        if ranks and mpirun:
+            cmd = [mpirun, "--allow-run-as-root", "--oversubscribe", "-np", ranks.group(1)] + cmd
+        env = dict(os.environ, OPENBLAS_NUM_THREADS="1")
+        try:
+            r = subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=env)
+        except subprocess.TimeoutExpired:
+            return where, src, "did not finish in 120 s", ""
+        if r.returncode != 0:
+            return where, src, f"exits with {r.returncode}", r.stdout[-1500:] + r.stderr[-1500:]
+        return where, src, None, r.stdout
 
     with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
-        for where, src, r in pool.map(compile_one, jobs):
-            if r.returncode != 0:
-                failures.append(f"{where}: does not compile:\n{src.read_text()}\n{r.stderr[:3000]}")
+        for where, src, problem, out in pool.map(compile_and_run, jobs):
+            if problem:
+                failures.append(f"{where}: {problem}:\n{src.read_text()}\n{out[:3000]}")
             else:
-                print(f"ok {where}")
+                print(f"ok {where}" + (f" (prints {len(out.splitlines())} lines)" if out else ""))
     for f in failures:
         print("FAIL " + f)
-    print(f"{len(jobs)} snippets compiled, {len(failures)} failures")
+    print(f"{len(jobs)} snippets compiled and run, {len(failures)} failures")
     return 1 if failures else 0
 
 

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "autoddl/cost/dtype.hpp"
+#include "autoddl/cost/step_time.hpp"
 #include "autoddl/mesh/device_mesh.hpp"
 #include "autoddl/mesh/link.hpp"
 #include "autoddl/text.hpp"
@@ -36,6 +37,10 @@ struct hardware {
   link intra_node{};  ///< between devices of one node (NVLink, shared memory)
   link inter_node{};  ///< between nodes, per device (node injection bandwidth / devices_per_node)
   device_spec device;
+  /// What the executor on this hardware overlaps, so the planner prices what runs: the CPU
+  /// trainer's MPI ring collectives block inside backward (none); NCCL executors synchronise
+  /// gradients on a side stream while backward computes (grad_sync_with_backward).
+  overlap_rule overlap = overlap_rule::grad_sync_with_backward;
 };
 
 /// Which mesh axes run over the intra-node link, as a bit mask (bit i = axis i).

@@ -120,7 +120,7 @@ class profile_reader {
 
   hardware read(const nlohmann::json& j) const {
     object(j, "(top)");
-    only_keys(j, "", {"name", "description", "sources", "devices_per_node", "links", "device"});
+    only_keys(j, "", {"name", "description", "sources", "devices_per_node", "links", "device", "overlap"});
     hardware h;
     h.name = text(j, "", "name");
     h.description = text(j, "", "description");
@@ -129,6 +129,12 @@ class profile_reader {
     for (const auto& s : src) {
       if (!s.is_string()) fail("sources", "must hold only strings");
       h.sources.push_back(s.get<std::string>());
+    }
+    if (j.contains("overlap")) {
+      const auto& ov = j.at("overlap");
+      if (!ov.is_string() || (ov != "none" && ov != "grad_sync_with_backward"))
+        fail("overlap", "is " + ov.dump() + "; write \"none\" (the executor overlaps nothing) or \"grad_sync_with_backward\"");
+      h.overlap = parse_overlap_rule(ov.get<std::string>());
     }
     const auto& dpn = member(j, "", "devices_per_node");
     if (!dpn.is_number_integer() || dpn.get<long long>() < 1 || dpn.get<long long>() > (1 << 20))
@@ -258,6 +264,7 @@ inline std::string to_json(const hardware& h) {
       {"description", h.description},
       {"sources", h.sources},
       {"devices_per_node", h.devices_per_node},
+      {"overlap", std::string(to_string(h.overlap))},
       {"links", {{"intra_node", link_json(h.intra_node)}, {"inter_node", link_json(h.inter_node)}}},
       {"device",
        {{"name", h.device.name},

@@ -7,6 +7,10 @@
 //   Boxing of activations (comm_fwd, comm_bwd) sits on the critical path and is not hidden.
 //   overlap_rule::none: step = the plain sum of the five terms.
 #include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "autoddl/error.hpp"
 
 namespace autoddl {
 
@@ -28,6 +32,16 @@ struct step_terms {
 };
 
 enum class overlap_rule : std::uint8_t { none, grad_sync_with_backward };
+
+constexpr std::string_view to_string(overlap_rule r) {
+  return r == overlap_rule::none ? "none" : "grad_sync_with_backward";
+}
+
+constexpr overlap_rule parse_overlap_rule(std::string_view s) {
+  if (s == "none") return overlap_rule::none;
+  if (s == "grad_sync_with_backward") return overlap_rule::grad_sync_with_backward;
+  detail::fail<parse_error>("unknown overlap rule '" + std::string(s) + "'; write none or grad_sync_with_backward");
+}
 
 constexpr double step_time(const step_terms& t, overlap_rule rule = overlap_rule::grad_sync_with_backward) {
   const double exposed = t.compute_fwd + t.comm_fwd + t.comm_bwd;

@@ -5,9 +5,11 @@
 // Every tensor that crosses an edge of the model is boxed by exactly the path the planner
 // priced (plan_problem::edge_paths): activations from the producer's output layout to the
 // consumer's input layout, their gradients from dual(input) back to dual(output), parameters
-// from storage to compute layout, their gradients from dual(compute) to storage. Gradients
-// reaching one tensor from several consumers (residuals, tied weights) are added in the common
-// layout. Bytes sent on the mesh axes per step therefore equal the plan's predicted bytes.
+// from storage to compute layout, their gradients from dual(compute) to the parameter's summing
+// layout. Gradients reaching an activation from several consumers (residuals) are added in the
+// common layout; a parameter's gradient contributions are summed in its summing layout and boxed to
+// storage once (plan_problem::param_sync_path). Bytes sent on the mesh axes per step therefore
+// equal the plan's predicted bytes.
 #include <cstdint>
 #include <span>
 #if defined(__GLIBC__)
@@ -19,6 +21,7 @@
 #include "autoddl/backend/communicator.hpp"
 #include "autoddl/backend/device.hpp"
 #include "autoddl/cost/memory.hpp"
+#include "autoddl/index.hpp"
 #include "autoddl/runtime/boxing.hpp"
 #include "autoddl/runtime/data.hpp"
 #include "autoddl/runtime/op_kernels.hpp"
@@ -33,12 +36,14 @@ struct train_options {
   bool keep_outputs = false;  ///< keep every op's output shard of the last step (for checks)
 };
 
-/// One device's part of training `pp`'s model under the plan `pick` (per node of pp.untied()).
+/// One device's part of training `problem`'s model under the plan `pick` (per node of
+/// problem.untied()). A step is forward, loss, backward, the one synchronisation of each tied
+/// parameter's summed gradient, and the optimizer update on the storage shards.
 template <class T, Device D, MeshCommunicator M>
 class trainer {
  public:
-  trainer(const plan_problem& pp, std::vector<int> pick, D& dev, M& comm, train_options o = {})
-      : pp_(pp), g_(pp.model()), pick_(std::move(pick)), dev_(dev), comm_(comm), o_(o) {
+  trainer(const plan_problem& problem, std::vector<int> pick, D& dev, M& comm, train_options options = {})
+      : problem_(problem), model_(problem.model()), pick_(std::move(pick)), dev_(dev), comm_(comm), options_(options) {
 #if defined(__GLIBC__)
     // Every step allocates the same buffer sizes: keep freed ones in the heap for the next step
     // rather than returning them to the kernel and faulting fresh pages in (a caching allocator's
@@ -46,189 +51,227 @@ class trainer {
     mallopt(M_MMAP_THRESHOLD, 1 << 30);
     mallopt(M_TRIM_THRESHOLD, 1 << 30);
 #endif
-    if (!(comm_.shape() == pp_.options().mesh))
-      detail::fail<layout_error>("the plan is for mesh " + to_string(pp_.options().mesh) + " but the communicator spans " +
-                                 to_string(comm_.shape()));
-    const int nops = int(g_.ops.size());
-    edge_of_input_.resize(std::size_t(nops));
-    edge_of_param_.resize(std::size_t(nops));
-    for (int i = 0; i < nops; ++i) {
-      edge_of_input_[std::size_t(i)].assign(g_.op_inputs[std::size_t(i)].size(), -1);
-      edge_of_param_[std::size_t(i)].assign(g_.ops[std::size_t(i)].param_ids.size(), -1);
-    }
-    const auto& infos = pp_.edge_infos();
-    const auto& u = pp_.untied();
-    paths_.reserve(infos.size());
-    for (std::size_t e = 0; e < infos.size(); ++e)
-      paths_.push_back(pp_.edge_paths(int(e), pick_[std::size_t(u.edges()[e].u)], pick_[std::size_t(u.edges()[e].v)]));
-    for (std::size_t e = 0; e < infos.size(); ++e) {
-      if (infos[e].param) edge_of_param_[std::size_t(infos[e].to_node)][std::size_t(infos[e].tensor_index)] = int(e);
-      else edge_of_input_[std::size_t(infos[e].to_node)][std::size_t(infos[e].tensor_index)] = int(e);
-    }
-    kinds_ = input_kinds(g_);
-    const int np = int(g_.params.size());
-    params_.resize(std::size_t(np));
-    grads_.resize(std::size_t(np));
-    state1_.resize(std::size_t(np));
-    state2_.resize(std::size_t(np));
-    for (int p = 0; p < np; ++p) {
-      shard_info s = make_shard(g_.params[std::size_t(p)].shape, storage(p), comm_.shape(), comm_.coords());
-      params_[std::size_t(p)] = init_param_shard<T>(g_, p, s, o_.seed);
-      state1_[std::size_t(p)].assign(params_[std::size_t(p)].size(), T{});
-      state2_[std::size_t(p)].assign(params_[std::size_t(p)].size(), T{});
-    }
+    if (!(comm_.shape() == problem_.options().mesh))
+      detail::fail<layout_error>("the plan is for mesh " + to_string(problem_.options().mesh) +
+                                 " but the communicator spans " + to_string(comm_.shape()));
+    index_edges();
+    input_kinds_ = input_kinds(model_);
+    init_parameters();
   }
 
-  const signature& sig(int op) const { return pp_.op_candidates(op)[std::size_t(pick_[std::size_t(op)])]; }
-  const nd_sbp& storage(int p) const {
-    return pp_.param_candidates(p)[std::size_t(pick_[std::size_t(pp_.param_node(p))])];
+  const signature& sig(int op) const { return at(problem_.op_candidates(op), at(pick_, op)); }
+  const param_choice& param_layouts(int p) const {
+    return at(problem_.param_candidates(p), at(pick_, problem_.param_node(p)));
   }
+  const nd_sbp& storage(int p) const { return param_layouts(p).storage; }
   /// This device's shard of parameter p (storage layout) and of its last gradient.
-  const std::vector<T>& param_shard(int p) const { return params_[std::size_t(p)]; }
-  const std::vector<T>& grad_shard(int p) const { return grads_[std::size_t(p)]; }
+  const std::vector<T>& param_shard(int p) const { return at(params_, p); }
+  const std::vector<T>& grad_shard(int p) const { return at(grads_, p); }
   /// This device's shard of op `op`'s output in the last step (train_options::keep_outputs).
-  const std::vector<T>& output_shard(int op) const { return kept_outputs_.at(std::size_t(op)); }
+  const std::vector<T>& output_shard(int op) const { return at(kept_outputs_, op); }
   /// Bytes this device sent on the mesh axes during the last step (the plan's bytes).
   std::int64_t last_step_bytes() const { return last_bytes_; }
 
-  /// Runs training step `step` (0-based) and returns the global loss (same on every device).
-  double step(std::int64_t step) {
-    const std::int64_t before = axis_bytes();
-    const int nops = int(g_.ops.size());
-    std::vector<std::vector<std::vector<T>>> inputs(static_cast<std::size_t>(nops)), params(static_cast<std::size_t>(nops));
-    std::vector<std::vector<std::int64_t>> indices(static_cast<std::size_t>(nops));
-    std::vector<kernel_context<T>> ctx;
-    std::vector<forward_result<D, T>> fwd;
-    ctx.reserve(std::size_t(nops));
-    fwd.reserve(std::size_t(nops));  // never reallocates: outputs are read in place below
-    auto output = [&](int op) -> const std::vector<T>& { return fwd[std::size_t(op)].outputs[0]; };
-    // ---- forward
-    for (int i = 0; i < nops; ++i) {
-      const op_node& n = g_.ops[std::size_t(i)];
-      const signature& s = sig(i);
-      ctx.push_back(make_kernel_context<T>(n, s, comm_.shape(), comm_.coords(), o_.seed + std::uint64_t(step) * 1000003,
-                                           std::uint64_t(i)));
-      wire_statistics(ctx.back());
-      ctx.back().input_grad_wanted.assign(n.inputs.size(), true);
-      for (std::size_t j = 0; j < n.inputs.size(); ++j)  // model inputs need no gradient
-        if (g_.op_inputs[std::size_t(i)][j].op < 0) ctx.back().input_grad_wanted[j] = false;
-      auto& in = inputs[std::size_t(i)];
-      in.resize(n.inputs.size());
-      for (std::size_t j = 0; j < n.inputs.size(); ++j) {
-        const tensor_ref r = g_.op_inputs[std::size_t(i)][j];
-        if (r.op < 0) {
-          const shard_info sh = ctx.back().shards.inputs[j];
-          if (kinds_[std::size_t(r.index)].indices) {
-            indices[std::size_t(i)] = index_shard(sh, r.index, kinds_[std::size_t(r.index)].bound, o_.seed, step);
-          } else {
-            in[j] = input_shard<T>(sh, r.index, o_.seed, step);
-            // taken as P: the value sits on coordinate 0 of each P axis, zeros elsewhere
-            for (int a = 0; a < s.inputs[j].size(); ++a)
-              if (s.inputs[j][a].is_partial() && comm_.coords()[a] != 0) std::fill(in[j].begin(), in[j].end(), T{});
-          }
-          continue;
-        }
-        const int e = edge_of_input_[std::size_t(i)][j];
-        const auto& path = paths_[std::size_t(e)].first;
-        if (path.size() == 0) continue;  // same layout: the kernel reads the producer's output
-        in[j] = run_boxing<T>(comm_, output(r.op), g_.ops[std::size_t(r.op)].outputs[std::size_t(r.index)],
-                              sig(r.op).outputs[std::size_t(r.index)], path);
-      }
-      auto& pr = params[std::size_t(i)];
-      pr.resize(n.param_ids.size());
-      for (std::size_t j = 0; j < n.param_ids.size(); ++j) {
-        const int p = n.param_ids[j];
-        const int e = edge_of_param_[std::size_t(i)][j];
-        const auto& path = paths_[std::size_t(e)].first;
-        if (path.size() == 0) continue;  // stored as computed: the kernel reads the shard itself
-        pr[j] = run_boxing<T>(comm_, params_[std::size_t(p)], g_.params[std::size_t(p)].shape, storage(p), path);
-      }
-      operands<T> ops = make_operands(i, inputs, params, indices, fwd);
-      fwd.push_back(op_forward(dev_, ctx.back(), ops));
-    }
-    const double loss = global_loss(output(g_.loss_op), sig(g_.loss_op).outputs[0]);
-    if (o_.keep_outputs) {
+  /// Runs training step `step_index` (0-based: it keys the data and dropout) and returns the
+  /// global loss, the same on every device.
+  double train_step(std::int64_t step_index) {
+    const std::int64_t bytes_before = axis_bytes();
+    step_buffers b;
+    const int nops = int(model_.ops.size());
+    b.inputs.resize(std::size_t(nops));
+    b.params.resize(std::size_t(nops));
+    b.indices.resize(std::size_t(nops));
+    b.ctx.reserve(std::size_t(nops));
+    b.fwd.reserve(std::size_t(nops));  // never reallocates: outputs are read in place
+    for (int i = 0; i < nops; ++i) forward_op(b, i, step_index);
+    const double loss = global_loss(output(b, model_.loss_op), sig(model_.loss_op).outputs[0]);
+    if (options_.keep_outputs) {
       kept_outputs_.clear();
-      for (int i = 0; i < nops; ++i) kept_outputs_.push_back(output(i));
+      for (int i = 0; i < nops; ++i) kept_outputs_.push_back(output(b, i));
     }
-    // ---- backward
-    std::vector<std::vector<T>> dy(static_cast<std::size_t>(nops));
-    dy[std::size_t(g_.loss_op)] = loss_seed(sig(g_.loss_op).outputs[0]);
-    for (auto& gr : grads_) gr.clear();
-    for (int i = nops - 1; i >= 0; --i) {
-      const op_node& n = g_.ops[std::size_t(i)];
-      if (dy[std::size_t(i)].empty())
-        dy[std::size_t(i)].assign(std::size_t(ctx[std::size_t(i)].shards.outputs[0].local.elements()), T{});
-      operands<T> ops = make_operands(i, inputs, params, indices, fwd);
-      auto grads = op_backward(dev_, ctx[std::size_t(i)], ops, fwd[std::size_t(i)], std::span<const T>(dy[std::size_t(i)]));
-      for (std::size_t j = 0; j < n.inputs.size(); ++j) {
-        const tensor_ref r = g_.op_inputs[std::size_t(i)][j];
-        if (r.op < 0) continue;
-        const int e = edge_of_input_[std::size_t(i)][j];
-        const auto& path = paths_[std::size_t(e)].second;
-        if (path.size() == 0) {
-          accumulate(dy[std::size_t(r.op)], std::move(grads.inputs[j]));
-          continue;
-        }
-        accumulate(dy[std::size_t(r.op)],
-                   run_boxing<T>(comm_, std::move(grads.inputs[j]),
-                                 g_.ops[std::size_t(r.op)].outputs[std::size_t(r.index)], dual(sig(i).inputs[j]), path));
-      }
-      for (std::size_t j = 0; j < n.param_ids.size(); ++j) {
-        const int p = n.param_ids[j];
-        const int e = edge_of_param_[std::size_t(i)][j];
-        const auto& path = paths_[std::size_t(e)].second;
-        if (path.size() == 0) {
-          accumulate(grads_[std::size_t(p)], std::move(grads.params[j]));
-          continue;
-        }
-        accumulate(grads_[std::size_t(p)],
-                   run_boxing<T>(comm_, std::move(grads.params[j]),
-                                 g_.params[std::size_t(p)].shape, dual(sig(i).params[j]), path));
-      }
-      dy[std::size_t(i)].clear();
-    }
-    // ---- optimizer, on each device's storage shard
-    ++steps_done_;
-    optimizer_step os;
-    os.lr = o_.lr;
-    os.step = steps_done_;
-    for (std::size_t p = 0; p < params_.size(); ++p) {
-      if (grads_[p].empty()) grads_[p].assign(params_[p].size(), T{});
-      if (o_.opt == optimizer::adam)
-        dev_.template adam<T>(os, grads_[p], state1_[p], state2_[p], params_[p]);
-      else
-        dev_.template sgd_momentum<T>(os, grads_[p], state1_[p], params_[p]);
-    }
-    last_bytes_ = axis_bytes() - before;
+    backward(b);
+    synchronise_gradients();
+    optimizer_update();
+    last_bytes_ = axis_bytes() - bytes_before;
     return loss;
   }
 
  private:
+  /// What lives from an op's forward to its backward during one step.
+  struct step_buffers {
+    std::vector<std::vector<std::vector<T>>> inputs, params;  ///< boxed copies (empty: read in place)
+    std::vector<std::vector<std::int64_t>> indices;            ///< token ids and labels per op
+    std::vector<kernel_context<T>> ctx;
+    std::vector<forward_result<D, T>> fwd;
+  };
+
+  static const std::vector<T>& output(const step_buffers& b, int op) { return at(b.fwd, op).outputs[0]; }
+
+  // Which edge of problem_ feeds each input and parameter slot of each op, and its paths.
+  void index_edges() {
+    const int nops = int(model_.ops.size());
+    edge_of_input_.resize(std::size_t(nops));
+    edge_of_param_.resize(std::size_t(nops));
+    for (int i = 0; i < nops; ++i) {
+      at(edge_of_input_, i).assign(at(model_.op_inputs, i).size(), -1);
+      at(edge_of_param_, i).assign(at(model_.ops, i).param_ids.size(), -1);
+    }
+    const auto& infos = problem_.edge_infos();
+    const auto& edges = problem_.untied().edges();
+    for (std::size_t e = 0; e < infos.size(); ++e) {
+      paths_.push_back(problem_.edge_paths(int(e), at(pick_, edges[e].u), at(pick_, edges[e].v)));
+      auto& slots = infos[e].param ? edge_of_param_ : edge_of_input_;
+      at(at(slots, infos[e].to_node), infos[e].tensor_index) = int(e);
+    }
+  }
+
+  void init_parameters() {
+    const int np = int(model_.params.size());
+    params_.resize(std::size_t(np));
+    grads_.resize(std::size_t(np));
+    grad_sums_.resize(std::size_t(np));
+    first_moment_.resize(std::size_t(np));
+    second_moment_.resize(std::size_t(np));
+    for (int p = 0; p < np; ++p) {
+      sync_paths_.push_back(problem_.param_sync_path(p, at(pick_, problem_.param_node(p))));
+      const shard_info s = make_shard(at(model_.params, p).shape, storage(p), comm_.shape(), comm_.coords());
+      at(params_, p) = init_param_shard<T>(model_, p, s, options_.seed);
+      at(first_moment_, p).assign(at(params_, p).size(), T{});
+      if (options_.opt == optimizer::adam) at(second_moment_, p).assign(at(params_, p).size(), T{});
+    }
+  }
+
+  // Op i's forward: its model inputs loaded, producer outputs and parameters boxed by the
+  // priced paths (identity paths are read in place), then the kernel.
+  void forward_op(step_buffers& b, int i, std::int64_t step_index) {
+    const op_node& n = at(model_.ops, i);
+    b.ctx.push_back(make_kernel_context<T>(n, sig(i), comm_.shape(), comm_.coords(),
+                                           options_.seed + std::uint64_t(step_index) * 1000003, std::uint64_t(i)));
+    kernel_context<T>& ctx = b.ctx.back();
+    wire_statistics(ctx);
+    ctx.input_grad_wanted.assign(n.inputs.size(), true);
+    auto& in = at(b.inputs, i);
+    in.resize(n.inputs.size());
+    for (std::size_t j = 0; j < n.inputs.size(); ++j) {
+      const tensor_ref r = at(model_.op_inputs, i)[j];
+      if (r.op < 0) {
+        ctx.input_grad_wanted[j] = false;  // model inputs need no gradient
+        load_model_input(b, i, int(j), r.index, step_index);
+        continue;
+      }
+      const boxing_path& path = at(paths_, at(edge_of_input_, i)[j]).first;
+      if (path.size() > 0)
+        in[j] = run_boxing<T>(comm_, output(b, r.op), at(model_.ops, r.op).outputs[std::size_t(r.index)],
+                              sig(r.op).outputs[std::size_t(r.index)], path);
+    }
+    auto& pr = at(b.params, i);
+    pr.resize(n.param_ids.size());
+    for (std::size_t j = 0; j < n.param_ids.size(); ++j) {
+      const int p = n.param_ids[j];
+      const boxing_path& path = at(paths_, at(edge_of_param_, i)[j]).first;
+      if (path.size() > 0) pr[j] = run_boxing<T>(comm_, at(params_, p), at(model_.params, p).shape, storage(p), path);
+    }
+    b.fwd.push_back(op_forward(dev_, ctx, make_operands(b, i)));
+  }
+
+  // Model input `input` of op i's slot j, this device's shard of the step's synthetic batch.
+  void load_model_input(step_buffers& b, int i, int j, int input, std::int64_t step_index) {
+    const shard_info sh = b.ctx.back().shards.inputs[std::size_t(j)];
+    const input_kind kind = at(input_kinds_, input);
+    if (kind.indices) {
+      at(b.indices, i) = index_shard(sh, input, kind.bound, options_.seed, step_index);
+      return;
+    }
+    std::vector<T>& x = at(at(b.inputs, i), j);
+    x = input_shard<T>(sh, input, options_.seed, step_index);
+    // taken as P: the value sits on coordinate 0 of each P axis, zeros elsewhere
+    const nd_sbp& l = sig(i).inputs[std::size_t(j)];
+    for (int a = 0; a < l.size(); ++a)
+      if (l[a].is_partial() && comm_.coords()[a] != 0) std::fill(x.begin(), x.end(), T{});
+  }
+
+  // Ops in reverse: each op's input gradients go back to their producers, boxed dual(input)
+  // -> dual(output); its parameter gradients go to the parameter's summing layout.
+  void backward(step_buffers& b) {
+    const int nops = int(model_.ops.size());
+    std::vector<std::vector<T>> dy(static_cast<std::size_t>(nops));
+    at(dy, model_.loss_op) = loss_seed(sig(model_.loss_op).outputs[0]);
+    for (auto& g : grad_sums_) g.clear();
+    for (int i = nops - 1; i >= 0; --i) {
+      const op_node& n = at(model_.ops, i);
+      if (at(dy, i).empty()) at(dy, i).assign(std::size_t(at(b.ctx, i).shards.outputs[0].local.elements()), T{});
+      auto grads = op_backward(dev_, at(b.ctx, i), make_operands(b, i), at(b.fwd, i), std::span<const T>(at(dy, i)));
+      for (std::size_t j = 0; j < n.inputs.size(); ++j) {
+        const tensor_ref r = at(model_.op_inputs, i)[j];
+        if (r.op < 0) continue;
+        const boxing_path& path = at(paths_, at(edge_of_input_, i)[j]).second;
+        accumulate(at(dy, r.op), path.size() == 0 ? std::move(grads.inputs[j])
+                                                  : run_boxing<T>(comm_, std::move(grads.inputs[j]),
+                                                                  at(model_.ops, r.op).outputs[std::size_t(r.index)],
+                                                                  dual(sig(i).inputs[j]), path));
+      }
+      for (std::size_t j = 0; j < n.param_ids.size(); ++j) {
+        const int p = n.param_ids[j];
+        const boxing_path& path = at(paths_, at(edge_of_param_, i)[j]).second;
+        accumulate(at(grad_sums_, p), path.size() == 0 ? std::move(grads.params[j])
+                                                       : run_boxing<T>(comm_, std::move(grads.params[j]),
+                                                                       at(model_.params, p).shape,
+                                                                       dual(sig(i).params[j]), path));
+      }
+      at(dy, i).clear();
+    }
+  }
+
+  // Each parameter's summed gradient boxed to its storage: nothing for a parameter with one
+  // use (its contribution already went to storage), one synchronisation for a tied one.
+  void synchronise_gradients() {
+    for (std::size_t p = 0; p < grads_.size(); ++p) {
+      const param_choice& pc = param_layouts(int(p));
+      if (grad_sums_[p].empty()) {  // a parameter no op reached this step
+        grads_[p].assign(params_[p].size(), T{});
+        continue;
+      }
+      grads_[p] = sync_paths_[p].size() == 0 ? std::move(grad_sums_[p])
+                                             : run_boxing<T>(comm_, std::move(grad_sums_[p]), model_.params[p].shape,
+                                                             pc.grad_sum, sync_paths_[p]);
+    }
+  }
+
+  // SGD with momentum or Adam, on each device's storage shard.
+  void optimizer_update() {
+    ++steps_done_;
+    optimizer_step os;
+    os.lr = options_.lr;
+    os.step = steps_done_;
+    for (std::size_t p = 0; p < params_.size(); ++p) {
+      if (options_.opt == optimizer::adam)
+        dev_.template adam<T>(os, grads_[p], first_moment_[p], second_moment_[p], params_[p]);
+      else
+        dev_.template sgd_momentum<T>(os, grads_[p], first_moment_[p], params_[p]);
+    }
+  }
+
   std::int64_t axis_bytes() {
-    std::int64_t b = 0;
-    for (int a = 0; a < comm_.shape().size(); ++a) b += comm_.axis(a).bytes_sent();
-    return b;
+    std::int64_t bytes = 0;
+    for (int a = 0; a < comm_.shape().size(); ++a) bytes += comm_.axis(a).bytes_sent();
+    return bytes;
   }
 
   // The operands of op i: a boxed copy where its edge boxes, else the producer's output or the
   // stored parameter shard itself (identity paths copy nothing).
-  operands<T> make_operands(int i, const std::vector<std::vector<std::vector<T>>>& inputs,
-                            const std::vector<std::vector<std::vector<T>>>& params,
-                            const std::vector<std::vector<std::int64_t>>& indices,
-                            const std::vector<forward_result<D, T>>& fwd) const {
+  operands<T> make_operands(const step_buffers& b, int i) const {
     operands<T> ops;
-    const op_node& n = g_.ops[std::size_t(i)];
+    const op_node& n = at(model_.ops, i);
     for (std::size_t j = 0; j < n.inputs.size(); ++j) {
-      const tensor_ref r = g_.op_inputs[std::size_t(i)][j];
-      const bool direct = r.op >= 0 && paths_[std::size_t(edge_of_input_[std::size_t(i)][j])].first.size() == 0;
-      ops.inputs.push_back(std::span<const T>(direct ? fwd[std::size_t(r.op)].outputs[0] : inputs[std::size_t(i)][j]));
+      const tensor_ref r = at(model_.op_inputs, i)[j];
+      const bool direct = r.op >= 0 && at(paths_, at(edge_of_input_, i)[j]).first.size() == 0;
+      ops.inputs.push_back(std::span<const T>(direct ? output(b, r.op) : at(b.inputs, i)[j]));
     }
     for (std::size_t j = 0; j < n.param_ids.size(); ++j) {
-      const bool direct = paths_[std::size_t(edge_of_param_[std::size_t(i)][j])].first.size() == 0;
-      ops.params.push_back(std::span<const T>(direct ? params_[std::size_t(n.param_ids[j])] : params[std::size_t(i)][j]));
+      const bool direct = at(paths_, at(edge_of_param_, i)[j]).first.size() == 0;
+      ops.params.push_back(std::span<const T>(direct ? at(params_, n.param_ids[j]) : at(b.params, i)[j]));
     }
-    ops.indices = std::span<const std::int64_t>(indices[std::size_t(i)]);
+    ops.indices = std::span<const std::int64_t>(at(b.indices, i));
     return ops;
   }
 
@@ -267,8 +310,7 @@ class trainer {
     bool counted = true;
     for (int a = 0; a < l.size(); ++a)
       if (!l[a].is_partial() && comm_.coords()[a] != 0) counted = false;
-    const std::size_t n = std::size_t(comm_.world().size());
-    std::vector<double> buf(n, 0.0);
+    std::vector<double> buf(std::size_t(comm_.world().size()), 0.0);
     if (counted) buf[0] = double(local.at(0));
     comm_.world().all_reduce(std::span<double>(buf));
     return buf[0];
@@ -283,16 +325,21 @@ class trainer {
     return std::vector<T>(1, one ? T(1) : T(0));
   }
 
-  const plan_problem& pp_;
-  const graph& g_;
+  const plan_problem& problem_;
+  const graph& model_;
   std::vector<int> pick_;
   D& dev_;
   M& comm_;
-  train_options o_;
-  std::vector<std::vector<int>> edge_of_input_, edge_of_param_;
-  std::vector<std::pair<boxing_path, boxing_path>> paths_;  // per edge: forward, backward
-  std::vector<input_kind> kinds_;
-  std::vector<std::vector<T>> params_, grads_, state1_, state2_, kept_outputs_;
+  train_options options_;
+  std::vector<std::vector<int>> edge_of_input_, edge_of_param_;  ///< per op slot: its edge of problem_
+  std::vector<std::pair<boxing_path, boxing_path>> paths_;       ///< per edge: forward, backward
+  std::vector<boxing_path> sync_paths_;                           ///< per parameter: summing layout -> storage
+  std::vector<input_kind> input_kinds_;
+  std::vector<std::vector<T>> params_, grads_;  ///< storage shards of parameters and their gradients
+  std::vector<std::vector<T>> grad_sums_;       ///< per parameter: its uses' gradients, summed
+  std::vector<std::vector<T>> first_moment_;    ///< Adam's m, or SGD-momentum's velocity
+  std::vector<std::vector<T>> second_moment_;   ///< Adam's v (empty for SGD)
+  std::vector<std::vector<T>> kept_outputs_;
   std::int64_t steps_done_ = 0;
   std::int64_t last_bytes_ = 0;
 };

@@ -5,8 +5,8 @@
 //             column- then row-parallel pairs come out of the greedy completion), others data
 //   zero      data parallel with parameters, gradients and optimizer state stored sharded
 //             (ZeRO, Rajbhandari 2020), gathered before use
-//   owt       convolutions data parallel, fully-connected layers model parallel on every axis
-//             (Krizhevsky 2014, "one weird trick")
+//   owt       "one weird trick" (Krizhevsky 2014): convolutions data parallel, fully-connected
+//             layers model parallel on every axis
 //   2d        weights split on both axes of a 2-D mesh (2-D tensor parallelism)
 // Ops are visited in topological order; among the candidates that obey the rules, each op takes
 // the one cheapest with its already-placed producers (compute + boxing on those edges). An op
@@ -17,9 +17,11 @@
 #include <vector>
 
 #include "autoddl/search/planner.hpp"
+#include "autoddl/search/strategy.hpp"
 
 namespace autoddl {
 
+/// The layout rules of the expert plans (strategy::dp, megatron, zero, owt, two_d).
 enum class expert { dp, megatron, zero, owt, two_d };
 
 constexpr std::string_view to_string(expert e) {
@@ -33,10 +35,13 @@ constexpr std::string_view to_string(expert e) {
   return "?";
 }
 
-inline expert parse_expert(std::string_view s) {
-  for (expert e : {expert::dp, expert::megatron, expert::zero, expert::owt, expert::two_d})
-    if (to_string(e) == s) return e;
-  detail::fail<parse_error>("unknown expert plan '" + std::string(s) + "'; valid: dp, megatron, zero, owt, 2d");
+/// The rule set of an expert strategy. @pre is_expert(s)
+constexpr expert expert_of(const plan_strategy& s) {
+  if (std::holds_alternative<strategy::megatron>(s)) return expert::megatron;
+  if (std::holds_alternative<strategy::zero>(s)) return expert::zero;
+  if (std::holds_alternative<strategy::owt>(s)) return expert::owt;
+  if (std::holds_alternative<strategy::two_d>(s)) return expert::two_d;
+  return expert::dp;
 }
 
 struct expert_plan {
@@ -111,11 +116,14 @@ inline expert_plan make_expert_plan(const plan_problem& pp, expert e) {
   for (std::size_t k = 0; k < cp.edges().size(); ++k) in_edges[std::size_t(cp.edges()[k].v)].push_back(int(k));
   auto storage_pick = [&](int p, const nd_sbp& comp) {
     nd_sbp want = detail::expert_storage(e, comp, g.params[std::size_t(p)].shape, pp.options().mesh);
+    // a tied weight's gradient contributions are summed, then synchronised once (DDP, Megatron-LM)
     const auto& cands = pp.param_candidates(p);
+    const nd_sbp sum = pp.tied_param(p) ? reduce_layout(want) : want;
     for (int c = 0; c < int(cands.size()); ++c)
-      if (cands[std::size_t(c)] == want) return c;
+      if (cands[std::size_t(c)] == param_choice{want, sum}) return c;
+    const nd_sbp all_b = nd_sbp::filled(axes, B);
     for (int c = 0; c < int(cands.size()); ++c)
-      if (cands[std::size_t(c)] == nd_sbp::filled(axes, B)) return c;
+      if (cands[std::size_t(c)].storage == all_b && cands[std::size_t(c)].grad_sum == (pp.tied_param(p) ? reduce_layout(all_b) : all_b)) return c;
     return 0;
   };
   for (int i = 0; i < nops; ++i) {

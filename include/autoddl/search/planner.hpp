@@ -3,6 +3,12 @@
 //
 // Nodes: every op (its candidates are signatures(op, mesh)) and every parameter (its candidates
 // are storage layouts over {B, S(d)}: B is data-parallel storage, S is ZeRO/FSDP sharding).
+// A parameter with several uses (a tied weight: GPT's wte in the embedding and the LM head) has
+// one gradient: each use's contribution is boxed to the parameter's summing layout, the
+// contributions are added locally, and the sum is synchronised to storage once, as DDP and
+// Megatron-LM do. Its candidates pair a storage layout with a summing layout: the storage's
+// reduce layout (P where storage is B; one all-reduce or reduce-scatter per axis for all uses)
+// or the storage itself (every use synchronised on its own, then added).
 // Edges: an activation from producer to consumer costs the boxing of the forward tensor
 // (producer's output layout -> consumer's input layout) plus the backward boxing of its gradient
 // (dual(consumer layout) -> dual(producer layout); DESIGN.md: B and P are dual, S stays S); a
@@ -13,6 +19,7 @@
 #include <cmath>
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -32,13 +39,33 @@
 
 namespace autoddl {
 
+/// A parameter's stored layout and the layout its gradient contributions are summed in before
+/// they are boxed to storage (== storage for a parameter with one use: nothing to sum).
+/// Example: GPT's wte under data parallelism on mesh 8: storage [B], summed in [P], so the
+/// embedding's and the LM head's gradients (both [P]) add locally and one all-reduce follows.
+struct param_choice {
+  nd_sbp storage;
+  nd_sbp grad_sum;
+  friend constexpr bool operator==(const param_choice&, const param_choice&) = default;
+};
+
+/// The layout one synchronisation away from `storage`: P on its B axes (all-reduce to B), the
+/// storage's split on its S axes (nothing left to do there). reduce_layout([B,S(0)]) == [P,S(0)].
+constexpr nd_sbp reduce_layout(const nd_sbp& storage) {
+  nd_sbp r = storage;
+  for (int a = 0; a < r.size(); ++a)
+    if (r[a].is_broadcast()) r[a] = P;
+  return r;
+}
+
 struct plan_options {
   hardware hw;
   mesh_shape mesh;
   dtype type = dtype::fp32;
   optimizer opt = optimizer::adam;
   double memory_limit = 0;  ///< bytes per device; 0: the device's memory
-  overlap_rule overlap = overlap_rule::grad_sync_with_backward;
+  /// What the step-time model overlaps; unset: what the hardware's executor overlaps (hw.overlap).
+  std::optional<overlap_rule> overlap{};
   /// Optional per-op allow-list: allowed[i] holds the indices into signatures(op i, mesh) the
   /// search may pick for op i (a pinned typed layer lists one). A missing or empty entry allows
   /// every signature. Example: allowed = {{}, {3}} pins op 1 to its signature 3.
@@ -65,10 +92,15 @@ class plan_problem {
   const std::vector<signature>& op_candidates(int op) const { return op_sigs_[std::size_t(op)]; }
   /// The index into signatures(op, mesh) of op's candidate c (c itself without an allow-list).
   int signature_index(int op, int c) const { return op_sig_index_[std::size_t(op)][std::size_t(c)]; }
-  const std::vector<nd_sbp>& param_candidates(int p) const { return param_sigs_[std::size_t(p)]; }
+  const std::vector<param_choice>& param_candidates(int p) const { return param_sigs_[std::size_t(p)]; }
+  /// Whether parameter p has several uses (its gradient contributions are summed, then synced).
+  bool tied_param(int p) const { return uses_[std::size_t(p)] > 1; }
+
+  /// The overlap rule this problem is priced under.
+  overlap_rule overlap() const { return o_.overlap.value_or(o_.hw.overlap); }
 
   objective make_objective() const {
-    overlap_rule r = o_.overlap;
+    const overlap_rule r = overlap();
     return objective{[r](const cost_terms& t) {
                        return step_time(step_terms{t.compute_fwd, t.compute_bwd, t.comm_fwd, t.comm_bwd, t.comm_grad}, r);
                      },
@@ -97,15 +129,23 @@ class plan_problem {
   };
   const std::vector<edge_info>& edge_infos() const { return edges_; }
 
-  /// The forward and backward boxing paths of edge e under picks cu, cv.
+  /// Parameter p's gradient synchronisation under its candidate c: the summed contributions of its
+  /// uses boxed from the summing layout to storage (empty for a parameter with one use).
+  boxing_path param_sync_path(int p, int c) const {
+    const param_choice& pc = param_sigs_[std::size_t(p)][std::size_t(c)];
+    return box(pc.grad_sum, pc.storage, g_.params[std::size_t(p)].shape);
+  }
+
+  /// The forward and backward boxing paths of edge e under picks cu, cv: for a parameter edge,
+  /// storage -> compute layout, and the gradient dual(compute) -> the summing layout.
   std::pair<boxing_path, boxing_path> edge_paths(int e, int cu, int cv) const {
     const edge_info& ei = edges_[std::size_t(e)];
     if (ei.param) {
       const int p = ei.from_node - int(g_.ops.size());
-      const nd_sbp store = param_sigs_[std::size_t(p)][std::size_t(cu)];
+      const param_choice& store = param_sigs_[std::size_t(p)][std::size_t(cu)];
       const nd_sbp comp = op_sigs_[std::size_t(ei.to_node)][std::size_t(cv)].params[std::size_t(ei.tensor_index)];
       const tensor_shape& s = g_.params[std::size_t(p)].shape;
-      return {box(store, comp, s), box(dual(comp), store, s)};
+      return {box(store.storage, comp, s), box(dual(comp), store.grad_sum, s)};
     }
     const nd_sbp out =
         op_sigs_[std::size_t(ei.from_node)][std::size_t(cu)].outputs[std::size_t(ei.producer_output)];
@@ -140,12 +180,20 @@ class plan_problem {
     return t;
   }
 
-  /// Storage terms of parameter p under storage layout c: params, grads and optimizer state.
+  /// Storage terms of parameter p under candidate c: params, grads and optimizer state, and for a
+  /// tied parameter the one synchronisation of its summed gradient.
   cost_terms param_terms(int p, int c) const {
-    const tensor_shape local = local_shape(g_.params[std::size_t(p)].shape, layout{param_sigs_[std::size_t(p)][std::size_t(c)], o_.mesh});
-    const double elems = double(local.elements());
+    const param_choice& pc = param_sigs_[std::size_t(p)][std::size_t(c)];
+    const tensor_shape& shape = g_.params[std::size_t(p)].shape;
+    const double elems = double(local_shape(shape, layout{pc.storage, o_.mesh}).elements());
     cost_terms t;
     t.memory = 2 * elems * elem_ + double(optimizer_state_bytes(o_.opt, std::int64_t(elems), o_.type));
+    const boxing_path sync = param_sync_path(p, c);
+    t.comm_grad = sync.cost;
+    t.bytes = double(sync.bytes_per_device());
+    t.transient = path_buffer(sync);
+    if (!(pc.grad_sum == pc.storage))  // the sum's buffer, held from the last use to the sync
+      t.transient = std::max(t.transient, double(local_shape(shape, layout{pc.grad_sum, o_.mesh}).elements()) * elem_);
     return t;
   }
 
@@ -185,7 +233,8 @@ class plan_problem {
   int elem_;
   std::vector<std::vector<signature>> op_sigs_;
   std::vector<std::vector<int>> op_sig_index_;
-  std::vector<std::vector<nd_sbp>> param_sigs_;
+  std::vector<std::vector<param_choice>> param_sigs_;
+  std::vector<int> uses_;  ///< per parameter: how many op slots use it
   std::vector<edge_info> edges_;
   choice_problem tied_, untied_;
 };
@@ -220,6 +269,9 @@ inline void plan_problem::build() {
                                  to_string(o_.mesh) + "; choose sizes divisible by the mesh axes or a smaller mesh");
   }
   // storage layouts of each parameter: every nd-SBP over {B, S(d)} that divides it
+  uses_.assign(std::size_t(nparams), 0);
+  for (const op_node& n : g_.ops)
+    for (int p : n.param_ids) ++uses_[std::size_t(p)];
   param_sigs_.resize(std::size_t(nparams));
   for (int p = 0; p < nparams; ++p) {
     const tensor_shape& s = g_.params[std::size_t(p)].shape;
@@ -237,8 +289,11 @@ inline void plan_problem::build() {
       }
       all = std::move(next);
     }
-    for (const auto& v : all)
-      if (divides(s, layout{v, o_.mesh})) param_sigs_[std::size_t(p)].push_back(v);
+    for (const auto& v : all) {
+      if (!divides(s, layout{v, o_.mesh})) continue;
+      param_sigs_[std::size_t(p)].push_back({v, v});
+      if (uses_[std::size_t(p)] > 1 && !(reduce_layout(v) == v)) param_sigs_[std::size_t(p)].push_back({v, reduce_layout(v)});
+    }
   }
   // tie keys: ops by block position; a parameter by its first user's position and slot
   auto op_key = [&](int i) { return g_.block[std::size_t(i)] >= 0 ? g_.block_pos[std::size_t(i)] : -1; };

@@ -82,13 +82,19 @@ inline std::vector<plan_row> plan_rows(const plan_problem& pp, const plan_result
     row.memory_bytes += t.memory;
     if (info.param) {
       const int p = info.from_node - nops;
-      const nd_sbp st = pp.param_candidates(p)[std::size_t(r.pick[std::size_t(ed.u)])];
-      row.signature += " | " + g.params[std::size_t(p)].name + " stored " + to_string(st);
+      const param_choice& st = pp.param_candidates(p)[std::size_t(r.pick[std::size_t(ed.u)])];
+      row.signature += " | " + g.params[std::size_t(p)].name + " stored " + to_string(st.storage);
+      if (!(st.grad_sum == st.storage)) row.signature += " (gradients summed in " + to_string(st.grad_sum) + ", synced once)";
       // storage, gradient and optimizer bytes are counted at the parameter's first user
       bool first = true;
       for (std::size_t e2 = 0; e2 < e; ++e2)
         if (pp.edge_infos()[e2].param && pp.edge_infos()[e2].from_node == info.from_node) first = false;
-      if (first) row.memory_bytes += u.unary(info.from_node, r.pick[std::size_t(ed.u)]).memory;
+      if (first) {  // and a tied parameter's one synchronisation
+        const cost_terms& own = u.unary(info.from_node, r.pick[std::size_t(ed.u)]);
+        row.memory_bytes += own.memory;
+        row.comm_s += own.comm();
+        row.comm_bytes += own.bytes;
+      }
     }
   }
   return rows;

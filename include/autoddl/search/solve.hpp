@@ -4,7 +4,8 @@
 //               data parallel, every expert plan and random starts; then descent on the untied
 //               problem from that result and from every expert plan. Descent never makes a start
 //               worse, so the auto plan is never predicted slower than any expert plan.
-//   dp, megatron, zero, owt, 2d   the expert plans as they are
+//   dp, megatron, zero, owt, 2d   the expert plans as they are (owt: "one weird trick",
+//               Krizhevsky 2014: convolutions data parallel, fully connected layers model parallel)
 //   exact       series-parallel DP optimum of the additive objective (nothing overlapped)
 //   exhaustive  every tied assignment (tiny models only)
 // optimal_gap: when the DP solves the model, the descent is rerun on the additive objective and
@@ -18,11 +19,12 @@
 #include "autoddl/search/coordinate_descent.hpp"
 #include "autoddl/search/exact.hpp"
 #include "autoddl/search/experts.hpp"
+#include "autoddl/search/strategy.hpp"
 
 namespace autoddl {
 
 struct plan_result {
-  std::string strategy;
+  plan_strategy strategy;
   std::vector<int> pick;           ///< per node of plan_problem::untied()
   cost_terms totals;
   double time = 0;                 ///< predicted step time, seconds
@@ -59,69 +61,80 @@ inline descent_result auto_descent(const plan_problem& pp, const objective& obj,
   return best;
 }
 
+/// The picks of every expert plan that applies to pp's mesh: the starts of the search.
+inline std::vector<std::vector<int>> expert_starts(const plan_problem& pp) {
+  std::vector<std::vector<int>> expert_picks;
+  for (expert e : {expert::dp, expert::megatron, expert::zero, expert::owt, expert::two_d}) {
+    if (e == expert::two_d && pp.options().mesh.size() != 2) continue;
+    expert_picks.push_back(make_expert_plan(pp, e).pick);
+  }
+  return expert_picks;
+}
+
+inline void solve_auto(const plan_problem& pp, std::uint64_t seed, plan_result& r) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const std::vector<std::vector<int>> expert_picks = expert_starts(pp);
+  descent_result d = auto_descent(pp, pp.make_objective(), seed, expert_picks);
+  r.pick = std::move(d.pick);
+  r.runner_up = std::move(d.runner_up);
+  r.search_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (auto ex = series_parallel_optimum(pp.untied())) {  // the gap, on the additive objective
+    descent_result ds = auto_descent(pp, pp.serial_objective(), seed, expert_picks);
+    const double got = ds.totals.serial_time();
+    r.optimal_gap = ex->time > 0 ? (got - ex->time) / ex->time : 0.0;
+  }
+}
+
+inline void solve_expert(const plan_problem& pp, const plan_strategy& s, plan_result& r) {
+  const expert e = expert_of(s);
+  expert_plan ep = make_expert_plan(pp, e);
+  if ((e == expert::dp || e == expert::zero) && !ep.relaxed.empty()) {
+    const graph& g = pp.model();
+    fail<layout_error>("the " + to_string(s) + " plan splits the batch over all " + itos(pp.options().mesh.devices()) +
+                       " devices of mesh " + to_string(pp.options().mesh) + ", but op '" + ep.relaxed[0] +
+                       "' cannot take its batch split that way (model inputs " +
+                       (g.inputs.empty() ? std::string("[]") : to_string(g.inputs[0])) +
+                       "); choose a batch divisible by the mesh or another strategy");
+  }
+  for (const auto& n : ep.relaxed)
+    r.notes.push_back("op '" + n + "' could not follow the " + to_string(s) + " rules; it takes its cheapest layout");
+  r.pick = std::move(ep.pick);
+}
+
 }  // namespace detail
 
-inline plan_result solve_plan(const plan_problem& pp, const std::string& strategy, std::uint64_t seed = 1) {
-  auto t0 = std::chrono::steady_clock::now();
-  const objective obj = pp.make_objective();
+/// Chooses a plan for pp by strategy s (see search/strategy.hpp), e.g.
+///   solve_plan(pp, strategy::automatic{});   solve_plan(pp, strategy::megatron{.tp = 4});
+/// Throws layout_error when s does not fit pp's mesh or model (check_strategy).
+inline plan_result solve_plan(const plan_problem& pp, const plan_strategy& s, std::uint64_t seed = 1) {
+  const auto t0 = std::chrono::steady_clock::now();
+  check_strategy(s, pp.options().mesh);
   plan_result r;
-  r.strategy = strategy;
-  const choice_problem& u = pp.untied();
-  auto finish = [&](std::vector<int> pick) {
-    r.pick = std::move(pick);
-    r.totals = u.evaluate(r.pick);
-    r.time = obj.time(r.totals);
-    r.feasible = obj.feasible(r.totals);
-  };
-  if (strategy == "auto") {
-    std::vector<std::vector<int>> eps;
-    for (expert e : {expert::dp, expert::megatron, expert::zero, expert::owt, expert::two_d}) {
-      if (e == expert::two_d && pp.options().mesh.size() != 2) continue;
-      eps.push_back(make_expert_plan(pp, e).pick);
-    }
-    descent_result d = detail::auto_descent(pp, obj, seed, eps);
-    finish(d.pick);
-    r.runner_up.resize(d.runner_up.size());
-    for (std::size_t i = 0; i < d.runner_up.size(); ++i) r.runner_up[i] = d.runner_up[i];
-    r.search_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    if (auto ex = series_parallel_optimum(u)) {
-      descent_result ds = detail::auto_descent(pp, pp.serial_objective(), seed, eps);
-      double got = ds.totals.serial_time();
-      r.optimal_gap = ex->time > 0 ? (got - ex->time) / ex->time : 0.0;
-    }
-    return r;
-  }
-  if (strategy == "exact") {
-    auto ex = series_parallel_optimum(u);
+  r.strategy = s;
+  if (std::holds_alternative<strategy::automatic>(s)) {
+    detail::solve_auto(pp, seed, r);
+  } else if (std::holds_alternative<strategy::exact>(s)) {
+    auto ex = series_parallel_optimum(pp.untied());
     if (!ex)
       detail::fail("the model graph is not series-parallel, so --strategy exact cannot solve it; use auto or exhaustive");
-    finish(ex->pick);
+    r.pick = std::move(ex->pick);
     r.optimal_gap = 0.0;
     r.notes.push_back("exact optimum of the additive step time (nothing overlapped), memory limit not applied");
-  } else if (strategy == "exhaustive") {
-    auto ex = exhaustive(pp.tied(), obj);
+  } else if (std::holds_alternative<strategy::exhaustive>(s)) {
+    auto ex = exhaustive(pp.tied(), pp.make_objective());
     if (!ex)
       detail::fail("the model has too many layout combinations for --strategy exhaustive (more than 2e6); use auto or exact");
-    finish(pp.untie(ex->pick));
+    r.pick = pp.untie(ex->pick);
     r.optimal_gap = 0.0;
   } else {
-    expert e = parse_expert(strategy);
-    if (e == expert::two_d && pp.options().mesh.size() != 2)
-      detail::fail<layout_error>("the 2d plan needs a 2-D mesh, got " + to_string(pp.options().mesh));
-    expert_plan ep = make_expert_plan(pp, e);
-    if ((e == expert::dp || e == expert::zero) && !ep.relaxed.empty()) {
-      const auto& g = pp.model();
-      detail::fail<layout_error>("the " + strategy + " plan splits the batch over all " +
-                                 detail::itos(pp.options().mesh.devices()) + " devices of mesh " +
-                                 to_string(pp.options().mesh) + ", but op '" + ep.relaxed[0] +
-                                 "' cannot take its batch split that way (model inputs " +
-                                 (g.inputs.empty() ? std::string("[]") : to_string(g.inputs[0])) +
-                                 "); choose a batch divisible by the mesh or another strategy");
-    }
-    for (const auto& n : ep.relaxed) r.notes.push_back("op '" + n + "' could not follow the " + strategy + " rules; it takes its cheapest layout");
-    finish(ep.pick);
+    detail::solve_expert(pp, s, r);
   }
-  r.search_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const objective obj = pp.make_objective();
+  r.totals = pp.untied().evaluate(r.pick);
+  r.time = obj.time(r.totals);
+  r.feasible = obj.feasible(r.totals);
+  if (!std::holds_alternative<strategy::automatic>(s))
+    r.search_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return r;
 }
 

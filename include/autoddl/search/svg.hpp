@@ -26,7 +26,7 @@ inline std::string plan_svg(const plan_problem& pp, const plan_result& r, const 
   };
   std::string s = "<svg xmlns='http://www.w3.org/2000/svg' width='" + std::to_string(int(width)) + "' height='" +
                   std::to_string(int(height)) + "' font-family='sans-serif' font-size='11'>\n";
-  s += "<text x='4' y='16'>" + g.name + " on " + to_string(pp.options().mesh) + " (" + r.strategy +
+  s += "<text x='4' y='16'>" + g.name + " on " + to_string(pp.options().mesh) + " (" + to_string(r.strategy) +
        "): predicted step " + std::to_string(r.time) + " s</text>\n";
   for (int a = 0; a < axes; ++a)
     s += "<text x='4' y='" + std::to_string(int(top + band * a + 15)) + "'>mesh axis " + std::to_string(a) + "</text>\n";

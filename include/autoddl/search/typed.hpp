@@ -6,7 +6,7 @@
 //
 //   using gpt = typed_model<float, static_mesh<2, 4>, static_shape<8, 128, 256>, ...>;
 //   plan_problem pp(gpt::to_graph("gpt"), typed_plan_options<gpt>(opts));
-//   plan_result r = solve_plan(pp, "auto");
+//   plan_result r = solve_plan(pp, strategy::automatic{});
 //   std::vector<int> s = chosen_signatures(pp, r);       // s[i]: signature index of op i
 //   gpt::visit<3>(s[3], [](auto sig) { /* sig.value: the static_signature */ });
 #include <cstdint>

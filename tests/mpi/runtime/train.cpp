@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "autoddl/models/zoo.hpp"
 #include "autoddl/backend/cpu.hpp"
 #include "autoddl/backend/mpi.hpp"
 #include "autoddl/cost/hardware_io.hpp"
@@ -59,8 +60,8 @@ void check_model(const std::string& spec, int plans, optimizer opt) {
   if (rank == 0) {
     cpu_device dev;
     mpi::mpi_mesh_comm self(mesh_shape{1}, MPI_COMM_SELF);
-    trainer<float, cpu_device, mpi::mpi_mesh_comm> t(serial_pp, solve_plan(serial_pp, "dp").pick, dev, self, to);
-    for (int s = 0; s < 2; ++s) serial_loss.push_back(t.step(s));
+    trainer<float, cpu_device, mpi::mpi_mesh_comm> t(serial_pp, solve_plan(serial_pp, strategy::dp{}).pick, dev, self, to);
+    for (int s = 0; s < 2; ++s) serial_loss.push_back(t.train_step(s));
     for (std::size_t p = 0; p < g.params.size(); ++p) {
       serial_params.push_back(t.param_shard(int(p)));
       serial_grads.push_back(t.grad_shard(int(p)));
@@ -80,7 +81,7 @@ void check_model(const std::string& spec, int plans, optimizer opt) {
       mpi::mpi_mesh_comm comm(m);
       trainer<float, cpu_device, mpi::mpi_mesh_comm> t(pp, pick, dev, comm, to);
       for (int s = 0; s < 2; ++s) {
-        const double loss = t.step(s);
+        const double loss = t.train_step(s);
         CHECK(double(t.last_step_bytes()) == predicted);
         if (rank == 0) CHECK(std::abs(loss - serial_loss[std::size_t(s)]) <= tolerance * std::abs(serial_loss[std::size_t(s)]));
       }

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "autoddl/models/zoo.hpp"
 #include "autoddl/cost/hardware_io.hpp"
 #include "autoddl/search.hpp"
 
@@ -45,11 +46,11 @@ TEST_CASE("the auto plan is never predicted slower than any expert plan", "[sear
       INFO(c.spec << " on " << c.mesh << " / " << hw);
       graph g = build_model(c.spec);
       plan_problem pp(g, options(c.mesh, hw));
-      plan_result a = solve_plan(pp, "auto");
+      plan_result a = solve_plan(pp, strategy::automatic{});
       CHECK(a.feasible);
       for (const char* e : {"dp", "megatron", "zero", "owt", "2d"}) {
         if (std::string(e) == "2d" && pp.options().mesh.size() != 2) continue;
-        plan_result x = solve_plan(pp, e);
+        plan_result x = solve_plan(pp, parse_strategy(e));
         INFO("expert " << e);
         CHECK(a.time <= x.time * (1 + 1e-9));
       }
@@ -62,7 +63,7 @@ TEST_CASE("a plan's totals are the sums of its ops and of the boxing paths it ru
   plan_problem pp(g, options("2x2", "dgx1-v100"));
   for (const char* s : {"auto", "dp", "megatron", "zero"}) {
     INFO(s);
-    plan_result r = solve_plan(pp, s);
+    plan_result r = solve_plan(pp, parse_strategy(s));
     double bytes = 0, comm = 0;
     const auto& u = pp.untied();
     for (int n = 0; n < u.nodes(); ++n) bytes += u.unary(n, r.pick[std::size_t(n)]).bytes;
@@ -85,7 +86,7 @@ TEST_CASE("data parallel sends exactly one gradient all-reduce per parameter", "
   // 2(n-1)/n * bytes of the parameter.
   graph g = build_model("mlp:layers=3,hidden=64,batch=16,in=32,out=8");
   plan_problem pp(g, options("4", "dgx1-v100"));
-  plan_result r = solve_plan(pp, "dp");
+  plan_result r = solve_plan(pp, strategy::dp{});
   double expect = 0;
   for (const auto& p : g.params) expect += 2.0 * 3 / 4 * double(p.shape.elements()) * 4;
   CHECK(r.totals.bytes == expect);
@@ -94,9 +95,9 @@ TEST_CASE("data parallel sends exactly one gradient all-reduce per parameter", "
 TEST_CASE("the exact references bound the descent on the additive objective", "[search][exact]") {
   graph g = build_model("mlp:layers=2,hidden=32,batch=8,in=16,out=8");
   plan_problem pp(g, options("2", "dgx1-v100", overlap_rule::none));
-  plan_result ex = solve_plan(pp, "exact");
-  plan_result full = solve_plan(pp, "exhaustive");
-  plan_result a = solve_plan(pp, "auto");
+  plan_result ex = solve_plan(pp, strategy::exact{});
+  plan_result full = solve_plan(pp, strategy::exhaustive{});
+  plan_result a = solve_plan(pp, strategy::automatic{});
   CHECK(ex.totals.serial_time() <= full.time * (1 + 1e-12));  // untied DP <= tied enumeration
   CHECK(ex.totals.serial_time() <= a.time * (1 + 1e-12));
   CHECK(a.time <= full.time * 1.01);  // within 1% of the tied optimum (issue 5's target)
@@ -108,16 +109,16 @@ TEST_CASE("a memory limit steers the plan, and an impossible one is reported", "
   graph g = build_model("gpt:layers=2,hidden=128,heads=4,seq=32,batch=8,vocab=512");
   plan_options o = options("4", "dgx1-v100");
   plan_problem free_pp(g, o);
-  plan_result free_plan = solve_plan(free_pp, "auto");
+  plan_result free_plan = solve_plan(free_pp, strategy::automatic{});
   o.memory_limit = free_plan.totals.peak_memory() * 0.8;
   plan_problem tight_pp(g, o);
-  plan_result tight = solve_plan(tight_pp, "auto");
+  plan_result tight = solve_plan(tight_pp, strategy::automatic{});
   CHECK(tight.feasible);
   CHECK(tight.totals.peak_memory() <= o.memory_limit);
   CHECK(tight.time >= free_plan.time);
   o.memory_limit = 1000;  // bytes: nothing fits
   plan_problem none_pp(g, o);
-  CHECK_FALSE(solve_plan(none_pp, "auto").feasible);
+  CHECK_FALSE(solve_plan(none_pp, strategy::automatic{}).feasible);
 }
 
 TEST_CASE("the memory-independent matmul bound follows its three regimes", "[search][bounds]") {
@@ -136,6 +137,8 @@ TEST_CASE("a model the mesh cannot divide is refused in one sentence", "[search]
   graph g = build_model("mlp:layers=2,hidden=30,batch=6,in=30,out=6");
   // every op still has the all-B signature, so the planner works; an unknown strategy does not
   plan_problem pp(g, options("4", "dgx1-v100"));
-  CHECK_THROWS_WITH(solve_plan(pp, "fsdp"), Catch::Matchers::ContainsSubstring("unknown expert plan 'fsdp'"));
-  CHECK_THROWS_WITH(solve_plan(pp, "2d"), Catch::Matchers::ContainsSubstring("the 2d plan needs a 2-D mesh"));
+  CHECK_THROWS_WITH(parse_strategy("fsdp"), Catch::Matchers::ContainsSubstring("unknown strategy 'fsdp'"));
+  CHECK_THROWS_WITH(solve_plan(pp, strategy::two_d{}), Catch::Matchers::ContainsSubstring("the 2d plan needs a 2-D mesh"));
+  CHECK_THROWS_WITH(solve_plan(pp, strategy::megatron{.tp = 2}),
+                    Catch::Matchers::ContainsSubstring("but the innermost axis of mesh 4 has 4"));
 }

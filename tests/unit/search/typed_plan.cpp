@@ -29,7 +29,7 @@ TEST_CASE("A searched typed model keeps its pinned op and picks allowed signatur
   plan_problem pp(searched::to_graph("searched"), typed_plan_options<searched>(dgx()));
   REQUIRE(pp.op_candidates(3).size() == 1);
   REQUIRE(pp.op_candidates(1).size() == searched::candidates<1>.size());
-  plan_result r = solve_plan(pp, "auto");
+  plan_result r = solve_plan(pp, strategy::automatic{});
   std::vector<int> s = chosen_signatures(pp, r);
   REQUIRE(s.size() == searched::size);
   CHECK(s[3] == searched::allowed_candidates<3>[0]);
@@ -53,7 +53,7 @@ TEST_CASE("The compile-time price of a fully pinned model equals the planner's a
   plan_options o = typed_plan_options<pinned>(dgx());
   plan_problem pp(pinned::to_graph("pinned"), o);
   for (int i = 0; i < int(pinned::size); ++i) REQUIRE(pp.op_candidates(i).size() == 1);
-  plan_result r = solve_plan(pp, "auto");  // every op has one candidate: any strategy picks it
+  plan_result r = solve_plan(pp, strategy::automatic{});  // every op has one candidate: any strategy picks it
   const std::int64_t dynamic_bytes = activation_boxing_bytes(pp, r.pick);
   const std::int64_t static_bytes = static_boxing_bytes<pinned>(make_device_mesh(pinned::mesh, o.hw));
   CHECK(static_bytes == dynamic_bytes);

@@ -1,7 +1,7 @@
 #pragma once
-// What the command-line programs share: turning exceptions into one sentence and exit code 2,
-// and parsing sizes and lists.
-#include <algorithm>
+// What the command-line programs and the benchmarks share: turning exceptions into one sentence
+// and exit code 2, and parsing sizes and lists. (src/support/: helpers of the programs built from
+// this repository, not part of the installed library.)
 #include <cstdio>
 #include <exception>
 #include <string>
@@ -37,13 +37,6 @@ inline std::vector<std::string> split(const std::string& s, char sep) {
   }
   if (!cur.empty()) out.push_back(cur);
   return out;
-}
-
-/// The median of a sample (the upper one of an even count); used for step and collective times.
-inline double median(std::vector<double> v) {
-  if (v.empty()) return 0.0;
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
 }
 
 /// "32GiB", "16GB", "512MiB", "1e9" -> bytes. Throws parse_error naming the text.
