@@ -1,15 +1,18 @@
 // Runtime overhead: a data-parallel MLP step through autoddl (plan dp, trainer, ring
 // collectives) against the same step written by hand with MPI and OpenBLAS (cblas_sgemm, ReLU,
-// softmax cross-entropy, one MPI_Allreduce of all gradients, SGD), in the same run, alternating.
+// softmax cross-entropy, one MPI_Allreduce of all gradients), both with the same optimizer:
+// SGD with momentum as the trainer runs it (backend/device.hpp: v = momentum v + g; p -= lr v,
+// the trainer's lr and the default momentum). The two are timed interleaved
+// (benchmarks/interleaved.hpp): warm-up rounds dropped, median and inter-quartile range each.
 // Target: autoddl / hand-written <= 1.10 on 2 ranks.
-//   mpirun -np 2 build/benchmarks/bench_runtime_overhead [layers hidden batch in out]
+//   mpirun -np 2 build/benchmarks/bench_runtime_overhead [layers hidden batch in out] [--rounds N] [--warmup N]
 #include <cblas.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <string>
 #include <vector>
 
 #include "autoddl/backend/cpu.hpp"
@@ -18,19 +21,17 @@
 #include "autoddl/models/zoo.hpp"
 #include "autoddl/runtime/trainer.hpp"
 #include "autoddl/search/solve.hpp"
-#include "support/cli.hpp"
-#include "support/stats.hpp"
+#include "interleaved.hpp"
 
 using namespace autoddl;
 
 namespace {
 
-double now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
-
 // The hand-written step: the model of build_mlp, the local batch of this rank.
 struct hand_mlp {
   std::int64_t layers, hidden, batch, in, out;
   std::vector<std::vector<float>> w, b, dw, db, act;  // act[l]: input of layer l (post-ReLU)
+  std::vector<std::vector<float>> w_velocity, b_velocity;  // SGD momentum state
   std::vector<float> x, grads;
   std::vector<std::int64_t> labels;
   int ranks;
@@ -45,6 +46,8 @@ struct hand_mlp {
     }
     dw = w;
     db = b;
+    for (const auto& v : w) w_velocity.emplace_back(v.size(), 0.0f);
+    for (const auto& v : b) b_velocity.emplace_back(v.size(), 0.0f);
     x.resize(std::size_t(batch * in));
     for (std::size_t j = 0; j < x.size(); ++j) x[j] = float(hashed_uniform(2, 0, j));
     labels.resize(std::size_t(batch));
@@ -54,7 +57,7 @@ struct hand_mlp {
     grads.resize(total);
   }
 
-  void step(float lr) {
+  void step(float lr, float momentum) {
     act.assign(std::size_t(layers + 2), {});
     act[0] = x;
     for (std::int64_t k = 0; k <= layers; ++k) {
@@ -103,8 +106,14 @@ struct hand_mlp {
     MPI_Allreduce(MPI_IN_PLACE, grads.data(), int(grads.size()), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
     o = 0;
     for (std::size_t k = 0; k < w.size(); ++k) {
-      for (float& v : w[k]) v -= lr * grads[o++];
-      for (float& v : b[k]) v -= lr * grads[o++];
+      for (std::size_t j = 0; j < w[k].size(); ++j) {
+        w_velocity[k][j] = momentum * w_velocity[k][j] + grads[o++];
+        w[k][j] -= lr * w_velocity[k][j];
+      }
+      for (std::size_t j = 0; j < b[k].size(); ++j) {
+        b_velocity[k][j] = momentum * b_velocity[k][j] + grads[o++];
+        b[k][j] -= lr * b_velocity[k][j];
+      }
     }
   }
 };
@@ -116,11 +125,19 @@ int main(int argc, char** argv) {
   int rank = 0, ranks = 1;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &ranks);
-  std::int64_t a[5] = {4, 1024, 256, 1024, 16};
-  for (int i = 1; i < argc && i < 6; ++i) a[i - 1] = std::atoll(argv[i]);
-  const std::string spec = "mlp:layers=" + std::to_string(a[0]) + ",hidden=" + std::to_string(a[1]) +
-                           ",batch=" + std::to_string(a[2]) + ",in=" + std::to_string(a[3]) + ",out=" + std::to_string(a[4]);
-  {
+  const int rc = tools::guarded("bench_runtime_overhead", [&] {
+    std::int64_t a[5] = {4, 1024, 256, 1024, 16};
+    int rounds = 10, warmup = 2, given = 0;
+    for (int i = 1; i < argc; ++i) {
+      const std::string arg = argv[i];
+      if (arg == "--rounds" && i + 1 < argc) rounds = std::atoi(argv[++i]);
+      else if (arg == "--warmup" && i + 1 < argc) warmup = std::atoi(argv[++i]);
+      else if (arg.rfind("--", 0) != 0 && given < 5) a[given++] = std::atoll(argv[i]);
+      else throw error("unexpected argument '" + arg + "'; use [layers hidden batch in out] [--rounds N] [--warmup N]");
+    }
+    if (rounds < 5 || warmup < 0) throw error("give --rounds >= 5 and --warmup >= 0");
+    const std::string spec = "mlp:layers=" + std::to_string(a[0]) + ",hidden=" + std::to_string(a[1]) +
+                             ",batch=" + std::to_string(a[2]) + ",in=" + std::to_string(a[3]) + ",out=" + std::to_string(a[4]);
     plan_options o;
     o.mesh = mesh_shape{ranks};
     o.hw = load_hardware("cpu-local");
@@ -132,25 +149,23 @@ int main(int argc, char** argv) {
     to.opt = optimizer::sgd_momentum;
     trainer<float, cpu_device, mpi::mpi_mesh_comm> t(pp, plan.pick, dev, comm, to);
     hand_mlp h(a[0], a[1], a[2] / ranks, a[3], a[4], ranks);  // layers + 1 linears, as build_mlp
-    std::vector<double> ta, th;
-    for (int rep = 0; rep < 12; ++rep) {  // alternate, so both see the same machine state
-      MPI_Barrier(MPI_COMM_WORLD);
-      double t0 = now();
-      t.train_step(rep);
-      MPI_Barrier(MPI_COMM_WORLD);
-      double t1 = now();
-      h.step(1e-3f);
-      MPI_Barrier(MPI_COMM_WORLD);
-      double t2 = now();
-      if (rep >= 2) {  // warm-up
-        ta.push_back(t1 - t0);
-        th.push_back(t2 - t1);
-      }
+    const float momentum = float(optimizer_step{}.momentum);   // the trainer's SGD-momentum rule
+    const auto seconds = bench::time_interleaved(2, warmup, rounds, [&](std::size_t which, int round) {
+      if (which == 0) t.train_step(round);
+      else h.step(float(to.lr), momentum);
+    });
+    const bench::spread_summary lib = bench::summarize(seconds[0]), hand = bench::summarize(seconds[1]);
+    if (rank == 0) {
+      std::printf("%s on %d ranks, SGD momentum %.2f lr %g on both, %d interleaved rounds after %d warm-up\n",
+                  spec.c_str(), ranks, double(momentum), to.lr, rounds, warmup);
+      std::printf("  autoddl dp step                  median %8.2f ms, spread (IQR) %6.2f ms\n", lib.median * 1e3,
+                  lib.iqr() * 1e3);
+      std::printf("  hand-written MPI+OpenBLAS step   median %8.2f ms, spread (IQR) %6.2f ms\n", hand.median * 1e3,
+                  hand.iqr() * 1e3);
+      std::printf("  ratio of medians %.3f (target <= 1.10); the medians %s apart by more than the sum of the IQRs\n",
+                  lib.median / hand.median, bench::separated(lib, hand) ? "are" : "are not");
     }
-    if (rank == 0)
-      std::printf("%s on %d ranks: autoddl dp step %.2f ms, hand-written MPI+OpenBLAS step %.2f ms, ratio %.3f (target <= 1.10)\n",
-                  spec.c_str(), ranks, tools::median(ta) * 1e3, tools::median(th) * 1e3, tools::median(ta) / tools::median(th));
-  }
+  });
   MPI_Finalize();
-  return 0;
+  return rc;
 }

@@ -1,12 +1,23 @@
 // Predicted against measured step time on this machine's MPI ranks (calibrated cpu-local), for
-// the auto plan and the expert plans of a small GPT and a small VGG: the ratio per plan, and
-// whether the predicted order of the plans is the measured order.
-//   mpirun -np 2 build/benchmarks/bench_step_prediction   (and -np 4)
-#include <algorithm>
-#include <chrono>
+// the auto plan and the expert plans of a small GPT and a small VGG: per plan the measured
+// median and spread, and whether the predicted order of the plans is the measured order where
+// the measurement can tell.
+//
+// The plans of one model and mesh are timed interleaved (benchmarks/interleaved.hpp): each
+// round runs one SGD-momentum step of every plan in rotated order; warm-up rounds are dropped;
+// spread = inter-quartile range of a plan's measured steps. Two plans are ordered by the
+// measurement only where their medians differ by more than the sum of their spreads, and only
+// those pairs can disagree with the predicted order.
+//   mpirun -np 2 build/benchmarks/bench_step_prediction [hardware] [--rounds N] [--warmup N] [--json]
+//   (also -np 4, which adds mesh 2x2). --json prints one JSON object per plan row instead of
+//   the table: model, mesh, ranks, plan, predicted_s, measured_s, spread_s.
 #include <cstdio>
+#include <cstdlib>
+#include <memory>
 #include <string>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "autoddl/backend/cpu.hpp"
 #include "autoddl/backend/mpi.hpp"
@@ -14,35 +25,85 @@
 #include "autoddl/models/zoo.hpp"
 #include "autoddl/runtime/trainer.hpp"
 #include "autoddl/search/solve.hpp"
-#include "support/cli.hpp"
-#include "support/stats.hpp"
+#include "interleaved.hpp"
 
 using namespace autoddl;
 
 namespace {
 
-double now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
-
-struct row {
-  std::string plan;
-  double predicted, measured;
+struct options {
+  std::string hardware = "cpu-local";
+  int rounds = 8;  // measured rounds per plan (at least 5)
+  int warmup = 2;
+  bool json = false;
 };
 
-double measure(const plan_problem& pp, const plan_result& r, const mesh_shape& m) {
-  cpu_device dev;
-  mpi::mpi_mesh_comm comm(m);
-  train_options to;
-  to.opt = optimizer::sgd_momentum;
-  trainer<float, cpu_device, mpi::mpi_mesh_comm> t(pp, r.pick, dev, comm, to);
-  std::vector<double> ts;
-  for (int s = 0; s < 8; ++s) {
-    MPI_Barrier(MPI_COMM_WORLD);
-    double t0 = now();
-    t.train_step(s);
-    MPI_Barrier(MPI_COMM_WORLD);
-    if (s >= 2) ts.push_back(now() - t0);
+options parse(int argc, char** argv) {
+  options o;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--json") o.json = true;
+    else if (a == "--rounds" && i + 1 < argc) o.rounds = std::atoi(argv[++i]);
+    else if (a == "--warmup" && i + 1 < argc) o.warmup = std::atoi(argv[++i]);
+    else if (a.rfind("--", 0) != 0) o.hardware = a;
+    else throw error("unknown option '" + a + "'; use [hardware] [--rounds N] [--warmup N] [--json]");
   }
-  return tools::median(ts);
+  if (o.rounds < 5) throw error("--rounds " + std::to_string(o.rounds) + " is too few for quartiles; give at least 5");
+  if (o.warmup < 0) throw error("--warmup must be >= 0");
+  return o;
+}
+
+using cpu_trainer = trainer<float, cpu_device, mpi::mpi_mesh_comm>;
+
+// One plan ready to step: its own device, communicator and trainer.
+struct runnable {
+  std::string plan;
+  double predicted = 0;
+  std::unique_ptr<cpu_device> dev;
+  std::unique_ptr<mpi::mpi_mesh_comm> comm;
+  std::unique_ptr<cpu_trainer> run;
+  bench::spread_summary measured;
+};
+
+std::vector<runnable> prepare(const plan_problem& pp, const mesh_shape& m) {
+  std::vector<runnable> out;
+  for (const char* s : {"auto", "dp", "megatron", "zero", "owt", "2d"}) {
+    if (std::string(s) == "2d" && m.size() != 2) continue;
+    plan_result r;
+    try {
+      r = solve_plan(pp, parse_strategy(s));
+    } catch (const error&) {
+      continue;  // the expert's rules do not fit this model and mesh
+    }
+    runnable x{s, r.time, std::make_unique<cpu_device>(), std::make_unique<mpi::mpi_mesh_comm>(m), nullptr, {}};
+    train_options to;
+    to.opt = optimizer::sgd_momentum;
+    x.run = std::make_unique<cpu_trainer>(pp, r.pick, *x.dev, *x.comm, to);
+    out.push_back(std::move(x));
+  }
+  return out;
+}
+
+void print_table(const std::vector<runnable>& rows, const char* spec, int ranks, const mesh_shape& m, const options& o) {
+  std::printf("%s on %d ranks, mesh %s (%s), %d interleaved rounds after %d warm-up\n", spec, ranks,
+              to_string(m).c_str(), o.hardware.c_str(), o.rounds, o.warmup);
+  std::printf("  %-9s %12s %12s %12s %9s\n", "plan", "predicted", "measured", "spread(IQR)", "meas/pred");
+  for (const auto& r : rows)
+    std::printf("  %-9s %9.3f ms %9.3f ms %9.3f ms %9.2f\n", r.plan.c_str(), r.predicted * 1e3, r.measured.median * 1e3,
+                r.measured.iqr() * 1e3, r.measured.median / r.predicted);
+  int predicted_pairs = 0, separated_pairs = 0, disagree = 0;
+  for (std::size_t i = 0; i < rows.size(); ++i)
+    for (std::size_t j = i + 1; j < rows.size(); ++j) {
+      const double dp = rows[i].predicted - rows[j].predicted;
+      if (std::abs(dp) < 1e-12 * rows[i].predicted) continue;  // predicted tie: no order to check
+      ++predicted_pairs;
+      if (!bench::separated(rows[i].measured, rows[j].measured)) continue;
+      ++separated_pairs;
+      disagree += (dp > 0) != (rows[i].measured.median > rows[j].measured.median);
+    }
+  std::printf("  order: of %d plan pairs with distinct predictions, %d are measurably apart (medians differ by more\n"
+              "  than the sum of their IQRs); the predicted order disagrees with the measured one on %d of those\n",
+              predicted_pairs, separated_pairs, disagree);
 }
 
 }  // namespace
@@ -52,45 +113,35 @@ int main(int argc, char** argv) {
   int rank = 0, ranks = 1;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &ranks);
-  const char* hw = argc > 1 ? argv[1] : "cpu-local";
-  std::vector<mesh_shape> meshes{mesh_shape{ranks}};
-  if (ranks == 4) meshes.push_back(mesh_shape{2, 2});
-  for (const char* spec : {"gpt:layers=2,hidden=128,heads=4,seq=64,batch=16,vocab=256",
-                           "vgg11:image=32,classes=16,batch=16,fc=128"}) {
-    for (const mesh_shape& m : meshes) {
-      plan_options o;
-      o.mesh = m;
-      o.hw = load_hardware(hw);
-      plan_problem pp(build_model(spec), o);
-      std::vector<row> rows;
-      for (const char* s : {"auto", "dp", "megatron", "zero", "owt", "2d"}) {
-        if (std::string(s) == "2d" && m.size() != 2) continue;
-        plan_result r;
-        try {
-          r = solve_plan(pp, parse_strategy(s));
-        } catch (const error&) {
+  const int rc = tools::guarded("bench_step_prediction", [&] {
+    const options o = parse(argc, argv);
+    std::vector<mesh_shape> meshes{mesh_shape{ranks}};
+    if (ranks == 4) meshes.push_back(mesh_shape{2, 2});
+    for (const char* spec : {"gpt:layers=2,hidden=128,heads=4,seq=64,batch=16,vocab=256",
+                             "vgg11:image=32,classes=16,batch=16,fc=128"}) {
+      for (const mesh_shape& m : meshes) {
+        plan_options po;
+        po.mesh = m;
+        po.hw = load_hardware(o.hardware);
+        plan_problem pp(build_model(spec), po);
+        std::vector<runnable> rows = prepare(pp, m);
+        const auto seconds = bench::time_interleaved(rows.size(), o.warmup, o.rounds,
+                                                     [&](std::size_t i, int round) { rows[i].run->train_step(round); });
+        for (std::size_t i = 0; i < rows.size(); ++i) rows[i].measured = bench::summarize(seconds[i]);
+        if (rank != 0) continue;
+        if (!o.json) {
+          print_table(rows, spec, ranks, m, o);
           continue;
         }
-        rows.push_back({s, r.time, measure(pp, r, m)});
+        for (const auto& r : rows)
+          std::printf("%s\n", nlohmann::ordered_json{{"model", spec}, {"mesh", to_string(m)}, {"ranks", ranks}, {"plan", r.plan},
+                                             {"predicted_s", r.predicted}, {"measured_s", r.measured.median},
+                                             {"spread_s", r.measured.iqr()}}
+                                  .dump()
+                                  .c_str());
       }
-      if (rank != 0) continue;
-      std::printf("%s on %d ranks, mesh %s (%s)\n", spec, ranks, to_string(m).c_str(), hw);
-      std::printf("  %-9s %12s %12s %9s\n", "plan", "predicted", "measured", "meas/pred");
-      for (const auto& r : rows)
-        std::printf("  %-9s %9.3f ms %9.3f ms %9.2f\n", r.plan.c_str(), r.predicted * 1e3, r.measured * 1e3,
-                    r.measured / r.predicted);
-      // order agreement: pairs ranked the same way by prediction and measurement (Kendall)
-      int agree = 0, pairs = 0;
-      for (std::size_t i = 0; i < rows.size(); ++i)
-        for (std::size_t j = i + 1; j < rows.size(); ++j) {
-          const double dp = rows[i].predicted - rows[j].predicted, dm = rows[i].measured - rows[j].measured;
-          if (std::abs(dp) < 1e-12 * rows[i].predicted) continue;  // predicted tie: no order to check
-          ++pairs;
-          agree += (dp > 0) == (dm > 0);
-        }
-      std::printf("  predicted order matches measured order on %d of %d plan pairs\n", agree, pairs);
     }
-  }
+  });
   MPI_Finalize();
-  return 0;
+  return rc;
 }
