@@ -81,102 +81,124 @@ prepared prepare(const settings& s, int ranks) {
   return p;
 }
 
-// Trains; from here on ranks communicate, so a failure aborts the job (main).
-int train(const settings& s, const prepared& p, int rank, int ranks) {
-  const plan_options& o = p.o;
-  const train_options& to = p.to;
-  const graph& g = p.g;
+// --check-serial: rank 0 trains the same model serially, step for step; the loss is compared
+// every step, gradients and parameters after the first step, before differences compound.
+class serial_check {
+ public:
+  serial_check(const prepared& p, int rank) : g_(p.g), rank_(rank) {
+    if (rank != 0) return;
+    plan_options so = p.o;
+    so.mesh = mesh_shape{1};
+    problem_ = std::make_unique<plan_problem>(p.g, so);
+    self_ = std::make_unique<mpi::mpi_mesh_comm>(mesh_shape{1}, MPI_COMM_SELF);
+    serial_ = std::make_unique<trainer_t>(*problem_, solve_plan(*problem_, strategy::dp{}).pick, dev_, *self_, p.to);
+  }
+
+  void after_step(int k, double loss, const trainer_t& t, mpi::mpi_mesh_comm& comm) {
+    if (rank_ == 0) {
+      const double sl = serial_->train_step(k);
+      err_loss = std::max(err_loss, std::abs(loss - sl) / std::max(1e-12, std::abs(sl)));
+    }
+    if (k == 0) compare_tensors(t, comm);
+  }
+
+  double worst() const { return std::max({err_loss, err_grads, err_params}); }
+
+  double err_loss = 0, err_grads = 0, err_params = 0;
+  std::string worst_grad_name, worst_param_name;
+
+ private:
+  // Every parameter and gradient gathered to rank 0 and compared with the serial run's.
+  void compare_tensors(const trainer_t& t, mpi::mpi_mesh_comm& comm) {
+    std::vector<std::vector<float>> sp, sg;
+    if (rank_ == 0)
+      for (std::size_t q = 0; q < g_.params.size(); ++q) {
+        sp.push_back(serial_->param_shard(int(q)));
+        sg.push_back(serial_->grad_shard(int(q)));
+      }
+    const double gfloor = rank_ == 0 ? 1e-3 * max_abs(sg) : 0, pfloor = rank_ == 0 ? 1e-3 * max_abs(sp) : 0;
+    for (std::size_t q = 0; q < g_.params.size(); ++q) {
+      auto gp = gather_to_root(comm, t.param_shard(int(q)), g_.params[q].shape, t.storage(int(q)));
+      auto gg = gather_to_root(comm, t.grad_shard(int(q)), g_.params[q].shape, t.storage(int(q)));
+      if (rank_ != 0) continue;
+      const double ep = max_rel_error(gp, sp[q], pfloor), eg = max_rel_error(gg, sg[q], gfloor);
+      if (ep >= err_params) { err_params = ep; worst_param_name = g_.params[q].name; }
+      if (eg >= err_grads) { err_grads = eg; worst_grad_name = g_.params[q].name; }
+    }
+  }
+
+  const graph& g_;
+  int rank_;
+  std::unique_ptr<plan_problem> problem_;
+  cpu_device dev_;
+  std::unique_ptr<mpi::mpi_mesh_comm> self_;
+  std::unique_ptr<trainer_t> serial_;
+};
+
+struct run_record {
+  std::vector<double> losses, secs;
+  std::int64_t bytes = 0;  ///< the most any step sent from this device
+};
+
+// Rank 0's report: one JSON object, or a few lines for a person.
+void report(const settings& s, const prepared& p, const run_record& run, const serial_check* check, int ranks) {
   const plan_problem& pp = *p.pp;
   const plan_result& plan = p.plan;
-  {
-    cpu_device dev;
-    mpi::mpi_mesh_comm comm(o.mesh);
-    trainer_t t(pp, plan.pick, dev, comm, to);
-    std::vector<double> losses, secs;
-    const bool bar = rank == 0 && isatty(fileno(stderr));
-    std::int64_t bytes = 0;
-    // --check-serial: rank 0 trains the same model serially, step for step; gradients and
-    // parameters are compared after the first step, before differences compound.
-    std::unique_ptr<plan_problem> spp;
-    std::unique_ptr<cpu_device> sdev;
-    std::unique_ptr<mpi::mpi_mesh_comm> self;
-    std::unique_ptr<trainer_t> serial;
-    if (s.check_serial && rank == 0) {
-      plan_options so = o;
-      so.mesh = mesh_shape{1};
-      spp = std::make_unique<plan_problem>(g, so);
-      sdev = std::make_unique<cpu_device>();
-      self = std::make_unique<mpi::mpi_mesh_comm>(mesh_shape{1}, MPI_COMM_SELF);
-      serial = std::make_unique<trainer_t>(*spp, solve_plan(*spp, strategy::dp{}).pick, *sdev, *self, to);
-    }
-    double err_loss = 0, err_grads = 0, err_params = 0;
-    std::string worst_grad_name, worst_param_name;
-    for (int k = 0; k < s.steps; ++k) {
-      MPI_Barrier(MPI_COMM_WORLD);
-      auto t0 = std::chrono::steady_clock::now();
-      if (k == 1 && rank == s.inject_failure) throw error("injected failure (--inject-failure " + std::to_string(rank) + ")");
-      losses.push_back(t.train_step(k));
-      secs.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-      bytes = std::max(bytes, t.last_step_bytes());
-      if (bar) progress(k, s.steps, losses.back(), secs.back());
-      if (!s.check_serial) continue;
-      if (rank == 0) {
-        const double sl = serial->train_step(k);
-        err_loss = std::max(err_loss, std::abs(losses.back() - sl) / std::max(1e-12, std::abs(sl)));
-      }
-      if (k != 0) continue;
-      std::vector<std::vector<float>> sp, sg;
-      if (rank == 0)
-        for (std::size_t q = 0; q < g.params.size(); ++q) {
-          sp.push_back(serial->param_shard(int(q)));
-          sg.push_back(serial->grad_shard(int(q)));
-        }
-      const double gfloor = rank == 0 ? 1e-3 * max_abs(sg) : 0, pfloor = rank == 0 ? 1e-3 * max_abs(sp) : 0;
-      for (std::size_t q = 0; q < g.params.size(); ++q) {
-        auto gp = gather_to_root(comm, t.param_shard(int(q)), g.params[q].shape, t.storage(int(q)));
-        auto gg = gather_to_root(comm, t.grad_shard(int(q)), g.params[q].shape, t.storage(int(q)));
-        if (rank != 0) continue;
-        const double ep = max_rel_error(gp, sp[q], pfloor), eg = max_rel_error(gg, sg[q], gfloor);
-        if (ep >= err_params) { err_params = ep; worst_param_name = g.params[q].name; }
-        if (eg >= err_grads) { err_grads = eg; worst_grad_name = g.params[q].name; }
-      }
-    }
-    std::optional<double> err;
-    if (s.check_serial && rank == 0) err = std::max({err_loss, err_grads, err_params});
-    if (rank != 0) return 0;
-    const double med = tools::median(secs);
-    if (s.json) {
-      nlohmann::json j;
-      j["losses"] = losses;
-      j["step_s"] = secs;
-      j["step_s_median"] = med;
-      j["predicted_step_s"] = plan.time;
-      j["bytes_sent_per_device"] = bytes;
-      j["predicted_bytes_per_device"] = plan.totals.bytes;
-      j["max_rel_err_vs_serial"] = err ? nlohmann::json(*err) : nlohmann::json(nullptr);
-      if (err)
-        j["rel_err_vs_serial"] = {{"loss_all_steps", err_loss}, {"gradients_step1", err_grads},
-                                  {"gradients_step1_worst", worst_grad_name}, {"parameters_after_step1", err_params},
-                                  {"parameters_after_step1_worst", worst_param_name}};
-      j["ranks"] = ranks;
-      j["optimizer"] = std::string(to_string(to.opt));
-      j["plan"] = tools::plan_json(pp, plan, plan_rows(pp, plan), s.model, s.hardware);
-      std::puts(j.dump(2).c_str());
-    } else {
-      fmt::print("trained {} for {} steps on {} ranks (mesh {}, {} plan, {})\n", s.model, s.steps, ranks, s.mesh,
-                 to_string(plan.strategy), to_string(to.opt));
-      fmt::print("loss {:.5f} -> {:.5f}\n", losses.front(), losses.back());
-      fmt::print("step time: measured median {}  predicted {}  (measured/predicted {:.2f})\n", tools::seconds(med),
-                 tools::seconds(plan.time), med / plan.time);
-      fmt::print("bytes sent per device per step: {} (predicted {:.0f}{})\n", bytes, plan.totals.bytes,
-                 double(bytes) == plan.totals.bytes ? ", equal" : ", DIFFERENT");
-      if (err)
-        fmt::print("largest relative difference from serial training: {:.2e} (loss over all steps {:.2e}, gradients "
-                   "of step 1 {:.2e} at {}, parameters after step 1 {:.2e} at {})\n",
-                   *err, err_loss, err_grads, worst_grad_name, err_params, worst_param_name);
-    }
-    return 0;
+  const double med = tools::median(run.secs);
+  if (s.json) {
+    nlohmann::json j;
+    j["losses"] = run.losses;
+    j["step_s"] = run.secs;
+    j["step_s_median"] = med;
+    j["predicted_step_s"] = plan.time;
+    j["bytes_sent_per_device"] = run.bytes;
+    j["predicted_bytes_per_device"] = plan.totals.bytes;
+    j["max_rel_err_vs_serial"] = check ? nlohmann::json(check->worst()) : nlohmann::json(nullptr);
+    if (check)
+      j["rel_err_vs_serial"] = {{"loss_all_steps", check->err_loss}, {"gradients_step1", check->err_grads},
+                                {"gradients_step1_worst", check->worst_grad_name},
+                                {"parameters_after_step1", check->err_params},
+                                {"parameters_after_step1_worst", check->worst_param_name}};
+    j["ranks"] = ranks;
+    j["optimizer"] = std::string(to_string(p.to.opt));
+    j["plan"] = tools::plan_json(pp, plan, plan_rows(pp, plan), s.model, s.hardware);
+    std::puts(j.dump(2).c_str());
+    return;
   }
+  fmt::print("trained {} for {} steps on {} ranks (mesh {}, {} plan, {})\n", s.model, s.steps, ranks, s.mesh,
+             to_string(plan.strategy), to_string(p.to.opt));
+  fmt::print("loss {:.5f} -> {:.5f}\n", run.losses.front(), run.losses.back());
+  fmt::print("step time: measured median {}  predicted {}  (measured/predicted {:.2f})\n", tools::seconds(med),
+             tools::seconds(plan.time), med / plan.time);
+  fmt::print("bytes sent per device per step: {} (predicted {:.0f}{})\n", run.bytes, plan.totals.bytes,
+             double(run.bytes) == plan.totals.bytes ? ", equal" : ", DIFFERENT");
+  if (check)
+    fmt::print("largest relative difference from serial training: {:.2e} (loss over all steps {:.2e}, gradients "
+               "of step 1 {:.2e} at {}, parameters after step 1 {:.2e} at {})\n",
+               check->worst(), check->err_loss, check->err_grads, check->worst_grad_name, check->err_params,
+               check->worst_param_name);
+}
+
+// Trains; from here on ranks communicate, so a failure aborts the job (main).
+int train(const settings& s, const prepared& p, int rank, int ranks) {
+  cpu_device dev;
+  mpi::mpi_mesh_comm comm(p.o.mesh);
+  trainer_t t(*p.pp, p.plan.pick, dev, comm, p.to);
+  std::unique_ptr<serial_check> check = s.check_serial ? std::make_unique<serial_check>(p, rank) : nullptr;
+  const bool bar = rank == 0 && isatty(fileno(stderr));
+  run_record run;
+  for (int k = 0; k < s.steps; ++k) {
+    MPI_Barrier(MPI_COMM_WORLD);
+    const auto t0 = std::chrono::steady_clock::now();
+    if (k == 1 && rank == s.inject_failure) throw error("injected failure (--inject-failure " + std::to_string(rank) + ")");
+    run.losses.push_back(t.train_step(k));
+    run.secs.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    run.bytes = std::max(run.bytes, t.last_step_bytes());
+    if (bar) progress(k, s.steps, run.losses.back(), run.secs.back());
+    if (check) check->after_step(k, run.losses.back(), t, comm);
+  }
+  if (rank == 0) report(s, p, run, check.get(), ranks);
+  return 0;
 }
 
 }  // namespace

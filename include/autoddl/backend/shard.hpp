@@ -9,6 +9,7 @@
 #include <array>
 #include <cstdint>
 
+#include "autoddl/index.hpp"
 #include "autoddl/mesh/device_mesh.hpp"
 #include "autoddl/sbp/layout.hpp"
 
@@ -31,14 +32,14 @@ constexpr shard_info make_shard(const tensor_shape& global, const nd_sbp& sbp, c
   layout l{sbp, mesh};
   shard_info s{global, local_shape(global, l), {}};
   for (int i = 0; i < mesh.size(); ++i)
-    if (coord[std::size_t(i)] < 0 || coord[std::size_t(i)] >= mesh[i])
-      detail::fail<layout_error>("mesh coordinate " + detail::itos(coord[std::size_t(i)]) + " on axis " + detail::itos(i) +
+    if (at(coord, i) < 0 || at(coord, i) >= mesh[i])
+      detail::fail<layout_error>("mesh coordinate " + detail::itos(at(coord, i)) + " on axis " + detail::itos(i) +
                                  " is outside the mesh " + to_string(mesh));
   for (int d = 0; d < global.rank(); ++d) {
     std::int64_t chunk = 0;
     for (int i = 0; i < sbp.size(); ++i)
-      if (sbp[i].is_split() && sbp[i].dim == d) chunk = chunk * mesh[i] + coord[std::size_t(i)];
-    s.offset[std::size_t(d)] = chunk * s.local[d];
+      if (sbp[i].is_split() && sbp[i].dim == d) chunk = chunk * mesh[i] + at(coord, i);
+    at(s.offset, d) = chunk * s.local[d];
   }
   return s;
 }

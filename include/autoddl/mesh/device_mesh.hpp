@@ -7,10 +7,11 @@
 #include <cstdint>
 #include <string>
 
-#include "autoddl/mesh/link.hpp"
-#include "autoddl/text.hpp"
 #include "autoddl/error.hpp"
+#include "autoddl/index.hpp"
+#include "autoddl/mesh/link.hpp"
 #include "autoddl/sbp/mesh_shape.hpp"
+#include "autoddl/text.hpp"
 
 namespace autoddl {
 
@@ -19,8 +20,8 @@ struct mesh_coord {
   std::array<int, max_mesh_axes> c{};
   int n = 0;
   constexpr int size() const { return n; }
-  constexpr int operator[](int i) const { return c[std::size_t(i)]; }
-  constexpr int& operator[](int i) { return c[std::size_t(i)]; }
+  constexpr int operator[](int i) const { return at(c, i); }
+  constexpr int& operator[](int i) { return at(c, i); }
   friend constexpr bool operator==(const mesh_coord& a, const mesh_coord& b) {
     if (a.n != b.n) return false;
     for (int i = 0; i < a.n; ++i) if (a[i] != b[i]) return false;
@@ -36,7 +37,7 @@ struct rank_group {
   std::array<int, max_group_size> r{};
   int n = 0;
   constexpr int size() const { return n; }
-  constexpr int operator[](int i) const { return r[std::size_t(i)]; }
+  constexpr int operator[](int i) const { return at(r, i); }
   constexpr const int* begin() const { return r.data(); }
   constexpr const int* end() const { return r.data() + n; }
 };
@@ -47,7 +48,7 @@ struct device_mesh {
 
   constexpr int size() const { return shape.size(); }
   constexpr std::int64_t devices() const { return shape.devices(); }
-  constexpr const link& axis_link(int axis) const { return links[std::size_t(check_axis(axis))]; }
+  constexpr const link& axis_link(int axis) const { return at(links, check_axis(axis)); }
 
   /// @pre 0 <= axis < size(); throws layout_error otherwise.
   constexpr int check_axis(int axis) const {
@@ -98,7 +99,7 @@ struct device_mesh {
     g.n = shape[axis];
     for (int k = 0; k < shape[axis]; ++k) {
       c[axis] = k;
-      g.r[std::size_t(k)] = int(rank(c));
+      at(g.r, k) = int(rank(c));
     }
     return g;
   }
@@ -114,7 +115,7 @@ struct device_mesh {
   }
   friend constexpr bool operator==(const device_mesh& a, const device_mesh& b) {
     if (!(a.shape == b.shape)) return false;
-    for (int i = 0; i < a.size(); ++i) if (!(a.links[std::size_t(i)] == b.links[std::size_t(i)])) return false;
+    for (int i = 0; i < a.size(); ++i) if (!(at(a.links, i) == at(b.links, i))) return false;
     return true;
   }
 };
@@ -122,7 +123,7 @@ struct device_mesh {
 /// Every axis of `shape` connected by the same link.
 constexpr device_mesh uniform_mesh(const mesh_shape& shape, const link& l) {
   device_mesh m{shape, {}};
-  for (int i = 0; i < shape.size(); ++i) m.links[std::size_t(i)] = checked(l);
+  for (int i = 0; i < shape.size(); ++i) at(m.links, i) = checked(l);
   return m;
 }
 

@@ -10,9 +10,10 @@
 #include <string>
 #include <vector>
 
+#include "autoddl/error.hpp"
+#include "autoddl/index.hpp"
 #include "autoddl/ops/shapes.hpp"
 #include "autoddl/ops/work.hpp"
-#include "autoddl/error.hpp"
 
 namespace autoddl {
 
@@ -59,7 +60,7 @@ inline double backward_flops(const graph& g) {
 
 /// The shape of a tensor of the graph. @pre the reference is valid (see validate).
 inline const tensor_shape& shape_of(const graph& g, tensor_ref t) {
-  return t.op < 0 ? g.inputs[std::size_t(t.index)] : g.ops[std::size_t(t.op)].outputs[std::size_t(t.index)];
+  return t.op < 0 ? at(g.inputs, t.index) : at(at(g.ops, t.op).outputs, t.index);
 }
 
 /// Checks that shapes agree along every edge, parameters match their ids, every op's outputs
@@ -80,7 +81,7 @@ inline void validate(const graph& g) {
       tensor_ref t = g.op_inputs[i][j];
       bool ok = t.op < 0 ? (t.op == -1 && t.index >= 0 && std::size_t(t.index) < g.inputs.size())
                          : (std::size_t(t.op) < i && t.index >= 0 &&
-                            std::size_t(t.index) < g.ops[std::size_t(t.op)].outputs.size());
+                            std::size_t(t.index) < at(g.ops, t.op).outputs.size());
       if (!ok)
         fail(who + " input " + detail::itos(std::int64_t(j)) + " refers to {" + detail::itos(t.op) + "," +
              detail::itos(t.index) + "}, which is not a graph input or an output of an earlier op");
@@ -92,9 +93,9 @@ inline void validate(const graph& g) {
     for (std::size_t j = 0; j < op.params.size(); ++j) {
       int id = op.param_ids[j];
       if (id < 0 || std::size_t(id) >= g.params.size()) fail(who + " refers to parameter id " + detail::itos(id) + ", which does not exist");
-      if (!(g.params[std::size_t(id)].shape == op.params[j]))
+      if (!(at(g.params, id).shape == op.params[j]))
         fail(who + " parameter " + detail::itos(std::int64_t(j)) + " is " + to_string(op.params[j]) + " but '" +
-             g.params[std::size_t(id)].name + "' is " + to_string(g.params[std::size_t(id)].shape));
+             at(g.params, id).name + "' is " + to_string(at(g.params, id).shape));
     }
     check_shapes(op);
     if ((g.block[i] < 0) != (g.block_pos[i] < 0)) fail(who + " has a block without a position or the reverse");
@@ -110,7 +111,7 @@ inline void validate(const graph& g) {
       fail("ops '" + a.name + "' and '" + b.name + "' share block position " + detail::itos(g.block_pos[i]) +
            " but differ in kind or shapes; mark only identical repeated blocks");
   }
-  if (g.loss_op < 0 || std::size_t(g.loss_op) >= n || g.ops[std::size_t(g.loss_op)].outputs[0].rank() != 0)
+  if (g.loss_op < 0 || std::size_t(g.loss_op) >= n || at(g.ops, g.loss_op).outputs[0].rank() != 0)
     fail("loss_op must name an op whose output is a scalar []");
 }
 

@@ -47,119 +47,161 @@ inline tensor_shape with_last(tensor_shape s, std::int64_t v) {
 }
 }  // namespace detail
 
-/// The output shapes of `op`. Throws layout_error when operands disagree.
-inline std::vector<tensor_shape> infer_outputs(const op_node& op) {
-  using namespace detail;
+// Output shape of each op kind; each checks its operands first (one sentence naming the op).
+namespace detail {
+
+inline tensor_shape linear_output(const op_node& op) {
   const auto& in = op.inputs;
   const auto& pr = op.params;
   const op_attrs& a = op.attrs;
+  expect_counts(op, 1, a.bias ? 2 : 1);
+  expect_rank(op, in[0], "X", 1, max_tensor_rank);
+  expect_rank(op, pr[0], "W", 2, 2);
+  const std::int64_t k = in[0][in[0].rank() - 1];
+  const std::int64_t w_in = a.transpose_w ? pr[0][1] : pr[0][0], w_out = a.transpose_w ? pr[0][0] : pr[0][1];
+  if (w_in != k)
+    shape_fail(op, "W " + to_string(pr[0]) + " does not match X " + to_string(in[0]) + ": the contraction dim is " +
+                       itos(k) + (a.transpose_w ? " (W stored [out, in])" : " (W stored [in, out])"));
+  if (a.bias) expect_shape(op, pr[1], tensor_shape{w_out}, "b");
+  return with_last(in[0], w_out);
+}
+
+inline tensor_shape matmul_output(const op_node& op) {
+  const auto& in = op.inputs;
+  expect_counts(op, 2, 0);
+  expect_rank(op, in[0], "X", 1, max_tensor_rank);
+  expect_rank(op, in[1], "W", 2, 2);
+  if (in[1][0] != in[0][in[0].rank() - 1])
+    shape_fail(op, "W " + to_string(in[1]) + " does not match X " + to_string(in[0]) + " in the contraction dim");
+  return with_last(in[0], in[1][1]);
+}
+
+inline tensor_shape batched_matmul_output(const op_node& op) {
+  const auto& in = op.inputs;
+  expect_counts(op, 2, 0);
+  expect_rank(op, in[0], "A", 3, max_tensor_rank);
+  const int r = in[0].rank();
+  tensor_shape want_b = in[0];
+  want_b[r - 2] = in[0][r - 1];
+  want_b[r - 1] = in[1].rank() == r ? in[1][r - 1] : 0;
+  expect_shape(op, in[1], want_b, "B");
+  return with_last(in[0], in[1][r - 1]);
+}
+
+inline tensor_shape window_output(const op_node& op) {  // conv2d and max_pool over NCHW
+  const auto& in = op.inputs;
+  const auto& pr = op.params;
+  const op_attrs& a = op.attrs;
+  const bool conv = op.kind == op_kind::conv2d;
+  expect_counts(op, 1, conv ? (a.bias ? 2 : 1) : 0);
+  expect_rank(op, in[0], "X", 4, 4);
+  std::int64_t channels = in[0][1];
+  if (conv) {
+    expect_rank(op, pr[0], "W", 4, 4);
+    expect_shape(op, pr[0], tensor_shape{pr[0][0], in[0][1], a.kernel, a.kernel}, "W");
+    if (a.bias) expect_shape(op, pr[1], tensor_shape{pr[0][0]}, "b");
+    channels = pr[0][0];
+  }
+  return tensor_shape{in[0][0], channels, window_out(op, in[0][2]), window_out(op, in[0][3])};
+}
+
+inline tensor_shape same_shape_output(const op_node& op) {  // relu, gelu, dropout, softmax, layernorm, add
+  const auto& in = op.inputs;
+  const op_attrs& a = op.attrs;
   switch (op.kind) {
-    case op_kind::linear: {
-      expect_counts(op, 1, a.bias ? 2 : 1);
-      expect_rank(op, in[0], "X", 1, max_tensor_rank);
-      expect_rank(op, pr[0], "W", 2, 2);
-      std::int64_t k = in[0][in[0].rank() - 1];
-      std::int64_t w_in = a.transpose_w ? pr[0][1] : pr[0][0], w_out = a.transpose_w ? pr[0][0] : pr[0][1];
-      if (w_in != k)
-        shape_fail(op, "W " + to_string(pr[0]) + " does not match X " + to_string(in[0]) + ": the contraction dim is " +
-                           itos(k) + (a.transpose_w ? " (W stored [out, in])" : " (W stored [in, out])"));
-      if (a.bias) expect_shape(op, pr[1], tensor_shape{w_out}, "b");
-      return {with_last(in[0], w_out)};
-    }
-    case op_kind::matmul: {
-      expect_counts(op, 2, 0);
-      expect_rank(op, in[0], "X", 1, max_tensor_rank);
-      expect_rank(op, in[1], "W", 2, 2);
-      if (in[1][0] != in[0][in[0].rank() - 1])
-        shape_fail(op, "W " + to_string(in[1]) + " does not match X " + to_string(in[0]) + " in the contraction dim");
-      return {with_last(in[0], in[1][1])};
-    }
-    case op_kind::batched_matmul: {
-      expect_counts(op, 2, 0);
-      expect_rank(op, in[0], "A", 3, max_tensor_rank);
-      const int r = in[0].rank();
-      tensor_shape want_b = in[0];
-      want_b[r - 2] = in[0][r - 1];
-      want_b[r - 1] = in[1].rank() == r ? in[1][r - 1] : 0;
-      expect_shape(op, in[1], want_b, "B");
-      return {with_last(in[0], in[1][r - 1])};
-    }
-    case op_kind::conv2d: {
-      expect_counts(op, 1, a.bias ? 2 : 1);
-      expect_rank(op, in[0], "X", 4, 4);
-      expect_rank(op, pr[0], "W", 4, 4);
-      expect_shape(op, pr[0], tensor_shape{pr[0][0], in[0][1], a.kernel, a.kernel}, "W");
-      if (a.bias) expect_shape(op, pr[1], tensor_shape{pr[0][0]}, "b");
-      return {tensor_shape{in[0][0], pr[0][0], window_out(op, in[0][2]), window_out(op, in[0][3])}};
-    }
-    case op_kind::max_pool: {
-      expect_counts(op, 1, 0);
-      expect_rank(op, in[0], "X", 4, 4);
-      return {tensor_shape{in[0][0], in[0][1], window_out(op, in[0][2]), window_out(op, in[0][3])}};
-    }
-    case op_kind::relu:
-    case op_kind::gelu:
-    case op_kind::dropout:
-    case op_kind::softmax:
-      expect_counts(op, 1, 0);
-      if (op.kind == op_kind::softmax) expect_rank(op, in[0], "X", 1, max_tensor_rank);
-      if (op.kind == op_kind::dropout && !(a.dropout >= 0.0 && a.dropout < 1.0))
-        shape_fail(op, "drop probability must lie in [0, 1)");
-      return {in[0]};
     case op_kind::layernorm: {
       expect_counts(op, 1, 2);
       expect_rank(op, in[0], "X", 1, max_tensor_rank);
-      tensor_shape h{in[0][in[0].rank() - 1]};
-      expect_shape(op, pr[0], h, "gamma");
-      expect_shape(op, pr[1], h, "beta");
-      return {in[0]};
-    }
-    case op_kind::attention: {
-      expect_counts(op, 3, 0);
-      expect_rank(op, in[0], "q", 3, 3);
-      expect_rank(op, in[1], "k", 3, 3);
-      expect_shape(op, in[2], in[1], "v");
-      if (in[1][0] != in[0][0] || in[1][2] != in[0][2])
-        shape_fail(op, "k " + to_string(in[1]) + " does not match q " + to_string(in[0]) + " in batch or hidden");
-      if (a.heads < 1 || in[0][2] % a.heads != 0)
-        shape_fail(op, "heads=" + itos(a.heads) + " does not divide hidden " + itos(in[0][2]) +
-                           "; choose a head count that divides the hidden size");
-      if (a.causal && in[0][1] != in[1][1]) shape_fail(op, "a causal mask needs as many queries as keys");
-      return {in[0]};
-    }
-    case op_kind::embedding: {
-      expect_counts(op, 1, a.positions ? 2 : 1);
-      expect_rank(op, in[0], "ids", 1, max_tensor_rank - 1);
-      expect_rank(op, pr[0], "W", 2, 2);
-      tensor_shape out = in[0];
-      out.push_back(pr[0][1]);
-      if (a.positions) {
-        expect_rank(op, in[0], "ids (with positions)", 2, 2);
-        expect_shape(op, pr[1], tensor_shape{in[0][1], pr[0][1]}, "pos");
-      }
-      return {out};
-    }
-    case op_kind::cross_entropy: {
-      expect_counts(op, 2, 0);
-      expect_rank(op, in[0], "logits", 1, max_tensor_rank);
-      tensor_shape lab = in[0];
-      lab.n = std::int8_t(lab.n - 1);
-      expect_shape(op, in[1], lab, "labels");
-      return {tensor_shape{}};
+      const tensor_shape h{in[0][in[0].rank() - 1]};
+      expect_shape(op, op.params[0], h, "gamma");
+      expect_shape(op, op.params[1], h, "beta");
+      break;
     }
     case op_kind::add:
       expect_counts(op, 2, 0);
       expect_shape(op, in[1], in[0], "B");
-      return {in[0]};
-    case op_kind::reshape: {
+      break;
+    default:
       expect_counts(op, 1, 0);
-      if (!a.target.is_static() || !in[0].is_static() || a.target.elements() != in[0].elements())
-        shape_fail(op, "cannot reshape " + to_string(in[0]) + " to " + to_string(a.target) +
-                           "; the target must hold the same number of elements");
-      return {a.target};
-    }
+      if (op.kind == op_kind::softmax) expect_rank(op, in[0], "X", 1, max_tensor_rank);
+      if (op.kind == op_kind::dropout && !(a.dropout >= 0.0 && a.dropout < 1.0))
+        shape_fail(op, "drop probability must lie in [0, 1)");
   }
-  shape_fail(op, "unknown op kind");
+  return in[0];
+}
+
+inline tensor_shape attention_output(const op_node& op) {
+  const auto& in = op.inputs;
+  const op_attrs& a = op.attrs;
+  expect_counts(op, 3, 0);
+  expect_rank(op, in[0], "q", 3, 3);
+  expect_rank(op, in[1], "k", 3, 3);
+  expect_shape(op, in[2], in[1], "v");
+  if (in[1][0] != in[0][0] || in[1][2] != in[0][2])
+    shape_fail(op, "k " + to_string(in[1]) + " does not match q " + to_string(in[0]) + " in batch or hidden");
+  if (a.heads < 1 || in[0][2] % a.heads != 0)
+    shape_fail(op, "heads=" + itos(a.heads) + " does not divide hidden " + itos(in[0][2]) +
+                       "; choose a head count that divides the hidden size");
+  if (a.causal && in[0][1] != in[1][1]) shape_fail(op, "a causal mask needs as many queries as keys");
+  return in[0];
+}
+
+inline tensor_shape embedding_output(const op_node& op) {
+  const auto& in = op.inputs;
+  const auto& pr = op.params;
+  expect_counts(op, 1, op.attrs.positions ? 2 : 1);
+  expect_rank(op, in[0], "ids", 1, max_tensor_rank - 1);
+  expect_rank(op, pr[0], "W", 2, 2);
+  tensor_shape out = in[0];
+  out.push_back(pr[0][1]);
+  if (op.attrs.positions) {
+    expect_rank(op, in[0], "ids (with positions)", 2, 2);
+    expect_shape(op, pr[1], tensor_shape{in[0][1], pr[0][1]}, "pos");
+  }
+  return out;
+}
+
+inline tensor_shape cross_entropy_output(const op_node& op) {
+  const auto& in = op.inputs;
+  expect_counts(op, 2, 0);
+  expect_rank(op, in[0], "logits", 1, max_tensor_rank);
+  tensor_shape lab = in[0];
+  lab.n = std::int8_t(lab.n - 1);
+  expect_shape(op, in[1], lab, "labels");
+  return tensor_shape{};
+}
+
+inline tensor_shape reshape_output(const op_node& op) {
+  expect_counts(op, 1, 0);
+  const tensor_shape& target = op.attrs.target;
+  if (!target.is_static() || !op.inputs[0].is_static() || target.elements() != op.inputs[0].elements())
+    shape_fail(op, "cannot reshape " + to_string(op.inputs[0]) + " to " + to_string(target) +
+                       "; the target must hold the same number of elements");
+  return target;
+}
+
+}  // namespace detail
+
+/// The output shapes of `op`. Throws layout_error when operands disagree.
+inline std::vector<tensor_shape> infer_outputs(const op_node& op) {
+  switch (op.kind) {
+    case op_kind::linear: return {detail::linear_output(op)};
+    case op_kind::matmul: return {detail::matmul_output(op)};
+    case op_kind::batched_matmul: return {detail::batched_matmul_output(op)};
+    case op_kind::conv2d:
+    case op_kind::max_pool: return {detail::window_output(op)};
+    case op_kind::relu:
+    case op_kind::gelu:
+    case op_kind::dropout:
+    case op_kind::softmax:
+    case op_kind::layernorm:
+    case op_kind::add: return {detail::same_shape_output(op)};
+    case op_kind::attention: return {detail::attention_output(op)};
+    case op_kind::embedding: return {detail::embedding_output(op)};
+    case op_kind::cross_entropy: return {detail::cross_entropy_output(op)};
+    case op_kind::reshape: return {detail::reshape_output(op)};
+  }
+  detail::shape_fail(op, "unknown op kind");
 }
 
 /// Throws layout_error unless op.outputs are what its operands imply.

@@ -10,6 +10,7 @@
 
 #include "autoddl/backend/device.hpp"
 #include "autoddl/backend/shard.hpp"
+#include "autoddl/index.hpp"
 #include "autoddl/models/graph.hpp"
 #include "autoddl/runtime/kernels/context.hpp"
 
@@ -30,7 +31,7 @@ void for_each_global_index(const shard_info& s, F&& f) {
   const std::int64_t n = s.local.elements();
   for (std::int64_t k = 0; k < n; ++k) {
     std::int64_t g = 0;
-    for (int d = 0; d < r; ++d) g = g * s.global[d] + idx[d] + s.offset[std::size_t(d)];
+    for (int d = 0; d < r; ++d) g = g * s.global[d] + idx[d] + at(s.offset, d);
     f(k, g);
     for (int d = r - 1; d >= 0; --d) {
       if (++idx[d] < s.local[d]) break;
@@ -61,10 +62,10 @@ inline double init_scale(const std::string& name, const tensor_shape& s, bool* c
 template <class T>
 std::vector<T> init_param_shard(const graph& g, int p, const shard_info& shard, std::uint64_t seed) {
   bool one = false;
-  const double scale = init_scale(g.params[std::size_t(p)].name, g.params[std::size_t(p)].shape, &one);
+  const double scale = init_scale(at(g.params, p).name, at(g.params, p).shape, &one);
   std::vector<T> out(std::size_t(shard.local.elements()));
   for_each_global_index(shard, [&](std::int64_t k, std::int64_t gi) {
-    out[std::size_t(k)] = one ? T(1) : T(scale * hashed_uniform(seed, 1000 + std::uint64_t(p), std::uint64_t(gi)));
+    at(out, k) = one ? T(1) : T(scale * hashed_uniform(seed, 1000 + std::uint64_t(p), std::uint64_t(gi)));
   });
   return out;
 }
@@ -83,8 +84,8 @@ inline std::vector<input_kind> input_kinds(const graph& g) {
       const tensor_ref r = g.op_inputs[i][j];
       if (r.op >= 0 || !is_index_input(g.ops[i].kind, j)) continue;
       const op_node& n = g.ops[i];
-      k[std::size_t(r.index)].indices = true;
-      k[std::size_t(r.index)].bound = n.kind == op_kind::embedding ? n.params[0][0] : n.inputs[0][n.inputs[0].rank() - 1];
+      at(k, r.index).indices = true;
+      at(k, r.index).bound = n.kind == op_kind::embedding ? n.params[0][0] : n.inputs[0][n.inputs[0].rank() - 1];
     }
   return k;
 }
@@ -94,7 +95,7 @@ template <class T>
 std::vector<T> input_shard(const shard_info& shard, int i, std::uint64_t seed, std::int64_t step) {
   std::vector<T> out(std::size_t(shard.local.elements()));
   for_each_global_index(shard, [&](std::int64_t k, std::int64_t gi) {
-    out[std::size_t(k)] = T(hashed_uniform(seed + std::uint64_t(step) * 7919, std::uint64_t(i), std::uint64_t(gi)));
+    at(out, k) = T(hashed_uniform(seed + std::uint64_t(step) * 7919, std::uint64_t(i), std::uint64_t(gi)));
   });
   return out;
 }
@@ -105,7 +106,7 @@ inline std::vector<std::int64_t> index_shard(const shard_info& shard, int i, std
   std::vector<std::int64_t> out(std::size_t(shard.local.elements()));
   for_each_global_index(shard, [&](std::int64_t k, std::int64_t gi) {
     double u = 0.5 * (hashed_uniform(seed + std::uint64_t(step) * 7919, std::uint64_t(i), std::uint64_t(gi)) + 1.0);
-    out[std::size_t(k)] = std::min<std::int64_t>(bound - 1, std::int64_t(u * double(bound)));
+    at(out, k) = std::min<std::int64_t>(bound - 1, std::int64_t(u * double(bound)));
   });
   return out;
 }

@@ -8,6 +8,7 @@
 
 #include "autoddl/backend/communicator.hpp"
 #include "autoddl/backend/shard.hpp"
+#include "autoddl/index.hpp"
 #include "autoddl/runtime/data.hpp"
 
 namespace autoddl {
@@ -29,7 +30,7 @@ std::vector<T> gather_to_root(M& comm, const std::vector<T>& local, const tensor
     const shard_info s = make_shard(global, l, comm.shape(), dm.coords(r));
     std::vector<T> part = r == 0 ? local : std::vector<T>(std::size_t(s.local.elements()));
     if (r != 0) world.recv(std::span<T>(part), r);
-    for_each_global_index(s, [&](std::int64_t k, std::int64_t gi) { out[std::size_t(gi)] = part[std::size_t(k)]; });
+    for_each_global_index(s, [&](std::int64_t k, std::int64_t gi) { at(out, gi) = at(part, k); });
   }
   return out;
 }

@@ -161,8 +161,8 @@ class trainer {
       }
       const boxing_path& path = at(paths_, at(edge_of_input_, i)[j]).first;
       if (path.size() > 0)
-        in[j] = run_boxing<T>(comm_, output(b, r.op), at(model_.ops, r.op).outputs[std::size_t(r.index)],
-                              sig(r.op).outputs[std::size_t(r.index)], path);
+        in[j] = run_boxing<T>(comm_, output(b, r.op), at(at(model_.ops, r.op).outputs, r.index),
+                              at(sig(r.op).outputs, r.index), path);
     }
     auto& pr = at(b.params, i);
     pr.resize(n.param_ids.size());
@@ -176,7 +176,7 @@ class trainer {
 
   // Model input `input` of op i's slot j, this device's shard of the step's synthetic batch.
   void load_model_input(step_buffers& b, int i, int j, int input, std::int64_t step_index) {
-    const shard_info sh = b.ctx.back().shards.inputs[std::size_t(j)];
+    const shard_info sh = at(b.ctx.back().shards.inputs, j);
     const input_kind kind = at(input_kinds_, input);
     if (kind.indices) {
       at(b.indices, i) = index_shard(sh, input, kind.bound, options_.seed, step_index);
@@ -185,7 +185,7 @@ class trainer {
     std::vector<T>& x = at(at(b.inputs, i), j);
     x = input_shard<T>(sh, input, options_.seed, step_index);
     // taken as P: the value sits on coordinate 0 of each P axis, zeros elsewhere
-    const nd_sbp& l = sig(i).inputs[std::size_t(j)];
+    const nd_sbp& l = at(sig(i).inputs, j);
     for (int a = 0; a < l.size(); ++a)
       if (l[a].is_partial() && comm_.coords()[a] != 0) std::fill(x.begin(), x.end(), T{});
   }
@@ -207,7 +207,7 @@ class trainer {
         const boxing_path& path = at(paths_, at(edge_of_input_, i)[j]).second;
         accumulate(at(dy, r.op), path.size() == 0 ? std::move(grads.inputs[j])
                                                   : run_boxing<T>(comm_, std::move(grads.inputs[j]),
-                                                                  at(model_.ops, r.op).outputs[std::size_t(r.index)],
+                                                                  at(at(model_.ops, r.op).outputs, r.index),
                                                                   dual(sig(i).inputs[j]), path));
       }
       for (std::size_t j = 0; j < n.param_ids.size(); ++j) {

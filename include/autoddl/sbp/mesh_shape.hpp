@@ -8,6 +8,7 @@
 #include <string>
 #include <string_view>
 
+#include "autoddl/index.hpp"
 #include "autoddl/sbp/nd_sbp.hpp"
 
 namespace autoddl {
@@ -26,10 +27,10 @@ struct mesh_shape {
   constexpr void push_back(int v) {
     if (n >= max_mesh_axes) detail::fail<layout_error>("a mesh has at most " + detail::itos(max_mesh_axes) + " axes");
     if (v < 1) detail::fail<layout_error>("a mesh axis needs at least 1 device, got " + detail::itos(v));
-    extent[std::size_t(n++)] = v;
+    at(extent, n++) = v;
   }
   constexpr int size() const { return n; }
-  constexpr int operator[](int i) const { return extent[std::size_t(i)]; }
+  constexpr int operator[](int i) const { return at(extent, i); }
   constexpr const int* begin() const { return extent.data(); }
   constexpr const int* end() const { return extent.data() + n; }
   /// Total number of devices (1 for an empty mesh).

@@ -9,6 +9,7 @@
 #include <string>
 #include <string_view>
 
+#include "autoddl/index.hpp"
 #include "autoddl/sbp/sbp.hpp"
 
 namespace autoddl {
@@ -26,7 +27,7 @@ struct nd_sbp {
     if (l.size() > std::size_t(max_mesh_axes))
       detail::fail<layout_error>("an nd-SBP has at most " + detail::itos(max_mesh_axes) + " mesh axes, got " +
                                  detail::itos(std::int64_t(l.size())));
-    for (sbp v : l) axes[std::size_t(n++)] = v;
+    for (sbp v : l) at(axes, n++) = v;
   }
   /// All axes set to v. Example: nd_sbp::filled(2, B) == [B,B]
   static constexpr nd_sbp filled(int rank, sbp v) {
@@ -35,12 +36,12 @@ struct nd_sbp {
     return r;
   }
   constexpr int size() const { return n; }
-  constexpr sbp operator[](int i) const { return axes[std::size_t(i)]; }
-  constexpr sbp& operator[](int i) { return axes[std::size_t(i)]; }
+  constexpr sbp operator[](int i) const { return at(axes, i); }
+  constexpr sbp& operator[](int i) { return at(axes, i); }
   constexpr void push_back(sbp v) {
     if (n >= max_mesh_axes)
       detail::fail<layout_error>("an nd-SBP has at most " + detail::itos(max_mesh_axes) + " mesh axes");
-    axes[std::size_t(n++)] = v;
+    at(axes, n++) = v;
   }
   constexpr const sbp* begin() const { return axes.data(); }
   constexpr const sbp* end() const { return axes.data() + n; }

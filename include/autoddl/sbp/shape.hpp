@@ -6,6 +6,7 @@
 #include <initializer_list>
 #include <string>
 
+#include "autoddl/index.hpp"
 #include "autoddl/sbp/sbp.hpp"
 
 namespace autoddl {
@@ -24,11 +25,11 @@ struct tensor_shape {
     if (n >= max_tensor_rank)
       detail::fail<layout_error>("a tensor has at most " + detail::itos(max_tensor_rank) + " dims");
     if (v < 0 && v != dyn) detail::fail<layout_error>("a tensor dim cannot be negative, got " + detail::itos(v));
-    dims[std::size_t(n++)] = v;
+    at(dims, n++) = v;
   }
   constexpr int rank() const { return n; }
-  constexpr std::int64_t operator[](int i) const { return dims[std::size_t(i)]; }
-  constexpr std::int64_t& operator[](int i) { return dims[std::size_t(i)]; }
+  constexpr std::int64_t operator[](int i) const { return at(dims, i); }
+  constexpr std::int64_t& operator[](int i) { return at(dims, i); }
   constexpr const std::int64_t* begin() const { return dims.data(); }
   constexpr const std::int64_t* end() const { return dims.data() + n; }
   constexpr bool is_static() const {

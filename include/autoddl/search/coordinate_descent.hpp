@@ -11,6 +11,7 @@
 #include <random>
 #include <vector>
 
+#include "autoddl/index.hpp"
 #include "autoddl/search/problem.hpp"
 
 namespace autoddl {
@@ -33,10 +34,10 @@ class descent_state {
     totals_ = p_.evaluate(pick_);
     node_tr_.resize(std::size_t(p_.nodes()));
     edge_tr_.resize(p_.edges().size());
-    for (int n = 0; n < p_.nodes(); ++n) node_tr_[std::size_t(n)] = p_.unary(n, pick_[std::size_t(p_.group_of(n))]).transient;
+    for (int n = 0; n < p_.nodes(); ++n) at(node_tr_, n) = p_.unary(n, at(pick_, p_.group_of(n))).transient;
     for (std::size_t e = 0; e < p_.edges().size(); ++e) {
       const auto& ed = p_.edges()[e];
-      edge_tr_[e] = p_.pair(int(e), pick_[std::size_t(p_.group_of(ed.u))], pick_[std::size_t(p_.group_of(ed.v))]).transient;
+      edge_tr_[e] = p_.pair(int(e), at(pick_, p_.group_of(ed.u)), at(pick_, p_.group_of(ed.v))).transient;
     }
     rescan();
   }
@@ -46,24 +47,24 @@ class descent_state {
 
   /// Totals if group g picked c (others unchanged).
   cost_terms totals_with(int g, int c) const {
-    const int cur = pick_[std::size_t(g)];
+    const int cur = at(pick_, g);
     if (c == cur) return totals_;
     cost_terms t = totals_;
     t.subtract_additive(part(g, cur));
     // transient: the max over every item this change leaves alone, then the new items. The
     // running maximum serves unless the group holds every copy of it; then scan the others.
     int held = 0;
-    for (int n : p_.group_nodes(g)) held += node_tr_[std::size_t(n)] == top_;
-    for (int e : p_.group_edges(g)) held += edge_tr_[std::size_t(e)] == top_;
+    for (int n : p_.group_nodes(g)) held += at(node_tr_, n) == top_;
+    for (int e : p_.group_edges(g)) held += at(edge_tr_, e) == top_;
     t.transient = held < top_count_ ? top_ : max_outside(g);
     t += part(g, c);  // adds, and takes the max with the new items' transients
     return t;
   }
 
   void set(int g, int c) {
-    if (c == pick_[std::size_t(g)]) return;
+    if (c == at(pick_, g)) return;
     totals_ = totals_with(g, c);
-    pick_[std::size_t(g)] = c;
+    at(pick_, g) = c;
     bool lost_top = false;
     auto replace = [&](double& slot, double v) {
       if (slot == top_ && --top_count_ == 0) lost_top = true;
@@ -71,25 +72,25 @@ class descent_state {
       if (v > top_) { top_ = v; top_count_ = 1; lost_top = false; }
       else if (v == top_) ++top_count_;
     };
-    for (int n : p_.group_nodes(g)) replace(node_tr_[std::size_t(n)], p_.unary(n, c).transient);
+    for (int n : p_.group_nodes(g)) replace(at(node_tr_, n), p_.unary(n, c).transient);
     for (int e : p_.group_edges(g)) {
-      const auto& ed = p_.edges()[std::size_t(e)];
-      replace(edge_tr_[std::size_t(e)],
-              p_.pair(e, pick_[std::size_t(p_.group_of(ed.u))], pick_[std::size_t(p_.group_of(ed.v))]).transient);
+      const auto& ed = at(p_.edges(), e);
+      replace(at(edge_tr_, e),
+              p_.pair(e, at(pick_, p_.group_of(ed.u)), at(pick_, p_.group_of(ed.v))).transient);
     }
     if (lost_top || top_count_ <= 0) rescan();
   }
 
  private:
   int pick_of(int node, int g, int c) const {
-    return p_.group_of(node) == g ? c : pick_[std::size_t(p_.group_of(node))];
+    return p_.group_of(node) == g ? c : at(pick_, p_.group_of(node));
   }
   // The part of the totals that depends on group g when it picks c (its nodes and edges).
   cost_terms part(int g, int c) const {
     cost_terms t;
     for (int n : p_.group_nodes(g)) t += p_.unary(n, c);
     for (int e : p_.group_edges(g)) {
-      const auto& ed = p_.edges()[std::size_t(e)];
+      const auto& ed = at(p_.edges(), e);
       t += p_.pair(e, pick_of(ed.u, g, c), pick_of(ed.v, g, c));
     }
     return t;
@@ -98,7 +99,7 @@ class descent_state {
   double max_outside(int g) const {
     double m = 0;
     for (int n = 0; n < p_.nodes(); ++n)
-      if (p_.group_of(n) != g) m = std::max(m, node_tr_[std::size_t(n)]);
+      if (p_.group_of(n) != g) m = std::max(m, at(node_tr_, n));
     for (std::size_t e = 0; e < edge_tr_.size(); ++e) {
       const auto& ed = p_.edges()[e];
       if (p_.group_of(ed.u) != g && p_.group_of(ed.v) != g) m = std::max(m, edge_tr_[e]);
@@ -139,17 +140,17 @@ inline descent_result descend(const choice_problem& p, const objective& obj, std
     changed = false;
     ++r.sweeps;
     for (int g = 0; g < p.groups(); ++g) {
-      int best = s.pick()[std::size_t(g)];
+      int best = at(s.pick(), g);
       double best_rank = obj.rank(s.totals());
       for (int c = 0; c < p.group_candidates(g); ++c) {
-        if (c == s.pick()[std::size_t(g)]) continue;
+        if (c == at(s.pick(), g)) continue;
         double rk = obj.rank(s.totals_with(g, c));
         if (rk < best_rank * (1 - 1e-12)) {
           best_rank = rk;
           best = c;
         }
       }
-      if (best != s.pick()[std::size_t(g)]) {
+      if (best != at(s.pick(), g)) {
         s.set(g, best);
         changed = true;
       }
@@ -172,7 +173,7 @@ inline descent_result descend(const choice_problem& p, const objective& obj, std
     joint_changed = false;
     ++r.sweeps;
     for (auto [gu, gv] : pairs) {
-      const int cu0 = s.pick()[std::size_t(gu)], cv0 = s.pick()[std::size_t(gv)];
+      const int cu0 = at(s.pick(), gu), cv0 = at(s.pick(), gv);
       double best_rank = obj.rank(s.totals());
       int bu = cu0, bv = cv0;
       for (int cu = 0; cu < p.group_candidates(gu); ++cu) {
@@ -197,13 +198,13 @@ inline descent_result descend(const choice_problem& p, const objective& obj, std
       single = false;
       ++r.sweeps;
       for (int g = 0; g < p.groups(); ++g) {
-        int best = s.pick()[std::size_t(g)];
+        int best = at(s.pick(), g);
         double best_rank = obj.rank(s.totals());
         for (int c = 0; c < p.group_candidates(g); ++c) {
           double rk = obj.rank(s.totals_with(g, c));
           if (rk < best_rank * (1 - 1e-12)) { best_rank = rk; best = c; }
         }
-        if (best != s.pick()[std::size_t(g)]) { s.set(g, best); single = true; }
+        if (best != at(s.pick(), g)) { s.set(g, best); single = true; }
       }
     }
   }
@@ -215,8 +216,8 @@ inline descent_result descend(const choice_problem& p, const objective& obj, std
   for (int g = 0; g < p.groups(); ++g) {
     double second = std::numeric_limits<double>::infinity();
     for (int c = 0; c < p.group_candidates(g); ++c)
-      if (c != r.pick[std::size_t(g)]) second = std::min(second, obj.rank(s.totals_with(g, c)));
-    r.runner_up[std::size_t(g)] = second;
+      if (c != at(r.pick, g)) second = std::min(second, obj.rank(s.totals_with(g, c)));
+    at(r.runner_up, g) = second;
   }
   return r;
 }
@@ -231,7 +232,7 @@ inline descent_result coordinate_descent(const choice_problem& p, const objectiv
   for (int k = 0; k < random_starts; ++k) {
     std::vector<int> s(std::size_t(p.groups()));
     for (int g = 0; g < p.groups(); ++g)
-      s[std::size_t(g)] = int(rng() % std::uint64_t(p.group_candidates(g)));
+      at(s, g) = int(rng() % std::uint64_t(p.group_candidates(g)));
     all.push_back(std::move(s));
   }
   if (all.empty()) all.push_back(std::vector<int>(std::size_t(p.groups()), 0));

@@ -19,6 +19,7 @@
 #include <optional>
 #include <vector>
 
+#include "autoddl/index.hpp"
 #include "autoddl/search/problem.hpp"
 
 namespace autoddl {
@@ -48,152 +49,166 @@ inline std::optional<exact_result> exhaustive(const choice_problem& p, const obj
       best.time = obj.time(t);
     }
     int g = 0;
-    while (g < p.groups() && ++pick[std::size_t(g)] == p.group_candidates(g)) pick[std::size_t(g++)] = 0;
+    while (g < p.groups() && ++at(pick, g) == p.group_candidates(g)) at(pick, g++) = 0;
     if (g == p.groups()) break;
   }
   return best;
 }
 
 namespace detail {
+
+/// A dense cost matrix between the picks of two nodes, [row pick][column pick].
 struct sp_matrix {
   int rows = 0, cols = 0;
   std::vector<double> v;
+  sp_matrix() = default;
+  sp_matrix(int r, int c) : rows(r), cols(c), v(std::size_t(r) * std::size_t(c), 0.0) {}
   double& at(int r, int c) { return v[std::size_t(r) * std::size_t(cols) + std::size_t(c)]; }
   double at(int r, int c) const { return v[std::size_t(r) * std::size_t(cols) + std::size_t(c)]; }
 };
+
 // Undoes one elimination: the best pick of `node` given the picks of its neighbours a (and c).
 struct sp_undo {
   int node = 0, a = -1, c = -1;
   std::vector<int> best;  // leaf: [x]; series: [x * kc + z]; isolated: [0]
   int kc = 1;
 };
+
+/// Series-parallel reduction of a choice problem's additive costs: repeatedly eliminate a node
+/// of degree <= 2 (isolated: take its best pick; leaf: fold its best response into the
+/// neighbour's unary costs; series: fold it into an edge between its two neighbours, merged in
+/// parallel with any existing one), then pick the nodes back in reverse elimination order.
+class sp_reduction {
+ public:
+  explicit sp_reduction(const choice_problem& p) : p_(p), unary_(std::size_t(p.nodes())), nbr_(std::size_t(p.nodes())) {
+    for (int i = 0; i < p.nodes(); ++i)
+      for (int c = 0; c < p.candidates(i); ++c) at(unary_, i).push_back(p.unary(i, c).serial_time());
+    for (std::size_t e = 0; e < p.edges().size(); ++e) {
+      const choice_edge& ed = p.edges()[e];
+      sp_matrix m(p.candidates(ed.u), p.candidates(ed.v));
+      for (int x = 0; x < m.rows; ++x)
+        for (int y = 0; y < m.cols; ++y) m.at(x, y) = p.pair(int(e), x, y).serial_time();
+      add_matrix(ed.u, ed.v, m);
+    }
+  }
+
+  /// The optimum, or nullopt when some step finds no node of degree <= 2 (not series-parallel).
+  std::optional<exact_result> solve() {
+    std::vector<char> alive(std::size_t(p_.nodes()), 1);
+    for (int left = p_.nodes(); left > 0; --left) {
+      int b = -1;
+      for (int i = 0; i < p_.nodes() && b < 0; ++i)
+        if (at(alive, i) && at(nbr_, i).size() <= 2) b = i;
+      if (b < 0) return std::nullopt;
+      std::vector<int> ns;
+      for (auto [x, _] : at(nbr_, b)) ns.push_back(x);
+      if (ns.empty()) eliminate_isolated(b);
+      else if (ns.size() == 1) eliminate_leaf(b, ns[0]);
+      else eliminate_series(b, ns[0], ns[1]);
+      at(alive, b) = 0;
+    }
+    return back_substitute();
+  }
+
+ private:
+  void add_matrix(int a, int b, const sp_matrix& m) {  // m indexed [a][b]; a == b adds the diagonal
+    if (a == b) {
+      for (int x = 0; x < m.rows; ++x) at(at(unary_, a), x) += m.at(x, x);
+      return;
+    }
+    const bool swap = a > b;
+    const int lo = swap ? b : a, hi = swap ? a : b;
+    auto [it, fresh] = adj_.try_emplace({lo, hi});
+    if (fresh) it->second = sp_matrix(p_.candidates(lo), p_.candidates(hi));
+    for (int x = 0; x < m.rows; ++x)
+      for (int y = 0; y < m.cols; ++y) (swap ? it->second.at(y, x) : it->second.at(x, y)) += m.at(x, y);
+    at(nbr_, lo)[hi] = true;
+    at(nbr_, hi)[lo] = true;
+  }
+
+  sp_matrix edge_from(int a, int b) const {  // oriented [a][b]
+    const sp_matrix& mm = adj_.at({std::min(a, b), std::max(a, b)});
+    sp_matrix r(p_.candidates(a), p_.candidates(b));
+    for (int x = 0; x < r.rows; ++x)
+      for (int y = 0; y < r.cols; ++y) r.at(x, y) = a < b ? mm.at(x, y) : mm.at(y, x);
+    return r;
+  }
+
+  void drop_edge(int a, int b) {
+    adj_.erase({std::min(a, b), std::max(a, b)});
+    at(nbr_, a).erase(b);
+    at(nbr_, b).erase(a);
+  }
+
+  void eliminate_isolated(int b) {
+    const auto& ub = at(unary_, b);
+    const int arg = int(std::min_element(ub.begin(), ub.end()) - ub.begin());
+    constant_ += at(ub, arg);
+    undo_.push_back({b, -1, -1, {arg}, 1});
+  }
+
+  void eliminate_leaf(int b, int a) {
+    const sp_matrix e = edge_from(a, b);
+    sp_undo un{b, a, -1, std::vector<int>(std::size_t(p_.candidates(a))), 1};
+    for (int x = 0; x < p_.candidates(a); ++x) {
+      double best = std::numeric_limits<double>::infinity();
+      for (int y = 0; y < p_.candidates(b); ++y)
+        if (const double v = e.at(x, y) + at(at(unary_, b), y); v < best) {
+          best = v;
+          at(un.best, x) = y;
+        }
+      at(at(unary_, a), x) += best;
+    }
+    drop_edge(a, b);
+    undo_.push_back(std::move(un));
+  }
+
+  void eliminate_series(int b, int a, int c) {
+    const sp_matrix eab = edge_from(a, b), ebc = edge_from(b, c);
+    const int ka = p_.candidates(a), kc = p_.candidates(c);
+    sp_matrix m(ka, kc);
+    sp_undo un{b, a, c, std::vector<int>(std::size_t(ka) * std::size_t(kc)), kc};
+    for (int x = 0; x < ka; ++x)
+      for (int z = 0; z < kc; ++z) {
+        double best = std::numeric_limits<double>::infinity();
+        for (int y = 0; y < p_.candidates(b); ++y)
+          if (const double v = eab.at(x, y) + at(at(unary_, b), y) + ebc.at(y, z); v < best) {
+            best = v;
+            un.best[std::size_t(x) * std::size_t(kc) + std::size_t(z)] = y;
+          }
+        m.at(x, z) = best;
+      }
+    drop_edge(a, b);
+    drop_edge(b, c);
+    add_matrix(a, c, m);
+    undo_.push_back(std::move(un));
+  }
+
+  exact_result back_substitute() const {
+    exact_result r;
+    r.time = constant_;
+    r.pick.assign(std::size_t(p_.nodes()), 0);
+    for (auto it = undo_.rbegin(); it != undo_.rend(); ++it) {
+      const int x = it->a >= 0 ? at(r.pick, it->a) : 0;
+      const int z = it->c >= 0 ? at(r.pick, it->c) : 0;
+      at(r.pick, it->node) = it->best[std::size_t(x) * std::size_t(it->kc) + std::size_t(z)];
+    }
+    return r;
+  }
+
+  const choice_problem& p_;
+  std::vector<std::vector<double>> unary_;
+  std::map<std::pair<int, int>, sp_matrix> adj_;  ///< (a, b) with a < b -> [pick a][pick b]
+  std::vector<std::map<int, bool>> nbr_;
+  std::vector<sp_undo> undo_;
+  double constant_ = 0;
+};
+
 }  // namespace detail
 
 /// Optimum of the untied additive problem by series-parallel reduction (see the file comment).
 inline std::optional<exact_result> series_parallel_optimum(const choice_problem& p) {
-  const int n = p.nodes();
-  std::vector<std::vector<double>> u(static_cast<std::size_t>(n));
-  for (int i = 0; i < n; ++i)
-    for (int c = 0; c < p.candidates(i); ++c) u[std::size_t(i)].push_back(p.unary(i, c).serial_time());
-  // adjacency: (a, b) with a < b -> matrix indexed [pick a][pick b]
-  std::map<std::pair<int, int>, detail::sp_matrix> adj;
-  std::vector<std::map<int, bool>> nbr(static_cast<std::size_t>(n));
-  auto add_matrix = [&](int a, int b, const detail::sp_matrix& m) {  // m indexed [a][b]
-    if (a == b) {
-      for (int x = 0; x < m.rows; ++x) u[std::size_t(a)][std::size_t(x)] += m.at(x, x);
-      return;
-    }
-    bool swap = a > b;
-    int lo = swap ? b : a, hi = swap ? a : b;
-    auto [it, fresh] = adj.try_emplace({lo, hi});
-    auto& mm = it->second;
-    if (fresh) {
-      mm.rows = p.candidates(lo);
-      mm.cols = p.candidates(hi);
-      mm.v.assign(std::size_t(mm.rows) * std::size_t(mm.cols), 0.0);
-    }
-    for (int x = 0; x < m.rows; ++x)
-      for (int y = 0; y < m.cols; ++y) {
-        if (swap) mm.at(y, x) += m.at(x, y);
-        else mm.at(x, y) += m.at(x, y);
-      }
-    nbr[std::size_t(lo)][hi] = true;
-    nbr[std::size_t(hi)][lo] = true;
-  };
-  for (std::size_t e = 0; e < p.edges().size(); ++e) {
-    const auto& ed = p.edges()[e];
-    detail::sp_matrix m{p.candidates(ed.u), p.candidates(ed.v), {}};
-    m.v.resize(std::size_t(m.rows) * std::size_t(m.cols));
-    for (int x = 0; x < m.rows; ++x)
-      for (int y = 0; y < m.cols; ++y) m.at(x, y) = p.pair(int(e), x, y).serial_time();
-    add_matrix(ed.u, ed.v, m);
-  }
-  auto edge_from = [&](int a, int b) {  // matrix oriented [a][b]
-    detail::sp_matrix r;
-    const auto& mm = adj.at({std::min(a, b), std::max(a, b)});
-    r.rows = p.candidates(a);
-    r.cols = p.candidates(b);
-    r.v.resize(std::size_t(r.rows) * std::size_t(r.cols));
-    for (int x = 0; x < r.rows; ++x)
-      for (int y = 0; y < r.cols; ++y) r.at(x, y) = a < b ? mm.at(x, y) : mm.at(y, x);
-    return r;
-  };
-  auto drop_edge = [&](int a, int b) {
-    adj.erase({std::min(a, b), std::max(a, b)});
-    nbr[std::size_t(a)].erase(b);
-    nbr[std::size_t(b)].erase(a);
-  };
-  std::vector<char> alive(std::size_t(n), 1);
-  std::vector<detail::sp_undo> undo;
-  double constant = 0;
-  int left = n;
-  constexpr double inf = std::numeric_limits<double>::infinity();
-  while (left > 0) {
-    int b = -1;
-    for (int i = 0; i < n && b < 0; ++i)
-      if (alive[std::size_t(i)] && nbr[std::size_t(i)].size() <= 2) b = i;
-    if (b < 0) return std::nullopt;  // not series-parallel
-    const int kb = p.candidates(b);
-    detail::sp_undo un;
-    un.node = b;
-    std::vector<int> ns;
-    for (auto [x, _] : nbr[std::size_t(b)]) ns.push_back(x);
-    if (ns.empty()) {
-      int arg = int(std::min_element(u[std::size_t(b)].begin(), u[std::size_t(b)].end()) - u[std::size_t(b)].begin());
-      constant += u[std::size_t(b)][std::size_t(arg)];
-      un.best = {arg};
-    } else if (ns.size() == 1) {
-      int a = ns[0];
-      auto e = edge_from(a, b);
-      un.a = a;
-      un.best.resize(std::size_t(p.candidates(a)));
-      for (int x = 0; x < p.candidates(a); ++x) {
-        double bv = inf;
-        for (int y = 0; y < kb; ++y) {
-          double v = e.at(x, y) + u[std::size_t(b)][std::size_t(y)];
-          if (v < bv) { bv = v; un.best[std::size_t(x)] = y; }
-        }
-        u[std::size_t(a)][std::size_t(x)] += bv;
-      }
-      drop_edge(a, b);
-    } else {
-      int a = ns[0], c = ns[1];
-      auto eab = edge_from(a, b), ebc = edge_from(b, c);
-      const int ka = p.candidates(a), kc = p.candidates(c);
-      detail::sp_matrix m{ka, kc, std::vector<double>(std::size_t(ka) * std::size_t(kc))};
-      un.a = a;
-      un.c = c;
-      un.kc = kc;
-      un.best.resize(std::size_t(ka) * std::size_t(kc));
-      for (int x = 0; x < ka; ++x)
-        for (int z = 0; z < kc; ++z) {
-          double bv = inf;
-          int arg = 0;
-          for (int y = 0; y < kb; ++y) {
-            double v = eab.at(x, y) + u[std::size_t(b)][std::size_t(y)] + ebc.at(y, z);
-            if (v < bv) { bv = v; arg = y; }
-          }
-          m.at(x, z) = bv;
-          un.best[std::size_t(x) * std::size_t(kc) + std::size_t(z)] = arg;
-        }
-      drop_edge(a, b);
-      drop_edge(b, c);
-      add_matrix(a, c, m);
-    }
-    alive[std::size_t(b)] = 0;
-    --left;
-    undo.push_back(std::move(un));
-  }
-  exact_result r;
-  r.time = constant;
-  r.pick.assign(std::size_t(n), 0);
-  for (auto it = undo.rbegin(); it != undo.rend(); ++it) {
-    int x = it->a >= 0 ? r.pick[std::size_t(it->a)] : 0;
-    int z = it->c >= 0 ? r.pick[std::size_t(it->c)] : 0;
-    r.pick[std::size_t(it->node)] =
-        it->c >= 0 ? it->best[std::size_t(x) * std::size_t(it->kc) + std::size_t(z)] : it->best[std::size_t(x)];
-  }
-  return r;
+  return detail::sp_reduction(p).solve();
 }
 
 }  // namespace autoddl

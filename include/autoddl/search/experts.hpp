@@ -16,6 +16,7 @@
 #include <string_view>
 #include <vector>
 
+#include "autoddl/index.hpp"
 #include "autoddl/search/planner.hpp"
 #include "autoddl/search/strategy.hpp"
 
@@ -113,49 +114,49 @@ inline expert_plan make_expert_plan(const plan_problem& pp, expert e) {
   r.pick.assign(std::size_t(cp.nodes()), -1);
   // incoming edges per op node
   std::vector<std::vector<int>> in_edges(std::size_t(cp.nodes()));
-  for (std::size_t k = 0; k < cp.edges().size(); ++k) in_edges[std::size_t(cp.edges()[k].v)].push_back(int(k));
+  for (std::size_t k = 0; k < cp.edges().size(); ++k) at(in_edges, cp.edges()[k].v).push_back(int(k));
   auto storage_pick = [&](int p, const nd_sbp& comp) {
-    nd_sbp want = detail::expert_storage(e, comp, g.params[std::size_t(p)].shape, pp.options().mesh);
+    nd_sbp want = detail::expert_storage(e, comp, at(g.params, p).shape, pp.options().mesh);
     // a tied weight's gradient contributions are summed, then synchronised once (DDP, Megatron-LM)
     const auto& cands = pp.param_candidates(p);
     const nd_sbp sum = pp.tied_param(p) ? reduce_layout(want) : want;
     for (int c = 0; c < int(cands.size()); ++c)
-      if (cands[std::size_t(c)] == param_choice{want, sum}) return c;
+      if (at(cands, c) == param_choice{want, sum}) return c;
     const nd_sbp all_b = nd_sbp::filled(axes, B);
     for (int c = 0; c < int(cands.size()); ++c)
-      if (cands[std::size_t(c)].storage == all_b && cands[std::size_t(c)].grad_sum == (pp.tied_param(p) ? reduce_layout(all_b) : all_b)) return c;
+      if (at(cands, c).storage == all_b && at(cands, c).grad_sum == (pp.tied_param(p) ? reduce_layout(all_b) : all_b)) return c;
     return 0;
   };
   for (int i = 0; i < nops; ++i) {
     const auto& sigs = pp.op_candidates(i);
-    for (int pass = 0; pass < 2 && r.pick[std::size_t(i)] < 0; ++pass) {
+    for (int pass = 0; pass < 2 && at(r.pick, i) < 0; ++pass) {
       double best = std::numeric_limits<double>::infinity();
       for (int c = 0; c < int(sigs.size()); ++c) {
-        if (pass == 0 && !detail::obeys(e, g.ops[std::size_t(i)], sigs[std::size_t(c)], axes)) continue;
+        if (pass == 0 && !detail::obeys(e, at(g.ops, i), at(sigs, c), axes)) continue;
         double score = cp.unary(i, c).serial_time();
-        for (int k : in_edges[std::size_t(i)]) {
-          const auto& ed = cp.edges()[std::size_t(k)];
-          const auto& info = pp.edge_infos()[std::size_t(k)];
-          int cu = info.param ? storage_pick(ed.u - nops, sigs[std::size_t(c)].params[std::size_t(info.tensor_index)])
-                              : r.pick[std::size_t(ed.u)];
+        for (int k : at(in_edges, i)) {
+          const auto& ed = at(cp.edges(), k);
+          const auto& info = at(pp.edge_infos(), k);
+          int cu = info.param ? storage_pick(ed.u - nops, at(at(sigs, c).params, info.tensor_index))
+                              : at(r.pick, ed.u);
           score += cp.pair(k, cu, c).serial_time();
         }
         if (score < best) {
           best = score;
-          r.pick[std::size_t(i)] = c;
+          at(r.pick, i) = c;
         }
       }
-      if (pass == 1) r.relaxed.push_back(g.ops[std::size_t(i)].name);
+      if (pass == 1) r.relaxed.push_back(at(g.ops, i).name);
     }
   }
   // each parameter stored as its first user wants
   for (int p = 0; p < int(g.params.size()); ++p) {
-    r.pick[std::size_t(pp.param_node(p))] = 0;
+    at(r.pick, pp.param_node(p)) = 0;
     for (std::size_t k = 0; k < cp.edges().size(); ++k) {
       const auto& info = pp.edge_infos()[k];
       if (info.param && info.from_node == pp.param_node(p)) {
-        const auto& sig = pp.op_candidates(info.to_node)[std::size_t(r.pick[std::size_t(info.to_node)])];
-        r.pick[std::size_t(pp.param_node(p))] = storage_pick(p, sig.params[std::size_t(info.tensor_index)]);
+        const auto& sig = at(pp.op_candidates(info.to_node), at(r.pick, info.to_node));
+        at(r.pick, pp.param_node(p)) = storage_pick(p, at(sig.params, info.tensor_index));
         break;
       }
     }

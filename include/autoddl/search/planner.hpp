@@ -31,6 +31,7 @@
 #include "autoddl/cost/memory.hpp"
 #include "autoddl/cost/step_time.hpp"
 #include "autoddl/error.hpp"
+#include "autoddl/index.hpp"
 #include "autoddl/mesh/device_mesh.hpp"
 #include "autoddl/models/graph.hpp"
 #include "autoddl/ops/signatures.hpp"
@@ -226,6 +227,12 @@ class plan_problem {
   }
 
   void build();
+  void build_op_candidates();
+  void build_param_candidates();
+  int op_key(int i) const;
+  std::vector<int> param_tie_keys() const;
+  void add_nodes(choice_problem& cp, const std::vector<int>* param_key);
+  void add_edges(const std::vector<int>& param_key);
 
   graph g_;
   plan_options o_;
@@ -240,8 +247,21 @@ class plan_problem {
 };
 
 inline void plan_problem::build() {
+  build_op_candidates();
+  build_param_candidates();
+  const std::vector<int> param_key = param_tie_keys();
+  for (int tied = 1; tied >= 0; --tied) add_nodes(tied ? tied_ : untied_, tied ? &param_key : nullptr);
+  add_edges(param_key);
+  auto pair = [this](int e, int cu, int cv) { return edge_terms(e, cu, cv); };
+  tied_.set_pair_cost(pair);
+  untied_.set_pair_cost(pair);
+  tied_.finalize();
+  untied_.finalize();
+}
+
+// Every op's candidates: signatures(op, mesh), or the ones its allow-list names.
+inline void plan_problem::build_op_candidates() {
   const int nops = int(g_.ops.size());
-  const int nparams = int(g_.params.size());
   op_sigs_.resize(std::size_t(nops));
   op_sig_index_.resize(std::size_t(nops));
   if (o_.allowed.size() > std::size_t(nops))
@@ -249,80 +269,91 @@ inline void plan_problem::build() {
                                " entries but graph '" + g_.name + "' has " + detail::itos(nops) +
                                " ops; give at most one allow-list per op");
   for (int i = 0; i < nops; ++i) {
-    std::vector<signature> all = signatures(g_.ops[std::size_t(i)], o_.mesh);
-    std::vector<int>& index = op_sig_index_[std::size_t(i)];
-    if (std::size_t(i) < o_.allowed.size() && !o_.allowed[std::size_t(i)].empty()) {
-      for (int k : o_.allowed[std::size_t(i)]) {
-        if (k < 0 || std::size_t(k) >= all.size())
-          detail::fail<layout_error>("op '" + g_.ops[std::size_t(i)].name + "' allows signature " + detail::itos(k) +
-                                     " but has " + detail::itos(std::int64_t(all.size())) + " on mesh " +
-                                     to_string(o_.mesh) + "; list indices into signatures(op, mesh)");
-        op_sigs_[std::size_t(i)].push_back(all[std::size_t(k)]);
-        index.push_back(k);
-      }
-    } else {
-      for (std::size_t k = 0; k < all.size(); ++k) index.push_back(int(k));
-      op_sigs_[std::size_t(i)] = std::move(all);
+    std::vector<signature> all = signatures(at(g_.ops, i), o_.mesh);
+    std::vector<int>& index = at(op_sig_index_, i);
+    const bool listed = std::size_t(i) < o_.allowed.size() && !at(o_.allowed, i).empty();
+    for (int k = 0; k < int(all.size()); ++k) index.push_back(k);
+    if (listed) index = at(o_.allowed, i);
+    for (int k : index) {
+      if (k < 0 || std::size_t(k) >= all.size())
+        detail::fail<layout_error>("op '" + at(g_.ops, i).name + "' allows signature " + detail::itos(k) + " but has " +
+                                   detail::itos(std::int64_t(all.size())) + " on mesh " + to_string(o_.mesh) +
+                                   "; list indices into signatures(op, mesh)");
+      at(op_sigs_, i).push_back(at(all, k));
     }
-    if (op_sigs_[std::size_t(i)].empty())
-      detail::fail<layout_error>("op '" + g_.ops[std::size_t(i)].name + "' has no signature whose tensors divide evenly on mesh " +
+    if (at(op_sigs_, i).empty())
+      detail::fail<layout_error>("op '" + at(g_.ops, i).name + "' has no signature whose tensors divide evenly on mesh " +
                                  to_string(o_.mesh) + "; choose sizes divisible by the mesh axes or a smaller mesh");
   }
-  // storage layouts of each parameter: every nd-SBP over {B, S(d)} that divides it
+}
+
+// Every parameter's candidates: each nd-SBP over {B, S(d)} that divides it, as storage; a tied
+// parameter also pairs each storage with its reduce layout for summing (param_choice).
+inline void plan_problem::build_param_candidates() {
+  const int nparams = int(g_.params.size());
   uses_.assign(std::size_t(nparams), 0);
   for (const op_node& n : g_.ops)
-    for (int p : n.param_ids) ++uses_[std::size_t(p)];
+    for (int p : n.param_ids) ++at(uses_, p);
   param_sigs_.resize(std::size_t(nparams));
   for (int p = 0; p < nparams; ++p) {
-    const tensor_shape& s = g_.params[std::size_t(p)].shape;
+    const tensor_shape& s = at(g_.params, p).shape;
     std::vector<nd_sbp> all{nd_sbp{}};
     for (int a = 0; a < o_.mesh.size(); ++a) {
       std::vector<nd_sbp> next;
-      for (const auto& v : all) {
-        std::vector<sbp> letters{B};
-        for (int d = 0; d < s.rank(); ++d) letters.push_back(S(d));
-        for (sbp l : letters) {
+      for (const auto& v : all)
+        for (int d = -1; d < s.rank(); ++d) {  // -1: B
           nd_sbp w = v;
-          w.push_back(l);
+          w.push_back(d < 0 ? B : S(d));
           next.push_back(w);
         }
-      }
       all = std::move(next);
     }
     for (const auto& v : all) {
       if (!divides(s, layout{v, o_.mesh})) continue;
-      param_sigs_[std::size_t(p)].push_back({v, v});
-      if (uses_[std::size_t(p)] > 1 && !(reduce_layout(v) == v)) param_sigs_[std::size_t(p)].push_back({v, reduce_layout(v)});
+      at(param_sigs_, p).push_back({v, v});
+      if (at(uses_, p) > 1 && !(reduce_layout(v) == v)) at(param_sigs_, p).push_back({v, reduce_layout(v)});
     }
   }
-  // tie keys: ops by block position; a parameter by its first user's position and slot
-  auto op_key = [&](int i) { return g_.block[std::size_t(i)] >= 0 ? g_.block_pos[std::size_t(i)] : -1; };
-  std::vector<int> param_key(std::size_t(nparams), -1);
-  std::vector<char> seen(std::size_t(nparams), 0);
-  for (int i = 0; i < nops; ++i)
-    for (std::size_t j = 0; j < g_.ops[std::size_t(i)].param_ids.size(); ++j) {
-      int p = g_.ops[std::size_t(i)].param_ids[j];
-      if (seen[std::size_t(p)]) {
-        param_key[std::size_t(p)] = -1;  // shared across positions (tied weights): its own decision
+}
+
+// Tie keys: an op of a repeated block by its position in the block (op_key); a parameter by its
+// first user's position and slot, or -1 (its own decision) when users sit at several positions.
+inline int plan_problem::op_key(int i) const { return at(g_.block, i) >= 0 ? at(g_.block_pos, i) : -1; }
+
+inline std::vector<int> plan_problem::param_tie_keys() const {
+  std::vector<int> key(g_.params.size(), -1);
+  std::vector<char> seen(g_.params.size(), 0);
+  for (int i = 0; i < int(g_.ops.size()); ++i)
+    for (std::size_t j = 0; j < at(g_.ops, i).param_ids.size(); ++j) {
+      const int p = at(g_.ops, i).param_ids[j];
+      if (at(seen, p)) {
+        at(key, p) = -1;  // shared across positions (tied weights): its own decision
         continue;
       }
-      seen[std::size_t(p)] = 1;
-      if (op_key(i) >= 0) param_key[std::size_t(p)] = 1'000'000 + op_key(i) * 64 + int(j);
+      at(seen, p) = 1;
+      if (op_key(i) >= 0) at(key, p) = 1'000'000 + op_key(i) * 64 + int(j);
     }
-  for (int uses = 0; uses < 2; ++uses) {
-    choice_problem& cp = uses == 0 ? tied_ : untied_;
-    for (int i = 0; i < nops; ++i) {
-      std::vector<cost_terms> u;
-      for (int c = 0; c < int(op_sigs_[std::size_t(i)].size()); ++c) u.push_back(op_terms(i, c));
-      cp.add_node(std::move(u), uses == 0 ? op_key(i) : -1);
-    }
-    for (int p = 0; p < nparams; ++p) {
-      std::vector<cost_terms> u;
-      for (int c = 0; c < int(param_sigs_[std::size_t(p)].size()); ++c) u.push_back(param_terms(p, c));
-      cp.add_node(std::move(u), uses == 0 ? param_key[std::size_t(p)] : -1);
-    }
+  return key;
+}
+
+// One node per op and per parameter, with its candidates' own terms; tied by key when param_key
+// is given (the tied problem), each its own group otherwise.
+inline void plan_problem::add_nodes(choice_problem& cp, const std::vector<int>* param_key) {
+  for (int i = 0; i < int(g_.ops.size()); ++i) {
+    std::vector<cost_terms> u;
+    for (int c = 0; c < int(at(op_sigs_, i).size()); ++c) u.push_back(op_terms(i, c));
+    cp.add_node(std::move(u), param_key ? op_key(i) : -1);
   }
-  // edges, with classes shared by corresponding edges of identical blocks
+  for (int p = 0; p < int(g_.params.size()); ++p) {
+    std::vector<cost_terms> u;
+    for (int c = 0; c < int(at(param_sigs_, p).size()); ++c) u.push_back(param_terms(p, c));
+    cp.add_node(std::move(u), param_key ? at(*param_key, p) : -1);
+  }
+}
+
+// Activation edges (producer -> consumer) and parameter edges (parameter -> user), with edge
+// classes shared by corresponding edges of identical blocks (their pair costs are equal).
+inline void plan_problem::add_edges(const std::vector<int>& param_key) {
   std::map<std::tuple<int, int, int, int, int, int>, int> classes;
   int next_class = 0;
   auto cls = [&](std::tuple<int, int, int, int, int, int> key, bool shareable) {
@@ -331,31 +362,25 @@ inline void plan_problem::build() {
     if (fresh) ++next_class;
     return it->second;
   };
-  for (int i = 0; i < nops; ++i) {
-    const op_node& n = g_.ops[std::size_t(i)];
-    for (std::size_t j = 0; j < g_.op_inputs[std::size_t(i)].size(); ++j) {
-      tensor_ref r = g_.op_inputs[std::size_t(i)][j];
+  auto add = [&](edge_info ei, int c) {
+    edges_.push_back(ei);
+    tied_.add_edge(ei.from_node, ei.to_node, c);
+    untied_.add_edge(ei.from_node, ei.to_node, c);
+  };
+  for (int i = 0; i < int(g_.ops.size()); ++i) {
+    for (std::size_t j = 0; j < at(g_.op_inputs, i).size(); ++j) {
+      const tensor_ref r = at(g_.op_inputs, i)[j];
       if (r.op < 0) continue;  // model inputs are loaded in whatever layout the consumer takes
-      bool share = op_key(r.op) >= 0 && op_key(i) >= 0;
-      int c = cls({0, op_key(r.op), op_key(i), int(j), r.index, g_.block[std::size_t(i)] - g_.block[std::size_t(r.op)]}, share);
-      edges_.push_back({r.op, i, false, int(j), r.index});
-      tied_.add_edge(r.op, i, c);
-      untied_.add_edge(r.op, i, c);
+      const bool share = op_key(r.op) >= 0 && op_key(i) >= 0;
+      add({r.op, i, false, int(j), r.index},
+          cls({0, op_key(r.op), op_key(i), int(j), r.index, at(g_.block, i) - at(g_.block, r.op)}, share));
     }
-    for (std::size_t j = 0; j < n.param_ids.size(); ++j) {
-      int p = n.param_ids[j];
-      bool share = param_key[std::size_t(p)] >= 0 && op_key(i) >= 0;
-      int c = cls({1, param_key[std::size_t(p)], op_key(i), int(j), 0, 0}, share);
-      edges_.push_back({param_node(p), i, true, int(j), 0});
-      tied_.add_edge(param_node(p), i, c);
-      untied_.add_edge(param_node(p), i, c);
+    for (std::size_t j = 0; j < at(g_.ops, i).param_ids.size(); ++j) {
+      const int p = at(g_.ops, i).param_ids[j];
+      const bool share = at(param_key, p) >= 0 && op_key(i) >= 0;
+      add({param_node(p), i, true, int(j), 0}, cls({1, at(param_key, p), op_key(i), int(j), 0, 0}, share));
     }
   }
-  auto pair = [this](int e, int cu, int cv) { return edge_terms(e, cu, cv); };
-  tied_.set_pair_cost(pair);
-  untied_.set_pair_cost(pair);
-  tied_.finalize();
-  untied_.finalize();
 }
 
 }  // namespace autoddl

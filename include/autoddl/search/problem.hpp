@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "autoddl/error.hpp"
+#include "autoddl/index.hpp"
 #include "autoddl/search/terms.hpp"
 
 namespace autoddl {
@@ -52,17 +53,17 @@ class choice_problem {
         groups_.push_back({});
         if (group_key_[i] >= 0) key_to_group.push_back({group_key_[i], g});
       }
-      if (!groups_[std::size_t(g)].empty() &&
-          unary_[std::size_t(groups_[std::size_t(g)][0])].size() != unary_[i].size())
+      if (!at(groups_, g).empty() &&
+          at(unary_, at(groups_, g)[0]).size() != unary_[i].size())
         detail::fail("nodes tied into one group must have the same number of candidates");
-      groups_[std::size_t(g)].push_back(int(i));
+      at(groups_, g).push_back(int(i));
       group_of_[i] = g;
     }
     incident_.assign(groups_.size(), {});
     for (std::size_t e = 0; e < edges_.size(); ++e) {
-      int gu = group_of_[std::size_t(edges_[e].u)], gv = group_of_[std::size_t(edges_[e].v)];
-      incident_[std::size_t(gu)].push_back(int(e));
-      if (gv != gu) incident_[std::size_t(gv)].push_back(int(e));
+      int gu = at(group_of_, edges_[e].u), gv = at(group_of_, edges_[e].v);
+      at(incident_, gu).push_back(int(e));
+      if (gv != gu) at(incident_, gv).push_back(int(e));
     }
     int classes = 0;
     for (const auto& e : edges_) classes = std::max(classes, e.cls + 1);
@@ -71,18 +72,18 @@ class choice_problem {
 
   int nodes() const { return int(unary_.size()); }
   int groups() const { return int(groups_.size()); }
-  int candidates(int node) const { return int(unary_[std::size_t(node)].size()); }
-  int group_candidates(int g) const { return candidates(groups_[std::size_t(g)][0]); }
-  int group_of(int node) const { return group_of_[std::size_t(node)]; }
-  const std::vector<int>& group_nodes(int g) const { return groups_[std::size_t(g)]; }
-  const std::vector<int>& group_edges(int g) const { return incident_[std::size_t(g)]; }
+  int candidates(int node) const { return int(at(unary_, node).size()); }
+  int group_candidates(int g) const { return candidates(at(groups_, g)[0]); }
+  int group_of(int node) const { return at(group_of_, node); }
+  const std::vector<int>& group_nodes(int g) const { return at(groups_, g); }
+  const std::vector<int>& group_edges(int g) const { return at(incident_, g); }
   const std::vector<choice_edge>& edges() const { return edges_; }
-  const cost_terms& unary(int node, int c) const { return unary_[std::size_t(node)][std::size_t(c)]; }
+  const cost_terms& unary(int node, int c) const { return at(at(unary_, node), c); }
 
   /// Pair cost of edge e for picks cu (of e.u) and cv (of e.v), memoised per class.
   const cost_terms& pair(int e, int cu, int cv) const {
-    const choice_edge& ed = edges_[std::size_t(e)];
-    auto& m = memo_[std::size_t(ed.cls)];
+    const choice_edge& ed = at(edges_, e);
+    auto& m = at(memo_, ed.cls);
     const int ku = candidates(ed.u), kv = candidates(ed.v);
     if (m.empty()) m.resize(std::size_t(ku) * std::size_t(kv));
     if (m.size() != std::size_t(ku) * std::size_t(kv))
@@ -95,9 +96,9 @@ class choice_problem {
   /// Total terms of a full assignment (one pick per group).
   cost_terms evaluate(const std::vector<int>& pick) const {
     cost_terms t;
-    for (int i = 0; i < nodes(); ++i) t += unary(i, pick[std::size_t(group_of(i))]);
+    for (int i = 0; i < nodes(); ++i) t += unary(i, at(pick, group_of(i)));
     for (std::size_t e = 0; e < edges_.size(); ++e)
-      t += pair(int(e), pick[std::size_t(group_of(edges_[e].u))], pick[std::size_t(group_of(edges_[e].v))]);
+      t += pair(int(e), at(pick, group_of(edges_[e].u)), at(pick, group_of(edges_[e].v)));
     return t;
   }
 

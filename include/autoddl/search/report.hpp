@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "autoddl/index.hpp"
 #include "autoddl/search/solve.hpp"
 
 namespace autoddl {
@@ -58,39 +59,39 @@ inline std::vector<plan_row> plan_rows(const plan_problem& pp, const plan_result
   const int nops = int(g.ops.size());
   std::vector<plan_row> rows(static_cast<std::size_t>(nops));
   for (int i = 0; i < nops; ++i) {
-    const op_node& n = g.ops[std::size_t(i)];
-    const signature& sig = pp.op_candidates(i)[std::size_t(r.pick[std::size_t(i)])];
-    plan_row& row = rows[std::size_t(i)];
+    const op_node& n = at(g.ops, i);
+    const signature& sig = at(pp.op_candidates(i), at(r.pick, i));
+    plan_row& row = at(rows, i);
     row.name = n.name;
     row.op = std::string(to_string(n.kind));
     row.signature = to_string(n, sig);
-    cost_terms t = u.unary(i, r.pick[std::size_t(i)]);
+    cost_terms t = u.unary(i, at(r.pick, i));
     row.compute_s = t.compute();
     row.comm_s = t.comm();
     row.comm_bytes = t.bytes;
     row.memory_bytes = t.memory;
     row.lower_bound_bytes = op_lower_bound_bytes(n, double(pp.options().mesh.devices()), bytes_of(pp.options().type));
-    if (!r.runner_up.empty()) row.runner_up_s = r.runner_up[std::size_t(i)];
+    if (!r.runner_up.empty()) row.runner_up_s = at(r.runner_up, i);
   }
   for (std::size_t e = 0; e < u.edges().size(); ++e) {
     const auto& ed = u.edges()[e];
     const auto& info = pp.edge_infos()[e];
-    cost_terms t = u.pair(int(e), r.pick[std::size_t(ed.u)], r.pick[std::size_t(ed.v)]);
-    plan_row& row = rows[std::size_t(info.to_node)];
+    cost_terms t = u.pair(int(e), at(r.pick, ed.u), at(r.pick, ed.v));
+    plan_row& row = at(rows, info.to_node);
     row.comm_s += t.comm();
     row.comm_bytes += t.bytes;
     row.memory_bytes += t.memory;
     if (info.param) {
       const int p = info.from_node - nops;
-      const param_choice& st = pp.param_candidates(p)[std::size_t(r.pick[std::size_t(ed.u)])];
-      row.signature += " | " + g.params[std::size_t(p)].name + " stored " + to_string(st.storage);
+      const param_choice& st = at(pp.param_candidates(p), at(r.pick, ed.u));
+      row.signature += " | " + at(g.params, p).name + " stored " + to_string(st.storage);
       if (!(st.grad_sum == st.storage)) row.signature += " (gradients summed in " + to_string(st.grad_sum) + ", synced once)";
       // storage, gradient and optimizer bytes are counted at the parameter's first user
       bool first = true;
       for (std::size_t e2 = 0; e2 < e; ++e2)
         if (pp.edge_infos()[e2].param && pp.edge_infos()[e2].from_node == info.from_node) first = false;
       if (first) {  // and a tied parameter's one synchronisation
-        const cost_terms& own = u.unary(info.from_node, r.pick[std::size_t(ed.u)]);
+        const cost_terms& own = u.unary(info.from_node, at(r.pick, ed.u));
         row.memory_bytes += own.memory;
         row.comm_s += own.comm();
         row.comm_bytes += own.bytes;

@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "autoddl/index.hpp"
 #include "autoddl/search/coordinate_descent.hpp"
 #include "autoddl/search/exact.hpp"
 #include "autoddl/search/experts.hpp"
@@ -43,7 +44,7 @@ inline descent_result auto_descent(const plan_problem& pp, const objective& obj,
   std::vector<std::vector<int>> starts;
   for (const auto& ep : expert_picks) {  // project: each group takes its first node's pick
     std::vector<int> s(std::size_t(t.groups()));
-    for (int gi = 0; gi < t.groups(); ++gi) s[std::size_t(gi)] = ep[std::size_t(t.group_nodes(gi)[0])];
+    for (int gi = 0; gi < t.groups(); ++gi) at(s, gi) = at(ep, t.group_nodes(gi)[0]);
     starts.push_back(std::move(s));
   }
   descent_result tied = coordinate_descent(t, obj, starts, 1, seed);

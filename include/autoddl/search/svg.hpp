@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "autoddl/index.hpp"
 #include "autoddl/search/report.hpp"
 
 namespace autoddl {
@@ -32,19 +33,19 @@ inline std::string plan_svg(const plan_problem& pp, const plan_result& r, const 
     s += "<text x='4' y='" + std::to_string(int(top + band * a + 15)) + "'>mesh axis " + std::to_string(a) + "</text>\n";
   s += "<text x='4' y='" + std::to_string(int(top + band * axes + 20)) + "'>comm time</text>\n";
   for (int i = 0; i < n; ++i) {
-    const signature& sig = pp.op_candidates(i)[std::size_t(r.pick[std::size_t(i)])];
+    const signature& sig = at(pp.op_candidates(i), at(r.pick, i));
     const double x = left + w * i;
     for (int a = 0; a < axes; ++a) {
       sbp v = sig.outputs[0][a];
       s += "<rect x='" + std::to_string(x) + "' y='" + std::to_string(top + band * a) + "' width='" +
            std::to_string(w - 1) + "' height='" + std::to_string(band - 2) + "' fill='" + colour(v) + "'><title>" +
-           rows[std::size_t(i)].name + ": " + rows[std::size_t(i)].signature + "</title></rect>\n";
+           at(rows, i).name + ": " + at(rows, i).signature + "</title></rect>\n";
     }
-    const double h = bars * rows[std::size_t(i)].comm_s / max_comm;
+    const double h = bars * at(rows, i).comm_s / max_comm;
     const double base = top + band * axes + 10 + bars;
     s += "<rect x='" + std::to_string(x) + "' y='" + std::to_string(base - h) + "' width='" + std::to_string(w - 1) +
-         "' height='" + std::to_string(h) + "' fill='#e15759'><title>" + rows[std::size_t(i)].name + ": " +
-         std::to_string(rows[std::size_t(i)].comm_s) + " s</title></rect>\n";
+         "' height='" + std::to_string(h) + "' fill='#e15759'><title>" + at(rows, i).name + ": " +
+         std::to_string(at(rows, i).comm_s) + " s</title></rect>\n";
   }
   const double ly = height - 14;
   const char* names[] = {"B", "P", "S(0)", "S(1)", "S(2)"};

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "autoddl/cost.hpp"
+#include "autoddl/index.hpp"
 #include "autoddl/models/typed.hpp"
 #include "autoddl/search/planner.hpp"
 #include "autoddl/search/solve.hpp"
@@ -30,7 +31,7 @@ plan_options typed_plan_options(plan_options o) {
 /// Per op, the index into signatures(op, mesh) of the candidate the plan picked.
 inline std::vector<int> chosen_signatures(const plan_problem& pp, const plan_result& r) {
   std::vector<int> s;
-  for (int i = 0; i < int(pp.model().ops.size()); ++i) s.push_back(pp.signature_index(i, r.pick[std::size_t(i)]));
+  for (int i = 0; i < int(pp.model().ops.size()); ++i) s.push_back(pp.signature_index(i, at(r.pick, i)));
   return s;
 }
 
@@ -41,7 +42,7 @@ inline std::int64_t activation_boxing_bytes(const plan_problem& pp, const std::v
   const auto& edges = pp.edge_infos();
   for (std::size_t e = 0; e < edges.size(); ++e) {
     if (edges[e].param) continue;
-    auto [fwd, bwd] = pp.edge_paths(int(e), pick[std::size_t(edges[e].from_node)], pick[std::size_t(edges[e].to_node)]);
+    auto [fwd, bwd] = pp.edge_paths(int(e), at(pick, edges[e].from_node), at(pick, edges[e].to_node));
     bytes += fwd.bytes_per_device() + bwd.bytes_per_device();
   }
   return bytes;

@@ -10,7 +10,8 @@ run=("$1" --allow-run-as-root --oversubscribe -np 2)
 "$3" - "$tmp/p.json" <<'PY'
 import json, sys
 p = json.load(open(sys.argv[1]))
-assert set(p) == {"name", "description", "sources", "devices_per_node", "links", "device"}, p.keys()
+assert set(p) == {"name", "description", "sources", "devices_per_node", "overlap", "links", "device"}, p.keys()
+assert p["overlap"] == "none", p["overlap"]  # the CPU trainer overlaps nothing
 for level in ("intra_node", "inter_node"):
     l = p["links"][level]
     assert l["alpha"] > 0 and l["beta"] > 1e6, l

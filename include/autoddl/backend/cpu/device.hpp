@@ -12,6 +12,7 @@
 
 #include "autoddl/backend/cpu/gemm.hpp"
 #include "autoddl/backend/device.hpp"
+#include "autoddl/index.hpp"
 
 namespace autoddl {
 
@@ -25,11 +26,11 @@ void for_each_global_index(const shard_info& s, F&& f) {
   std::array<std::int64_t, max_tensor_rank> stride{}, idx{};
   std::int64_t st = 1;
   for (int d = r - 1; d >= 0; --d) {
-    stride[std::size_t(d)] = st;
+    at(stride, d) = st;
     st *= s.global[d];
   }
   std::int64_t g = 0;
-  for (int d = 0; d < r; ++d) g += s.offset[std::size_t(d)] * stride[std::size_t(d)];
+  for (int d = 0; d < r; ++d) g += at(s.offset, d) * at(stride, d);
   for (std::int64_t i = 0; i < n; ++i) {
     f(i, g);
     for (int d = r - 1; d >= 0; --d) {  // odometer over the local dims
@@ -98,7 +99,7 @@ struct cpu_device {
     for (std::int64_t o = 0; o < outer; ++o)
       for (std::int64_t c = 0; c < channels; ++c) {
         T* p = y.data() + (o * channels + c) * inner;
-        for (std::int64_t i = 0; i < inner; ++i) p[i] += b[std::size_t(c)];
+        for (std::int64_t i = 0; i < inner; ++i) p[i] += at(b, c);
       }
   }
   template <class T>
@@ -109,7 +110,7 @@ struct cpu_device {
         const T* p = dy.data() + (o * channels + c) * inner;
         T acc{};
         for (std::int64_t i = 0; i < inner; ++i) acc += p[i];
-        db[std::size_t(c)] += acc;
+        at(db, c) += acc;
       }
   }
 
@@ -156,9 +157,9 @@ struct cpu_device {
       for (std::int64_t c = 0; c < cols; ++c) var += (xr[c] - mu) * (xr[c] - mu);
       var /= T(cols);
       const T rs = T(1) / std::sqrt(var + T(layernorm_eps));
-      for (std::int64_t c = 0; c < cols; ++c) yr[c] = (xr[c] - mu) * rs * gamma[std::size_t(c)] + beta[std::size_t(c)];
-      mean[std::size_t(r)] = mu;
-      rstd[std::size_t(r)] = rs;
+      for (std::int64_t c = 0; c < cols; ++c) yr[c] = (xr[c] - mu) * rs * at(gamma, c) + at(beta, c);
+      at(mean, r) = mu;
+      at(rstd, r) = rs;
     }
   }
   template <class T>
@@ -171,20 +172,20 @@ struct cpu_device {
       const T* xr = x.data() + r * cols;
       const T* dyr = dy.data() + r * cols;
       T* dxr = dx.data() + r * cols;
-      const T mu = mean[std::size_t(r)], rs = rstd[std::size_t(r)];
+      const T mu = at(mean, r), rs = at(rstd, r);
       T s1{}, s2{};  // mean of dxhat and of dxhat * xhat
       for (std::int64_t c = 0; c < cols; ++c) {
-        const T xh = (xr[c] - mu) * rs, g = dyr[c] * gamma[std::size_t(c)];
+        const T xh = (xr[c] - mu) * rs, g = dyr[c] * at(gamma, c);
         s1 += g;
         s2 += g * xh;
-        dgamma[std::size_t(c)] += dyr[c] * xh;
-        dbeta[std::size_t(c)] += dyr[c];
+        at(dgamma, c) += dyr[c] * xh;
+        at(dbeta, c) += dyr[c];
       }
       s1 /= T(cols);
       s2 /= T(cols);
       for (std::int64_t c = 0; c < cols; ++c) {
         const T xh = (xr[c] - mu) * rs;
-        dxr[c] = rs * (dyr[c] * gamma[std::size_t(c)] - s1 - xh * s2);
+        dxr[c] = rs * (dyr[c] * at(gamma, c) - s1 - xh * s2);
       }
     }
   }
@@ -262,7 +263,7 @@ struct cpu_device {
               for (std::int64_t j = 0; j < ow; ++j) {
                 const std::int64_t h = i * g.stride - g.padding + ki, w = j * g.stride - g.padding + kj;
                 row[(n * oh + i) * ow + j] =
-                    h >= 0 && h < g.h && w >= 0 && w < g.w ? x[std::size_t(((n * g.c + c) * g.h + h) * g.w + w)] : T{};
+                    h >= 0 && h < g.h && w >= 0 && w < g.w ? at(x, ((n * g.c + c) * g.h + h) * g.w + w) : T{};
               }
         }
   }
@@ -279,18 +280,18 @@ struct cpu_device {
               for (std::int64_t j = 0; j < ow; ++j) {
                 const std::int64_t h = i * g.stride - g.padding + ki, w = j * g.stride - g.padding + kj;
                 if (h >= 0 && h < g.h && w >= 0 && w < g.w)
-                  dx[std::size_t(((n * g.c + c) * g.h + h) * g.w + w)] += row[(n * oh + i) * ow + j];
+                  at(dx, ((n * g.c + c) * g.h + h) * g.w + w) += row[(n * oh + i) * ow + j];
               }
         }
   }
   template <class T>
   void max_pool_fwd(const window_geom& g, std::span<const T> x, std::span<T> y) {
-    pool_visit(g, x, [&](std::int64_t out, std::int64_t arg) { y[std::size_t(out)] = x[std::size_t(arg)]; });
+    pool_visit(g, x, [&](std::int64_t out, std::int64_t arg) { at(y, out) = at(x, arg); });
   }
   template <class T>
   void max_pool_bwd(const window_geom& g, std::span<const T> x, std::span<const T> dy, std::span<T> dx) {
     std::fill(dx.begin(), dx.end(), T{});
-    pool_visit(g, x, [&](std::int64_t out, std::int64_t arg) { dx[std::size_t(arg)] += dy[std::size_t(out)]; });
+    pool_visit(g, x, [&](std::int64_t out, std::int64_t arg) { at(dx, arg) += at(dy, out); });
   }
 
   // ---- dropout ------------------------------------------------------------------------------
@@ -308,8 +309,8 @@ struct cpu_device {
   void row_max(std::int64_t rows, std::int64_t cols, std::span<const T> x, std::span<T> m) {
     for (std::int64_t r = 0; r < rows; ++r) {
       T v = -std::numeric_limits<T>::infinity();
-      for (std::int64_t c = 0; c < cols; ++c) v = std::max(v, x[std::size_t(r * cols + c)]);
-      m[std::size_t(r)] = v;
+      for (std::int64_t c = 0; c < cols; ++c) v = std::max(v, at(x, r * cols + c));
+      at(m, r) = v;
     }
   }
   template <class T>
@@ -318,17 +319,17 @@ struct cpu_device {
     for (std::int64_t r = 0; r < rows; ++r) {
       const T* xr = x.data() + r * cols;
       T s{};
-      for (std::int64_t c = 0; c < cols; ++c) s += std::exp(xr[c] - m[std::size_t(r)]);
-      const std::int64_t t = labels[std::size_t(r)] - lo;
-      stats[std::size_t(r)] = s;
-      stats[std::size_t(rows + r)] = t >= 0 && t < cols ? xr[t] : T(0);
+      for (std::int64_t c = 0; c < cols; ++c) s += std::exp(xr[c] - at(m, r));
+      const std::int64_t t = at(labels, r) - lo;
+      at(stats, r) = s;
+      at(stats, rows + r) = t >= 0 && t < cols ? xr[t] : T(0);
     }
   }
   template <class T>
   void xent_loss(std::int64_t rows, std::span<const T> m, std::span<const T> stats, T scale, std::span<T> out) {
     T acc{};
     for (std::int64_t r = 0; r < rows; ++r)
-      acc += std::log(stats[std::size_t(r)]) + m[std::size_t(r)] - stats[std::size_t(rows + r)];
+      acc += std::log(at(stats, r)) + at(m, r) - at(stats, rows + r);
     out[0] = scale * acc;
   }
   template <class T>
@@ -339,9 +340,9 @@ struct cpu_device {
     for (std::int64_t r = 0; r < rows; ++r) {
       const T* xr = x.data() + r * cols;
       T* dr = dx.data() + r * cols;
-      const T inv = T(1) / stats[std::size_t(r)];
-      for (std::int64_t c = 0; c < cols; ++c) dr[c] = f * std::exp(xr[c] - m[std::size_t(r)]) * inv;
-      const std::int64_t t = labels[std::size_t(r)] - lo;
+      const T inv = T(1) / at(stats, r);
+      for (std::int64_t c = 0; c < cols; ++c) dr[c] = f * std::exp(xr[c] - at(m, r)) * inv;
+      const std::int64_t t = at(labels, r) - lo;
       if (t >= 0 && t < cols) dr[t] -= f;
     }
   }
@@ -378,8 +379,8 @@ struct cpu_device {
             for (int kj = 0; kj < g.kernel; ++kj) {
               const std::int64_t h = i * g.stride - g.padding + ki, w = j * g.stride - g.padding + kj;
               if (h < 0 || h >= g.h || w < 0 || w >= g.w) continue;
-              const std::int64_t at = (nc * g.h + h) * g.w + w;
-              if (arg < 0 || x[std::size_t(at)] > x[std::size_t(arg)]) arg = at;
+              const std::int64_t pos = (nc * g.h + h) * g.w + w;
+              if (arg < 0 || at(x, pos) > at(x, arg)) arg = pos;
             }
           if (arg >= 0) f((nc * oh + i) * ow + j, arg);
         }

@@ -14,6 +14,7 @@
 #include "autoddl/backend/mpi/ring_comm.hpp"
 #include "autoddl/mesh/device_mesh.hpp"
 #include "autoddl/sbp/mesh_shape.hpp"
+#include "autoddl/index.hpp"
 
 namespace autoddl::mpi {
 
@@ -34,7 +35,7 @@ class mpi_mesh_comm {
       MPI_Comm c = MPI_COMM_NULL;
       check(MPI_Comm_split(world_.handle(), int(mesh_.group_index(world_.rank(), a)), coords_[a], &c), "MPI_Comm_split",
             world_.handle());
-      axes_[std::size_t(a)] = ring_comm(c, true);
+      at(axes_, a) = ring_comm(c, true);
     }
   }
 
@@ -46,12 +47,12 @@ class mpi_mesh_comm {
   ring_comm& axis(int a) {
     if (a < 0 || a >= mesh_.size())
       abort_job(world_.handle(), "mesh axis " + std::to_string(a) + " does not exist on mesh " + to_string(mesh_.shape));
-    return axes_[std::size_t(a)];
+    return at(axes_, a);
   }
   /// Bytes this rank sent over all axis communicators and the world one.
   std::int64_t bytes_sent() const {
     std::int64_t b = world_.bytes_sent();
-    for (int a = 0; a < mesh_.size(); ++a) b += axes_[std::size_t(a)].bytes_sent();
+    for (int a = 0; a < mesh_.size(); ++a) b += at(axes_, a).bytes_sent();
     return b;
   }
 

@@ -4,6 +4,7 @@
 #include <utility>
 #include <vector>
 
+#include "autoddl/index.hpp"
 #include "autoddl/models/graph.hpp"
 
 namespace autoddl::detail {
@@ -27,7 +28,7 @@ class graph_builder {
   tensor_ref op(std::string name, op_kind kind, op_attrs attrs, std::vector<tensor_ref> ins, std::vector<int> params = {}) {
     op_node n{std::move(name), kind, attrs, {}, {}, params, {}};
     for (tensor_ref t : ins) n.inputs.push_back(shape_of(g_, t));
-    for (int id : params) n.params.push_back(g_.params[std::size_t(id)].shape);
+    for (int id : params) n.params.push_back(at(g_.params, id).shape);
     n.outputs = infer_outputs(n);
     g_.ops.push_back(std::move(n));
     g_.op_inputs.push_back(std::move(ins));

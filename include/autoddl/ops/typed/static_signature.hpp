@@ -14,6 +14,7 @@
 #include <string>
 #include <string_view>
 
+#include "autoddl/index.hpp"
 #include "autoddl/ops/signatures.hpp"
 
 namespace autoddl {
@@ -46,8 +47,8 @@ constexpr op_node to_op_node(const static_op& s, std::string_view name = {}) {
   a.transpose_w = s.transpose_w;
   // built in one aggregate: assigning a std::string member trips g++ 12 in constant expressions
   op_node n{std::string(name), s.kind, a, {}, {}, {}, {}};
-  for (int i = 0; i < s.n_inputs; ++i) n.inputs.push_back(s.inputs[std::size_t(i)]);
-  for (int i = 0; i < s.n_params; ++i) n.params.push_back(s.params[std::size_t(i)]);
+  for (int i = 0; i < s.n_inputs; ++i) n.inputs.push_back(at(s.inputs, i));
+  for (int i = 0; i < s.n_params; ++i) n.params.push_back(at(s.params, i));
   n.outputs.push_back(s.output);
   return n;
 }
@@ -63,19 +64,19 @@ struct static_signature {
 
   /// The nd-SBP of tensor t, counting inputs first, then parameters (op_node order).
   constexpr const nd_sbp& tensor(int t) const {
-    return t < n_inputs ? inputs[std::size_t(t)] : params[std::size_t(t - n_inputs)];
+    return t < n_inputs ? at(inputs, t) : at(params, t - n_inputs);
   }
   constexpr signature runtime() const {
     signature s;
-    for (int i = 0; i < n_inputs; ++i) s.inputs.push_back(inputs[std::size_t(i)]);
-    for (int i = 0; i < n_params; ++i) s.params.push_back(params[std::size_t(i)]);
+    for (int i = 0; i < n_inputs; ++i) s.inputs.push_back(at(inputs, i));
+    for (int i = 0; i < n_params; ++i) s.params.push_back(at(params, i));
     s.outputs.push_back(output);
     return s;
   }
   static constexpr static_signature from(const signature& s) {
     static_signature r;
-    for (const nd_sbp& v : s.inputs) r.inputs[std::size_t(r.n_inputs++)] = v;
-    for (const nd_sbp& v : s.params) r.params[std::size_t(r.n_params++)] = v;
+    for (const nd_sbp& v : s.inputs) at(r.inputs, r.n_inputs++) = v;
+    for (const nd_sbp& v : s.params) at(r.params, r.n_params++) = v;
     r.output = s.outputs[0];
     return r;
   }

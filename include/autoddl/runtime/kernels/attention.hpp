@@ -9,6 +9,7 @@
 #include <cmath>
 #include <span>
 
+#include "autoddl/index.hpp"
 #include "autoddl/runtime/kernels/context.hpp"
 
 namespace autoddl::detail {
@@ -106,7 +107,7 @@ gradients<D, T> attention_bwd(D& d, const kernel_context<T>& c, const operands<T
   d.gemm(gemm_desc{true, false, sk, dh, sq, sk, dh, dh, g, sq * sk, sq * dh, sk * dh}, T(1), cview<T>(d, dp),
          cview<T>(d, q), T(0), d.view(dk));
   gradients<D, T> r;
-  for (int i = 0; i < 3; ++i) r.inputs.push_back(alloc_like<T>(d, c.shards.inputs[std::size_t(i)]));
+  for (int i = 0; i < 3; ++i) r.inputs.push_back(alloc_like<T>(d, at(c.shards.inputs, i)));
   d.permute_0213(a.b, a.heads, sq, dh, cview<T>(d, dq), d.view(r.inputs[0]));
   d.permute_0213(a.b, a.heads, sk, dh, cview<T>(d, dk), d.view(r.inputs[1]));
   d.permute_0213(a.b, a.heads, sk, dh, cview<T>(d, dv), d.view(r.inputs[2]));

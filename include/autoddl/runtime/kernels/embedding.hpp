@@ -11,6 +11,7 @@
 //   target]); the device holding vocabulary block 0 reports the loss, the others 0.
 #include <span>
 
+#include "autoddl/index.hpp"
 #include "autoddl/runtime/kernels/context.hpp"
 
 namespace autoddl::detail {
@@ -54,7 +55,7 @@ xent_dims xent_dims_of(const kernel_context<T>& c) {
   const shard_info& x = c.shards.inputs[0];
   const int last = x.local.rank() - 1;
   const std::int64_t n = rows_of(x.global);
-  return {rows_of(x.local), x.local[last], x.offset[std::size_t(last)], n ? 1.0 / double(n) : 0.0};
+  return {rows_of(x.local), x.local[last], at(x.offset, last), n ? 1.0 / double(n) : 0.0};
 }
 
 template <class T, class D>
