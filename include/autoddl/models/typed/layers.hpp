@@ -19,6 +19,10 @@
 #include <string>
 #include <string_view>
 
+#include <boost/hana/fold.hpp>
+#include <boost/hana/tuple.hpp>
+#include <boost/hana/type.hpp>
+
 #include "autoddl/ops/typed/static_signature.hpp"
 #include "autoddl/sbp/dtensor.hpp"
 
@@ -33,6 +37,8 @@ template <layout_arg... L>
 struct pin {};
 
 namespace detail {
+
+namespace hana = boost::hana;
 
 /// What a layout spec and the boxes before an op allow: tensor t (op_node order) must be
 /// tensors[t] for t < n; input j must be box[j] where boxed[j].
@@ -136,13 +142,13 @@ struct typed_builder {
   }
 };
 
-template <class L, class Bld>
-constexpr int emit_one(Bld& b, int x) { return L::emit(b, x); }
-
+/// Emits the layers L... in order, each reading the stream tensor the previous one produced;
+/// returns the last one's record (x itself for an empty sequence).
 template <class... L, class Bld>
 constexpr int emit_seq(Bld& b, int x) {
-  ((x = emit_one<L>(b, x)), ...);
-  return x;
+  return hana::fold(hana::tuple_t<L...>, x, [&b](int stream, auto layer) {
+    return decltype(layer)::type::emit(b, stream);
+  });
 }
 
 constexpr tensor_shape with_last_dim(tensor_shape s, std::int64_t v) {

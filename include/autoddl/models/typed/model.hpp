@@ -21,6 +21,14 @@
 #include <utility>
 #include <vector>
 
+#include <boost/hana/all_of.hpp>
+#include <boost/hana/bool.hpp>
+#include <boost/hana/fold.hpp>
+#include <boost/hana/for_each.hpp>
+#include <boost/hana/integral_constant.hpp>
+#include <boost/hana/range.hpp>
+#include <boost/hana/unpack.hpp>
+
 #include "autoddl/models/graph.hpp"
 #include "autoddl/models/typed/detail/diagnostics.hpp"
 #include "autoddl/models/typed/layers.hpp"
@@ -29,6 +37,8 @@
 namespace autoddl {
 
 namespace detail {
+
+namespace hana = boost::hana;
 
 /// What a layer's constraints leave of its candidates: their count, and the layouts they all
 /// share (output, inputs), when they do.
@@ -198,6 +208,12 @@ template <model_error E>
   requires(E.kind == model_error_kind::boxing)
 struct diagnose<E> : pinned_layouts_need_boxing<E.a, E.b, E.c, E.d, E.e> {};
 
+/// 0, 1, ..., N-1 as compile-time constants (hana::size_c<I>): the positions of a typed model's
+/// ops, for algorithms over them whose body needs the position as a template argument
+/// (allowed_v<layers[i].op, layers[i].pin>).
+template <std::size_t N>
+inline constexpr auto indices_c = hana::make_range(hana::size_c<0>, hana::size_c<N>);
+
 template <class M>
 struct is_static_mesh : std::false_type {};
 template <int... E>
@@ -232,10 +248,12 @@ class typed_model {
   }();
 
  private:
+  static constexpr auto op_indices = detail::indices_c<size>;
+
   static constexpr detail::model_check<size> check_ = [] {
-    auto sums = []<std::size_t... I>(std::index_sequence<I...>) {
-      return std::array<detail::allowed_summary, size>{detail::summary_v<layers[I].op, layers[I].pin>...};
-    }(std::make_index_sequence<size>{});
+    auto sums = boost::hana::unpack(op_indices, [](auto... i) {
+      return std::array<detail::allowed_summary, size>{detail::summary_v<layers[i].op, layers[i].pin>...};
+    });
     return detail::check_model(layers, sums, mesh);
   }();
   static_assert(sizeof(detail::diagnose<check_.error>) > 0);  // instantiates the diagnostic, if any
@@ -258,25 +276,22 @@ class typed_model {
   }();
 
   /// Signatures instantiated for the search: the sum over ops of their allowed candidates.
-  static constexpr std::size_t instantiated_signatures = [] {
-    return []<std::size_t... I>(std::index_sequence<I...>) {
-      return (std::size_t(0) + ... + allowed_v<layers[I].op, layers[I].pin>.size());
-    }(std::make_index_sequence<size>{});
-  }();
+  static constexpr std::size_t instantiated_signatures =
+      boost::hana::fold(op_indices, std::size_t(0), [](std::size_t n, auto i) {
+        return n + allowed_v<layers[i].op, layers[i].pin>.size();
+      });
 
   /// Whether every op has exactly one allowed signature (the model is then priced statically).
-  static constexpr bool fully_pinned = [] {
-    return []<std::size_t... I>(std::index_sequence<I...>) {
-      return ((allowed_v<layers[I].op, layers[I].pin>.size() == 1) && ...);
-    }(std::make_index_sequence<size>{});
-  }();
+  static constexpr bool fully_pinned = boost::hana::all_of(op_indices, [](auto i) {
+    return boost::hana::bool_c<allowed_v<layers[i].op, layers[i].pin>.size() == 1>;
+  });
 
   /// The allowed signature indices of every op: plan_options::allowed.
   static std::vector<std::vector<int>> allowed() {
-    return []<std::size_t... I>(std::index_sequence<I...>) {
+    return boost::hana::unpack(op_indices, [](auto... i) {
       return std::vector<std::vector<int>>{
-          std::vector<int>(allowed_v<layers[I].op, layers[I].pin>.begin(), allowed_v<layers[I].op, layers[I].pin>.end())...};
-    }(std::make_index_sequence<size>{});
+          std::vector<int>(allowed_v<layers[i].op, layers[i].pin>.begin(), allowed_v<layers[i].op, layers[i].pin>.end())...};
+    });
   }
 
   /// Calls f(signature_constant<op I, index>{}) for the allowed signature `index` of op I.
@@ -285,6 +300,9 @@ class typed_model {
   static constexpr void visit(int index, F&& f) {
     constexpr static_op op = layers[I].op;
     constexpr const auto& allow = allowed_v<op, layers[I].pin>;
+    // Hand-written on purpose: this dispatch runs once per (op, allowed signature), thousands of
+    // cases in a real model, and hana::for_each here made the -O2 compile of
+    // benchmarks/typed_gpt_compile.cpp 2.5x slower, hana::unpack 6% (docs/reference/models.md).
     const bool hit = [&]<std::size_t... J>(std::index_sequence<J...>) {
       return ((index == allow[J] ? (f(signature_constant<op, allow[J]>{}), true) : false) || ...);
     }(std::make_index_sequence<allow.size()>{});
@@ -295,9 +313,13 @@ class typed_model {
   /// visit for an op known at run time: one switch over the ops, then visit<I>.
   template <class F>
   static constexpr void visit(int op, int index, F&& f) {
-    const bool hit = [&]<std::size_t... I>(std::index_sequence<I...>) {
-      return ((op == int(I) ? (visit<I>(index, f), true) : false) || ...);
-    }(std::make_index_sequence<size>{});
+    bool hit = false;
+    boost::hana::for_each(op_indices, [&](auto i) {
+      if (op == int(i)) {
+        visit<i>(index, f);
+        hit = true;
+      }
+    });
     if (!hit) detail::fail<layout_error>("op " + detail::itos(op) + " is not an op of the typed model");
   }
 
