@@ -8,7 +8,9 @@
 // spread = inter-quartile range of a plan's measured steps. Two plans are ordered by the
 // measurement only where their medians differ by more than the sum of their spreads, and only
 // those pairs can disagree with the predicted order.
-//   mpirun -np 2 build/benchmarks/bench_step_prediction [hardware] [--rounds N] [--warmup N] [--json]
+//   mpirun -np 2 build/benchmarks/bench_step_prediction [hardware] [--model SPEC]... [--rounds N] [--warmup N] [--json]
+//   (hardware: a preset name or a profile file, e.g. one written by autoddl-calibrate --model;
+//   --model replaces the default GPT and VGG; plans are priced for the SGD-momentum they run)
 //   (also -np 4, which adds mesh 2x2). --json prints one JSON object per plan row instead of
 //   the table: model, mesh, ranks, plan, predicted_s, measured_s, spread_s.
 #include <cstdio>
@@ -36,6 +38,7 @@ struct options {
   int rounds = 8;  // measured rounds per plan (at least 5)
   int warmup = 2;
   bool json = false;
+  std::vector<std::string> models;
 };
 
 options parse(int argc, char** argv) {
@@ -45,11 +48,14 @@ options parse(int argc, char** argv) {
     if (a == "--json") o.json = true;
     else if (a == "--rounds" && i + 1 < argc) o.rounds = std::atoi(argv[++i]);
     else if (a == "--warmup" && i + 1 < argc) o.warmup = std::atoi(argv[++i]);
+    else if (a == "--model" && i + 1 < argc) o.models.push_back(argv[++i]);
     else if (a.rfind("--", 0) != 0) o.hardware = a;
-    else throw error("unknown option '" + a + "'; use [hardware] [--rounds N] [--warmup N] [--json]");
+    else throw error("unknown option '" + a + "'; use [hardware] [--model SPEC]... [--rounds N] [--warmup N] [--json]");
   }
   if (o.rounds < 5) throw error("--rounds " + std::to_string(o.rounds) + " is too few for quartiles; give at least 5");
   if (o.warmup < 0) throw error("--warmup must be >= 0");
+  if (o.models.empty())
+    o.models = {"gpt:layers=2,hidden=128,heads=4,seq=64,batch=16,vocab=256", "vgg11:image=32,classes=16,batch=16,fc=128"};
   return o;
 }
 
@@ -84,9 +90,11 @@ std::vector<runnable> prepare(const plan_problem& pp, const mesh_shape& m) {
   return out;
 }
 
-void print_table(const std::vector<runnable>& rows, const char* spec, int ranks, const mesh_shape& m, const options& o) {
+void print_table(const plan_problem& pp, const std::vector<runnable>& rows, const char* spec, int ranks, const mesh_shape& m, const options& o) {
   std::printf("%s on %d ranks, mesh %s (%s), %d interleaved rounds after %d warm-up\n", spec, ranks,
               to_string(m).c_str(), o.hardware.c_str(), o.rounds, o.warmup);
+  const kernel_price_counts k = pp.kernel_price_counts_of();
+  std::printf("  kernel prices: %d measured, %d fitted per op kind, %d analytical\n", k.measured, k.fitted, k.analytical);
   std::printf("  %-9s %12s %12s %12s %9s\n", "plan", "predicted", "measured", "spread(IQR)", "meas/pred");
   for (const auto& r : rows)
     std::printf("  %-9s %9.3f ms %9.3f ms %9.3f ms %9.2f\n", r.plan.c_str(), r.predicted * 1e3, r.measured.median * 1e3,
@@ -117,12 +125,13 @@ int main(int argc, char** argv) {
     const options o = parse(argc, argv);
     std::vector<mesh_shape> meshes{mesh_shape{ranks}};
     if (ranks == 4) meshes.push_back(mesh_shape{2, 2});
-    for (const char* spec : {"gpt:layers=2,hidden=128,heads=4,seq=64,batch=16,vocab=256",
-                             "vgg11:image=32,classes=16,batch=16,fc=128"}) {
+    for (const std::string& model : o.models) {
+      const char* spec = model.c_str();
       for (const mesh_shape& m : meshes) {
         plan_options po;
         po.mesh = m;
         po.hw = load_hardware(o.hardware);
+        po.opt = optimizer::sgd_momentum;  // what prepare()'s trainers run
         plan_problem pp(build_model(spec), po);
         std::vector<runnable> rows = prepare(pp, m);
         const auto seconds = bench::time_interleaved(rows.size(), o.warmup, o.rounds,
@@ -130,7 +139,7 @@ int main(int argc, char** argv) {
         for (std::size_t i = 0; i < rows.size(); ++i) rows[i].measured = bench::summarize(seconds[i]);
         if (rank != 0) continue;
         if (!o.json) {
-          print_table(rows, spec, ranks, m, o);
+          print_table(pp, rows, spec, ranks, m, o);
           continue;
         }
         for (const auto& r : rows)

@@ -6,7 +6,12 @@
 // gamma_large) by relative least squares (cost/calibration.hpp, fit_link_two_regimes); it times fp32 GEMM with cblas_sgemm on every rank
 // at once (peak fp32 = the slowest rank's rate, efficiency.gemm = 1) and a streaming triad for
 // the memory bandwidth. The innermost axis gives the intra-node link, axis 0 the inter-node one
-// (on a 1-D mesh both are the same fit). Errors: one line on stderr, exit 2 on every rank.
+// (on a 1-D mesh both are the same fit). With --model SPEC (repeatable) it also measures every
+// kernel the planner's candidates of those models run on the mesh, the boxing copy rate and the
+// optimizer update (tools/calibrate_kernels.hpp); --base FILE takes links and device from a
+// profile instead of measuring them again:
+//   mpirun -np 2 autoddl-calibrate --base data/hardware/cpu-local.json --model gpt:layers=2 --out m.json
+// Errors: one line on stderr, exit 2 on every rank.
 #include <cblas.h>
 #include <unistd.h>
 
@@ -25,6 +30,7 @@
 #include "autoddl/backend/mpi.hpp"
 #include "autoddl/cost/calibration.hpp"
 #include "autoddl/cost/hardware_io.hpp"
+#include "calibrate_kernels.hpp"
 #include "support/mpi_main.hpp"
 
 namespace {
@@ -102,70 +108,69 @@ double triad_bandwidth(std::int64_t elems, int reps) {
   return across_ranks(3.0 * double(elems) * sizeof(float) / best, MPI_MIN);
 }
 
-int run(int argc, char** argv, int rank, int size) {
-  CLI::App app{"Measures alpha, beta and GEMM rate of this machine and writes a hardware profile."};
-  std::string mesh_text = std::to_string(size), out = "cpu-local.json", name = "cpu-local";
-  std::int64_t min_bytes = 4096, max_bytes = std::int64_t(64) << 20;
-  std::int64_t large_from = std::int64_t(1) << 20;
-  int reps = 5, gemm_n = 1024, devices_per_node = size, sweeps = 3, size_step = 2;
-  app.add_option("--mesh", mesh_text, "mesh of the MPI ranks, e.g. 4 or 2x2 (default: all ranks on one axis)");
-  app.add_option("--out", out, "profile file to write");
-  app.add_option("--name", name, "profile name");
-  app.add_option("--min-bytes", min_bytes, "smallest message (group bytes)")->check(CLI::PositiveNumber);
-  app.add_option("--max-bytes", max_bytes, "largest message (group bytes)")->check(CLI::PositiveNumber);
-  app.add_option("--fit-large-from", large_from, "beta (and the second regime) are fitted on messages of at least this many group bytes, alpha on smaller ones")
+struct calibrate_options {
+  std::string mesh_text, out = "cpu-local.json", name = "cpu-local", base;
+  std::vector<std::string> models;
+  std::int64_t min_bytes = 4096, max_bytes = std::int64_t(64) << 20, large_from = std::int64_t(1) << 20;
+  int reps = 5, gemm_n = 1024, devices_per_node = 1, sweeps = 3, size_step = 2, kernel_reps = 7;
+};
+
+void add_options(CLI::App& app, calibrate_options& o) {
+  app.add_option("--mesh", o.mesh_text, "mesh of the MPI ranks, e.g. 4 or 2x2 (default: all ranks on one axis)");
+  app.add_option("--out", o.out, "profile file to write");
+  app.add_option("--name", o.name, "profile name");
+  app.add_option("--model", o.models, "also measure every kernel the planner's candidates of this model run on the mesh "
+                                      "(repeatable; e.g. gpt:layers=2,hidden=128), the boxing copy rate and the optimizer");
+  app.add_option("--base", o.base, "take links and device from this profile instead of measuring them (with --model)");
+  app.add_option("--kernel-reps", o.kernel_reps, "timed repetitions per kernel (median taken)")->check(CLI::Range(1, 1000));
+  app.add_option("--min-bytes", o.min_bytes, "smallest message (group bytes)")->check(CLI::PositiveNumber);
+  app.add_option("--max-bytes", o.max_bytes, "largest message (group bytes)")->check(CLI::PositiveNumber);
+  app.add_option("--fit-large-from", o.large_from, "beta (and the second regime) are fitted on messages of at least this many group bytes, alpha on smaller ones")
       ->check(CLI::PositiveNumber);
-  app.add_option("--reps", reps, "timed repetitions per point (median taken)")->check(CLI::Range(1, 1000));
-  app.add_option("--sweeps", sweeps, "sweeps over all sizes (median per point taken)")->check(CLI::Range(1, 100));
-  app.add_option("--size-step", size_step, "factor between measured sizes")->check(CLI::Range(2, 16));
-  app.add_option("--gemm-n", gemm_n, "GEMM size n (n x n x n)")->check(CLI::Range(64, 8192));
-  app.add_option("--devices-per-node", devices_per_node, "ranks per node (default: all ranks)")->check(CLI::PositiveNumber);
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    return rank == 0 ? app.exit(e) : (e.get_exit_code() == 0 ? 0 : 2);
+  app.add_option("--reps", o.reps, "timed repetitions per point (median taken)")->check(CLI::Range(1, 1000));
+  app.add_option("--sweeps", o.sweeps, "sweeps over all sizes (median per point taken)")->check(CLI::Range(1, 100));
+  app.add_option("--size-step", o.size_step, "factor between measured sizes")->check(CLI::Range(2, 16));
+  app.add_option("--gemm-n", o.gemm_n, "GEMM size n (n x n x n)")->check(CLI::Range(64, 8192));
+  app.add_option("--devices-per-node", o.devices_per_node, "ranks per node (default: all ranks)")->check(CLI::PositiveNumber);
+}
+
+// One axis's collectives: whole sweeps repeated, median per point (a burst of other load on a
+// shared machine then spoils one sweep's value of a point, not the point), then the fit.
+autoddl::link measure_axis(mpi::ring_comm& comm, int n, const calibrate_options& o, int rank) {
+  struct point {
+    collective c;
+    mpi::collective_timing t;
+    std::vector<double> seconds;
+  };
+  std::vector<point> points;
+  for (int sweep = 0; sweep < o.sweeps; ++sweep) {
+    std::size_t i = 0;
+    for (collective c : {collective::all_gather, collective::reduce_scatter, collective::all_reduce, collective::all_to_all})
+      for (std::int64_t bytes = o.min_bytes; bytes <= o.max_bytes; bytes *= o.size_step, ++i) {
+        auto t = mpi::time_collective(comm, c, bytes, o.reps);
+        if (sweep == 0) points.push_back({c, t, {}});
+        points[i].seconds.push_back(t.seconds);
+      }
   }
-  const mesh_shape shape = parse_mesh(mesh_text);
-  if (shape.devices() != size)
-    throw error("mesh " + to_string(shape) + " has " + std::to_string(shape.devices()) + " devices but the job has " +
-                std::to_string(size) + " ranks; pass --mesh with that many devices or change mpirun -np");
+  std::vector<timing_sample> samples;
+  for (auto& p : points) {
+    std::sort(p.seconds.begin(), p.seconds.end());
+    p.t.seconds = p.seconds[p.seconds.size() / 2];
+    samples.push_back(sample_of(p.c, n, p.t.group_bytes, p.t.seconds));
+    if (rank == 0)
+      fmt::print("{:>16} {:>12} {:>12.3e} {:>10.3f}\n", to_string(p.c), p.t.group_bytes, p.t.seconds,
+                 double(p.t.bytes_sent) / p.t.seconds / 1e9);
+  }
+  return fit_link_two_regimes(samples, "shared-memory", double(o.large_from));
+}
+
+std::vector<autoddl::link> measure_links(const mesh_shape& shape, const calibrate_options& o, int rank) {
   mpi::mpi_mesh_comm mc(shape);
-  const double start = wtime();
   std::vector<autoddl::link> fitted;
   for (int axis = 0; axis < shape.size(); ++axis) {
-    mpi::ring_comm& comm = mc.axis(axis);
-    std::vector<timing_sample> samples;
     if (rank == 0) fmt::print("axis {} ({} devices)\n{:>16} {:>12} {:>12} {:>10}\n", axis, shape[axis], "collective", "T bytes", "seconds", "GB/s");
-    if (shape[axis] > 1) {
-      // Whole sweeps repeated, median per point: a burst of other load on a shared machine then
-      // spoils one sweep's value of a point, not the point.
-      struct point {
-        collective c;
-        mpi::collective_timing t;
-        std::vector<double> seconds;
-      };
-      std::vector<point> points;
-      for (int sweep = 0; sweep < sweeps; ++sweep) {
-        std::size_t i = 0;
-        for (collective c : {collective::all_gather, collective::reduce_scatter, collective::all_reduce, collective::all_to_all})
-          for (std::int64_t bytes = min_bytes; bytes <= max_bytes; bytes *= size_step, ++i) {
-            auto t = mpi::time_collective(comm, c, bytes, reps);
-            if (sweep == 0) points.push_back({c, t, {}});
-            points[i].seconds.push_back(t.seconds);
-          }
-      }
-      for (auto& p : points) {
-        std::sort(p.seconds.begin(), p.seconds.end());
-        p.t.seconds = p.seconds[p.seconds.size() / 2];
-        samples.push_back(sample_of(p.c, shape[axis], p.t.group_bytes, p.t.seconds));
-        if (rank == 0)
-          fmt::print("{:>16} {:>12} {:>12.3e} {:>10.3f}\n", to_string(p.c), p.t.group_bytes, p.t.seconds,
-                     double(p.t.bytes_sent) / p.t.seconds / 1e9);
-      }
-      fitted.push_back(fit_link_two_regimes(samples, "shared-memory", double(large_from)));
-    } else {
-      fitted.push_back(autoddl::link{1e-7, 1e12, "none"});  // an axis of one device never communicates
-    }
+    // an axis of one device never communicates
+    fitted.push_back(shape[axis] > 1 ? measure_axis(mc.axis(axis), int(shape[axis]), o, rank) : autoddl::link{1e-7, 1e12, "none"});
     if (rank == 0) {
       const autoddl::link& l = fitted.back();
       fmt::print("axis {}: alpha = {:.3e} s, beta = {:.3e} B/s, gamma = {:.3e} s/B", axis, l.alpha, l.beta, l.gamma);
@@ -175,24 +180,27 @@ int run(int argc, char** argv, int rank, int size) {
       fmt::print("\n");
     }
   }
-  const double flops = gemm_rate(gemm_n, 3);
-  const double bandwidth = triad_bandwidth(std::int64_t(8) << 20, 3);
-  const double mem = double(sysconf(_SC_PHYS_PAGES)) * double(sysconf(_SC_PAGESIZE)) / double(devices_per_node);
+  return fitted;
+}
 
+hardware measure_hardware(const mesh_shape& shape, const calibrate_options& o, int rank, int size) {
+  const std::vector<autoddl::link> fitted = measure_links(shape, o, rank);
+  const double flops = gemm_rate(o.gemm_n, 3);
+  const double bandwidth = triad_bandwidth(std::int64_t(8) << 20, 3);
   hardware h;
-  h.name = name;
+  h.name = o.name;
   h.description = "This machine's CPU ranks over shared memory (Open MPI), measured by autoddl-calibrate on mesh " +
                   to_string(shape) + " with " + std::to_string(size) + " ranks; one rank = one device.";
-  h.sources = {"measured: ring collectives 4 KiB..64 MiB per axis (sizes x" + std::to_string(size_step) + ", median of " +
-                   std::to_string(sweeps) + " sweeps); relative least squares: alpha on runs < " + std::to_string(large_from) +
+  h.sources = {"measured: ring collectives 4 KiB..64 MiB per axis (sizes x" + std::to_string(o.size_step) + ", median of " +
+                   std::to_string(o.sweeps) + " sweeps); relative least squares: alpha on runs < " + std::to_string(o.large_from) +
                    " group bytes, beta and gamma on runs from there up to large_bytes, beta_large and gamma_large beyond (large_bytes chosen by least error)",
-               "measured: cblas_sgemm " + std::to_string(gemm_n) + "^3 on every rank at once (peak fp32, efficiency.gemm = 1)",
+               "measured: cblas_sgemm " + std::to_string(o.gemm_n) + "^3 on every rank at once (peak fp32, efficiency.gemm = 1)",
                "measured: streaming triad a = b + s*c over 3 x 32 MiB (memory_bandwidth)",
                "measured: efficiency.conv and efficiency.elementwise = the runtime's CPU kernels (a 3x3 conv of vgg11 and "
                "a GELU of gpt, forward + backward) in the planner's FLOPs over peak",
-               "sysconf physical memory / devices_per_node (memory_bytes)"};
-  h.sources.push_back("overlap none: the CPU trainer's MPI ring collectives block inside backward (runtime/trainer.hpp)");
-  h.devices_per_node = devices_per_node;
+               "sysconf physical memory / devices_per_node (memory_bytes)",
+               "overlap none: the CPU trainer's MPI ring collectives block inside backward (runtime/trainer.hpp)"};
+  h.devices_per_node = o.devices_per_node;
   h.overlap = overlap_rule::none;
   h.intra_node = fitted.back();
   h.inter_node = fitted.front();
@@ -200,13 +208,59 @@ int run(int argc, char** argv, int rank, int size) {
   h.device.peak_flops = {flops, 0, 0};
   h.device.efficiency = {1.0, kernel_efficiency("vgg11:image=32,classes=16,batch=8,fc=64", op_kind::conv2d, flops, 3),
                          kernel_efficiency("gpt:layers=1,hidden=256,heads=4,seq=128,batch=8,vocab=256", op_kind::gelu, flops, 5)};
-  h.device.memory_bytes = mem;
+  h.device.memory_bytes = double(sysconf(_SC_PHYS_PAGES)) * double(sysconf(_SC_PAGESIZE)) / double(o.devices_per_node);
   h.device.memory_bandwidth = bandwidth;
+  if (rank == 0)
+    fmt::print("gemm fp32: {:.1f} GFLOP/s per rank; conv efficiency {:.3f}, element-wise efficiency {:.4f}; triad: {:.2f} GB/s per rank\n",
+               flops / 1e9, h.device.efficiency[1], h.device.efficiency[2], bandwidth / 1e9);
+  return h;
+}
+
+// The measured sections (tools/calibrate_kernels.hpp) for o.models on `shape`.
+void measure_models(hardware& h, const mesh_shape& shape, const calibrate_options& o, int rank) {
+  mpi::mpi_mesh_comm mc(shape);  // only for this rank's coordinates
+  const std::vector<tools::kernel_case> cases = tools::kernel_cases(o.models, shape);
+  h.measured.kernels.clear();
+  for (const auto& c : cases) h.measured.kernels.push_back(tools::measure_kernel(c, shape, mc.coords(), o.kernel_reps));
+  h.measured.copy = tools::measure_copy_rate(o.kernel_reps);
+  h.measured.sgd_momentum = tools::measure_optimizer(false, o.kernel_reps);
+  h.measured.adam = tools::measure_optimizer(true, o.kernel_reps);
+  std::string models;
+  for (const auto& m : o.models) models += (models.empty() ? "" : " ") + m;
+  h.sources.push_back("measured: kernels = forward (context + op_forward) and backward (op_backward) of every distinct kernel of the "
+                      "candidate signatures of " + models + " on mesh " + to_string(shape) +
+                      ", all ranks at once, max over ranks per rep, median of " + std::to_string(o.kernel_reps) + " reps");
+  h.sources.push_back("measured: copy = runtime/boxing.hpp chunks_along/concat_along 16 KiB..16 MiB; optimizer = cpu_device "
+                      "sgd_momentum/adam 1 Ki..4 Mi elements; both fitted alpha + size * rate");
+  if (rank == 0)
+    fmt::print("kernels: {} measured; copy: alpha {:.2e} s, {:.2f} GB/s; sgd-momentum {:.2e} s/element, adam {:.2e} s/element\n",
+               cases.size(), h.measured.copy.alpha, h.measured.copy.bandwidth / 1e9, h.measured.sgd_momentum.per_element,
+               h.measured.adam.per_element);
+}
+
+int run(int argc, char** argv, int rank, int size) {
+  CLI::App app{"Measures alpha, beta and GEMM rate of this machine (and with --model its kernels) and writes a hardware profile."};
+  calibrate_options o;
+  o.mesh_text = std::to_string(size);
+  o.devices_per_node = size;
+  add_options(app, o);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return rank == 0 ? app.exit(e) : (e.get_exit_code() == 0 ? 0 : 2);
+  }
+  const mesh_shape shape = parse_mesh(o.mesh_text);
+  if (shape.devices() != size)
+    throw error("mesh " + to_string(shape) + " has " + std::to_string(shape.devices()) + " devices but the job has " +
+                std::to_string(size) + " ranks; pass --mesh with that many devices or change mpirun -np");
+  if (!o.base.empty() && o.models.empty()) throw error("--base only makes sense with --model; give the models to measure");
+  const double start = wtime();
+  hardware h = o.base.empty() ? measure_hardware(shape, o, rank, size) : load_hardware(o.base);
+  if (!o.base.empty()) h.name = o.name;
+  if (!o.models.empty()) measure_models(h, shape, o, rank);
   if (rank == 0) {
-    save_hardware(h, out);
-    fmt::print("gemm fp32: {:.1f} GFLOP/s per rank; conv efficiency {:.3f}, element-wise efficiency {:.4f}; triad: "
-               "{:.2f} GB/s per rank; wrote {} in {:.1f} s\n",
-               flops / 1e9, h.device.efficiency[1], h.device.efficiency[2], bandwidth / 1e9, out, wtime() - start);
+    save_hardware(h, o.out);
+    fmt::print("wrote {} in {:.1f} s\n", o.out, wtime() - start);
   }
   return 0;
 }

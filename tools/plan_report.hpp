@@ -28,6 +28,19 @@ inline std::string seconds(double s) {
   return fmt::format("{:.1f} us", s * 1e6);
 }
 
+/// One line on how the op candidates were priced (search/kernel_prices.hpp): measured in the
+/// profile's kernel table, fitted per op kind from it (shapes it lacks), or analytical.
+///   "kernel prices: 412 measured, 18 analytical (not in profile 'x.json')"
+inline std::string kernel_prices_line(const plan_problem& pp, const std::string& hw_name) {
+  const kernel_price_counts k = pp.kernel_price_counts_of();
+  if (pp.options().hw.measured.kernels.empty())
+    return fmt::format("kernel prices: {} analytical (profile '{}' has no measured kernels)", k.analytical, hw_name);
+  std::string s = fmt::format("kernel prices: {} measured", k.measured);
+  if (k.fitted > 0) s += fmt::format(", {} fitted per op kind from the measured ones (shapes not in profile '{}')", k.fitted, hw_name);
+  if (k.analytical > 0) s += fmt::format(", {} analytical (op kinds not in profile '{}')", k.analytical, hw_name);
+  return s;
+}
+
 inline nlohmann::json plan_json(const plan_problem& pp, const plan_result& r, const std::vector<plan_row>& rows,
                          const std::string& model_spec, const std::string& hw_name) {
   const graph& g = pp.model();
@@ -49,6 +62,9 @@ inline nlohmann::json plan_json(const plan_problem& pp, const plan_result& r, co
   j["search_s"] = r.search_s;
   j["optimal_gap"] = r.optimal_gap ? nlohmann::json(*r.optimal_gap) : nlohmann::json(nullptr);
   j["notes"] = r.notes;
+  const kernel_price_counts k = pp.kernel_price_counts_of();
+  j["kernel_prices"] = {{"measured", k.measured}, {"fitted", k.fitted}, {"analytical", k.analytical},
+                        {"line", kernel_prices_line(pp, hw_name)}};
   nlohmann::json layers = nlohmann::json::array();
   for (const auto& row : rows) {
     nlohmann::json l;
@@ -87,6 +103,7 @@ inline void print_human(const plan_problem& pp, const plan_result& r, const std:
   fmt::print("per device: sends {} per step, peak memory {} of {} allowed{}\n", si(r.totals.bytes, "B"),
              si(r.totals.peak_memory(), "B"), si(pp.make_objective().memory_limit, "B"),
              r.feasible ? "" : "  (OVER THE LIMIT)");
+  fmt::print("{}\n", kernel_prices_line(pp, hw_name));
   if (r.optimal_gap)
     fmt::print("gap to the exact optimum (additive objective, series-parallel DP): {:.3f}%\n", *r.optimal_gap * 100);
   for (const auto& n : r.notes) fmt::print("note: {}\n", n);

@@ -5,6 +5,7 @@
 #include "autoddl/ops/conv.hpp"
 #include "autoddl/ops/elementwise.hpp"
 #include "autoddl/ops/embedding.hpp"
+#include "autoddl/ops/kernel_key.hpp"
 #include "autoddl/ops/matmul.hpp"
 #include "autoddl/ops/op.hpp"
 #include "autoddl/ops/reshape.hpp"

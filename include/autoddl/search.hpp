@@ -3,6 +3,7 @@
 // builds it from a model, expert plans, and the readable report.
 #include "autoddl/search/coordinate_descent.hpp"
 #include "autoddl/search/exact.hpp"
+#include "autoddl/search/kernel_prices.hpp"
 #include "autoddl/search/experts.hpp"
 #include "autoddl/search/planner.hpp"
 #include "autoddl/search/problem.hpp"

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "autoddl/cost/dtype.hpp"
+#include "autoddl/cost/measured.hpp"
 #include "autoddl/cost/step_time.hpp"
 #include "autoddl/mesh/device_mesh.hpp"
 #include "autoddl/mesh/link.hpp"
@@ -41,6 +42,9 @@ struct hardware {
   /// trainer's MPI ring collectives block inside backward (none); NCCL executors synchronise
   /// gradients on a side stream while backward computes (grad_sync_with_backward).
   overlap_rule overlap = overlap_rule::grad_sync_with_backward;
+  /// Optional measured kernel times, copy rate and optimizer rates (cost/measured.hpp); empty
+  /// in the GPU presets, filled by autoddl-calibrate --model for CPU ranks.
+  measured_costs measured{};
 };
 
 /// Which mesh axes run over the intra-node link, as a bit mask (bit i = axis i).

@@ -120,7 +120,8 @@ class profile_reader {
 
   hardware read(const nlohmann::json& j) const {
     object(j, "(top)");
-    only_keys(j, "", {"name", "description", "sources", "devices_per_node", "links", "device", "overlap"});
+    only_keys(j, "", {"name", "description", "sources", "devices_per_node", "links", "device", "overlap", "kernels", "copy",
+                      "optimizer"});
     hardware h;
     h.name = text(j, "", "name");
     h.description = text(j, "", "description");
@@ -165,7 +166,60 @@ class profile_reader {
     }
     h.device.memory_bytes = positive(dev, "device", "memory_bytes", "bytes");
     h.device.memory_bandwidth = positive(dev, "device", "memory_bandwidth", "bytes per second");
+    read_measured(j, h.measured);
     return h;
+  }
+
+  // The optional measured sections (cost/measured.hpp; docs/cost-model.md, "Measured kernels").
+  void read_measured(const nlohmann::json& j, measured_costs& m) const {
+    if (auto it = j.find("kernels"); it != j.end()) {
+      if (!it->is_array()) fail("kernels", "must be an array of measured kernels");
+      for (std::size_t i = 0; i < it->size(); ++i) m.kernels.push_back(read_kernel((*it)[i], "kernels[" + std::to_string(i) + "]"));
+    }
+    if (auto it = j.find("copy"); it != j.end()) {
+      object(*it, "copy");
+      only_keys(*it, "copy", {"alpha", "bandwidth"});
+      m.copy.alpha = non_negative(*it, "copy", "alpha", "seconds per copy");
+      m.copy.bandwidth = positive(*it, "copy", "bandwidth", "bytes per second");
+    }
+    if (auto it = j.find("optimizer"); it != j.end()) {
+      object(*it, "optimizer");
+      only_keys(*it, "optimizer", {"sgd-momentum", "adam"});
+      if (it->contains("sgd-momentum")) m.sgd_momentum = read_optimizer(it->at("sgd-momentum"), "optimizer.sgd-momentum");
+      if (it->contains("adam")) m.adam = read_optimizer(it->at("adam"), "optimizer.adam");
+    }
+  }
+
+  double non_negative(const nlohmann::json& j, const std::string& where, const std::string& key, const std::string& unit) const {
+    const auto& v = member(j, where, key);
+    if (!v.is_number()) fail(path_of(where, key), "must be a number (" + unit + ")");
+    const double d = v.get<double>();
+    if (!(d >= 0)) fail(path_of(where, key), "is " + v.dump() + "; give a number >= 0 (" + unit + ")");
+    return d;
+  }
+
+  optimizer_rate read_optimizer(const nlohmann::json& j, const std::string& where) const {
+    object(j, where);
+    only_keys(j, where, {"alpha", "per_element"});
+    return {non_negative(j, where, "alpha", "seconds per shard"), positive(j, where, "per_element", "seconds per element")};
+  }
+
+  kernel_entry read_kernel(const nlohmann::json& j, const std::string& where) const {
+    object(j, where);
+    only_keys(j, where, {"op", "key", "dtype", "forward_flops", "backward_flops", "bytes", "forward_s", "backward_s"});
+    kernel_entry k;
+    k.op = text(j, where, "op");
+    k.key = text(j, where, "key");
+    const std::string t = text(j, where, "dtype");
+    if (t != "fp32" && t != "fp16" && t != "bf16") fail(where + ".dtype", "is \"" + t + "\"; write fp32, fp16 or bf16");
+    k.type = t == "fp32" ? dtype::fp32 : t == "fp16" ? dtype::fp16 : dtype::bf16;
+    if (k.key.rfind(k.op + " ", 0) != 0) fail(where + ".key", "does not start with its op '" + k.op + "'; the key names the op first");
+    k.forward_flops = non_negative(j, where, "forward_flops", "FLOPs");
+    k.backward_flops = non_negative(j, where, "backward_flops", "FLOPs");
+    k.bytes = non_negative(j, where, "bytes", "bytes moved by the forward");
+    k.forward_s = positive(j, where, "forward_s", "seconds");
+    k.backward_s = positive(j, where, "backward_s", "seconds");
+    return k;
   }
 
  private:
@@ -241,6 +295,24 @@ inline hardware load_hardware(std::string_view name_or_path) {
   return parse_hardware(ss.str(), file);
 }
 
+namespace detail {
+inline void add_measured_json(nlohmann::ordered_json& j, const measured_costs& m) {
+  if (!m.kernels.empty()) {
+    nlohmann::ordered_json ks = nlohmann::ordered_json::array();
+    for (const auto& k : m.kernels)
+      ks.push_back({{"op", k.op}, {"key", k.key}, {"dtype", std::string(to_string(k.type))}, {"forward_flops", k.forward_flops},
+                    {"backward_flops", k.backward_flops}, {"bytes", k.bytes}, {"forward_s", k.forward_s},
+                    {"backward_s", k.backward_s}});
+    j["kernels"] = ks;
+  }
+  if (m.copy.measured()) j["copy"] = {{"alpha", m.copy.alpha}, {"bandwidth", m.copy.bandwidth}};
+  nlohmann::ordered_json opt = nlohmann::ordered_json::object();
+  if (m.sgd_momentum.measured()) opt["sgd-momentum"] = {{"alpha", m.sgd_momentum.alpha}, {"per_element", m.sgd_momentum.per_element}};
+  if (m.adam.measured()) opt["adam"] = {{"alpha", m.adam.alpha}, {"per_element", m.adam.per_element}};
+  if (!opt.empty()) j["optimizer"] = opt;
+}
+}  // namespace detail
+
 /// The profile as JSON, in the schema load_hardware reads (fp16/bf16 peaks of 0 are left out).
 inline std::string to_json(const hardware& h) {
   auto link_json = [](const link& l) {
@@ -272,6 +344,7 @@ inline std::string to_json(const hardware& h) {
         {"efficiency", eff},
         {"memory_bytes", h.device.memory_bytes},
         {"memory_bandwidth", h.device.memory_bandwidth}}}};
+  detail::add_measured_json(j, h.measured);
   return j.dump(2) + "\n";
 }
 

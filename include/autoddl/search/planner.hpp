@@ -24,6 +24,7 @@
 #include <tuple>
 #include <vector>
 
+#include "autoddl/cost/boxing_copies.hpp"
 #include "autoddl/cost/collective_cost.hpp"
 #include "autoddl/cost/compute.hpp"
 #include "autoddl/cost/dtype.hpp"
@@ -34,8 +35,10 @@
 #include "autoddl/index.hpp"
 #include "autoddl/mesh/device_mesh.hpp"
 #include "autoddl/models/graph.hpp"
+#include "autoddl/ops/kernel_key.hpp"
 #include "autoddl/ops/signatures.hpp"
 #include "autoddl/ops/work.hpp"
+#include "autoddl/search/kernel_prices.hpp"
 #include "autoddl/search/problem.hpp"
 
 namespace autoddl {
@@ -79,7 +82,7 @@ class plan_problem {
   plan_problem(const plan_problem&) = delete;  // the pair-cost function refers to this object
   plan_problem& operator=(const plan_problem&) = delete;
   plan_problem(const graph& g, const plan_options& o)
-      : g_(g), o_(o), dmesh_(make_device_mesh(o.mesh, o.hw)), elem_(bytes_of(o.type)) {
+      : g_(g), o_(o), dmesh_(make_device_mesh(o.mesh, o.hw)), elem_(bytes_of(o.type)), prices_(o.hw.measured, o.type) {
     validate(g_);
     build();
   }
@@ -160,12 +163,16 @@ class plan_problem {
   }
 
   /// The terms of op `op` alone under candidate c (compute, activations, statistic all-reduces).
+  /// Compute is the profile's measured kernel time where its table has this kernel, the
+  /// per-op-kind fit of the table where it has that kind, else the analytical formula
+  /// (search/kernel_prices.hpp); kernel_price_of says which.
   cost_terms op_terms(int op, int c) const {
-    const op_node& n = g_.ops[std::size_t(op)];
-    const signature& sig = op_sigs_[std::size_t(op)][std::size_t(c)];
-    op_work w = device_work(n, sig, o_.mesh, elem_);
+    const op_work w = device_work(g_.ops[std::size_t(op)], op_sigs_[std::size_t(op)][std::size_t(c)], o_.mesh, elem_);
     cost_terms t;
-    if (w.kind == work_kind::elementwise) {
+    if (const kernel_price k = kernel_price_of(op, c, w); k.source != price_source::analytical) {
+      t.compute_fwd = k.forward_s;
+      t.compute_bwd = k.backward_s;
+    } else if (w.kind == work_kind::elementwise) {
       t.compute_fwd = elementwise_time(w.fwd_flops, double(w.fwd_bytes_moved), o_.type, o_.hw.device);
       t.compute_bwd = elementwise_time(w.bwd_flops, 2.0 * double(w.fwd_bytes_moved), o_.type, o_.hw.device);
     } else {
@@ -173,12 +180,34 @@ class plan_problem {
       t.compute_bwd = compute_time(w.bwd_flops, w.kind, o_.type, o_.hw.device);
     }
     t.memory = double(w.activation_bytes);
-    for (const auto& s : w.stat_all_reduces) {
+    for (const auto& s : w.stat_all_reduces) {  // the trainer pads and copies each (trainer.hpp, wire_statistics)
       boxing_step st{s.axis, P, B, collective::all_reduce, o_.mesh[s.axis], s.bytes, elem_};
-      t.comm_fwd += step_time(st, dmesh_);
+      t.comm_fwd += step_time(st, dmesh_) + 2 * o_.hw.measured.copy.time(double(executed_group_bytes(st)));
       t.bytes += double(st.bytes_per_device());
     }
     return t;
+  }
+
+  /// The measured or fitted price of op `op`'s kernel under candidate c, or source analytical.
+  kernel_price kernel_price_of(int op, int c, const op_work& w) const {
+    if (prices_.empty()) return {};
+    const op_node& n = g_.ops[std::size_t(op)];
+    std::vector<bool> input_grads;  // the trainer skips the gradients of the model's own inputs
+    for (const tensor_ref& r : g_.op_inputs[std::size_t(op)]) input_grads.push_back(r.op >= 0);
+    const std::string key = kernel_key(n, op_sigs_[std::size_t(op)][std::size_t(c)], o_.mesh, input_grads);
+    return prices_.price(std::string(to_string(n.kind)), key, w);
+  }
+
+  /// How many op candidates were priced from measurements, from the per-kind fit, analytically.
+  kernel_price_counts kernel_price_counts_of() const {
+    kernel_price_counts k;
+    for (int i = 0; i < int(g_.ops.size()); ++i)
+      for (int c = 0; c < int(op_sigs_[std::size_t(i)].size()); ++c) {
+        const op_work w = device_work(g_.ops[std::size_t(i)], op_sigs_[std::size_t(i)][std::size_t(c)], o_.mesh, elem_);
+        const price_source s = kernel_price_of(i, c, w).source;
+        ++(s == price_source::measured ? k.measured : s == price_source::fitted ? k.fitted : k.analytical);
+      }
+    return k;
   }
 
   /// Storage terms of parameter p under candidate c: params, grads and optimizer state, and for a
@@ -190,7 +219,8 @@ class plan_problem {
     cost_terms t;
     t.memory = 2 * elems * elem_ + double(optimizer_state_bytes(o_.opt, std::int64_t(elems), o_.type));
     const boxing_path sync = param_sync_path(p, c);
-    t.comm_grad = sync.cost;
+    t.comm_grad = sync.cost + path_copy_time(sync, o_.hw.measured.copy);
+    t.compute_bwd = optimizer_time(elems);
     t.bytes = double(sync.bytes_per_device());
     t.transient = path_buffer(sync);
     if (!(pc.grad_sum == pc.storage))  // the sum's buffer, held from the last use to the sync
@@ -198,14 +228,31 @@ class plan_problem {
     return t;
   }
 
+  /// Seconds of the optimizer update of a storage shard of `elems` elements (trainer.hpp,
+  /// optimizer_update): the profile's measured rate for the plan's optimizer, else element-wise
+  /// memory traffic (roofline, cost/compute.hpp): SGD-momentum reads g, v, p and writes v, p (5
+  /// elements), Adam reads g, m, v, p and writes m, v, p (7).
+  double optimizer_time(double elems) const {
+    const optimizer_rate& r = o_.opt == optimizer::adam ? o_.hw.measured.adam : o_.hw.measured.sgd_momentum;
+    if (r.measured()) return r.time(elems);
+    const double touched = o_.opt == optimizer::adam ? 7 : 5;
+    return memory_time(touched * elems * elem_, o_.hw.device);
+  }
+
  private:
   cost_terms edge_terms(int e, int cu, int cv) const {
     const edge_info& ei = edges_[std::size_t(e)];
     auto [fwd, bwd] = edge_paths(e, cu, cv);
     cost_terms t;
-    t.comm_fwd = fwd.cost;
-    if (ei.param) t.comm_grad = bwd.cost;
-    else t.comm_bwd = bwd.cost;
+    // Copies beside the collectives (cost/boxing_copies.hpp), on the step's own comm term; the
+    // forward boxing starts from a copy of the source shard (the trainer passes the producer's
+    // output or the stored parameter by value), the backward one moves its gradient.
+    const copy_rate& copy = o_.hw.measured.copy;
+    t.comm_fwd = fwd.cost + path_copy_time(fwd, copy);
+    if (fwd.size() > 0 && copy.measured()) t.comm_fwd += copy.time(source_bytes(e, cu));
+    const double bwd_s = bwd.cost + path_copy_time(bwd, copy);
+    if (ei.param) t.comm_grad = bwd_s;
+    else t.comm_bwd = bwd_s;
     t.bytes = double(fwd.bytes_per_device() + bwd.bytes_per_device());
     // buffers: a path's largest intermediate is a transient; a gathered parameter is kept
     const tensor_shape& s = ei.param ? g_.params[std::size_t(ei.from_node - int(g_.ops.size()))].shape
@@ -216,6 +263,19 @@ class plan_problem {
       t.memory += double(local_shape(s, layout{comp, o_.mesh}).elements()) * elem_;
     }
     return t;
+  }
+
+  // Bytes of edge e's forward source shard on one device under the producer's pick cu.
+  double source_bytes(int e, int cu) const {
+    const edge_info& ei = edges_[std::size_t(e)];
+    if (ei.param) {
+      const int p = ei.from_node - int(g_.ops.size());
+      const nd_sbp& st = param_sigs_[std::size_t(p)][std::size_t(cu)].storage;
+      return double(local_shape(g_.params[std::size_t(p)].shape, layout{st, o_.mesh}).elements()) * elem_;
+    }
+    const nd_sbp& out = op_sigs_[std::size_t(ei.from_node)][std::size_t(cu)].outputs[std::size_t(ei.producer_output)];
+    const tensor_shape& s = g_.ops[std::size_t(ei.from_node)].outputs[std::size_t(ei.producer_output)];
+    return double(local_shape(s, layout{out, o_.mesh}).elements()) * elem_;
   }
 
   // Largest per-device buffer a path touches: a step's input or output is at most the bytes
@@ -238,6 +298,7 @@ class plan_problem {
   plan_options o_;
   device_mesh dmesh_;
   int elem_;
+  kernel_prices prices_;  ///< the profile's measured kernels for this dtype
   std::vector<std::vector<signature>> op_sigs_;
   std::vector<std::vector<int>> op_sig_index_;
   std::vector<std::vector<param_choice>> param_sigs_;
