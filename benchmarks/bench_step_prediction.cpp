@@ -12,7 +12,9 @@
 //   (hardware: a preset name or a profile file, e.g. one written by autoddl-calibrate --model;
 //   --model replaces the default GPT and VGG; plans are priced for the SGD-momentum they run)
 //   (also -np 4, which adds mesh 2x2). --json prints one JSON object per plan row instead of
-//   the table: model, mesh, ranks, plan, predicted_s, measured_s, spread_s.
+//   the table: model, mesh, ranks, plan, predicted_s, measured_s, spread_s. --breakdown adds,
+//   per plan, where rank 0's steps spent their time (medians over the rounds of the trainer's
+//   step_profile) next to the predicted compute and communication.
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
@@ -38,6 +40,7 @@ struct options {
   int rounds = 8;  // measured rounds per plan (at least 5)
   int warmup = 2;
   bool json = false;
+  bool breakdown = false;
   std::vector<std::string> models;
 };
 
@@ -46,11 +49,12 @@ options parse(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--json") o.json = true;
+    else if (a == "--breakdown") o.breakdown = true;
     else if (a == "--rounds" && i + 1 < argc) o.rounds = std::atoi(argv[++i]);
     else if (a == "--warmup" && i + 1 < argc) o.warmup = std::atoi(argv[++i]);
     else if (a == "--model" && i + 1 < argc) o.models.push_back(argv[++i]);
     else if (a.rfind("--", 0) != 0) o.hardware = a;
-    else throw error("unknown option '" + a + "'; use [hardware] [--model SPEC]... [--rounds N] [--warmup N] [--json]");
+    else throw error("unknown option '" + a + "'; use [hardware] [--model SPEC]... [--rounds N] [--warmup N] [--json] [--breakdown]");
   }
   if (o.rounds < 5) throw error("--rounds " + std::to_string(o.rounds) + " is too few for quartiles; give at least 5");
   if (o.warmup < 0) throw error("--warmup must be >= 0");
@@ -65,6 +69,9 @@ using cpu_trainer = trainer<float, cpu_device, mpi::mpi_mesh_comm>;
 struct runnable {
   std::string plan;
   double predicted = 0;
+  cost_terms terms;
+  double update = 0;  // predicted optimizer update, part of terms.compute_bwd
+  std::vector<step_profile> profiles;
   std::unique_ptr<cpu_device> dev;
   std::unique_ptr<mpi::mpi_mesh_comm> comm;
   std::unique_ptr<cpu_trainer> run;
@@ -81,7 +88,9 @@ std::vector<runnable> prepare(const plan_problem& pp, const mesh_shape& m) {
     } catch (const error&) {
       continue;  // the expert's rules do not fit this model and mesh
     }
-    runnable x{s, r.time, std::make_unique<cpu_device>(), std::make_unique<mpi::mpi_mesh_comm>(m), nullptr, {}};
+    runnable x{s, r.time, r.totals, 0, {}, std::make_unique<cpu_device>(), std::make_unique<mpi::mpi_mesh_comm>(m), nullptr, {}};
+    for (int p = 0; p < int(pp.model().params.size()); ++p)
+      x.update += pp.param_terms(p, r.pick[std::size_t(pp.param_node(p))]).compute_bwd;
     train_options to;
     to.opt = optimizer::sgd_momentum;
     x.run = std::make_unique<cpu_trainer>(pp, r.pick, *x.dev, *x.comm, to);
@@ -114,10 +123,44 @@ void print_table(const plan_problem& pp, const std::vector<runnable>& rows, cons
               predicted_pairs, separated_pairs, disagree);
 }
 
+double median_of(const std::vector<step_profile>& ps, double (*get)(const step_profile&)) {
+  std::vector<double> v;
+  for (const auto& p : ps) v.push_back(get(p));
+  return tools::median(v);
+}
+
+double sum(const std::vector<double>& v) {
+  double s = 0;
+  for (double x : v) s += x;
+  return s;
+}
+
+// Measured (rank 0, medians over rounds) against predicted, in ms.
+void print_breakdown(const std::vector<runnable>& rows) {
+  std::printf("  %-9s %18s %18s %18s %8s %8s %8s %8s %8s\n", "plan", "kernels meas/pred", "boxing meas/pred",
+              "update meas/pred", "inputs", "accum", "loss", "sync", "rest");
+  for (const auto& r : rows) {
+    const auto& ps = r.profiles;
+    const double k = median_of(ps, [](const step_profile& p) { return sum(p.kernel_s); });
+    const double b = median_of(ps, [](const step_profile& p) { return sum(p.boxing_s); });
+    const double rest = median_of(ps, [](const step_profile& p) {
+      return p.total_s - sum(p.kernel_s) - sum(p.boxing_s) - p.inputs_s - p.accumulate_s - p.loss_s - p.sync_s - p.update_s;
+    });
+    const cost_terms& t = r.terms;
+    std::printf("  %-9s %8.3f/%8.3f %8.3f/%8.3f %8.3f/%8.3f %8.3f %8.3f %8.3f %8.3f %8.3f\n", r.plan.c_str(), k * 1e3,
+                (t.compute_fwd + t.compute_bwd - r.update) * 1e3, b * 1e3, (t.comm_fwd + t.comm_bwd + t.comm_grad) * 1e3,
+                median_of(ps, [](const step_profile& p) { return p.update_s; }) * 1e3, r.update * 1e3,
+                median_of(ps, [](const step_profile& p) { return p.inputs_s; }) * 1e3,
+                median_of(ps, [](const step_profile& p) { return p.accumulate_s; }) * 1e3,
+                median_of(ps, [](const step_profile& p) { return p.loss_s; }) * 1e3,
+                median_of(ps, [](const step_profile& p) { return p.sync_s; }) * 1e3, rest * 1e3);
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  MPI_Init(&argc, &argv);
+  autoddl::mpi::init(&argc, &argv);
   int rank = 0, ranks = 1;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &ranks);
@@ -135,11 +178,15 @@ int main(int argc, char** argv) {
         plan_problem pp(build_model(spec), po);
         std::vector<runnable> rows = prepare(pp, m);
         const auto seconds = bench::time_interleaved(rows.size(), o.warmup, o.rounds,
-                                                     [&](std::size_t i, int round) { rows[i].run->train_step(round); });
+                                                     [&](std::size_t i, int round) {
+                                                       rows[i].run->train_step(round);
+                                                       rows[i].profiles.push_back(rows[i].run->last_step_profile());
+                                                     });
         for (std::size_t i = 0; i < rows.size(); ++i) rows[i].measured = bench::summarize(seconds[i]);
         if (rank != 0) continue;
         if (!o.json) {
           print_table(pp, rows, spec, ranks, m, o);
+          if (o.breakdown) print_breakdown(rows);
           continue;
         }
         for (const auto& r : rows)

@@ -21,7 +21,7 @@ using mlp = typed_model<float, static_mesh<2>, static_shape<32, 64>,
                         layers::cross_entropy<>>;
 
 int main(int argc, char** argv) {
-  MPI_Init(&argc, &argv);
+  autoddl::mpi::init(&argc, &argv);
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   int status = 0;

@@ -11,6 +11,8 @@
 // optimizer update (tools/calibrate_kernels.hpp); --base FILE takes links and device from a
 // profile instead of measuring them again:
 //   mpirun -np 2 autoddl-calibrate --base data/hardware/cpu-local.json --model gpt:layers=2 --out m.json
+// --holdout fits the links on every other message size and prints measured/predicted for the
+// sizes left out (an out-of-sample check of the alpha-beta model).
 // Errors: one line on stderr, exit 2 on every rank.
 #include <cblas.h>
 #include <unistd.h>
@@ -19,6 +21,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <cstdlib>
 #include <fmt/core.h>
 #include <string>
 #include <vector>
@@ -29,6 +32,7 @@
 
 #include "autoddl/backend/mpi.hpp"
 #include "autoddl/cost/calibration.hpp"
+#include "autoddl/cost/collective_cost.hpp"
 #include "autoddl/cost/hardware_io.hpp"
 #include "calibrate_kernels.hpp"
 #include "support/mpi_main.hpp"
@@ -113,6 +117,7 @@ struct calibrate_options {
   std::vector<std::string> models;
   std::int64_t min_bytes = 4096, max_bytes = std::int64_t(64) << 20, large_from = std::int64_t(1) << 20;
   int reps = 5, gemm_n = 1024, devices_per_node = 1, sweeps = 3, size_step = 2, kernel_reps = 7;
+  bool holdout = false;
 };
 
 void add_options(CLI::App& app, calibrate_options& o) {
@@ -130,6 +135,8 @@ void add_options(CLI::App& app, calibrate_options& o) {
   app.add_option("--reps", o.reps, "timed repetitions per point (median taken)")->check(CLI::Range(1, 1000));
   app.add_option("--sweeps", o.sweeps, "sweeps over all sizes (median per point taken)")->check(CLI::Range(1, 100));
   app.add_option("--size-step", o.size_step, "factor between measured sizes")->check(CLI::Range(2, 16));
+  app.add_flag("--holdout", o.holdout, "fit each axis's link on every other message size and report measured/predicted on "
+                                       "the sizes left out (the profile keeps that half-data fit)");
   app.add_option("--gemm-n", o.gemm_n, "GEMM size n (n x n x n)")->check(CLI::Range(64, 8192));
   app.add_option("--devices-per-node", o.devices_per_node, "ranks per node (default: all ranks)")->check(CLI::PositiveNumber);
 }
@@ -153,15 +160,37 @@ autoddl::link measure_axis(mpi::ring_comm& comm, int n, const calibrate_options&
       }
   }
   std::vector<timing_sample> samples;
-  for (auto& p : points) {
+  std::vector<const point*> held_out;
+  std::size_t in_collective = 0;  // index of the size within its collective's sweep
+  for (std::size_t i = 0; i < points.size(); ++i, ++in_collective) {
+    point& p = points[i];
+    if (i > 0 && p.c != points[i - 1].c) in_collective = 0;
     std::sort(p.seconds.begin(), p.seconds.end());
     p.t.seconds = p.seconds[p.seconds.size() / 2];
-    samples.push_back(sample_of(p.c, n, p.t.group_bytes, p.t.seconds));
+    if (o.holdout && in_collective % 2 == 1) held_out.push_back(&p);
+    else samples.push_back(sample_of(p.c, n, p.t.group_bytes, p.t.seconds));
     if (rank == 0)
-      fmt::print("{:>16} {:>12} {:>12.3e} {:>10.3f}\n", to_string(p.c), p.t.group_bytes, p.t.seconds,
-                 double(p.t.bytes_sent) / p.t.seconds / 1e9);
+      fmt::print("{:>16} {:>12} {:>12.3e} {:>10.3f}{}\n", to_string(p.c), p.t.group_bytes, p.t.seconds,
+                 double(p.t.bytes_sent) / p.t.seconds / 1e9, o.holdout && in_collective % 2 == 1 ? "  (held out)" : "");
   }
-  return fit_link_two_regimes(samples, "shared-memory", double(o.large_from));
+  const autoddl::link l = fit_link_two_regimes(samples, "shared-memory", double(o.large_from));
+  if (rank == 0 && !held_out.empty()) {
+    // Out of sample: the fit above never saw these sizes.
+    std::vector<double> ratios;
+    fmt::print("held out ({} sizes, fitted on the other {}):\n{:>16} {:>12} {:>12} {:>12} {:>10}\n", held_out.size(),
+               samples.size(), "collective", "T bytes", "measured", "predicted", "meas/pred");
+    for (const point* p : held_out) {
+      const double predicted = collective_time(p->c, n, p->t.group_bytes, l);
+      ratios.push_back(p->t.seconds / predicted);
+      fmt::print("{:>16} {:>12} {:>12.3e} {:>12.3e} {:>10.2f}\n", to_string(p->c), p->t.group_bytes, p->t.seconds, predicted,
+                 ratios.back());
+    }
+    std::sort(ratios.begin(), ratios.end());
+    const auto within = std::count_if(ratios.begin(), ratios.end(), [](double r) { return r >= 0.8 && r <= 1.25; });
+    fmt::print("held out: measured/predicted median {:.2f}, range {:.2f}..{:.2f}; {} of {} within 0.8..1.25\n",
+               ratios[ratios.size() / 2], ratios.front(), ratios.back(), within, ratios.size());
+  }
+  return l;
 }
 
 std::vector<autoddl::link> measure_links(const mesh_shape& shape, const calibrate_options& o, int rank) {
@@ -199,7 +228,11 @@ hardware measure_hardware(const mesh_shape& shape, const calibrate_options& o, i
                "measured: efficiency.conv and efficiency.elementwise = the runtime's CPU kernels (a 3x3 conv of vgg11 and "
                "a GELU of gpt, forward + backward) in the planner's FLOPs over peak",
                "sysconf physical memory / devices_per_node (memory_bytes)",
-               "overlap none: the CPU trainer's MPI ring collectives block inside backward (runtime/trainer.hpp)"};
+               "overlap none: the CPU trainer's MPI ring collectives block inside backward (runtime/trainer.hpp)",
+               std::string("MPI transport: btl_vader_single_copy_mechanism = ") +
+                   (std::getenv("OMPI_MCA_btl_vader_single_copy_mechanism") ? std::getenv("OMPI_MCA_btl_vader_single_copy_mechanism") : "?") +
+                   " (autoddl::mpi::init's default, backend/mpi/init.hpp; autoddl's programs run with the same)"};
+  if (o.holdout) h.sources.push_back("--holdout: links fitted on every other message size only");
   h.devices_per_node = o.devices_per_node;
   h.overlap = overlap_rule::none;
   h.intra_node = fitted.back();
@@ -229,9 +262,11 @@ void measure_models(hardware& h, const mesh_shape& shape, const calibrate_option
   for (const auto& m : o.models) models += (models.empty() ? "" : " ") + m;
   h.sources.push_back("measured: kernels = forward (context + op_forward) and backward (op_backward) of every distinct kernel of the "
                       "candidate signatures of " + models + " on mesh " + to_string(shape) +
-                      ", all ranks at once, max over ranks per rep, median of " + std::to_string(o.kernel_reps) + " reps");
+                      ", all ranks at once, max over ranks per rep, median of " + std::to_string(o.kernel_reps) +
+                      " reps, each after 2 MiB of other writes (operands out of the core's L2, as in a step), on values spread "
+                      "like a step's");
   h.sources.push_back("measured: copy = runtime/boxing.hpp chunks_along/concat_along 16 KiB..16 MiB; optimizer = cpu_device "
-                      "sgd_momentum/adam 1 Ki..4 Mi elements; both fitted alpha + size * rate");
+                      "sgd_momentum/adam 1 Ki..4 Mi elements, each rep after 64 MiB of other writes; both fitted alpha + size * rate");
   if (rank == 0)
     fmt::print("kernels: {} measured; copy: alpha {:.2e} s, {:.2f} GB/s; sgd-momentum {:.2e} s/element, adam {:.2e} s/element\n",
                cases.size(), h.measured.copy.alpha, h.measured.copy.bandwidth / 1e9, h.measured.sgd_momentum.per_element,

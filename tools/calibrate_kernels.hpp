@@ -21,6 +21,7 @@
 #include "autoddl/models/zoo.hpp"
 #include "autoddl/ops/kernel_key.hpp"
 #include "autoddl/runtime/boxing.hpp"
+#include "autoddl/runtime/data.hpp"
 #include "autoddl/runtime/op_kernels.hpp"
 
 namespace autoddl::tools {
@@ -61,12 +62,29 @@ inline double median_of(std::vector<double> v) {
   return v.empty() ? 0.0 : v[v.size() / 2];
 }
 
-/// Seconds of `f` with every rank running it at once: per rep a barrier, the time, the max over
-/// ranks; the median over `reps` reps (one unmeasured warm-up first).
-inline double busy_time(const std::function<void()>& f, int reps) {
+/// Writes `bytes` of scratch memory, so that what runs next finds its operands where a step
+/// leaves them rather than in the cache the previous rep warmed. A step runs other ops between
+/// two runs of one kernel (kernels: 2 MiB, twice the per-core L2 of the EPYC this was tuned on)
+/// and touches every parameter, gradient and optimizer state once between two updates of one
+/// (optimizer: 64 MiB, past the shared L3 slice).
+inline void evict_cache(std::size_t bytes) {
+  static std::vector<float> scratch;
+  static float round = 0;
+  if (scratch.size() < bytes / sizeof(float)) scratch.resize(bytes / sizeof(float));
+  round += 1;
+  std::fill(scratch.begin(), scratch.begin() + std::ptrdiff_t(bytes / sizeof(float)), round);
+}
+constexpr std::size_t kernel_evict_bytes = std::size_t(2) << 20;
+constexpr std::size_t optimizer_evict_bytes = std::size_t(64) << 20;
+
+/// Seconds of `f` with every rank running it at once: per rep `evict` bytes written
+/// (evict_cache), a barrier, the time, the max over ranks; the median over `reps` reps (one
+/// unmeasured warm-up first).
+inline double busy_time(const std::function<void()>& f, int reps, std::size_t evict = kernel_evict_bytes) {
   f();
   std::vector<double> t;
   for (int r = 0; r < reps; ++r) {
+    evict_cache(evict);
     MPI_Barrier(MPI_COMM_WORLD);
     const double t0 = MPI_Wtime();
     f();
@@ -82,19 +100,32 @@ inline double busy_time(const std::function<void()>& f, int reps) {
 inline kernel_entry measure_kernel(const kernel_case& c, const mesh_shape& mesh, const mesh_coord& coord, int reps) {
   cpu_device dev;
   const op_shards sh = make_op_shards(c.op, c.sig, mesh, coord);
+  // Values spread like a step's (uniform in [-1, 1), parameters at 0.02 of that, ids over the
+  // whole vocabulary or class range): element-wise kernels with transcendental functions (GELU's
+  // tanh) and gathers run up to 2x faster on a constant input than on these.
+  auto values = [](std::size_t n, std::uint64_t stream, float scale) {
+    std::vector<float> v(n);
+    for (std::size_t k = 0; k < n; ++k) v[k] = scale * float(hashed_uniform(7, stream, k));
+    return v;
+  };
   std::vector<std::vector<float>> ins, prs;
   std::vector<std::int64_t> idx;
   for (std::size_t i = 0; i < sh.inputs.size(); ++i) {
     const std::size_t n = std::size_t(sh.inputs[i].local.elements());
-    if (is_index_input(c.op.kind, i)) idx.assign(n, 0);  // token 0, label 0: valid everywhere
-    ins.emplace_back(is_index_input(c.op.kind, i) ? 0 : n, 0.25f);
+    const bool index = is_index_input(c.op.kind, i);
+    if (index) {
+      const std::int64_t bound = c.op.kind == op_kind::embedding ? c.op.params[0][0] : c.op.inputs[0][c.op.inputs[0].rank() - 1];
+      idx.resize(n);
+      for (std::size_t k = 0; k < n; ++k) idx[k] = std::int64_t((hashed_uniform(7, 100, k) + 1) / 2 * double(bound)) % bound;
+    }
+    ins.push_back(index ? std::vector<float>{} : values(n, i, 1.0f));
   }
-  for (const auto& s : sh.params) prs.emplace_back(std::size_t(s.local.elements()), 0.01f);
+  for (std::size_t j = 0; j < sh.params.size(); ++j) prs.push_back(values(std::size_t(sh.params[j].local.elements()), 10 + j, 0.02f));
   operands<float> in;
   for (const auto& v : ins) in.inputs.push_back(v);
   for (const auto& v : prs) in.params.push_back(v);
   in.indices = idx;
-  std::vector<float> dy(std::size_t(sh.outputs[0].local.elements()), 0.1f);
+  const std::vector<float> dy = values(std::size_t(sh.outputs[0].local.elements()), 20, 0.1f);
   auto context = [&] {
     kernel_context<float> ctx = make_kernel_context<float>(c.op, c.sig, mesh, coord, 1, 0);
     ctx.input_grad_wanted = c.input_grads;
@@ -135,7 +166,7 @@ inline optimizer_rate measure_optimizer(bool adam, int reps) {
     rows.push_back({0, double(n), detail::busy_time([&] {
                       if (adam) dev.adam<float>(os, g, m, v, p);
                       else dev.sgd_momentum<float>(os, g, m, p);
-                    }, reps)});
+                    }, reps, detail::optimizer_evict_bytes)});
   }
   const kernel_fit f = fit_kernel_time(rows);
   return {f.a, f.per_byte > 0 ? f.per_byte : 1e-12};

@@ -6,14 +6,14 @@
 #include <cstdio>
 #include <exception>
 
-#include "autoddl/backend/mpi/c_api.hpp"
+#include "autoddl/backend/mpi/init.hpp"
 
 namespace autoddl::tools {
 
 /// @param run int(int argc, char** argv, int rank, int size), returning the rank's exit code.
 template <class Run>
 int mpi_main(int argc, char** argv, const char* program, Run&& run) {
-  MPI_Init(&argc, &argv);
+  autoddl::mpi::init(&argc, &argv);
   int rank = 0, size = 1;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);

@@ -1,10 +1,10 @@
 // Catch2 under MPI: every rank runs the session; the job fails when any rank failed.
 #include <catch2/catch_session.hpp>
 
-#include "autoddl/backend/mpi/c_api.hpp"
+#include "autoddl/backend/mpi/init.hpp"
 
 int main(int argc, char** argv) {
-  MPI_Init(&argc, &argv);
+  autoddl::mpi::init(&argc, &argv);
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   Catch::Session session;

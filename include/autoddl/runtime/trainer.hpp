@@ -10,6 +10,7 @@
 // common layout; a parameter's gradient contributions are summed in its summing layout and boxed to
 // storage once (plan_problem::param_sync_path). Bytes sent on the mesh axes per step therefore
 // equal the plan's predicted bytes.
+#include <chrono>
 #include <cstdint>
 #include <span>
 #if defined(__GLIBC__)
@@ -34,6 +35,20 @@ struct train_options {
   double lr = 1e-3;
   std::uint64_t seed = 1;
   bool keep_outputs = false;  ///< keep every op's output shard of the last step (for checks)
+};
+
+/// Where one device's last step spent its time (wall seconds, steady clock), op by op as the
+/// planner prices it: each op's kernels (forward + backward) and its boxings (the paths of its
+/// input and parameter edges, both directions), then the steps the planner prices per model.
+struct step_profile {
+  std::vector<double> kernel_s;  ///< per op: op_forward + op_backward
+  std::vector<double> boxing_s;  ///< per op: boxing of its inputs, parameters and their gradients
+  double inputs_s = 0;           ///< synthetic model inputs generated (not priced: the data loader's share)
+  double accumulate_s = 0;       ///< gradient contributions added (residuals, tied parameters)
+  double loss_s = 0;             ///< the global loss all-reduce (reported, outside the plan's bytes)
+  double sync_s = 0;             ///< tied parameters' one synchronisation
+  double update_s = 0;           ///< optimizer update
+  double total_s = 0;            ///< the whole train_step
 };
 
 /// One device's part of training `problem`'s model under the plan `pick` (per node of
@@ -71,32 +86,53 @@ class trainer {
   const std::vector<T>& output_shard(int op) const { return at(kept_outputs_, op); }
   /// Bytes this device sent on the mesh axes during the last step (the plan's bytes).
   std::int64_t last_step_bytes() const { return last_bytes_; }
+  /// Where the last step's time went on this device.
+  const step_profile& last_step_profile() const { return profile_; }
 
   /// Runs training step `step_index` (0-based: it keys the data and dropout) and returns the
   /// global loss, the same on every device.
   double train_step(std::int64_t step_index) {
     const std::int64_t bytes_before = axis_bytes();
+    const auto start = clock::now();
     step_buffers b;
     const int nops = int(model_.ops.size());
+    profile_ = step_profile{};
+    profile_.kernel_s.assign(std::size_t(nops), 0.0);
+    profile_.boxing_s.assign(std::size_t(nops), 0.0);
     b.inputs.resize(std::size_t(nops));
     b.params.resize(std::size_t(nops));
     b.indices.resize(std::size_t(nops));
     b.ctx.reserve(std::size_t(nops));
     b.fwd.reserve(std::size_t(nops));  // never reallocates: outputs are read in place
     for (int i = 0; i < nops; ++i) forward_op(b, i, step_index);
+    auto t = clock::now();
     const double loss = global_loss(output(b, model_.loss_op), sig(model_.loss_op).outputs[0]);
+    profile_.loss_s = lap(t);
     if (options_.keep_outputs) {
       kept_outputs_.clear();
       for (int i = 0; i < nops; ++i) kept_outputs_.push_back(output(b, i));
     }
     backward(b);
+    t = clock::now();
     synchronise_gradients();
+    profile_.sync_s = lap(t);
     optimizer_update();
+    profile_.update_s = lap(t);
+    profile_.total_s = lap(t = start);
     last_bytes_ = axis_bytes() - bytes_before;
     return loss;
   }
 
  private:
+  using clock = std::chrono::steady_clock;
+  /// Seconds since t; t moves to now.
+  static double lap(clock::time_point& t) {
+    const auto now = clock::now();
+    const double s = std::chrono::duration<double>(now - t).count();
+    t = now;
+    return s;
+  }
+
   /// What lives from an op's forward to its backward during one step.
   struct step_buffers {
     std::vector<std::vector<std::vector<T>>> inputs, params;  ///< boxed copies (empty: read in place)
@@ -152,11 +188,14 @@ class trainer {
     ctx.input_grad_wanted.assign(n.inputs.size(), true);
     auto& in = at(b.inputs, i);
     in.resize(n.inputs.size());
+    auto t = clock::now();
     for (std::size_t j = 0; j < n.inputs.size(); ++j) {
       const tensor_ref r = at(model_.op_inputs, i)[j];
       if (r.op < 0) {
         ctx.input_grad_wanted[j] = false;  // model inputs need no gradient
+        at(profile_.boxing_s, i) += lap(t);
         load_model_input(b, i, int(j), r.index, step_index);
+        profile_.inputs_s += lap(t);
         continue;
       }
       const boxing_path& path = at(paths_, at(edge_of_input_, i)[j]).first;
@@ -171,7 +210,9 @@ class trainer {
       const boxing_path& path = at(paths_, at(edge_of_param_, i)[j]).first;
       if (path.size() > 0) pr[j] = run_boxing<T>(comm_, at(params_, p), at(model_.params, p).shape, storage(p), path);
     }
+    at(profile_.boxing_s, i) += lap(t);
     b.fwd.push_back(op_forward(dev_, ctx, make_operands(b, i)));
+    at(profile_.kernel_s, i) += lap(t);
   }
 
   // Model input `input` of op i's slot j, this device's shard of the step's synthetic batch.
@@ -200,23 +241,30 @@ class trainer {
     for (int i = nops - 1; i >= 0; --i) {
       const op_node& n = at(model_.ops, i);
       if (at(dy, i).empty()) at(dy, i).assign(std::size_t(at(b.ctx, i).shards.outputs[0].local.elements()), T{});
+      auto t = clock::now();
       auto grads = op_backward(dev_, at(b.ctx, i), make_operands(b, i), at(b.fwd, i), std::span<const T>(at(dy, i)));
+      at(profile_.kernel_s, i) += lap(t);
       for (std::size_t j = 0; j < n.inputs.size(); ++j) {
         const tensor_ref r = at(model_.op_inputs, i)[j];
         if (r.op < 0) continue;
         const boxing_path& path = at(paths_, at(edge_of_input_, i)[j]).second;
-        accumulate(at(dy, r.op), path.size() == 0 ? std::move(grads.inputs[j])
-                                                  : run_boxing<T>(comm_, std::move(grads.inputs[j]),
-                                                                  at(at(model_.ops, r.op).outputs, r.index),
-                                                                  dual(sig(i).inputs[j]), path));
+        std::vector<T> g = path.size() == 0 ? std::move(grads.inputs[j])
+                                            : run_boxing<T>(comm_, std::move(grads.inputs[j]),
+                                                            at(at(model_.ops, r.op).outputs, r.index),
+                                                            dual(sig(i).inputs[j]), path);
+        at(profile_.boxing_s, i) += lap(t);
+        accumulate(at(dy, r.op), std::move(g));
+        profile_.accumulate_s += lap(t);
       }
       for (std::size_t j = 0; j < n.param_ids.size(); ++j) {
         const int p = n.param_ids[j];
         const boxing_path& path = at(paths_, at(edge_of_param_, i)[j]).second;
-        accumulate(at(grad_sums_, p), path.size() == 0 ? std::move(grads.params[j])
-                                                       : run_boxing<T>(comm_, std::move(grads.params[j]),
-                                                                       at(model_.params, p).shape,
-                                                                       dual(sig(i).params[j]), path));
+        std::vector<T> g = path.size() == 0 ? std::move(grads.params[j])
+                                            : run_boxing<T>(comm_, std::move(grads.params[j]),
+                                                            at(model_.params, p).shape, dual(sig(i).params[j]), path);
+        at(profile_.boxing_s, i) += lap(t);
+        accumulate(at(grad_sums_, p), std::move(g));
+        profile_.accumulate_s += lap(t);
       }
       at(dy, i).clear();
     }
@@ -342,6 +390,7 @@ class trainer {
   std::vector<std::vector<T>> kept_outputs_;
   std::int64_t steps_done_ = 0;
   std::int64_t last_bytes_ = 0;
+  step_profile profile_;
 };
 
 }  // namespace autoddl

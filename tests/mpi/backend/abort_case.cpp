@@ -7,7 +7,7 @@
 #include "autoddl/backend/mpi.hpp"
 
 int main(int argc, char** argv) {
-  MPI_Init(&argc, &argv);
+  autoddl::mpi::init(&argc, &argv);
   autoddl::mpi::ring_comm world(MPI_COMM_WORLD);
   std::vector<float> buf(world.rank() == 1 ? 7 : 8, 1.0f);
   world.all_gather(std::span<float>(buf));

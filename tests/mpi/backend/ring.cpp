@@ -1,7 +1,9 @@
 #include <catch2/catch_template_test_macros.hpp>
 #include <catch2/catch_test_macros.hpp>
 
+#include <cstdlib>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "autoddl/backend/communicator.hpp"
@@ -15,6 +17,21 @@ static_assert(autoddl::MeshCommunicator<autoddl::mpi::mpi_mesh_comm>);
 using namespace autoddl;
 using autoddl::mpi::mpi_mesh_comm;
 using autoddl::mpi::ring_comm;
+
+TEST_CASE("autoddl::mpi::init runs Open MPI's shared-memory transport without single copy unless the user chose one", "[mpi][init]") {
+  // catch_mpi_main started MPI through autoddl::mpi::init, so the variable is set (to "none", or
+  // to what the person running the suite chose).
+  const char* name = "OMPI_MCA_btl_vader_single_copy_mechanism";
+  REQUIRE(std::getenv(name) != nullptr);
+  const std::string started_with = std::getenv(name);
+  ::setenv(name, "cma", 1);  // a user's choice is kept
+  autoddl::mpi::set_transport_defaults();
+  CHECK(std::string(std::getenv(name)) == "cma");
+  ::unsetenv(name);  // and an unset value gets the default
+  autoddl::mpi::set_transport_defaults();
+  CHECK(std::string(std::getenv(name)) == "none");
+  ::setenv(name, started_with.c_str(), 1);
+}
 
 namespace {
 

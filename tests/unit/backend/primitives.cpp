@@ -2,6 +2,8 @@
 // central finite differences of its forward), in float and double where the type matters.
 #include <cmath>
 #include <cstdint>
+#include <cstring>
+#include <limits>
 #include <random>
 #include <tuple>
 #include <vector>
@@ -139,6 +141,28 @@ TEST_CASE("relu and GPT-2 gelu match their formulas, and their backward their fi
     CHECK(y[i] == std::max(x[i], 0.0));
     CHECK(dx[i] == (x[i] > 0 ? r[i] : 0.0));
   }
+}
+
+TEST_CASE("relu and dropout select without a branch but keep the ternary's values at 0, -0, NaN and inf", "[backend][activation]") {
+  // Oracle: the scalar definitions y = x > 0 ? x : +0 and dx = x > 0 ? dy : +0, compared bit for bit
+  // (a +0 and a -0 differ in their bits), in float and double.
+  cpu_device d;
+  auto check = [&]<class T>(T) {
+    const T inf = std::numeric_limits<T>::infinity(), nan = std::numeric_limits<T>::quiet_NaN();
+    const std::vector<T> x{T(1.5), T(-2), T(0), -T(0), nan, -nan, inf, -inf, std::numeric_limits<T>::denorm_min(), T(-1e-30)};
+    const std::vector<T> dy{T(3), inf, nan, T(-4), T(5), T(6), -inf, T(7), T(-8), T(9)};
+    std::vector<T> y(x.size()), dx(x.size());
+    d.relu_fwd<T>(x, y);
+    d.relu_bwd<T>(x, dy, dx);
+    auto same_bits = [](T a, T b) { return std::memcmp(&a, &b, sizeof(T)) == 0; };
+    for (std::size_t i = 0; i < x.size(); ++i) {
+      INFO("element " << i);
+      CHECK(same_bits(y[i], x[i] > T(0) ? x[i] : T(0)));
+      CHECK(same_bits(dx[i], x[i] > T(0) ? dy[i] : T(0)));
+    }
+  };
+  check(0.0f);
+  check(0.0);
 }
 
 TEST_CASE("layernorm rows normalise with eps 1e-5 and backpropagate like finite differences", "[backend][layernorm]") {
