@@ -262,7 +262,7 @@ void measure_models(hardware& h, const mesh_shape& shape, const calibrate_option
   for (const auto& m : o.models) models += (models.empty() ? "" : " ") + m;
   h.sources.push_back("measured: kernels = forward (context + op_forward) and backward (op_backward) of every distinct kernel of the "
                       "candidate signatures of " + models + " on mesh " + to_string(shape) +
-                      ", all ranks at once, max over ranks per rep, median of " + std::to_string(o.kernel_reps) +
+                      ", all ranks at once, span from the first start to the last end per rep, median of " + std::to_string(o.kernel_reps) +
                       " reps, each after 2 MiB of other writes (operands out of the core's L2, as in a step), on values spread "
                       "like a step's");
   h.sources.push_back("measured: copy = runtime/boxing.hpp chunks_along/concat_along 16 KiB..16 MiB; optimizer = cpu_device "

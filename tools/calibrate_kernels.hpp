@@ -4,11 +4,13 @@
 //   models' ops runs on this mesh (signatures(op, mesh), the planner's own candidates), run
 //   forward (make_kernel_context + op_forward, as the trainer does per step) and backward
 //   (op_backward) on the cpu_device with every rank running the same kernel at once; a barrier
-//   before each measurement, the max over ranks per rep, the median over reps.
+//   before each measurement, the span from the first start to the last end per rep (busy_time),
+//   the median over reps.
 // - Copies: runtime/boxing.hpp's chunks_along and concat_along on 16 KiB..16 MiB; seconds =
 //   alpha + bytes / bandwidth fitted on relative residuals (fit_kernel_time with no FLOPs).
 // - Optimizer: the cpu_device's sgd_momentum and adam over 1 Ki..4 Mi elements, fitted likewise.
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -77,20 +79,41 @@ inline void evict_cache(std::size_t bytes) {
 constexpr std::size_t kernel_evict_bytes = std::size_t(2) << 20;
 constexpr std::size_t optimizer_evict_bytes = std::size_t(64) << 20;
 
+/// Whether every rank runs on this node, so that their steady clocks are one clock.
+inline bool ranks_share_a_clock() {
+  static const bool shared = [] {
+    MPI_Comm node;
+    MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
+    int here = 0, all = 0;
+    MPI_Comm_size(node, &here);
+    MPI_Comm_size(MPI_COMM_WORLD, &all);
+    MPI_Comm_free(&node);
+    return here == all;
+  }();
+  return shared;
+}
+
 /// Seconds of `f` with every rank running it at once: per rep `evict` bytes written
-/// (evict_cache), a barrier, the time, the max over ranks; the median over `reps` reps (one
-/// unmeasured warm-up first).
+/// (evict_cache), a barrier, then the span from the first rank's start to the last rank's end
+/// (ranks on one node; across nodes, the longest rank's own time); the median over `reps` reps
+/// (one unmeasured warm-up first). The span, not each rank's own time, is what a step sees when
+/// ranks share a core: with 4 ranks on 2 cores the scheduler runs two ranks' short kernels one
+/// after the other, each rank's timer starting when it gets the core, and the per-rank time
+/// priced 4-rank steps at half what they took.
 inline double busy_time(const std::function<void()>& f, int reps, std::size_t evict = kernel_evict_bytes) {
+  using clock = std::chrono::steady_clock;
+  auto seconds = [](clock::time_point p) { return std::chrono::duration<double>(p.time_since_epoch()).count(); };
   f();
   std::vector<double> t;
   for (int r = 0; r < reps; ++r) {
     evict_cache(evict);
     MPI_Barrier(MPI_COMM_WORLD);
-    const double t0 = MPI_Wtime();
+    const double t0 = seconds(clock::now());
     f();
-    double local = MPI_Wtime() - t0, worst = 0;
-    MPI_Allreduce(&local, &worst, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-    t.push_back(worst);
+    const double t1 = seconds(clock::now());
+    double local[3] = {-t0, t1, t1 - t0}, worst[3] = {};
+    MPI_Allreduce(local, worst, 3, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    t.push_back(ranks_share_a_clock() ? worst[0] + worst[1] : worst[2]);
   }
   return median_of(t);
 }
