@@ -55,6 +55,10 @@ int main(int argc, char** argv) {
   std::puts("# devices 8 -> 8192, GPT-3 175B, global batch 8192 (memory limit lifted)");
   for (const char* mesh : {"1x8", "8x8", "64x8", "128x8", "1024x8"})
     run("gpt:size=gpt3-175b,batch=8192", mesh, "dgx-a100", dtype::bf16, true);
+  std::puts("# mesh rank 3 (issue 19's rows; 4-D meshes are not yet affordable: 2401 candidates per op)");
+  run("gpt:layers=2,hidden=64,heads=4,seq=32,batch=8,vocab=128", "2x2x2", "dgx-a100", dtype::bf16);
+  run("gpt:size=gpt2,batch=64", "4x4x8", "dgx-a100", dtype::bf16);
+  run("gpt:size=gpt3-175b,batch=128", "16x8x8", "dgx-a100", dtype::bf16);
   std::puts("# other models, real memory limits");
   run("vgg16:batch=256", "4x8", "dgx1-v100", dtype::fp32);
   run("bert:size=bert-large,batch=256,seq=512", "4x8", "dgx1-v100", dtype::fp16);

@@ -7,11 +7,13 @@
 //   all_gather(buf)      chunk rank() holds this rank's part -> every chunk holds its owner's part
 //   reduce_scatter(buf)  every chunk holds an addend -> chunk rank() holds the sum
 //   all_reduce(buf)      every rank ends with the element-wise sum
+//   all_reduce(buf, k)   the same with k = reduce_kind::sum or ::max (what the executor calls)
 //   all_to_all(in, out)  chunk j of `in` goes to rank j; chunk j of `out` comes from rank j
 #include <concepts>
 #include <cstdint>
 #include <span>
 
+#include "autoddl/backend/device.hpp"
 #include "autoddl/mesh/device_mesh.hpp"
 #include "autoddl/sbp/mesh_shape.hpp"
 
@@ -25,6 +27,7 @@ concept AxisCommunicatorFor = requires(C c, const C cc, std::span<T> buf, std::s
   { c.all_gather(buf) } -> std::convertible_to<std::int64_t>;
   { c.reduce_scatter(buf) } -> std::convertible_to<std::int64_t>;
   { c.all_reduce(buf) } -> std::convertible_to<std::int64_t>;
+  { c.all_reduce(buf, reduce_kind::max) } -> std::convertible_to<std::int64_t>;
   { c.all_to_all(in, buf) } -> std::convertible_to<std::int64_t>;
   { c.broadcast(buf, peer) } -> std::convertible_to<std::int64_t>;
   { c.send(std::span<const T>(in), peer) };

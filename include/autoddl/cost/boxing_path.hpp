@@ -9,6 +9,7 @@
 // Detours through P are allowed because they can be strictly cheaper ([S(0),B] -> [B,S(0)] on
 // 2x4 goes [P,B] -> [P,S(0)] -> all-reduce of a quarter), but among equal costs the path with
 // fewer steps into P wins (each needs a full-size zero-filled buffer).
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <limits>
@@ -92,13 +93,30 @@ constexpr boxing_path cheapest_boxing(const boxing_request& req, StepCost cost =
   std::vector<char> done(std::size_t(states), 0);
   const int src = encode(req.from), dst = encode(req.to);
   dist[std::size_t(src)] = 0;
+  // The next state is the unfinished one of least (distance, detours, id): a binary heap of
+  // (distance, detours, id) entries, an entry dropped when popped stale (its state finished or
+  // improved since). The order is the same as a scan over all states, so are the paths.
+  struct entry {
+    double d;
+    int detours, id;
+  };
+  auto later = [](const entry& x, const entry& y) {  // heap order: the least entry on top
+    if (x.d != y.d) return x.d > y.d;
+    if (x.detours != y.detours) return x.detours > y.detours;
+    return x.id > y.id;
+  };
+  std::vector<entry> heap{{0.0, 0, src}};
   while (true) {
     int u = -1;
-    for (int v = 0; v < states; ++v)
-      if (!done[std::size_t(v)] && dist[std::size_t(v)] < inf &&
-          (u < 0 || dist[std::size_t(v)] < dist[std::size_t(u)] ||
-           (dist[std::size_t(v)] == dist[std::size_t(u)] && detours[std::size_t(v)] < detours[std::size_t(u)])))
-        u = v;
+    while (!heap.empty()) {
+      std::pop_heap(heap.begin(), heap.end(), later);
+      const entry e = heap.back();
+      heap.pop_back();
+      if (!done[std::size_t(e.id)] && e.d == dist[std::size_t(e.id)] && e.detours == detours[std::size_t(e.id)]) {
+        u = e.id;
+        break;
+      }
+    }
     if (u < 0 || u == dst) break;
     done[std::size_t(u)] = 1;
     const nd_sbp su = decode(u);
@@ -117,6 +135,8 @@ constexpr boxing_path cheapest_boxing(const boxing_request& req, StepCost cost =
           detours[std::size_t(v)] = dt;
           prev[std::size_t(v)] = u;
           via[std::size_t(v)] = st;
+          heap.push_back({d, dt, v});
+          std::push_heap(heap.begin(), heap.end(), later);
         }
       }
     }

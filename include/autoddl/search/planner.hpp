@@ -19,9 +19,11 @@
 #include <cmath>
 #include <cstdint>
 #include <map>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <tuple>
+#include <unordered_map>
 #include <vector>
 
 #include "autoddl/cost/boxing_copies.hpp"
@@ -158,8 +160,30 @@ class plan_problem {
     return {box(out, in, s), box(dual(in), dual(out), s)};
   }
 
+  /// The priced path from -> to for a tensor of shape s (boxing_cost on this problem's mesh),
+  /// memoised: the search asks for the same (layouts, shape) across repeated layers and
+  /// candidate pairs many times over, and each answer is a shortest-path search.
   boxing_path box(const nd_sbp& from, const nd_sbp& to, const tensor_shape& s) const {
-    return boxing_cost({from, to, o_.mesh, s, elem_}, dmesh_);
+    std::string key;
+    key.reserve(2 * std::size_t(max_mesh_axes) + 8 * std::size_t(max_tensor_rank) + 2);
+    auto put = [&key](const nd_sbp& v) {
+      for (int i = 0; i < v.size(); ++i) key.push_back(char(int(v[i].kind) * 16 + v[i].dim + 1));
+      key.push_back('|');
+    };
+    put(from);
+    put(to);
+    for (int d = 0; d < s.rank(); ++d) {
+      const std::int64_t x = s[d];
+      key.append(reinterpret_cast<const char*>(&x), sizeof x);
+    }
+    std::lock_guard<std::mutex> lock(box_memo_mutex_);
+    if (auto it = box_memo_.find(key); it != box_memo_.end()) return it->second;
+    return box_memo_.emplace(std::move(key), boxing_cost({from, to, o_.mesh, s, elem_}, dmesh_)).first->second;
+  }
+  /// Distinct (layouts, shape) pairs priced so far (box's memo).
+  std::size_t boxings_priced() const {
+    std::lock_guard<std::mutex> lock(box_memo_mutex_);
+    return box_memo_.size();
   }
 
   /// The terms of op `op` alone under candidate c (compute, activations, statistic all-reduces).
@@ -305,6 +329,8 @@ class plan_problem {
   std::vector<int> uses_;  ///< per parameter: how many op slots use it
   std::vector<edge_info> edges_;
   choice_problem tied_, untied_;
+  mutable std::mutex box_memo_mutex_;
+  mutable std::unordered_map<std::string, boxing_path> box_memo_;
 };
 
 inline void plan_problem::build() {

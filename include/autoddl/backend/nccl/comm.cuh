@@ -25,6 +25,7 @@
 #include <utility>
 
 #include "autoddl/backend/cuda/types.cuh"
+#include "autoddl/backend/device.hpp"
 #include "autoddl/backend/mpi/c_api.hpp"
 #include "autoddl/backend/mpi/error.hpp"
 
@@ -150,6 +151,13 @@ class nccl_comm {
     check(ncclAllReduce(buf.data(), buf.data(), buf.size(), data_type_v<T>, ncclMax, comm_, stream_), "ncclAllReduce (max)",
           mpi_);
     return count(2 * (size_ - 1) * c * std::int64_t(sizeof(T)));
+  }
+
+  /// Sum or element-wise max over the group, in place: the form the executor calls
+  /// (AxisCommunicator, backend/communicator.hpp).
+  template <cuda::CudaElement T>
+  std::int64_t all_reduce(std::span<T> buf, reduce_kind op) {
+    return op == reduce_kind::max ? all_reduce_max(buf) : all_reduce(buf);
   }
 
   /// Chunk j of `in` goes to rank j; chunk j of `out` comes from rank j. @pre in and out do not overlap.
