@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <limits>
 #include <random>
+#include <tuple>
 #include <vector>
 
 #include "autoddl/index.hpp"
@@ -61,6 +62,62 @@ class descent_state {
     return t;
   }
 
+  /// The best joint move of adjacent groups gu and gv: every pick cu != current of gu against
+  /// every pick cv of gv, in that order, a pair kept only if it ranks below `best_rank` by more
+  /// than a relative 1e-12 (as single moves). Each pair costs three additions: the totals are
+  /// split into what neither group touches (fixed), gu's items without the gu-gv edges (per cu),
+  /// gv's likewise (per cv), and the gu-gv edges (per pair), instead of re-pricing both groups'
+  /// items per pair (k^2 of them: 117,649 pairs per edge with 343 picks on a 3-D mesh).
+  /// Returns {cu, cv, rank}; {current, current, best_rank} when no pair improves.
+  std::tuple<int, int, double> best_pair(int gu, int gv, const objective& obj, double best_rank) const {
+    const int cu0 = at(pick_, gu), cv0 = at(pick_, gv);
+    const int ku = p_.group_candidates(gu), kv = p_.group_candidates(gv);
+    auto other = [&](int e, int g) {  // the group at the other end of edge e from group g
+      const auto& ed = at(p_.edges(), e);
+      return p_.group_of(ed.u) == g ? p_.group_of(ed.v) : p_.group_of(ed.u);
+    };
+    std::vector<int> cross;  // edges joining gu and gv
+    for (int e : p_.group_edges(gu))
+      if (other(e, gu) == gv) cross.push_back(e);
+    // What neither group owns: the totals less both groups' parts, transient the max outside.
+    cost_terms base = totals_;
+    base.subtract_additive(part(gu, cu0));
+    cost_terms v_own;  // gv's part without the cross edges (already left with gu's part)
+    for (int n : p_.group_nodes(gv)) v_own += p_.unary(n, cv0);
+    for (int e : p_.group_edges(gv))
+      if (other(e, gv) != gu) v_own += pair_at(e, gv, cv0);
+    base.subtract_additive(v_own);
+    base.transient = max_outside_both(gu, gv);
+    auto own = [&](int g, int c, int skip) {  // g's nodes and its edges not leading to `skip`
+      cost_terms t;
+      for (int n : p_.group_nodes(g)) t += p_.unary(n, c);
+      for (int e : p_.group_edges(g))
+        if (other(e, g) != skip) t += pair_at(e, g, c);
+      return t;
+    };
+    std::vector<cost_terms> b(static_cast<std::size_t>(kv));
+    for (int cv = 0; cv < kv; ++cv) at(b, cv) = own(gv, cv, gu);
+    int bu = cu0, bv = cv0;
+    for (int cu = 0; cu < ku; ++cu) {
+      if (cu == cu0) continue;
+      const cost_terms a = base + own(gu, cu, gv);
+      for (int cv = 0; cv < kv; ++cv) {
+        cost_terms t = a + at(b, cv);
+        for (int e : cross) {
+          const auto& ed = at(p_.edges(), e);
+          t += p_.pair(e, p_.group_of(ed.u) == gu ? cu : cv, p_.group_of(ed.v) == gu ? cu : cv);
+        }
+        const double rk = obj.rank(t);
+        if (rk < best_rank * (1 - 1e-12)) {
+          best_rank = rk;
+          bu = cu;
+          bv = cv;
+        }
+      }
+    }
+    return {bu, bv, best_rank};
+  }
+
   void set(int g, int c) {
     if (c == at(pick_, g)) return;
     totals_ = totals_with(g, c);
@@ -94,6 +151,23 @@ class descent_state {
       t += p_.pair(e, pick_of(ed.u, g, c), pick_of(ed.v, g, c));
     }
     return t;
+  }
+  // Pair cost of edge e (incident to group g) when g picks c and the other end keeps its pick.
+  const cost_terms& pair_at(int e, int g, int c) const {
+    const auto& ed = at(p_.edges(), e);
+    return p_.pair(e, pick_of(ed.u, g, c), pick_of(ed.v, g, c));
+  }
+  // The largest transient of the items neither group ga nor gb owns.
+  double max_outside_both(int ga, int gb) const {
+    double m = 0;
+    for (int n = 0; n < p_.nodes(); ++n)
+      if (p_.group_of(n) != ga && p_.group_of(n) != gb) m = std::max(m, at(node_tr_, n));
+    for (std::size_t e = 0; e < edge_tr_.size(); ++e) {
+      const auto& ed = p_.edges()[e];
+      const int u = p_.group_of(ed.u), v = p_.group_of(ed.v);
+      if (u != ga && u != gb && v != ga && v != gb) m = std::max(m, edge_tr_[e]);
+    }
+    return m;
   }
   // The largest transient of the items group g does not own.
   double max_outside(int g) const {
@@ -174,20 +248,8 @@ inline descent_result descend(const choice_problem& p, const objective& obj, std
     ++r.sweeps;
     for (auto [gu, gv] : pairs) {
       const int cu0 = at(s.pick(), gu), cv0 = at(s.pick(), gv);
-      double best_rank = obj.rank(s.totals());
-      int bu = cu0, bv = cv0;
-      for (int cu = 0; cu < p.group_candidates(gu); ++cu) {
-        if (cu == cu0) continue;
-        s.set(gu, cu);
-        for (int cv = 0; cv < p.group_candidates(gv); ++cv) {
-          double rk = obj.rank(s.totals_with(gv, cv));
-          if (rk < best_rank * (1 - 1e-12)) {
-            best_rank = rk;
-            bu = cu;
-            bv = cv;
-          }
-        }
-      }
+      const auto [bu, bv, rk] = s.best_pair(gu, gv, obj, obj.rank(s.totals()));
+      (void)rk;
       s.set(gu, bu);
       s.set(gv, bv);
       if (bu != cu0 || bv != cv0) joint_changed = true;
