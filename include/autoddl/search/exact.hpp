@@ -12,7 +12,10 @@
 // blocks and tied embeddings reduce completely; a graph that does not returns nullopt. Relaxing
 // the ties can only lower the optimum, so for a tied search this is a lower bound and
 // (descent - optimum) / optimum an upper bound on the descent's true gap.
+// series_parallel_optimum_within() gives up after a wall-time budget (the planner's: 1 s or 10 %
+// of its search, whichever is longer), so the reference never costs more than the search.
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <limits>
 #include <map>
@@ -80,10 +83,13 @@ struct sp_undo {
 /// parallel with any existing one), then pick the nodes back in reverse elimination order.
 class sp_reduction {
  public:
-  explicit sp_reduction(const choice_problem& p) : p_(p), unary_(std::size_t(p.nodes())), nbr_(std::size_t(p.nodes())) {
+  using clock = std::chrono::steady_clock;
+  explicit sp_reduction(const choice_problem& p, clock::time_point deadline = clock::time_point::max())
+      : p_(p), unary_(std::size_t(p.nodes())), nbr_(std::size_t(p.nodes())), deadline_(deadline) {
     for (int i = 0; i < p.nodes(); ++i)
       for (int c = 0; c < p.candidates(i); ++c) at(unary_, i).push_back(p.unary(i, c).serial_time());
     for (std::size_t e = 0; e < p.edges().size(); ++e) {
+      if (past_deadline()) return;
       const choice_edge& ed = p.edges()[e];
       sp_matrix m(p.candidates(ed.u), p.candidates(ed.v));
       for (int x = 0; x < m.rows; ++x)
@@ -92,10 +98,15 @@ class sp_reduction {
     }
   }
 
-  /// The optimum, or nullopt when some step finds no node of degree <= 2 (not series-parallel).
+  /// Whether the deadline passed (checked per edge priced and per node eliminated).
+  bool timed_out() const { return timed_out_; }
+
+  /// The optimum, or nullopt when some step finds no node of degree <= 2 (not series-parallel)
+  /// or the deadline passed.
   std::optional<exact_result> solve() {
     std::vector<char> alive(std::size_t(p_.nodes()), 1);
     for (int left = p_.nodes(); left > 0; --left) {
+      if (past_deadline()) return std::nullopt;
       int b = -1;
       for (int i = 0; i < p_.nodes() && b < 0; ++i)
         if (at(alive, i) && at(nbr_, i).size() <= 2) b = i;
@@ -196,12 +207,19 @@ class sp_reduction {
     return r;
   }
 
+  bool past_deadline() {
+    if (deadline_ != clock::time_point::max() && clock::now() > deadline_) timed_out_ = true;
+    return timed_out_;
+  }
+
   const choice_problem& p_;
   std::vector<std::vector<double>> unary_;
   std::map<std::pair<int, int>, sp_matrix> adj_;  ///< (a, b) with a < b -> [pick a][pick b]
   std::vector<std::map<int, bool>> nbr_;
   std::vector<sp_undo> undo_;
   double constant_ = 0;
+  clock::time_point deadline_;
+  bool timed_out_ = false;
 };
 
 }  // namespace detail
@@ -209,6 +227,23 @@ class sp_reduction {
 /// Optimum of the untied additive problem by series-parallel reduction (see the file comment).
 inline std::optional<exact_result> series_parallel_optimum(const choice_problem& p) {
   return detail::sp_reduction(p).solve();
+}
+
+/// series_parallel_optimum within `budget_s` seconds of wall time (pricing every pair included):
+/// `result` is nullopt when the graph does not reduce or the budget ran out, which `timed_out`
+/// tells apart.
+struct bounded_exact {
+  std::optional<exact_result> result;
+  bool timed_out = false;
+};
+inline bounded_exact series_parallel_optimum_within(const choice_problem& p, double budget_s) {
+  const auto deadline = std::chrono::steady_clock::now() +
+                        std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(budget_s));
+  detail::sp_reduction r(p, deadline);
+  bounded_exact out;
+  out.result = r.solve();
+  out.timed_out = r.timed_out();
+  return out;
 }
 
 }  // namespace autoddl

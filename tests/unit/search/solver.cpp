@@ -79,6 +79,26 @@ TEST_CASE("series-parallel DP equals exhaustive enumeration on chains and residu
   }
 }
 
+TEST_CASE("the DP within a budget: the exhaustive optimum when it finishes, a time-out when the budget is spent", "[search][exact]") {
+  for (std::uint64_t seed = 1; seed <= 12; ++seed) {
+    INFO("seed " << seed);
+    auto p = make_problem(seed, 3 + int(seed % 5), seed % 2 ? shape::chain : shape::residual);
+    const auto ex = exhaustive(p, serial_objective());
+    REQUIRE(ex);
+    const bounded_exact roomy = series_parallel_optimum_within(p, 60.0);
+    REQUIRE(roomy.result);
+    CHECK_FALSE(roomy.timed_out);
+    CHECK(std::abs(roomy.result->time - ex->time) <= 1e-9 * ex->time);
+    const bounded_exact spent = series_parallel_optimum_within(p, -1.0);  // the deadline has passed
+    CHECK_FALSE(spent.result);
+    CHECK(spent.timed_out);
+  }
+  // a graph that does not reduce is not a time-out
+  const bounded_exact k4 = series_parallel_optimum_within(make_problem(7, 4, shape::k4), 60.0);
+  CHECK_FALSE(k4.result);
+  CHECK_FALSE(k4.timed_out);
+}
+
 TEST_CASE("a graph that is not series-parallel is refused by the DP", "[search][exact]") {
   auto p = make_problem(7, 4, shape::k4);
   CHECK_FALSE(series_parallel_optimum(p));
