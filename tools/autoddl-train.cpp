@@ -38,7 +38,7 @@ struct settings {
   int steps = 20;
   double lr = 1e-3;
   std::uint64_t seed = 1;
-  bool check_serial = false, json = false;
+  bool check_serial = false, json = false, no_check_finite = false;
   int inject_failure = -1;  ///< testing the abort path: this rank throws during step 2
 };
 
@@ -71,6 +71,7 @@ prepared prepare(const settings& s, int ranks) {
   p.to.opt = parse_optimizer(s.optimizer_s == "sgd" ? "sgd-momentum" : s.optimizer_s);
   p.to.lr = s.lr;
   p.to.seed = s.seed;
+  p.to.check_finite = !s.no_check_finite;
   if (s.steps < 1) throw error("--steps must be at least 1, got " + std::to_string(s.steps));
   if (!(s.lr > 0)) throw error("--lr must be positive, got " + std::to_string(s.lr));
   const plan_strategy strategy = parse_strategy(s.strategy);
@@ -220,6 +221,8 @@ int main(int argc, char** argv) {
   app.add_option("--seed", s.seed, "seed of the data, the initial parameters and the search");
   app.add_flag("--check-serial", s.check_serial, "also train serially on rank 0 and report the largest difference");
   app.add_flag("--json", s.json, "print one JSON object on rank 0");
+  app.add_flag("--no-check-finite", s.no_check_finite,
+               "do not stop when the loss or a gradient turns NaN or Inf (by default training stops, naming the parameter)");
   app.add_option("--inject-failure", s.inject_failure, "make this rank fail during step 2 (tests the abort path)")
       ->group("");  // hidden
   int code = 0;

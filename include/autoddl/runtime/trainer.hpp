@@ -11,6 +11,7 @@
 // storage once (plan_problem::param_sync_path). Bytes sent on the mesh axes per step therefore
 // equal the plan's predicted bytes.
 #include <chrono>
+#include <cmath>
 #include <cstdint>
 #include <span>
 #if defined(__GLIBC__)
@@ -35,6 +36,10 @@ struct train_options {
   double lr = 1e-3;
   std::uint64_t seed = 1;
   bool keep_outputs = false;  ///< keep every op's output shard of the last step (for checks)
+  /// Stop with autoddl::error, on every rank alike, when the loss or a parameter's synchronised
+  /// gradient holds NaN or Inf (naming the parameter and the ops that use it); costs one scan of
+  /// the gradient shards and one all-reduce of a double per step.
+  bool check_finite = true;
 };
 
 /// Where one device's last step spent its time (wall seconds, steady clock), op by op as the
@@ -107,6 +112,10 @@ class trainer {
     for (int i = 0; i < nops; ++i) forward_op(b, i, step_index);
     auto t = clock::now();
     const double loss = global_loss(output(b, model_.loss_op), sig(model_.loss_op).outputs[0]);
+    if (options_.check_finite && !std::isfinite(loss))
+      detail::fail<error>("step " + std::to_string(step_index) + ": the loss is " + (std::isnan(loss) ? "NaN" : "Inf") +
+                          "; training stopped (lower the learning rate or check the inputs; train_options::check_finite "
+                          "= false, autoddl-train --no-check-finite, turns this check off)");
     profile_.loss_s = lap(t);
     if (options_.keep_outputs) {
       kept_outputs_.clear();
@@ -115,6 +124,7 @@ class trainer {
     backward(b);
     t = clock::now();
     synchronise_gradients();
+    if (options_.check_finite) check_gradients_finite(step_index);
     profile_.sync_s = lap(t);
     optimizer_update();
     profile_.update_s = lap(t);
@@ -283,6 +293,31 @@ class trainer {
                                              : run_boxing<T>(comm_, std::move(grad_sums_[p]), model_.params[p].shape,
                                                              pc.grad_sum, sync_paths_[p]);
     }
+  }
+
+  // The first parameter (by index, over all ranks) whose synchronised gradient shard holds NaN or
+  // Inf stops training on every rank with the same message: one all-reduce (max) of a double.
+  void check_gradients_finite(std::int64_t step_index) {
+    const int n = int(grads_.size());
+    double flag = 0;  // n - p for the first bad parameter p here, so the max picks the least p
+    for (int p = 0; p < n && flag == 0; ++p)
+      for (const T& x : grads_[std::size_t(p)])
+        if (!std::isfinite(double(x))) {
+          flag = double(n - p);
+          break;
+        }
+    std::vector<double> buf(std::size_t(comm_.world().size()), flag);
+    comm_.world().all_reduce(std::span<double>(buf), reduce_kind::max);
+    if (buf[0] == 0) return;
+    const int p = n - int(buf[0]);
+    std::string users;
+    for (const op_node& op : model_.ops)
+      for (int q : op.param_ids)
+        if (q == p) users += (users.empty() ? "'" : ", '") + op.name + "'";
+    detail::fail<error>("step " + std::to_string(step_index) + ": the gradient of parameter '" + at(model_.params, p).name +
+                        "' (used by op " + users + ") holds NaN or Inf; training stopped (lower the learning rate or "
+                        "check the inputs; train_options::check_finite = false, autoddl-train --no-check-finite, turns "
+                        "this check off)");
   }
 
   // SGD with momentum or Adam, on each device's storage shard.

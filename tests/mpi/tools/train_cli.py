@@ -42,6 +42,17 @@ r = run(2, "--model", "gpt:layres=2", "--mesh", "2")
 check("unknown model key: exit 2", r.returncode == 2 and "unknown key 'layres'" in r.stderr, r.stderr[-1000:])
 r = run(2, "--model", model, "--mesh", "2", "--steps", "0")
 check("zero steps: exit 2", r.returncode == 2 and "--steps must be at least 1" in r.stderr, r.stderr[-1000:])
+try:  # a learning rate that blows the weights up: stopped at the first NaN or Inf, on every rank
+    r = run(4, "--model", model, "--mesh", "2x2", "--steps", "20", "--optimizer", "sgd", "--lr", "1e30", timeout=120)
+    named = ("the loss is NaN" in r.stderr or "the loss is Inf" in r.stderr or
+             ("the gradient of parameter '" in r.stderr and "holds NaN or Inf" in r.stderr))
+    check("NaN or Inf stops training, naming the loss or the parameter and its ops",
+          r.returncode != 0 and named and "--no-check-finite" in r.stderr, r.stderr[-1500:])
+    r = run(4, "--model", model, "--mesh", "2x2", "--steps", "3", "--optimizer", "sgd", "--lr", "1e30", "--no-check-finite",
+            timeout=120)
+    check("--no-check-finite trains on through NaN", r.returncode == 0, r.stderr[-1500:])
+except subprocess.TimeoutExpired:
+    check("NaN or Inf stops training instead of hanging", False, "timed out: the job hung")
 try:
     r = run(4, "--model", model, "--mesh", "2x2", "--steps", "5", "--inject-failure", "2", timeout=120)
     check("a failing rank aborts the job with its message",
