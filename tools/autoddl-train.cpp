@@ -79,6 +79,10 @@ prepared prepare(const settings& s, int ranks) {
   p.g = build_model(s.model);
   p.pp = std::make_unique<plan_problem>(p.g, p.o);
   p.plan = solve_plan(*p.pp, strategy, s.seed);
+  if (!p.plan.feasible)  // refused before any tensor is allocated
+    throw error("the " + to_string(strategy) + " plan needs " + tools::si(p.plan.totals.peak_memory(), "B") +
+                " per device, over the memory limit of " + tools::si(p.pp->make_objective().memory_limit, "B") + " of hardware '" +
+                s.hardware + "'; use a larger mesh or a smaller model");
   return p;
 }
 

@@ -40,6 +40,9 @@ check("mesh size != ranks: exit 2 and one sentence", r.returncode == 2 and "mesh
       r.stderr[-1000:])
 r = run(2, "--model", "gpt:layres=2", "--mesh", "2")
 check("unknown model key: exit 2", r.returncode == 2 and "unknown key 'layres'" in r.stderr, r.stderr[-1000:])
+r = run(2, "--model", "gpt:layers=2,hidden=32,heads=4,seq=16,batch=8,vocab=1000000000000", "--mesh", "2", "--steps", "1")
+check("a model over the memory limit: exit 2 before allocating", r.returncode == 2 and "over the memory limit of" in r.stderr,
+      r.stderr[-1000:])
 r = run(2, "--model", model, "--mesh", "2", "--steps", "0")
 check("zero steps: exit 2", r.returncode == 2 and "--steps must be at least 1" in r.stderr, r.stderr[-1000:])
 try:  # a learning rate that blows the weights up: stopped at the first NaN or Inf, on every rank
