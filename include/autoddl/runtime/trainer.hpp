@@ -301,7 +301,7 @@ class trainer {
     const int n = int(grads_.size());
     double flag = 0;  // n - p for the first bad parameter p here, so the max picks the least p
     for (int p = 0; p < n && flag == 0; ++p)
-      for (const T& x : grads_[std::size_t(p)])
+      for (const T& x : at(grads_, p))
         if (!std::isfinite(double(x))) {
           flag = double(n - p);
           break;

@@ -95,12 +95,16 @@ class plan_problem {
   const choice_problem& tied() const { return tied_; }
   const choice_problem& untied() const { return untied_; }
   int param_node(int p) const { return int(g_.ops.size()) + p; }
-  const std::vector<signature>& op_candidates(int op) const { return op_sigs_[std::size_t(op)]; }
+  const std::vector<signature>& op_candidates(int op) const { return at(op_sigs_, op); }
+  /// Op `op`'s candidate c.
+  const signature& op_candidate(int op, int c) const { return at(at(op_sigs_, op), c); }
   /// The index into signatures(op, mesh) of op's candidate c (c itself without an allow-list).
-  int signature_index(int op, int c) const { return op_sig_index_[std::size_t(op)][std::size_t(c)]; }
-  const std::vector<param_choice>& param_candidates(int p) const { return param_sigs_[std::size_t(p)]; }
+  int signature_index(int op, int c) const { return at(at(op_sig_index_, op), c); }
+  const std::vector<param_choice>& param_candidates(int p) const { return at(param_sigs_, p); }
+  /// Parameter p's candidate c (storage and gradient-summing layouts).
+  const param_choice& param_candidate(int p, int c) const { return at(at(param_sigs_, p), c); }
   /// Whether parameter p has several uses (its gradient contributions are summed, then synced).
-  bool tied_param(int p) const { return uses_[std::size_t(p)] > 1; }
+  bool tied_param(int p) const { return at(uses_, p) > 1; }
 
   /// The overlap rule this problem is priced under.
   overlap_rule overlap() const { return o_.overlap.value_or(o_.hw.overlap); }
@@ -122,7 +126,7 @@ class plan_problem {
   /// A tied pick (per group of tied()) as a per-node pick.
   std::vector<int> untie(const std::vector<int>& tied_pick) const {
     std::vector<int> r(std::size_t(tied_.nodes()));
-    for (int n = 0; n < tied_.nodes(); ++n) r[std::size_t(n)] = tied_pick[std::size_t(tied_.group_of(n))];
+    for (int n = 0; n < tied_.nodes(); ++n) at(r, n) = at(tied_pick, tied_.group_of(n));
     return r;
   }
 
@@ -138,25 +142,25 @@ class plan_problem {
   /// Parameter p's gradient synchronisation under its candidate c: the summed contributions of its
   /// uses boxed from the summing layout to storage (empty for a parameter with one use).
   boxing_path param_sync_path(int p, int c) const {
-    const param_choice& pc = param_sigs_[std::size_t(p)][std::size_t(c)];
-    return box(pc.grad_sum, pc.storage, g_.params[std::size_t(p)].shape);
+    const param_choice& pc = param_candidate(p, c);
+    return box(pc.grad_sum, pc.storage, at(g_.params, p).shape);
   }
 
   /// The forward and backward boxing paths of edge e under picks cu, cv: for a parameter edge,
   /// storage -> compute layout, and the gradient dual(compute) -> the summing layout.
   std::pair<boxing_path, boxing_path> edge_paths(int e, int cu, int cv) const {
-    const edge_info& ei = edges_[std::size_t(e)];
+    const edge_info& ei = at(edges_, e);
     if (ei.param) {
       const int p = ei.from_node - int(g_.ops.size());
-      const param_choice& store = param_sigs_[std::size_t(p)][std::size_t(cu)];
-      const nd_sbp comp = op_sigs_[std::size_t(ei.to_node)][std::size_t(cv)].params[std::size_t(ei.tensor_index)];
-      const tensor_shape& s = g_.params[std::size_t(p)].shape;
+      const param_choice& store = param_candidate(p, cu);
+      const nd_sbp comp = at(op_candidate(ei.to_node, cv).params, ei.tensor_index);
+      const tensor_shape& s = at(g_.params, p).shape;
       return {box(store.storage, comp, s), box(dual(comp), store.grad_sum, s)};
     }
     const nd_sbp out =
-        op_sigs_[std::size_t(ei.from_node)][std::size_t(cu)].outputs[std::size_t(ei.producer_output)];
-    const nd_sbp in = op_sigs_[std::size_t(ei.to_node)][std::size_t(cv)].inputs[std::size_t(ei.tensor_index)];
-    const tensor_shape& s = g_.ops[std::size_t(ei.from_node)].outputs[std::size_t(ei.producer_output)];
+        at(op_candidate(ei.from_node, cu).outputs, ei.producer_output);
+    const nd_sbp in = at(op_candidate(ei.to_node, cv).inputs, ei.tensor_index);
+    const tensor_shape& s = at(at(g_.ops, ei.from_node).outputs, ei.producer_output);
     return {box(out, in, s), box(dual(in), dual(out), s)};
   }
 
@@ -191,7 +195,7 @@ class plan_problem {
   /// per-op-kind fit of the table where it has that kind, else the analytical formula
   /// (search/kernel_prices.hpp); kernel_price_of says which.
   cost_terms op_terms(int op, int c) const {
-    const op_work w = device_work(g_.ops[std::size_t(op)], op_sigs_[std::size_t(op)][std::size_t(c)], o_.mesh, elem_);
+    const op_work w = device_work(at(g_.ops, op), op_candidate(op, c), o_.mesh, elem_);
     cost_terms t;
     if (const kernel_price k = kernel_price_of(op, c, w); k.source != price_source::analytical) {
       t.compute_fwd = k.forward_s;
@@ -215,10 +219,10 @@ class plan_problem {
   /// The measured or fitted price of op `op`'s kernel under candidate c, or source analytical.
   kernel_price kernel_price_of(int op, int c, const op_work& w) const {
     if (prices_.empty()) return {};
-    const op_node& n = g_.ops[std::size_t(op)];
+    const op_node& n = at(g_.ops, op);
     std::vector<bool> input_grads;  // the trainer skips the gradients of the model's own inputs
-    for (const tensor_ref& r : g_.op_inputs[std::size_t(op)]) input_grads.push_back(r.op >= 0);
-    const std::string key = kernel_key(n, op_sigs_[std::size_t(op)][std::size_t(c)], o_.mesh, input_grads);
+    for (const tensor_ref& r : at(g_.op_inputs, op)) input_grads.push_back(r.op >= 0);
+    const std::string key = kernel_key(n, op_candidate(op, c), o_.mesh, input_grads);
     return prices_.price(std::string(to_string(n.kind)), key, w);
   }
 
@@ -226,8 +230,8 @@ class plan_problem {
   kernel_price_counts kernel_price_counts_of() const {
     kernel_price_counts k;
     for (int i = 0; i < int(g_.ops.size()); ++i)
-      for (int c = 0; c < int(op_sigs_[std::size_t(i)].size()); ++c) {
-        const op_work w = device_work(g_.ops[std::size_t(i)], op_sigs_[std::size_t(i)][std::size_t(c)], o_.mesh, elem_);
+      for (int c = 0; c < int(at(op_sigs_, i).size()); ++c) {
+        const op_work w = device_work(at(g_.ops, i), op_candidate(i, c), o_.mesh, elem_);
         const price_source s = kernel_price_of(i, c, w).source;
         ++(s == price_source::measured ? k.measured : s == price_source::fitted ? k.fitted : k.analytical);
       }
@@ -237,8 +241,8 @@ class plan_problem {
   /// Storage terms of parameter p under candidate c: params, grads and optimizer state, and for a
   /// tied parameter the one synchronisation of its summed gradient.
   cost_terms param_terms(int p, int c) const {
-    const param_choice& pc = param_sigs_[std::size_t(p)][std::size_t(c)];
-    const tensor_shape& shape = g_.params[std::size_t(p)].shape;
+    const param_choice& pc = param_candidate(p, c);
+    const tensor_shape& shape = at(g_.params, p).shape;
     const double elems = double(local_shape(shape, layout{pc.storage, o_.mesh}).elements());
     cost_terms t;
     t.memory = 2 * elems * elem_ + double(optimizer_state_bytes(o_.opt, std::int64_t(elems), o_.type));
@@ -265,7 +269,7 @@ class plan_problem {
 
  private:
   cost_terms edge_terms(int e, int cu, int cv) const {
-    const edge_info& ei = edges_[std::size_t(e)];
+    const edge_info& ei = at(edges_, e);
     auto [fwd, bwd] = edge_paths(e, cu, cv);
     cost_terms t;
     // Copies beside the collectives (cost/boxing_copies.hpp), on the step's own comm term; the
@@ -279,11 +283,11 @@ class plan_problem {
     else t.comm_bwd = bwd_s;
     t.bytes = double(fwd.bytes_per_device() + bwd.bytes_per_device());
     // buffers: a path's largest intermediate is a transient; a gathered parameter is kept
-    const tensor_shape& s = ei.param ? g_.params[std::size_t(ei.from_node - int(g_.ops.size()))].shape
-                                     : g_.ops[std::size_t(ei.from_node)].outputs[std::size_t(ei.producer_output)];
+    const tensor_shape& s = ei.param ? at(g_.params, ei.from_node - int(g_.ops.size())).shape
+                                     : at(at(g_.ops, ei.from_node).outputs, ei.producer_output);
     t.transient = std::max(path_buffer(fwd), path_buffer(bwd));
     if (ei.param && fwd.size() > 0) {
-      const nd_sbp comp = op_sigs_[std::size_t(ei.to_node)][std::size_t(cv)].params[std::size_t(ei.tensor_index)];
+      const nd_sbp comp = at(op_candidate(ei.to_node, cv).params, ei.tensor_index);
       t.memory += double(local_shape(s, layout{comp, o_.mesh}).elements()) * elem_;
     }
     return t;
@@ -291,14 +295,14 @@ class plan_problem {
 
   // Bytes of edge e's forward source shard on one device under the producer's pick cu.
   double source_bytes(int e, int cu) const {
-    const edge_info& ei = edges_[std::size_t(e)];
+    const edge_info& ei = at(edges_, e);
     if (ei.param) {
       const int p = ei.from_node - int(g_.ops.size());
-      const nd_sbp& st = param_sigs_[std::size_t(p)][std::size_t(cu)].storage;
-      return double(local_shape(g_.params[std::size_t(p)].shape, layout{st, o_.mesh}).elements()) * elem_;
+      const nd_sbp& st = param_candidate(p, cu).storage;
+      return double(local_shape(at(g_.params, p).shape, layout{st, o_.mesh}).elements()) * elem_;
     }
-    const nd_sbp& out = op_sigs_[std::size_t(ei.from_node)][std::size_t(cu)].outputs[std::size_t(ei.producer_output)];
-    const tensor_shape& s = g_.ops[std::size_t(ei.from_node)].outputs[std::size_t(ei.producer_output)];
+    const nd_sbp& out = at(op_candidate(ei.from_node, cu).outputs, ei.producer_output);
+    const tensor_shape& s = at(at(g_.ops, ei.from_node).outputs, ei.producer_output);
     return double(local_shape(s, layout{out, o_.mesh}).elements()) * elem_;
   }
 
