@@ -24,6 +24,26 @@ constexpr optimizer parse_optimizer(std::string_view s) {
   detail::fail<parse_error>("unknown optimizer '" + std::string(s) + "'; write adam or sgd-momentum");
 }
 
+/// What the backward pass recomputes instead of keeping from forward, per repeated block
+/// (graph::block; Korthikanti et al. 2022, "Reducing Activation Recomputation in Large
+/// Transformer Models", section 4):
+///   none       every op keeps what its backward reads;
+///   selective  the attention core (scores, softmax, dropout of the scores) keeps only its inputs
+///              and reruns its forward in backward;
+///   full       a block keeps only its input; its whole forward reruns before its backward.
+enum class recompute_mode : std::uint8_t { none, selective, full };
+
+constexpr std::string_view to_string(recompute_mode r) {
+  return r == recompute_mode::none ? "none" : r == recompute_mode::selective ? "selective" : "full";
+}
+
+constexpr recompute_mode parse_recompute(std::string_view s) {
+  if (s == "none") return recompute_mode::none;
+  if (s == "selective") return recompute_mode::selective;
+  if (s == "full") return recompute_mode::full;
+  detail::fail<parse_error>("unknown recomputation '" + std::string(s) + "'; write none, selective or full");
+}
+
 /// Bytes of optimizer state for `elements` parameters stored in `param_type` (rule above).
 ///   optimizer_state_bytes(adam, 1000, fp16) == 12000; (adam, 1000, fp32) == 8000.
 constexpr std::int64_t optimizer_state_bytes(optimizer o, std::int64_t elements, dtype param_type) {

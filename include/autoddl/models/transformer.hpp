@@ -40,7 +40,7 @@ inline constexpr transformer_preset bert_presets[] = {
 
 template <std::size_t N>
 transformer_config read_transformer(const model_spec& s, const transformer_preset (&presets)[N], const char* dflt) {
-  spec_reader r(s, {"size", "layers", "hidden", "heads", "seq", "batch", "vocab"});
+  spec_reader r(s, {"size", "layers", "hidden", "heads", "seq", "batch", "vocab", "dropout"});
   std::string size = r.text("size", dflt);
   const transformer_preset* p = nullptr;
   std::vector<std::string> names;
@@ -56,6 +56,7 @@ transformer_config read_transformer(const model_spec& s, const transformer_prese
   c.seq = r.count("seq", p->seq);
   c.batch = r.count("batch", 8);
   c.vocab = r.count("vocab", p->vocab);
+  c.dropout = r.fraction("dropout", c.dropout);
   if (c.hidden % c.heads != 0)
     fail<error>("model spec '" + s.text + "': heads=" + itos(c.heads) + " does not divide hidden=" + itos(c.hidden) +
                 "; choose a head count that divides the hidden size");

@@ -1,8 +1,9 @@
 #pragma once
 // Models by name and size: build_model("gpt:layers=2,hidden=64,heads=4,seq=32,batch=8,vocab=128").
 //   gpt    size (gpt2 gpt2-medium gpt2-large gpt2-xl gpt3-175b; default gpt2), layers, hidden,
-//          heads, seq, batch (8), vocab
-//   bert   size (bert-base bert-large; default bert-base), layers, hidden, heads, seq, batch, vocab
+//          heads, seq, batch (8), vocab, dropout (0.1)
+//   bert   size (bert-base bert-large; default bert-base), layers, hidden, heads, seq, batch, vocab,
+//          dropout (0.1)
 //   vgg11 vgg13 vgg16 vgg19   image (224), classes (1000), batch (8), fc (4096)
 //   mlp    layers (3), hidden (256), batch (32), in (784), out (10)
 // Explicit keys override a preset. Builders only describe shapes: nothing is allocated.
@@ -47,6 +48,28 @@ inline graph build_model(std::string_view spec) {
   }
   detail::fail<parse_error>("unknown model '" + s.model + "' in '" + s.text + "'; valid models: " +
                             detail::join(model_names()));
+}
+
+/// The step's batch of a model graph: dim 0 of its first input (every zoo model's inputs lead
+/// with the batch).
+inline std::int64_t graph_batch(const graph& g) { return g.inputs.empty() ? 1 : at(g.inputs, 0)[0]; }
+
+/// One micro-batch of the model a spec names: its batch is the spec's batch / microbatches.
+///   build_model("mlp:batch=32", 4) == build_model("mlp:batch=8")
+/// Throws error when microbatches is below 1 or does not divide the batch.
+inline graph build_model(std::string_view spec, int microbatches) {
+  graph full = build_model(spec);  // validates the spec first
+  if (microbatches == 1) return full;
+  const std::int64_t batch = graph_batch(full);
+  if (microbatches < 1 || batch % microbatches != 0)
+    detail::fail<error>("--microbatches " + detail::itos(microbatches) + " does not divide the batch of " +
+                        detail::itos(batch) + " of '" + std::string(spec) +
+                        "'; choose a divisor of the batch (1 trains the whole batch at once)");
+  detail::model_spec s = detail::parse_spec(spec);
+  std::string text = s.model + ":batch=" + detail::itos(batch / microbatches);
+  for (const auto& [k, v] : s.kv)
+    if (k != "batch") text += "," + k + "=" + v;
+  return build_model(text);
 }
 
 }  // namespace autoddl

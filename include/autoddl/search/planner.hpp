@@ -16,6 +16,23 @@
 // for backward) and boxing the gradient dual(compute) -> storage (comm_grad, which may overlap
 // backward compute). Every boxing is cost/'s cheapest alpha-beta path: the one the executor runs.
 // Ops of identical repeated blocks (graph::block_pos) are tied into one decision for the descent.
+//
+// A step of m micro-batches (plan_options::microbatches; the graph is one micro-batch) is priced
+// as the trainer runs it: every op and activation edge m times (time and bytes); parameters
+// gathered once per step and kept, their gradient contributions accumulated over the
+// micro-batches in the compute layout and boxed to the summing layout once (a parameter edge
+// whose gradient boxes holds that accumulation buffer through the step when m > 1); memory
+// holds one micro-batch's activations. Recomputation (plan_options::recompute, repeated blocks):
+//   selective  a block's attention core keeps its inputs only; its forward reruns in backward
+//              (compute_bwd += compute_fwd).
+//   full       a block keeps its inputs: the outputs of ops outside it that it reads, and the
+//              boxed copies of those where the edge boxes; every op of the block reruns its
+//              forward in backward, and so does the forward boxing of every activation edge
+//              inside the block (time in comm_bwd, bytes counted again). While a block is
+//              recomputed its activations live: each block op's kept bytes are priced divided by
+//              the number of blocks (one block's worth when the blocks are alike).
+// Memory by purpose: memory_of(pick) (params, grads, optimizer, activations, transient).
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <map>
@@ -76,6 +93,13 @@ struct plan_options {
   /// search may pick for op i (a pinned typed layer lists one). A missing or empty entry allows
   /// every signature. Example: allowed = {{}, {3}} pins op 1 to its signature 3.
   std::vector<std::vector<int>> allowed{};
+  /// Micro-batches per step (gradient accumulation). The problem's graph is ONE micro-batch (its
+  /// batch is the step's batch / microbatches, build_model(spec, microbatches)): ops and
+  /// activation edges run once per micro-batch, parameters are gathered once per step and their
+  /// gradients accumulated over the micro-batches and synchronised once.
+  int microbatches = 1;
+  /// What the repeated blocks recompute in backward (cost/memory.hpp).
+  recompute_mode recompute = recompute_mode::none;
 };
 
 /// The layout-choice problem of one model on one mesh, and everything needed to read a pick.
@@ -86,6 +110,8 @@ class plan_problem {
   plan_problem(const graph& g, const plan_options& o)
       : g_(g), o_(o), dmesh_(make_device_mesh(o.mesh, o.hw)), elem_(bytes_of(o.type)), prices_(o.hw.measured, o.type) {
     validate(g_);
+    if (o.microbatches < 1)
+      detail::fail<error>("plan_options::microbatches must be at least 1, got " + detail::itos(o.microbatches));
     build();
   }
 
@@ -207,13 +233,69 @@ class plan_problem {
       t.compute_fwd = compute_time(w.fwd_flops, w.kind, o_.type, o_.hw.device);
       t.compute_bwd = compute_time(w.bwd_flops, w.kind, o_.type, o_.hw.device);
     }
-    t.memory = double(w.activation_bytes);
     for (const auto& s : w.stat_all_reduces) {  // the trainer pads and copies each (trainer.hpp, wire_statistics)
       boxing_step st{s.axis, P, B, collective::all_reduce, o_.mesh[s.axis], s.bytes, elem_};
       t.comm_fwd += step_time(st, dmesh_) + 2 * o_.hw.measured.copy.time(double(executed_group_bytes(st)));
       t.bytes += double(st.bytes_per_device());
     }
+    if (recomputed(op)) {  // the forward again, during backward
+      t.compute_bwd += t.compute_fwd;
+      t.comm_bwd += t.comm_fwd;
+      t.bytes *= 2;
+    }
+    scale_per_micro_batch(t);
+    t.memory = op_memory(op, c, w).total();
     return t;
+  }
+
+  /// Whether op `op` reruns its forward in backward under the plan's recomputation.
+  bool recomputed(int op) const {
+    if (at(g_.block, op) < 0) return false;
+    if (o_.recompute == recompute_mode::full) return true;
+    return o_.recompute == recompute_mode::selective && at(g_.ops, op).kind == op_kind::attention;
+  }
+
+  /// Bytes op `op` keeps under candidate c (all activations): what its backward reads, less what
+  /// recomputation drops, plus its outputs that a recomputed block reads from outside.
+  memory_breakdown op_memory(int op, int c, const op_work& w) const {
+    memory_breakdown m;
+    const op_node& n = at(g_.ops, op);
+    const signature& sig = op_candidate(op, c);
+    double kept = double(w.activation_bytes);
+    if (recomputed(op) && o_.recompute == recompute_mode::selective) {  // the core's inputs only
+      kept = 0;
+      for (std::size_t j = 0; j < n.inputs.size(); ++j)
+        kept += double(local_shape(n.inputs[j], layout{sig.inputs[j], o_.mesh}).elements()) * elem_;
+    } else if (recomputed(op)) {
+      kept /= double(blocks_);
+    }
+    if (o_.recompute == recompute_mode::full)
+      for (int k = 0; k < int(n.outputs.size()); ++k)
+        if (at(at(read_by_other_block_, op), k))
+          kept += double(local_shape(at(n.outputs, k), layout{at(sig.outputs, k), o_.mesh}).elements()) * elem_;
+    m.activations = std::int64_t(kept);
+    return m;
+  }
+
+  /// Per-device memory of a plan by purpose; total() == evaluate(pick).peak_memory().
+  memory_breakdown memory_of(const std::vector<int>& pick) const {
+    memory_breakdown m;
+    const int nops = int(g_.ops.size());
+    for (int i = 0; i < nops; ++i) {
+      const int c = at(pick, i);
+      m += op_memory(i, c, device_work(at(g_.ops, i), op_candidate(i, c), o_.mesh, elem_));
+    }
+    for (int p = 0; p < int(g_.params.size()); ++p) {
+      m += param_memory(p, at(pick, param_node(p)));
+      m.transient = std::max<std::int64_t>(m.transient, std::int64_t(param_terms(p, at(pick, param_node(p))).transient));
+    }
+    const auto& edges = untied_.edges();
+    for (std::size_t e = 0; e < edges.size(); ++e) {
+      const int cu = at(pick, edges[e].u), cv = at(pick, edges[e].v);
+      m += edge_memory(int(e), cu, cv);
+      m.transient = std::max<std::int64_t>(m.transient, std::int64_t(edge_terms(int(e), cu, cv).transient));
+    }
+    return m;
   }
 
   /// The measured or fitted price of op `op`'s kernel under candidate c, or source analytical.
@@ -245,7 +327,7 @@ class plan_problem {
     const tensor_shape& shape = at(g_.params, p).shape;
     const double elems = double(local_shape(shape, layout{pc.storage, o_.mesh}).elements());
     cost_terms t;
-    t.memory = 2 * elems * elem_ + double(optimizer_state_bytes(o_.opt, std::int64_t(elems), o_.type));
+    t.memory = double(param_memory(p, c).total());
     const boxing_path sync = param_sync_path(p, c);
     t.comm_grad = sync.cost + path_copy_time(sync, o_.hw.measured.copy);
     t.compute_bwd = optimizer_time(elems);
@@ -254,6 +336,17 @@ class plan_problem {
     if (!(pc.grad_sum == pc.storage))  // the sum's buffer, held from the last use to the sync
       t.transient = std::max(t.transient, double(local_shape(shape, layout{pc.grad_sum, o_.mesh}).elements()) * elem_);
     return t;
+  }
+
+  /// Parameter p's stored shard, its gradient and its optimizer state under candidate c.
+  memory_breakdown param_memory(int p, int c) const {
+    const param_choice& pc = param_candidate(p, c);
+    const std::int64_t elems = local_shape(at(g_.params, p).shape, layout{pc.storage, o_.mesh}).elements();
+    memory_breakdown m;
+    m.params = elems * elem_;
+    m.grads = elems * elem_;
+    m.optimizer = optimizer_state_bytes(o_.opt, elems, o_.type);
+    return m;
   }
 
   /// Seconds of the optimizer update of a storage shard of `elems` elements (trainer.hpp,
@@ -282,15 +375,59 @@ class plan_problem {
     if (ei.param) t.comm_grad = bwd_s;
     else t.comm_bwd = bwd_s;
     t.bytes = double(fwd.bytes_per_device() + bwd.bytes_per_device());
-    // buffers: a path's largest intermediate is a transient; a gathered parameter is kept
-    const tensor_shape& s = ei.param ? at(g_.params, ei.from_node - int(g_.ops.size())).shape
-                                     : at(at(g_.ops, ei.from_node).outputs, ei.producer_output);
-    t.transient = std::max(path_buffer(fwd), path_buffer(bwd));
-    if (ei.param && fwd.size() > 0) {
-      const nd_sbp comp = at(op_candidate(ei.to_node, cv).params, ei.tensor_index);
-      t.memory += double(local_shape(s, layout{comp, o_.mesh}).elements()) * elem_;
+    if (!ei.param) {
+      if (recomputed_inside(e)) {  // the forward boxing reruns with the block's forward
+        t.comm_bwd += t.comm_fwd;
+        t.bytes += double(fwd.bytes_per_device());
+      }
+      scale_per_micro_batch(t);
     }
+    // buffers: a path's largest intermediate is a transient; what edge_memory keeps lives on
+    t.transient = std::max(path_buffer(fwd), path_buffer(bwd));
+    t.memory = double(edge_memory(e, cu, cv).total());
     return t;
+  }
+
+  // Whether activation edge e runs inside one block that recomputes its whole forward.
+  bool recomputed_inside(int e) const {
+    const edge_info& ei = at(edges_, e);
+    return !ei.param && o_.recompute == recompute_mode::full && at(g_.block, ei.to_node) >= 0 &&
+           at(g_.block, ei.from_node) == at(g_.block, ei.to_node);
+  }
+
+  // What edge e keeps through the step: a gathered parameter (params) and, with micro-batches,
+  // its gradient accumulated in the compute layout (grads); the boxed copy of a fully
+  // recomputed block's input (activations).
+  memory_breakdown edge_memory(int e, int cu, int cv) const {
+    const edge_info& ei = at(edges_, e);
+    memory_breakdown m;
+    auto [fwd, bwd] = edge_paths(e, cu, cv);
+    if (ei.param) {
+      const tensor_shape& s = at(g_.params, ei.from_node - int(g_.ops.size())).shape;
+      const nd_sbp comp = at(op_candidate(ei.to_node, cv).params, ei.tensor_index);
+      const std::int64_t bytes = local_shape(s, layout{comp, o_.mesh}).elements() * elem_;
+      if (fwd.size() > 0) m.params = bytes;
+      if (bwd.size() > 0 && o_.microbatches > 1) m.grads = bytes;
+      return m;
+    }
+    const int consumer_block = at(g_.block, ei.to_node);
+    if (o_.recompute == recompute_mode::full && consumer_block >= 0 && at(g_.block, ei.from_node) != consumer_block &&
+        fwd.size() > 0) {
+      const nd_sbp& in = at(op_candidate(ei.to_node, cv).inputs, ei.tensor_index);
+      m.activations = local_shape(at(at(g_.ops, ei.from_node).outputs, ei.producer_output), layout{in, o_.mesh}).elements() * elem_;
+    }
+    return m;
+  }
+
+  // Time and bytes of something that runs once per micro-batch, for the whole step.
+  void scale_per_micro_batch(cost_terms& t) const {
+    const double m = double(o_.microbatches);
+    t.compute_fwd *= m;
+    t.compute_bwd *= m;
+    t.comm_fwd *= m;
+    t.comm_bwd *= m;
+    t.comm_grad *= m;
+    t.bytes *= m;
   }
 
   // Bytes of edge e's forward source shard on one device under the producer's pick cu.
@@ -331,6 +468,8 @@ class plan_problem {
   std::vector<std::vector<int>> op_sig_index_;
   std::vector<std::vector<param_choice>> param_sigs_;
   std::vector<int> uses_;  ///< per parameter: how many op slots use it
+  int blocks_ = 1;         ///< repeated blocks in the graph (at least 1)
+  std::vector<std::vector<char>> read_by_other_block_;  ///< per op output: read by an op of another block
   std::vector<edge_info> edges_;
   choice_problem tied_, untied_;
   mutable std::mutex box_memo_mutex_;
@@ -338,6 +477,18 @@ class plan_problem {
 };
 
 inline void plan_problem::build() {
+  std::vector<int> seen;
+  read_by_other_block_.resize(g_.ops.size());
+  for (std::size_t i = 0; i < g_.ops.size(); ++i) {
+    at(read_by_other_block_, i).assign(at(g_.ops, i).outputs.size(), 0);
+    if (at(g_.block, i) >= 0 && std::find(seen.begin(), seen.end(), at(g_.block, i)) == seen.end())
+      seen.push_back(at(g_.block, i));
+  }
+  blocks_ = std::max<int>(1, int(seen.size()));
+  for (std::size_t i = 0; i < g_.ops.size(); ++i)
+    for (const tensor_ref& r : at(g_.op_inputs, i))
+      if (r.op >= 0 && at(g_.block, i) >= 0 && at(g_.block, r.op) != at(g_.block, i))
+        at(at(read_by_other_block_, r.op), r.index) = 1;
   build_op_candidates();
   build_param_candidates();
   const std::vector<int> param_key = param_tie_keys();

@@ -82,6 +82,24 @@ class spec_reader {
       fail<error>("model spec '" + s_.text + "': " + std::string(key) + "=0 makes no model; use a size of at least 1");
     return n;
   }
+  /// A probability in [0, 1) written as a decimal ("0.1", "0"), or dflt when the key is absent.
+  double fraction(std::string_view key, double dflt) const {
+    const std::string* v = find(key);
+    if (!v) return dflt;
+    double x = 0, scale = 1;
+    bool digits = false, point = false, ok = !v->empty();
+    for (char ch : *v) {
+      if (ch == '.' && !point) { point = true; continue; }
+      if (ch < '0' || ch > '9') { ok = false; break; }
+      digits = true;
+      if (point) x += (scale /= 10) * (ch - '0');
+      else x = x * 10 + (ch - '0');
+    }
+    if (!ok || !digits || !(x < 1))
+      fail<parse_error>("model spec '" + s_.text + "': " + std::string(key) + "=" + *v +
+                        " is not a probability below 1; write e.g. " + std::string(key) + "=0.1");
+    return x;
+  }
   const model_spec& spec() const { return s_; }
 
  private:
