@@ -50,14 +50,21 @@ inline nlohmann::json plan_json(const plan_problem& pp, const plan_result& r, co
   j["hardware"] = hw_name;
   j["strategy"] = to_string(r.strategy);
   j["dtype"] = std::string(to_string(pp.options().type));
+  const int m = pp.options().microbatches;
   j["params"] = param_count(g);
-  j["flops_per_step"] = forward_flops(g) + backward_flops(g);
+  j["flops_per_step"] = double(m) * (forward_flops(g) + backward_flops(g));
+  j["microbatches"] = m;
+  j["micro_batch_size"] = g.inputs.empty() ? 0 : g.inputs[0][0];
+  j["recompute"] = std::string(to_string(pp.options().recompute));
   j["predicted_step_s"] = r.time;
   j["compute_s"] = r.totals.compute();
   j["comm_s"] = r.totals.comm();
   j["comm_bytes_per_device"] = r.totals.bytes;
   j["memory_bytes_per_device"] = r.totals.peak_memory();
   j["memory_limit_bytes"] = pp.make_objective().memory_limit;
+  const memory_breakdown mem = pp.memory_of(r.pick);
+  j["memory_breakdown_bytes"] = {{"parameters", mem.params}, {"gradients", mem.grads}, {"optimizer", mem.optimizer},
+                                 {"activations", mem.activations}, {"transient", mem.transient}};
   j["feasible"] = r.feasible;
   j["search_s"] = r.search_s;
   j["optimal_gap"] = r.optimal_gap ? nlohmann::json(*r.optimal_gap) : nlohmann::json(nullptr);
@@ -86,8 +93,11 @@ inline nlohmann::json plan_json(const plan_problem& pp, const plan_result& r, co
 inline void print_human(const plan_problem& pp, const plan_result& r, const std::vector<plan_row>& rows,
                  const std::string& spec, const std::string& hw_name) {
   const graph& g = pp.model();
+  const plan_options& o = pp.options();
   fmt::print("model     {}  ({} parameters, {} per step)\n", spec, si(double(param_count(g)), ""),
-             si(forward_flops(g) + backward_flops(g), "FLOP"));
+             si(double(o.microbatches) * (forward_flops(g) + backward_flops(g)), "FLOP"));
+  fmt::print("step      {} micro-batch{} of {}, recompute {}\n", o.microbatches, o.microbatches == 1 ? "" : "es",
+             g.inputs.empty() ? 0 : g.inputs[0][0], to_string(o.recompute));
   fmt::print("mesh      {}  ({} devices)   hardware {}   dtype {}\n", to_string(pp.options().mesh),
              pp.options().mesh.devices(), hw_name, to_string(pp.options().type));
   fmt::print("strategy  {}   search {}\n\n", to_string(r.strategy), seconds(r.search_s));
@@ -103,6 +113,10 @@ inline void print_human(const plan_problem& pp, const plan_result& r, const std:
   fmt::print("per device: sends {} per step, peak memory {} of {} allowed{}\n", si(r.totals.bytes, "B"),
              si(r.totals.peak_memory(), "B"), si(pp.make_objective().memory_limit, "B"),
              r.feasible ? "" : "  (OVER THE LIMIT)");
+  const memory_breakdown mem = pp.memory_of(r.pick);
+  fmt::print("memory per device: parameters {}, gradients {}, optimizer {}, activations {}, transient {}\n",
+             si(double(mem.params), "B"), si(double(mem.grads), "B"), si(double(mem.optimizer), "B"),
+             si(double(mem.activations), "B"), si(double(mem.transient), "B"));
   fmt::print("{}\n", kernel_prices_line(pp, hw_name));
   if (r.optimal_gap)
     fmt::print("gap to the exact optimum (additive objective, series-parallel DP): {:.3f}%\n", *r.optimal_gap * 100);

@@ -67,4 +67,17 @@ inline double parse_bytes(std::string_view s) {
                     "'; use B, KB, MB, GB, TB, KiB, MiB, GiB or TiB");
 }
 
+/// A positive whole number given to option `name` ("--microbatches 4"). Throws parse_error.
+inline int parse_count(std::string_view name, std::string_view s) {
+  int v = 0;
+  bool ok = !s.empty() && s.size() < 10;
+  for (char c : s) {
+    if (c < '0' || c > '9') ok = false;
+    else v = v * 10 + (c - '0');
+  }
+  if (!ok || v < 1)
+    throw parse_error(std::string(name) + " takes a positive whole number or auto, got '" + std::string(s) + "'");
+  return v;
+}
+
 }  // namespace autoddl::tools

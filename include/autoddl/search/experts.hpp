@@ -57,8 +57,16 @@ inline bool is_weighted(const op_node& n) {
          n.kind == op_kind::matmul;
 }
 
+// Sequence parallelism (Korthikanti et al. 2022, section 4.2.2): the ops between the
+// tensor-parallel regions (layernorm, dropout, residual add) split the sequence dim (dim 1 of
+// [batch, seq, hidden]) on the tensor-parallel axis.
+inline bool sequence_parallel_op(const op_node& n) {
+  return (n.kind == op_kind::layernorm || n.kind == op_kind::dropout || n.kind == op_kind::add) &&
+         !n.inputs.empty() && n.inputs[0].rank() == 3;
+}
+
 // Whether candidate sig of op n obeys expert e on every mesh axis.
-inline bool obeys(expert e, const op_node& n, const signature& sig, int axes) {
+inline bool obeys(expert e, const op_node& n, const signature& sig, int axes, bool sp = false) {
   for (int a = 0; a < axes; ++a) {
     bool tensor_axis = false;
     switch (e) {
@@ -70,6 +78,10 @@ inline bool obeys(expert e, const op_node& n, const signature& sig, int axes) {
     }
     if (!tensor_axis) {
       if (e == expert::megatron && axes == 1) tensor_axis = true;  // a 1-D mesh is all tensor axis
+    }
+    if (tensor_axis && sp && e == expert::megatron && sequence_parallel_op(n)) {
+      for (const auto& in : sig.inputs)
+        if (!(in[a] == S(1))) return false;
     }
     if (tensor_axis) {
       if (is_weighted(n) && !n.params.empty() && n.params[0].rank() >= 2 && !sig.params[0][a].is_split()) return false;
@@ -105,7 +117,8 @@ inline nd_sbp expert_storage(expert e, const nd_sbp& comp, const tensor_shape& s
 
 }  // namespace detail
 
-inline expert_plan make_expert_plan(const plan_problem& pp, expert e) {
+/// The expert plan e of pp; sp: sequence parallelism on megatron's tensor-parallel axis.
+inline expert_plan make_expert_plan(const plan_problem& pp, expert e, bool sp = false) {
   const graph& g = pp.model();
   const choice_problem& cp = pp.untied();
   const int nops = int(g.ops.size());
@@ -132,7 +145,7 @@ inline expert_plan make_expert_plan(const plan_problem& pp, expert e) {
     for (int pass = 0; pass < 2 && at(r.pick, i) < 0; ++pass) {
       double best = std::numeric_limits<double>::infinity();
       for (int c = 0; c < int(sigs.size()); ++c) {
-        if (pass == 0 && !detail::obeys(e, at(g.ops, i), at(sigs, c), axes)) continue;
+        if (pass == 0 && !detail::obeys(e, at(g.ops, i), at(sigs, c), axes, sp)) continue;
         double score = cp.unary(i, c).serial_time();
         for (int k : at(in_edges, i)) {
           const auto& ed = at(cp.edges(), k);

@@ -76,17 +76,22 @@ inline std::vector<std::vector<int>> expert_starts(const plan_problem& pp) {
 
 inline void solve_auto(const plan_problem& pp, std::uint64_t seed, plan_result& r) {
   const auto t0 = std::chrono::steady_clock::now();
-  const std::vector<std::vector<int>> expert_picks = expert_starts(pp);
-  descent_result d = auto_descent(pp, pp.make_objective(), seed, expert_picks);
+  descent_result d = auto_descent(pp, pp.make_objective(), seed, expert_starts(pp));
   r.pick = std::move(d.pick);
   r.runner_up = std::move(d.runner_up);
   r.search_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  // The gap, on the additive objective, where the exact reference fits its budget (1 s or 10 %
-  // of the search, whichever is longer): the report never costs much more than the search.
+}
+
+}  // namespace detail
+
+/// The gap of r (an auto plan of pp) on the additive objective, where the exact reference fits
+/// its budget (1 s or 10 % of the search, whichever is longer): the report never costs much
+/// more than the search. Over budget: no gap, and a note says so.
+inline void attach_optimal_gap(const plan_problem& pp, std::uint64_t seed, plan_result& r) {
   const double budget = std::max(1.0, 0.1 * r.search_s);
   const bounded_exact ex = series_parallel_optimum_within(pp.untied(), budget);
   if (ex.result) {
-    descent_result ds = auto_descent(pp, pp.serial_objective(), seed, expert_picks);
+    descent_result ds = detail::auto_descent(pp, pp.serial_objective(), seed, detail::expert_starts(pp));
     const double got = ds.totals.serial_time();
     r.optimal_gap = ex.result->time > 0 ? (got - ex.result->time) / ex.result->time : 0.0;
   } else if (ex.timed_out) {
@@ -95,9 +100,13 @@ inline void solve_auto(const plan_problem& pp, std::uint64_t seed, plan_result& 
   }
 }
 
+namespace detail {
+
 inline void solve_expert(const plan_problem& pp, const plan_strategy& s, plan_result& r) {
-  const expert e = expert_of(s);
-  expert_plan ep = make_expert_plan(pp, e);
+  expert e = expert_of(s);
+  const auto* mg = std::get_if<strategy::megatron>(&s);
+  if (mg && mg->tp == 1) e = expert::dp;  // no tensor parallelism: data parallel on every axis
+  expert_plan ep = make_expert_plan(pp, e, mg && mg->sp);
   if ((e == expert::dp || e == expert::zero) && !ep.relaxed.empty()) {
     const graph& g = pp.model();
     fail<layout_error>("the " + to_string(s) + " plan splits the batch over all " + itos(pp.options().mesh.devices()) +
@@ -116,13 +125,20 @@ inline void solve_expert(const plan_problem& pp, const plan_strategy& s, plan_re
 /// Chooses a plan for pp by strategy s (see search/strategy.hpp), e.g.
 ///   solve_plan(pp, strategy::automatic{});   solve_plan(pp, strategy::megatron{.tp = 4});
 /// Throws layout_error when s does not fit pp's mesh or model (check_strategy).
-inline plan_result solve_plan(const plan_problem& pp, const plan_strategy& s, std::uint64_t seed = 1) {
+/// with_gap = false skips the auto plan's exact reference (attach_optimal_gap adds it later).
+inline plan_result solve_plan(const plan_problem& pp, const plan_strategy& s, std::uint64_t seed = 1,
+                              bool with_gap = true) {
   const auto t0 = std::chrono::steady_clock::now();
   check_strategy(s, pp.options().mesh);
+  if (!(planning_mesh(s, pp.options().mesh) == pp.options().mesh))
+    detail::fail<layout_error>(to_string(s) + " plans on mesh " + to_string(planning_mesh(s, pp.options().mesh)) +
+                               " (tensor parallelism innermost), but the problem is on mesh " +
+                               to_string(pp.options().mesh) + "; build the problem on planning_mesh(s, mesh)");
   plan_result r;
   r.strategy = s;
   if (std::holds_alternative<strategy::automatic>(s)) {
     detail::solve_auto(pp, seed, r);
+    if (with_gap) attach_optimal_gap(pp, seed, r);
   } else if (std::holds_alternative<strategy::exact>(s)) {
     auto ex = series_parallel_optimum(pp.untied());
     if (!ex)

@@ -2,16 +2,19 @@
 // How a plan is chosen, as a value: the search (`strategy::automatic`), an expert plan spelled
 // with the experts' own knobs, or an exact reference. The command line and plan files write the
 // same values as text, parsed here and printed back by to_string:
-//   auto | dp | megatron[:tp=T] | zero | owt | 2d | exact | exhaustive
+//   auto | dp | megatron[:tp=T,dp=D,mbs=B,recompute=none|selective|full,sp=1] | zero | owt | 2d
+//   | exact | exhaustive
 //   solve_plan(pp, strategy::megatron{.tp = 4})  ==  solve_plan(pp, parse_strategy("megatron:tp=4"))
 // Knobs are checked for their syntax when parsed, and against the mesh when a plan is made
 // (check_strategy).
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <optional>
 #include <variant>
 #include <vector>
 
+#include "autoddl/cost/memory.hpp"
 #include "autoddl/error.hpp"
 #include "autoddl/sbp/mesh_shape.hpp"
 #include "autoddl/text.hpp"
@@ -29,11 +32,24 @@ struct dp {
   friend constexpr bool operator==(dp, dp) = default;
 };
 /// Megatron-LM's tensor parallelism (Shoeybi et al. 2019): weights split column- then
-/// row-parallel on the tensor-parallel devices, data parallel on the rest. tp = 0 takes the
-/// whole innermost mesh axis (Megatron-LM places tensor parallelism inside a node).
+/// row-parallel on the tensor-parallel devices, data parallel on the rest, with Megatron-LM's
+/// knobs (Narayanan et al. 2021; Korthikanti et al. 2022):
+///   tp   tensor-parallel size: the innermost tp devices (inside a node, as Megatron-LM orders
+///        ranks); it divides the innermost mesh axis (the plan's mesh splits that axis into
+///        inner/tp x tp, planning_mesh). 0: the whole innermost axis.
+///   dp   data-parallel size, the rest of the mesh (0: devices / tp; given, tp * dp == devices).
+///   mbs  micro-batch size per data-parallel rank: micro-batches = batch / (mbs * dp). 0: the
+///        planner chooses the micro-batch count (search/micro_batches.hpp).
+///   recompute  none, selective or full; unset: the planner chooses.
+///   sp   sequence parallelism (Megatron-LM's --sequence-parallel): layernorm, dropout and the
+///        residual adds split the sequence dim on the tensor-parallel axis.
 struct megatron {
   int tp = 0;
-  friend constexpr bool operator==(megatron, megatron) = default;
+  int dp = 0;
+  int mbs = 0;
+  std::optional<recompute_mode> recompute{};
+  bool sp = false;
+  friend constexpr bool operator==(const megatron&, const megatron&) = default;
 };
 /// ZeRO (Rajbhandari et al. 2020), stage 3: data parallel with parameters, gradients and
 /// optimizer state stored sharded, gathered before use.
@@ -78,7 +94,16 @@ constexpr std::string_view strategy_name(const plan_strategy& s) {
 /// The text form, knobs included where they differ from the default: "megatron:tp=4".
 constexpr std::string to_string(const plan_strategy& s) {
   std::string r(strategy_name(s));
-  if (const auto* m = std::get_if<strategy::megatron>(&s); m && m->tp > 0) r += ":tp=" + detail::itos(m->tp);
+  if (const auto* m = std::get_if<strategy::megatron>(&s)) {
+    std::string k;
+    auto add = [&k](const std::string& kv) { k += (k.empty() ? ":" : ",") + kv; };
+    if (m->tp > 0) add("tp=" + detail::itos(m->tp));
+    if (m->dp > 0) add("dp=" + detail::itos(m->dp));
+    if (m->mbs > 0) add("mbs=" + detail::itos(m->mbs));
+    if (m->recompute) add("recompute=" + std::string(to_string(*m->recompute)));
+    if (m->sp) add("sp=1");
+    r += k;
+  }
   return r;
 }
 
@@ -88,7 +113,8 @@ constexpr plan_strategy parse_strategy(std::string_view text) {
   const std::size_t colon = text.find(':');
   const std::string_view name = text.substr(0, colon);
   const std::string_view knobs = colon == std::string_view::npos ? std::string_view{} : text.substr(colon + 1);
-  const std::string valid = "valid: auto, dp, megatron[:tp=T], zero, owt, 2d, exact, exhaustive";
+  const std::string valid =
+      "valid: auto, dp, megatron[:tp=T,dp=D,mbs=B,recompute=none|selective|full,sp=1], zero, owt, 2d, exact, exhaustive";
   if (name == "megatron") {
     strategy::megatron m;
     std::string_view rest = knobs;
@@ -96,15 +122,25 @@ constexpr plan_strategy parse_strategy(std::string_view text) {
       const std::size_t comma = rest.find(',');
       const std::string_view kv = rest.substr(0, comma);
       rest = comma == std::string_view::npos ? std::string_view{} : rest.substr(comma + 1);
-      if (kv.substr(0, 3) != "tp=")
+      const std::size_t eq = kv.find('=');
+      const std::string_view key = kv.substr(0, eq);
+      const std::string_view value = eq == std::string_view::npos ? std::string_view{} : kv.substr(eq + 1);
+      if (key == "recompute") {
+        m.recompute = parse_recompute(value);
+        continue;
+      }
+      if (key != "tp" && key != "dp" && key != "mbs" && key != "sp")
         detail::fail<parse_error>("unknown knob '" + std::string(kv) + "' in strategy '" + std::string(text) +
-                                  "'; megatron takes tp=T (the tensor-parallel size)");
-      detail::cursor c{kv.substr(3)};
-      const std::int64_t tp = c.number();
-      if (tp < 1 || !c.done())
-        detail::fail<parse_error>("tp in strategy '" + std::string(text) + "' must be a positive integer, got '" +
-                                  std::string(kv.substr(3)) + "'");
-      m.tp = int(tp);
+                                  "'; megatron takes tp=T, dp=D, mbs=B, recompute=none|selective|full and sp=1");
+      detail::cursor c{value};
+      const std::int64_t n = c.number();
+      if (n < (key == "sp" ? 0 : 1) || !c.done() || (key == "sp" && n > 1))
+        detail::fail<parse_error>(std::string(key) + " in strategy '" + std::string(text) + "' must be " +
+                                  (key == "sp" ? "0 or 1" : "a positive integer") + ", got '" + std::string(value) + "'");
+      if (key == "tp") m.tp = int(n);
+      if (key == "dp") m.dp = int(n);
+      if (key == "mbs") m.mbs = int(n);
+      if (key == "sp") m.sp = n == 1;
     }
     return m;
   }
@@ -140,16 +176,58 @@ inline std::vector<plan_strategy> parse_strategy_list(std::string_view text) {
   return r;
 }
 
+/// The tensor-parallel size of a megatron plan on `mesh` (its tp, or the innermost axis).
+constexpr int tensor_parallel_size(const strategy::megatron& m, const mesh_shape& mesh) {
+  return m.tp > 0 ? m.tp : mesh[mesh.size() - 1];
+}
+
 /// Checks s against the mesh it will plan for; throws layout_error naming the knob and the fix.
-/// Example: megatron:tp=2 on 2x4 fails: the tensor-parallel group is the innermost axis (4).
+/// Example: megatron:tp=3 on 2x4 fails: tp must divide the innermost axis (4).
 constexpr void check_strategy(const plan_strategy& s, const mesh_shape& mesh) {
   if (std::holds_alternative<strategy::two_d>(s) && mesh.size() != 2)
     detail::fail<layout_error>("the 2d plan needs a 2-D mesh, got " + to_string(mesh));
-  if (const auto* m = std::get_if<strategy::megatron>(&s); m && m->tp > 0 && m->tp != mesh[mesh.size() - 1])
-    detail::fail<layout_error>("megatron:tp=" + detail::itos(m->tp) + " needs a tensor-parallel group of " +
-                               detail::itos(m->tp) + " devices, but the innermost axis of mesh " + to_string(mesh) +
-                               " has " + detail::itos(mesh[mesh.size() - 1]) +
-                               "; write the mesh so that its innermost axis holds tp devices, or leave tp out");
+  const auto* m = std::get_if<strategy::megatron>(&s);
+  if (!m) return;
+  const int inner = mesh[mesh.size() - 1];
+  if (m->tp > 0 && inner % m->tp != 0)
+    detail::fail<layout_error>("megatron:tp=" + detail::itos(m->tp) + " must divide the innermost axis of mesh " +
+                               to_string(mesh) + " (" + detail::itos(inner) +
+                               " devices, where Megatron-LM places tensor parallelism); choose a divisor of " +
+                               detail::itos(inner) + " or write the mesh so its innermost axis holds tp devices");
+  const std::int64_t tp = tensor_parallel_size(*m, mesh);
+  if (m->dp > 0 && tp * m->dp != mesh.devices())
+    detail::fail<layout_error>("megatron tp=" + detail::itos(tp) + " x dp=" + detail::itos(m->dp) + " is " +
+                               detail::itos(tp * m->dp) + " devices, but mesh " + to_string(mesh) + " has " +
+                               detail::itos(mesh.devices()) + "; leave dp out or make tp * dp the device count");
+}
+
+/// The mesh a strategy plans on: `mesh` itself, except megatron with a tp below the innermost
+/// axis, whose mesh splits that axis into (inner / tp) x tp (tensor parallel innermost), as
+/// Megatron-LM orders ranks. planning_mesh(megatron:tp=2, 4x8) == 4x4x2. Same devices, same
+/// rank order. @pre check_strategy(s, mesh)
+constexpr mesh_shape planning_mesh(const plan_strategy& s, const mesh_shape& mesh) {
+  const auto* m = std::get_if<strategy::megatron>(&s);
+  const int inner = mesh[mesh.size() - 1];
+  if (!m || m->tp <= 1 || m->tp == inner) return mesh;  // tp = 1: data parallel on the mesh as given
+  mesh_shape r;
+  for (int a = 0; a + 1 < mesh.size(); ++a) r.push_back(mesh[a]);
+  r.push_back(inner / m->tp);
+  r.push_back(m->tp);
+  return r;
+}
+
+/// The micro-batch count a megatron plan's mbs knob implies for a step of `batch` on `mesh`
+/// (batch / (mbs * dp)), or nullopt where the planner chooses. Throws layout_error when mbs * dp
+/// does not divide the batch.
+constexpr std::optional<int> megatron_microbatches(const plan_strategy& s, const mesh_shape& mesh, std::int64_t batch) {
+  const auto* m = std::get_if<strategy::megatron>(&s);
+  if (!m || m->mbs <= 0) return std::nullopt;
+  const std::int64_t dp = mesh.devices() / tensor_parallel_size(*m, mesh);
+  if (batch % (std::int64_t(m->mbs) * dp) != 0)
+    detail::fail<layout_error>("megatron mbs=" + detail::itos(m->mbs) + " x dp=" + detail::itos(dp) +
+                               " does not divide the batch of " + detail::itos(batch) +
+                               "; choose mbs so that batch / (mbs * dp) is a whole number of micro-batches");
+  return int(batch / (std::int64_t(m->mbs) * dp));
 }
 
 }  // namespace autoddl

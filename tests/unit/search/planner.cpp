@@ -139,6 +139,10 @@ TEST_CASE("a model the mesh cannot divide is refused in one sentence", "[search]
   plan_problem pp(g, options("4", "dgx1-v100"));
   CHECK_THROWS_WITH(parse_strategy("fsdp"), Catch::Matchers::ContainsSubstring("unknown strategy 'fsdp'"));
   CHECK_THROWS_WITH(solve_plan(pp, strategy::two_d{}), Catch::Matchers::ContainsSubstring("the 2d plan needs a 2-D mesh"));
+  CHECK_THROWS_WITH(solve_plan(pp, strategy::megatron{.tp = 3}),
+                    Catch::Matchers::ContainsSubstring("megatron:tp=3 must divide the innermost axis of mesh 4"));
   CHECK_THROWS_WITH(solve_plan(pp, strategy::megatron{.tp = 2}),
-                    Catch::Matchers::ContainsSubstring("but the innermost axis of mesh 4 has 4"));
+                    Catch::Matchers::ContainsSubstring("plans on mesh 2x2 (tensor parallelism innermost)"));
+  CHECK_THROWS_WITH(solve_plan(pp, parse_strategy("megatron:tp=2,dp=4")),
+                    Catch::Matchers::ContainsSubstring("tp=2 x dp=4 is 8 devices, but mesh 4 has 4"));
 }

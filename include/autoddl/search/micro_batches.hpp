@@ -1,0 +1,193 @@
+#pragma once
+// Choosing the micro-batch count and the recomputation together with the layouts.
+//
+// A plan_problem prices one setting of plan_options::microbatches and ::recompute (the graph is
+// one micro-batch). plan_micro_batched builds and solves the settings worth trying and keeps the
+// fastest plan that fits the memory limit:
+//   - for each recomputation allowed (none, selective, full, or the pinned one), micro-batch
+//     counts are divisors of the batch. m = 1 is solved first; when its plan is over the limit,
+//     the next count tried is the smallest divisor m' with
+//       fixed + activations / m' <= limit
+//     (fixed: what does not shrink with m, activations: what does, both from the plan over the
+//     limit), then the divisors above it, one at a time, until a plan fits or none is left
+//     (at most 4 per recomputation); where the fitting plan uses over 90 % of the limit, the
+//     next divisor is solved too, since the memory freed can buy faster layouts.
+//   - among the fitting plans the fastest wins (ties: fewer micro-batches, less recomputation).
+// Each setting gets the full search; the gap to the exact optimum is computed for the winner
+// only. The plan's search_s is the time of everything tried (building and searching each
+// setting), without the gap.
+// Nothing fits: the plan with the least memory is returned (feasible == false), and
+// largest_memory_term names what to cut.
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "autoddl/index.hpp"
+#include "autoddl/search/solve.hpp"
+
+namespace autoddl {
+
+/// What the caller pins: a micro-batch count and a recomputation, or nothing (the search picks).
+struct step_settings {
+  std::optional<int> microbatches{};
+  std::optional<recompute_mode> recompute{};
+};
+
+/// A solved plan with the micro-batch graph and problem it was priced on.
+struct micro_batched_plan {
+  std::unique_ptr<plan_problem> problem;  ///< its graph is one micro-batch
+  plan_result result;
+  int microbatches = 1;
+  recompute_mode recompute = recompute_mode::none;
+  int settings_tried = 0;                 ///< plans solved to choose this one
+};
+
+/// The divisors of n, ascending. divisors(12) == {1, 2, 3, 4, 6, 12}.
+inline std::vector<int> divisors(std::int64_t n) {
+  std::vector<int> d;
+  for (std::int64_t k = 1; k <= n; ++k)
+    if (n % k == 0) d.push_back(int(k));
+  return d;
+}
+
+/// The largest of a plan's memory terms, as words: "activations (61.2 GB)".
+inline std::string largest_memory_term(const memory_breakdown& m) {
+  const std::pair<const char*, std::int64_t> terms[] = {{"parameters", m.params}, {"gradients", m.grads},
+                                                        {"optimizer state", m.optimizer},
+                                                        {"activations", m.activations}, {"transient buffers", m.transient}};
+  const auto* best = std::max_element(std::begin(terms), std::end(terms),
+                                      [](const auto& a, const auto& b) { return a.second < b.second; });
+  return best->first;
+}
+
+/// Plans the model `build(m)` makes (one micro-batch of a step of m, batch `batch` in all) by
+/// strategy s, choosing the micro-batch count and the recomputation where `pin` leaves them open.
+/// Throws error when a pinned count does not divide the batch.
+inline micro_batched_plan plan_micro_batched(const std::function<graph(int)>& build, std::int64_t batch,
+                                             const plan_options& base, const plan_strategy& s, step_settings pin,
+                                             std::uint64_t seed = 1) {
+  check_strategy(s, base.mesh);
+  const auto* mg = std::get_if<strategy::megatron>(&s);
+  if (const std::optional<int> m = megatron_microbatches(s, base.mesh, batch)) {
+    if (pin.microbatches && *pin.microbatches != *m)
+      detail::fail<layout_error>(to_string(s) + " means " + detail::itos(*m) + " micro-batches of the batch of " +
+                                 detail::itos(batch) + ", but --microbatches asks for " + detail::itos(*pin.microbatches) +
+                                 "; give one of the two");
+    pin.microbatches = m;
+  }
+  if (mg && mg->recompute) {
+    if (pin.recompute && *pin.recompute != *mg->recompute)
+      detail::fail<layout_error>(to_string(s) + " recomputes " + std::string(to_string(*mg->recompute)) +
+                                 ", but --recompute asks for " + std::string(to_string(*pin.recompute)) +
+                                 "; give one of the two");
+    pin.recompute = mg->recompute;
+  }
+  plan_options planning = base;
+  planning.mesh = planning_mesh(s, base.mesh);
+  if (pin.microbatches && (*pin.microbatches < 1 || batch % *pin.microbatches != 0))
+    detail::fail<error>("--microbatches " + detail::itos(*pin.microbatches) + " does not divide the batch of " +
+                        detail::itos(batch) + "; choose a divisor of the batch (1 trains the whole batch at once)");
+  const std::vector<int> counts = pin.microbatches ? std::vector<int>{*pin.microbatches} : divisors(batch);
+  std::vector<recompute_mode> modes{recompute_mode::none, recompute_mode::selective, recompute_mode::full};
+  if (pin.recompute) modes = {*pin.recompute};
+  const bool searching = std::holds_alternative<strategy::automatic>(s);
+  const bool single = counts.size() == 1 && modes.size() == 1;
+
+  const auto t0 = std::chrono::steady_clock::now();
+  micro_batched_plan best;
+  int tried = 0;
+  std::string log;  // "1/none over, 4/none fits, ..."
+  auto solve = [&](int m, recompute_mode r) {
+    plan_options o = planning;
+    o.microbatches = m;
+    o.recompute = r;
+    micro_batched_plan p;
+    p.problem = std::make_unique<plan_problem>(build(m), o);
+    // while choosing, the search skips its exact reference (the winner gets it below)
+    p.result = solve_plan(*p.problem, s, seed, /*with_gap=*/single);
+    p.microbatches = m;
+    p.recompute = r;
+    ++tried;
+    log += (log.empty() ? "" : ", ") + detail::itos(m) + "/" + std::string(to_string(r)) + " " +
+           (p.result.feasible ? "fits" : "over");
+    return p;
+  };
+  auto better = [](const micro_batched_plan& a, const micro_batched_plan& b) {  // a strictly better than b
+    if (!b.problem) return true;
+    if (a.result.feasible != b.result.feasible) return a.result.feasible;
+    if (!a.result.feasible) return a.result.totals.peak_memory() < b.result.totals.peak_memory();
+    return a.result.time < b.result.time * (1 - 1e-9);
+  };
+  auto consider = [&](micro_batched_plan&& p) {  // whether p fits
+    const bool fits = p.result.feasible;
+    if (better(p, best)) best = std::move(p);
+    return fits;
+  };
+  for (recompute_mode r : modes) {
+    micro_batched_plan first = solve(counts.front(), r);
+    const double limit = first.problem->make_objective().memory_limit;
+    auto tight = [limit](const micro_batched_plan& p) { return p.result.totals.peak_memory() > 0.9 * limit; };
+    if (first.result.feasible) {
+      const bool more = tight(first);
+      consider(std::move(first));
+      if (more && counts.size() > 1) consider(solve(counts[1], r));
+      continue;
+    }
+    // over the limit: what shrinks with m (activations) and what does not, from this plan
+    const memory_breakdown mem = first.problem->memory_of(first.result.pick);
+    const double fixed = double(mem.total() - mem.activations);
+    const double act = double(mem.activations) * double(counts.front());
+    consider(std::move(first));
+    std::size_t k = 1;
+    while (k < counts.size() && fixed + act / double(counts[k]) > limit) ++k;
+    if (k == counts.size()) k = counts.size() - 1;  // nothing predicted to fit: the most
+    for (int extra = 0; k < counts.size() && extra < 4; ++k, ++extra) {
+      if (counts[k] == counts.front()) continue;
+      micro_batched_plan p = solve(counts[k], r);
+      const bool more = tight(p);
+      if (consider(std::move(p))) {
+        if (more && k + 1 < counts.size()) consider(solve(counts[k + 1], r));
+        break;
+      }
+    }
+  }
+  if (!single)
+    best.result.notes.push_back("chose " + detail::itos(best.microbatches) + " micro-batch" +
+                                (best.microbatches == 1 ? "" : "es") + " and recompute " +
+                                std::string(to_string(best.recompute)) + " among " + detail::itos(tried) +
+                                " settings tried (micro-batches/recompute: " + log + ")");
+  if (searching && !single) {  // search_s: everything tried; then the winner's gap
+    best.result.search_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    attach_optimal_gap(*best.problem, seed, best.result);
+  }
+  best.settings_tried = tried;
+  return best;
+}
+
+/// The smallest mesh like base.mesh, with its outermost axis doubled up to max_doublings times,
+/// on which the search finds a plan that fits; nullopt when none does. (For the message of a
+/// model that fits no plan.)
+inline std::optional<mesh_shape> smallest_fitting_mesh(const std::function<graph(int)>& build, std::int64_t batch,
+                                                       const plan_options& base, step_settings pin,
+                                                       std::uint64_t seed = 1, int max_doublings = 6) {
+  plan_options o = base;
+  for (int k = 0; k < max_doublings; ++k) {
+    mesh_shape m;
+    m.push_back(o.mesh[0] * 2);
+    for (int a = 1; a < o.mesh.size(); ++a) m.push_back(o.mesh[a]);
+    o.mesh = m;
+    try {
+      if (plan_micro_batched(build, batch, o, strategy::automatic{}, pin, seed).result.feasible) return o.mesh;
+    } catch (const error&) {
+      return std::nullopt;  // the batch no longer divides, or the like: no such mesh
+    }
+  }
+  return std::nullopt;
+}
+
+}  // namespace autoddl
