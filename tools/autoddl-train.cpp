@@ -1,6 +1,7 @@
 // autoddl-train: plans a model, then trains it for real on MPI ranks with that plan.
 //   mpirun -np 4 build/tools/autoddl-train --model gpt:layers=2,hidden=64,heads=4,seq=32,batch=8,vocab=128
-//          --mesh 2x2 [--strategy auto] [--steps 20] [--check-serial] [--json]
+//          --mesh 2x2 [--strategy auto] [--steps 20] [--microbatches 1] [--recompute none]
+//          [--check-serial] [--json]
 // Bad input: one sentence on stderr (rank 0) and exit code 2 on every rank. A rank that fails
 // during training aborts the whole job with its message, so the job never hangs.
 #include <CLI/CLI.hpp>
@@ -35,7 +36,9 @@ using trainer_t = trainer<float, cpu_device, mpi::mpi_mesh_comm>;
 
 struct settings {
   std::string model, mesh = "2x2", strategy = "auto", hardware = "cpu-local", optimizer_s = "adam";
+  std::string recompute = "none";
   int steps = 20;
+  int microbatches = 1;
   double lr = 1e-3;
   std::uint64_t seed = 1;
   bool check_serial = false, json = false, no_check_finite = false;
@@ -74,9 +77,13 @@ prepared prepare(const settings& s, int ranks) {
   p.to.check_finite = !s.no_check_finite;
   if (s.steps < 1) throw error("--steps must be at least 1, got " + std::to_string(s.steps));
   if (!(s.lr > 0)) throw error("--lr must be positive, got " + std::to_string(s.lr));
+  if (s.microbatches < 1)
+    throw error("--microbatches must be at least 1, got " + std::to_string(s.microbatches) + " (1 trains the whole batch at once)");
+  p.o.microbatches = s.microbatches;
+  p.o.recompute = parse_recompute(s.recompute);
   const plan_strategy strategy = parse_strategy(s.strategy);
   if (std::holds_alternative<strategy::exhaustive>(strategy)) throw error("--strategy exhaustive is for tiny planning problems; use autoddl-plan");
-  p.g = build_model(s.model);
+  p.g = build_model(s.model, s.microbatches);  // one micro-batch
   p.pp = std::make_unique<plan_problem>(p.g, p.o);
   p.plan = solve_plan(*p.pp, strategy, s.seed);
   if (!p.plan.feasible)  // refused before any tensor is allocated
@@ -86,14 +93,16 @@ prepared prepare(const settings& s, int ranks) {
   return p;
 }
 
-// --check-serial: rank 0 trains the same model serially, step for step; the loss is compared
-// every step, gradients and parameters after the first step, before differences compound.
+// --check-serial: rank 0 trains the same model serially, step for step, with the same
+// micro-batches and no recomputation (recomputing changes no number); the loss is compared every
+// step, gradients and parameters after the first step, before differences compound.
 class serial_check {
  public:
   serial_check(const prepared& p, int rank) : g_(p.g), rank_(rank) {
     if (rank != 0) return;
     plan_options so = p.o;
     so.mesh = mesh_shape{1};
+    so.recompute = recompute_mode::none;
     problem_ = std::make_unique<plan_problem>(p.g, so);
     self_ = std::make_unique<mpi::mpi_mesh_comm>(mesh_shape{1}, MPI_COMM_SELF);
     serial_ = std::make_unique<trainer_t>(*problem_, solve_plan(*problem_, strategy::dp{}).pick, dev_, *self_, p.to);
@@ -142,7 +151,8 @@ class serial_check {
 
 struct run_record {
   std::vector<double> losses, secs;
-  std::int64_t bytes = 0;  ///< the most any step sent from this device
+  std::int64_t bytes = 0;       ///< the most any step sent from this device
+  std::int64_t peak_bytes = 0;  ///< the highest step peak memory of any device (trainer::last_step_peak_bytes)
 };
 
 // Rank 0's report: one JSON object, or a few lines for a person.
@@ -158,6 +168,10 @@ void report(const settings& s, const prepared& p, const run_record& run, const s
     j["predicted_step_s"] = plan.time;
     j["bytes_sent_per_device"] = run.bytes;
     j["predicted_bytes_per_device"] = plan.totals.bytes;
+    j["microbatches"] = p.o.microbatches;
+    j["recompute"] = std::string(to_string(p.o.recompute));
+    j["peak_bytes_per_device"] = run.peak_bytes;
+    j["predicted_peak_bytes_per_device"] = plan.totals.peak_memory();
     j["max_rel_err_vs_serial"] = check ? nlohmann::json(check->worst()) : nlohmann::json(nullptr);
     if (check)
       j["rel_err_vs_serial"] = {{"loss_all_steps", check->err_loss}, {"gradients_step1", check->err_grads},
@@ -170,13 +184,17 @@ void report(const settings& s, const prepared& p, const run_record& run, const s
     std::puts(j.dump(2).c_str());
     return;
   }
-  fmt::print("trained {} for {} steps on {} ranks (mesh {}, {} plan, {})\n", s.model, s.steps, ranks, s.mesh,
-             to_string(plan.strategy), to_string(p.to.opt));
+  fmt::print("trained {} for {} steps on {} ranks (mesh {}, {} plan, {}, {} micro-batch{} per step, recompute {})\n",
+             s.model, s.steps, ranks, s.mesh, to_string(plan.strategy), to_string(p.to.opt), p.o.microbatches,
+             p.o.microbatches == 1 ? "" : "es", to_string(p.o.recompute));
   fmt::print("loss {:.5f} -> {:.5f}\n", run.losses.front(), run.losses.back());
   fmt::print("step time: measured median {}  predicted {}  (measured/predicted {:.2f})\n", tools::seconds(med),
              tools::seconds(plan.time), med / plan.time);
   fmt::print("bytes sent per device per step: {} (predicted {:.0f}{})\n", run.bytes, plan.totals.bytes,
              double(run.bytes) == plan.totals.bytes ? ", equal" : ", DIFFERENT");
+  fmt::print("peak memory per device: measured {}  predicted {}  (measured/predicted {:.2f})\n",
+             tools::si(double(run.peak_bytes), "B"), tools::si(plan.totals.peak_memory(), "B"),
+             double(run.peak_bytes) / plan.totals.peak_memory());
   if (check)
     fmt::print("largest relative difference from serial training: {:.2e} (loss over all steps {:.2e}, gradients "
                "of step 1 {:.2e} at {}, parameters after step 1 {:.2e} at {})\n",
@@ -200,8 +218,10 @@ int train(const settings& s, const prepared& p, int rank, int ranks) {
     run.secs.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
     run.bytes = std::max(run.bytes, t.last_step_bytes());
     if (bar) progress(k, s.steps, run.losses.back(), run.secs.back());
+    run.peak_bytes = std::max(run.peak_bytes, t.last_step_peak_bytes());
     if (check) check->after_step(k, run.losses.back(), t, comm);
   }
+  MPI_Allreduce(MPI_IN_PLACE, &run.peak_bytes, 1, MPI_INT64_T, MPI_MAX, MPI_COMM_WORLD);
   if (rank == 0) report(s, p, run, check.get(), ranks);
   return 0;
 }
@@ -222,6 +242,10 @@ int main(int argc, char** argv) {
   app.add_option("--steps", s.steps, "training steps");
   app.add_option("--lr", s.lr, "learning rate");
   app.add_option("--optimizer", s.optimizer_s, "adam or sgd");
+  app.add_option("--microbatches", s.microbatches,
+                 "micro-batches per step (gradient accumulation); must divide the model's batch (default 1)");
+  app.add_option("--recompute", s.recompute,
+                 "none, selective (attention cores) or full (whole repeated blocks) recomputation in backward");
   app.add_option("--seed", s.seed, "seed of the data, the initial parameters and the search");
   app.add_flag("--check-serial", s.check_serial, "also train serially on rank 0 and report the largest difference");
   app.add_flag("--json", s.json, "print one JSON object on rank 0");

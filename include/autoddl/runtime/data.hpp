@@ -16,7 +16,6 @@
 
 namespace autoddl {
 
-
 /// A uniform value in [-1, 1) for (seed, stream, index).
 constexpr double hashed_uniform(std::uint64_t seed, std::uint64_t stream, std::uint64_t index) {
   std::uint64_t h = detail::mix64(detail::mix64(seed * 0x100000001b3ULL + stream) ^ index);
@@ -88,6 +87,26 @@ inline std::vector<input_kind> input_kinds(const graph& g) {
       at(k, r.index).bound = n.kind == op_kind::embedding ? n.params[0][0] : n.inputs[0][n.inputs[0].rank() - 1];
     }
   return k;
+}
+
+/// The block of a step's GLOBAL batch that a device reads for micro-batch `k` of `m`: `s` is its
+/// block of one micro-batch (dim 0 is the micro-batch, mb rows); the result's dim 0 is the step's
+/// batch of m * mb rows and its rows start k * mb further, so input_shard and index_shard, which
+/// key every element by its global index, give m micro-batches exactly the data of one batch.
+///   micro_batch_shard({local [2,3] of [4,3] at (2,0)}, 1, 2) == {local [2,3] of [8,3] at (6,0)}
+inline shard_info micro_batch_shard(shard_info s, int k, int m) {
+  const std::int64_t mb = s.global[0];
+  s.global[0] = mb * m;
+  s.offset[0] += mb * k;
+  return s;
+}
+
+/// The kernel context seed of micro-batch `k` of training step `step` (it keys dropout masks):
+/// seed + step * 1000003 for k = 0 (a step of one micro-batch keeps the keys it always had),
+/// a mixed distinct key for every further micro-batch.
+constexpr std::uint64_t micro_batch_seed(std::uint64_t seed, std::int64_t step, int k) {
+  const std::uint64_t first = seed + std::uint64_t(step) * 1000003;
+  return k == 0 ? first : detail::mix64(first ^ (std::uint64_t(k) * 0xd6e8feb86659fd93ULL));
 }
 
 /// Shard of model input `i` for training step `step` (real values).

@@ -10,9 +10,27 @@
 // common layout; a parameter's gradient contributions are summed in its summing layout and boxed to
 // storage once (plan_problem::param_sync_path). Bytes sent on the mesh axes per step therefore
 // equal the plan's predicted bytes.
+//
+// The step's schedule is the plan's (plan_options::microbatches, ::recompute). The graph is one
+// micro-batch: a step runs forward and backward m times, micro-batch k reading rows
+// [k mb, (k+1) mb) of the step's global batch (data.hpp, micro_batch_shard), the loss seeded
+// with 1/m. Parameters are boxed storage -> compute once per step and the boxed copy kept for
+// every micro-batch; a parameter edge's gradient contributions are summed over the micro-batches
+// in dual(compute) and boxed to the summing layout once, in the last micro-batch's backward.
+// Recomputation frees in forward what the plan does not keep and recomputes it in backward:
+//   selective  an attention op inside a repeated block drops its saved products (the
+//              probabilities) after forward and reruns its forward just before its backward;
+//   full       once a repeated block's forward is done, its ops drop everything but the outputs
+//              that ops outside the block read, and the boxed copies of edges inside the block;
+//              before the block's backward its ops rerun forward, edges inside it reboxed.
+// Dropout masks are keyed by (seed, op, global index), so a rerun forward is the same forward.
+// In backward every op's forward products, boxed inputs and gradient are freed after its own
+// backward.
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
+#include <map>
 #include <span>
 #if defined(__GLIBC__)
 #include <malloc.h>
@@ -40,14 +58,17 @@ struct train_options {
   /// gradient holds NaN or Inf (naming the parameter and the ops that use it); costs one scan of
   /// the gradient shards and one all-reduce of a double per step.
   bool check_finite = true;
+  /// Sample the heap at every op boundary for last_step_peak_bytes() (glibc's mallinfo2: a few
+  /// microseconds a sample); false reports 0.
+  bool measure_memory = true;
 };
 
 /// Where one device's last step spent its time (wall seconds, steady clock), op by op as the
 /// planner prices it: each op's kernels (forward + backward) and its boxings (the paths of its
 /// input and parameter edges, both directions), then the steps the planner prices per model.
 struct step_profile {
-  std::vector<double> kernel_s;  ///< per op: op_forward + op_backward
-  std::vector<double> boxing_s;  ///< per op: boxing of its inputs, parameters and their gradients
+  std::vector<double> kernel_s;  ///< per op, all micro-batches: op_forward (twice where recomputed) + op_backward
+  std::vector<double> boxing_s;  ///< per op: boxing of its inputs (reboxed where recomputed), parameters, gradients
   double inputs_s = 0;           ///< synthetic model inputs generated (not priced: the data loader's share)
   double accumulate_s = 0;       ///< gradient contributions added (residuals, tied parameters)
   double loss_s = 0;             ///< the global loss all-reduce (reported, outside the plan's bytes)
@@ -57,8 +78,9 @@ struct step_profile {
 };
 
 /// One device's part of training `problem`'s model under the plan `pick` (per node of
-/// problem.untied()). A step is forward, loss, backward, the one synchronisation of each tied
-/// parameter's summed gradient, and the optimizer update on the storage shards.
+/// problem.untied()). A step is forward, loss and backward of each of the plan's micro-batches,
+/// the one synchronisation of each tied parameter's summed gradient, and the optimizer update on
+/// the storage shards.
 template <class T, Device D, MeshCommunicator M>
 class trainer {
  public:
@@ -75,6 +97,7 @@ class trainer {
       detail::fail<layout_error>("the plan is for mesh " + to_string(problem_.options().mesh) +
                                  " but the communicator spans " + to_string(comm_.shape()));
     index_edges();
+    index_blocks();
     input_kinds_ = input_kinds(model_);
     init_parameters();
   }
@@ -93,43 +116,40 @@ class trainer {
   std::int64_t last_step_bytes() const { return last_bytes_; }
   /// Where the last step's time went on this device.
   const step_profile& last_step_profile() const { return profile_; }
+  /// This device's peak memory during the last step, in bytes: the parameter shards and optimizer
+  /// state it stores, plus the high-water mark over the step of the heap bytes in use (glibc
+  /// mallinfo2: uordblks + hblkhd) above their level at the step's start, sampled at every op
+  /// boundary of forward, recomputation and backward and after every gradient synchronisation.
+  /// The step's gradients, boxed copies, kept activations and gradient accumulators are in that
+  /// mark; what a kernel or a boxing path allocates and frees within itself is not (nor what
+  /// the Device allocates off the heap). 0 without glibc or with measure_memory off.
+  std::int64_t last_step_peak_bytes() const { return peak_bytes_; }
 
   /// Runs training step `step_index` (0-based: it keys the data and dropout) and returns the
-  /// global loss, the same on every device.
+  /// global loss (the mean of its micro-batches' losses), the same on every device.
   double train_step(std::int64_t step_index) {
     const std::int64_t bytes_before = axis_bytes();
     const auto start = clock::now();
-    step_buffers b;
-    const int nops = int(model_.ops.size());
-    profile_ = step_profile{};
-    profile_.kernel_s.assign(std::size_t(nops), 0.0);
-    profile_.boxing_s.assign(std::size_t(nops), 0.0);
-    b.inputs.resize(std::size_t(nops));
-    b.params.resize(std::size_t(nops));
-    b.indices.resize(std::size_t(nops));
-    b.ctx.reserve(std::size_t(nops));
-    b.fwd.reserve(std::size_t(nops));  // never reallocates: outputs are read in place
-    for (int i = 0; i < nops; ++i) forward_op(b, i, step_index);
+    begin_step();
+    const int m = microbatches();
+    double local_loss = 0;
+    for (int k = 0; k < m; ++k) local_loss += micro_batch(step_index, k);
     auto t = clock::now();
-    const double loss = global_loss(output(b, model_.loss_op), sig(model_.loss_op).outputs[0]);
+    const double loss = global_loss(local_loss) / m;
     if (options_.check_finite && !std::isfinite(loss))
       detail::fail<error>("step " + std::to_string(step_index) + ": the loss is " + (std::isnan(loss) ? "NaN" : "Inf") +
                           "; training stopped (lower the learning rate or check the inputs; train_options::check_finite "
                           "= false, autoddl-train --no-check-finite, turns this check off)");
     profile_.loss_s = lap(t);
-    if (options_.keep_outputs) {
-      kept_outputs_.clear();
-      for (int i = 0; i < nops; ++i) kept_outputs_.push_back(output(b, i));
-    }
-    backward(b);
-    t = clock::now();
     synchronise_gradients();
     if (options_.check_finite) check_gradients_finite(step_index);
     profile_.sync_s = lap(t);
     optimizer_update();
+    sample_memory();
     profile_.update_s = lap(t);
     profile_.total_s = lap(t = start);
     last_bytes_ = axis_bytes() - bytes_before;
+    peak_bytes_ = options_.measure_memory ? stored_bytes() + peak_live_ : 0;
     return loss;
   }
 
@@ -143,13 +163,59 @@ class trainer {
     return s;
   }
 
-  /// What lives from an op's forward to its backward during one step.
+  /// What lives from an op's forward to its backward during one micro-batch.
   struct step_buffers {
-    std::vector<std::vector<std::vector<T>>> inputs, params;  ///< boxed copies (empty: read in place)
-    std::vector<std::vector<std::int64_t>> indices;            ///< token ids and labels per op
+    std::vector<std::vector<std::vector<T>>> inputs;  ///< boxed copies (empty: read in place)
+    std::vector<std::vector<std::int64_t>> indices;   ///< token ids and labels per op
     std::vector<kernel_context<T>> ctx;
     std::vector<forward_result<D, T>> fwd;
   };
+
+  int microbatches() const { return problem_.options().microbatches; }
+  recompute_mode recompute() const { return problem_.options().recompute; }
+
+  static void release(std::vector<T>& v) { std::vector<T>().swap(v); }
+
+  // Frees what the last step left (its gradients, kept outputs) and starts the memory mark.
+  void begin_step() {
+    const int nops = int(model_.ops.size());
+    profile_ = step_profile{};
+    profile_.kernel_s.assign(std::size_t(nops), 0.0);
+    profile_.boxing_s.assign(std::size_t(nops), 0.0);
+    for (auto& g : grads_) release(g);
+    for (auto& g : grad_sums_) release(g);
+    kept_outputs_.clear();
+    kept_outputs_.shrink_to_fit();
+    gathered_.assign(std::size_t(nops), {});
+    param_grad_acc_.assign(std::size_t(nops), {});
+    for (int i = 0; i < nops; ++i) {
+      at(gathered_, i).resize(at(model_.ops, i).param_ids.size());
+      at(param_grad_acc_, i).resize(at(model_.ops, i).param_ids.size());
+    }
+    peak_live_ = 0;
+    heap_at_start_ = heap_in_use();
+  }
+
+  // Forward and backward of micro-batch k of step `step_index`; returns this device's part of
+  // its loss (global_loss sums the parts).
+  double micro_batch(std::int64_t step_index, int k) {
+    const int nops = int(model_.ops.size());
+    const bool keep = options_.keep_outputs && k == microbatches() - 1;
+    step_buffers b;
+    b.inputs.resize(std::size_t(nops));
+    b.indices.resize(std::size_t(nops));
+    b.ctx.reserve(std::size_t(nops));
+    b.fwd.reserve(std::size_t(nops));  // never reallocates: outputs are read in place
+    for (int i = 0; i < nops; ++i) {
+      forward_op(b, i, step_index, k);
+      if (keep) kept_outputs_.push_back(output(b, i));
+      drop_recomputed(b, i);
+      sample_memory();
+    }
+    const double loss = local_loss(output(b, model_.loss_op), sig(model_.loss_op).outputs[0]);
+    backward(b, k);
+    return loss;
+  }
 
   static const std::vector<T>& output(const step_buffers& b, int op) { return at(b.fwd, op).outputs[0]; }
 
@@ -171,6 +237,32 @@ class trainer {
     }
   }
 
+  // Which ops rerun their forward in backward (the planner's rule, planner.hpp), the ops of each
+  // repeated block in order, and which ops' outputs are read outside their block.
+  void index_blocks() {
+    const int nops = int(model_.ops.size());
+    recomputes_.assign(std::size_t(nops), 0);
+    read_outside_block_.assign(std::size_t(nops), 0);
+    last_of_block_.assign(std::size_t(nops), 0);
+    for (int i = 0; i < nops; ++i) {
+      const int blk = at(model_.block, i);
+      if (blk < 0) continue;
+      at(recomputes_, i) = recompute() == recompute_mode::full ||
+                           (recompute() == recompute_mode::selective && at(model_.ops, i).kind == op_kind::attention);
+      block_ops_[blk].push_back(i);
+    }
+    for (const auto& [blk, ops] : block_ops_) at(last_of_block_, ops.back()) = 1;
+    for (int i = 0; i < nops; ++i)
+      for (const tensor_ref& r : at(model_.op_inputs, i))
+        if (r.op >= 0 && at(model_.block, r.op) != at(model_.block, i)) at(read_outside_block_, r.op) = 1;
+  }
+
+  // Whether input j of op i comes over an edge inside one repeated block (reboxed under full).
+  bool inside_block(int i, std::size_t j) const {
+    const tensor_ref r = at(model_.op_inputs, i)[j];
+    return r.op >= 0 && at(model_.block, i) >= 0 && at(model_.block, r.op) == at(model_.block, i);
+  }
+
   void init_parameters() {
     const int np = int(model_.params.size());
     params_.resize(std::size_t(np));
@@ -187,12 +279,13 @@ class trainer {
     }
   }
 
-  // Op i's forward: its model inputs loaded, producer outputs and parameters boxed by the
-  // priced paths (identity paths are read in place), then the kernel.
-  void forward_op(step_buffers& b, int i, std::int64_t step_index) {
+  // Op i's forward in micro-batch k: its model inputs loaded, producer outputs boxed by the
+  // priced paths (identity paths are read in place), parameters boxed once per step (micro-batch
+  // 0; the copy is kept), then the kernel.
+  void forward_op(step_buffers& b, int i, std::int64_t step_index, int k) {
     const op_node& n = at(model_.ops, i);
     b.ctx.push_back(make_kernel_context<T>(n, sig(i), comm_.shape(), comm_.coords(),
-                                           options_.seed + std::uint64_t(step_index) * 1000003, std::uint64_t(i)));
+                                           micro_batch_seed(options_.seed, step_index, k), std::uint64_t(i)));
     kernel_context<T>& ctx = b.ctx.back();
     wire_statistics(ctx);
     ctx.input_grad_wanted.assign(n.inputs.size(), true);
@@ -204,30 +297,71 @@ class trainer {
       if (r.op < 0) {
         ctx.input_grad_wanted[j] = false;  // model inputs need no gradient
         at(profile_.boxing_s, i) += lap(t);
-        load_model_input(b, i, int(j), r.index, step_index);
+        load_model_input(b, i, int(j), r.index, step_index, k);
         profile_.inputs_s += lap(t);
         continue;
       }
-      const boxing_path& path = at(paths_, at(edge_of_input_, i)[j]).first;
-      if (path.size() > 0)
-        in[j] = run_boxing<T>(comm_, output(b, r.op), at(at(model_.ops, r.op).outputs, r.index),
-                              at(sig(r.op).outputs, r.index), path);
+      box_input(b, i, j);
     }
-    auto& pr = at(b.params, i);
-    pr.resize(n.param_ids.size());
-    for (std::size_t j = 0; j < n.param_ids.size(); ++j) {
+    for (std::size_t j = 0; j < n.param_ids.size() && k == 0; ++j) {
       const int p = n.param_ids[j];
       const boxing_path& path = at(paths_, at(edge_of_param_, i)[j]).first;
-      if (path.size() > 0) pr[j] = run_boxing<T>(comm_, at(params_, p), at(model_.params, p).shape, storage(p), path);
+      if (path.size() > 0)
+        at(gathered_, i)[j] = run_boxing<T>(comm_, at(params_, p), at(model_.params, p).shape, storage(p), path);
     }
     at(profile_.boxing_s, i) += lap(t);
     b.fwd.push_back(op_forward(dev_, ctx, make_operands(b, i)));
     at(profile_.kernel_s, i) += lap(t);
   }
 
-  // Model input `input` of op i's slot j, this device's shard of the step's synthetic batch.
-  void load_model_input(step_buffers& b, int i, int j, int input, std::int64_t step_index) {
-    const shard_info sh = at(b.ctx.back().shards.inputs, j);
+  // Input j of op i: its producer's output boxed by the edge's forward path (if it has one).
+  void box_input(step_buffers& b, int i, std::size_t j) {
+    const tensor_ref r = at(model_.op_inputs, i)[j];
+    const boxing_path& path = at(paths_, at(edge_of_input_, i)[j]).first;
+    if (path.size() > 0)
+      at(b.inputs, i)[j] = run_boxing<T>(comm_, output(b, r.op), at(at(model_.ops, r.op).outputs, r.index),
+                                         at(sig(r.op).outputs, r.index), path);
+  }
+
+  // After op i's forward: what the plan's recomputation does not keep is freed. Selective: a
+  // recomputed attention op's saved products. Full, at the last op of a block: the block's saved
+  // products, its outputs that no op outside the block reads, and the boxed copies of the edges
+  // inside it (the copies of edges entering it are kept).
+  void drop_recomputed(step_buffers& b, int i) {
+    if (!at(recomputes_, i)) return;
+    if (recompute() == recompute_mode::selective) {
+      at(b.fwd, i).saved.clear();
+      return;
+    }
+    if (!at(last_of_block_, i)) return;
+    for (int o : block_ops_.at(at(model_.block, i))) {
+      forward_result<D, T>& f = at(b.fwd, o);
+      f.saved.clear();
+      if (!at(read_outside_block_, o)) f.outputs.clear();
+      for (std::size_t j = 0; j < at(b.inputs, o).size(); ++j)
+        if (inside_block(o, j)) release(at(b.inputs, o)[j]);
+    }
+  }
+
+  // Before the backward of a fully recomputed block (at its last op): its ops' forward again, in
+  // order, with the micro-batch's kernel contexts (the same dropout keys), edges inside the
+  // block reboxed from the rerun outputs.
+  void recompute_block(step_buffers& b, int blk) {
+    for (int o : block_ops_.at(blk)) {
+      auto t = clock::now();
+      for (std::size_t j = 0; j < at(b.inputs, o).size(); ++j)
+        if (inside_block(o, j)) box_input(b, o, j);
+      at(profile_.boxing_s, o) += lap(t);
+      at(b.fwd, o) = op_forward(dev_, at(b.ctx, o), make_operands(b, o));
+      at(profile_.kernel_s, o) += lap(t);
+      sample_memory();
+    }
+  }
+
+  // Model input `input` of op i's slot j: this device's shard of micro-batch k's rows of the
+  // step's synthetic global batch.
+  void load_model_input(step_buffers& b, int i, int j, int input, std::int64_t step_index, int k) {
+    const shard_info sh = micro_batch_shard(at(b.ctx.back().shards.inputs, j), k, microbatches());
     const input_kind kind = at(input_kinds_, input);
     if (kind.indices) {
       at(b.indices, i) = index_shard(sh, input, kind.bound, options_.seed, step_index);
@@ -241,19 +375,25 @@ class trainer {
       if (l[a].is_partial() && comm_.coords()[a] != 0) std::fill(x.begin(), x.end(), T{});
   }
 
-  // Ops in reverse: each op's input gradients go back to their producers, boxed dual(input)
-  // -> dual(output); its parameter gradients go to the parameter's summing layout.
-  void backward(step_buffers& b) {
+  // Micro-batch k's ops in reverse: each op's input gradients go back to their producers, boxed
+  // dual(input) -> dual(output); its parameter gradients are accumulated (add_param_gradient).
+  // A recomputed op's forward reruns first; after its backward an op's buffers are freed.
+  void backward(step_buffers& b, int k) {
     const int nops = int(model_.ops.size());
+    const bool last = k == microbatches() - 1;
     std::vector<std::vector<T>> dy(static_cast<std::size_t>(nops));
     at(dy, model_.loss_op) = loss_seed(sig(model_.loss_op).outputs[0]);
-    for (auto& g : grad_sums_) g.clear();
     for (int i = nops - 1; i >= 0; --i) {
       const op_node& n = at(model_.ops, i);
+      if (at(recomputes_, i) && recompute() == recompute_mode::full && at(last_of_block_, i))
+        recompute_block(b, at(model_.block, i));
       if (at(dy, i).empty()) at(dy, i).assign(std::size_t(at(b.ctx, i).shards.outputs[0].local.elements()), T{});
       auto t = clock::now();
+      if (at(recomputes_, i) && recompute() == recompute_mode::selective)
+        at(b.fwd, i) = op_forward(dev_, at(b.ctx, i), make_operands(b, i));
       auto grads = op_backward(dev_, at(b.ctx, i), make_operands(b, i), at(b.fwd, i), std::span<const T>(at(dy, i)));
       at(profile_.kernel_s, i) += lap(t);
+      sample_memory();
       for (std::size_t j = 0; j < n.inputs.size(); ++j) {
         const tensor_ref r = at(model_.op_inputs, i)[j];
         if (r.op < 0) continue;
@@ -266,18 +406,38 @@ class trainer {
         accumulate(at(dy, r.op), std::move(g));
         profile_.accumulate_s += lap(t);
       }
-      for (std::size_t j = 0; j < n.param_ids.size(); ++j) {
-        const int p = n.param_ids[j];
-        const boxing_path& path = at(paths_, at(edge_of_param_, i)[j]).second;
-        std::vector<T> g = path.size() == 0 ? std::move(grads.params[j])
-                                            : run_boxing<T>(comm_, std::move(grads.params[j]),
-                                                            at(model_.params, p).shape, dual(sig(i).params[j]), path);
-        at(profile_.boxing_s, i) += lap(t);
-        accumulate(at(grad_sums_, p), std::move(g));
-        profile_.accumulate_s += lap(t);
-      }
-      at(dy, i).clear();
+      for (std::size_t j = 0; j < n.param_ids.size(); ++j) add_param_gradient(i, j, std::move(grads.params[j]), last);
+      release(at(dy, i));
+      at(b.fwd, i) = forward_result<D, T>{};
+      at(b.inputs, i).clear();
+      at(b.indices, i).clear();
+      if (last) at(gathered_, i).clear();
+      sample_memory();
     }
+  }
+
+  // Micro-batch contribution g to the gradient of op i's parameter slot j, laid out
+  // dual(compute). An edge whose gradient needs no boxing adds it to the summing layout's sum
+  // directly; the others sum it in dual(compute) and box the sum once, in the last micro-batch
+  // (with one micro-batch: each contribution boxed as it comes, as the planner prices it).
+  void add_param_gradient(int i, std::size_t j, std::vector<T>&& g, bool last_micro_batch) {
+    const int p = at(model_.ops, i).param_ids[j];
+    const boxing_path& path = at(paths_, at(edge_of_param_, i)[j]).second;
+    auto t = clock::now();
+    if (path.size() == 0) {
+      accumulate(at(grad_sums_, p), std::move(g));
+      profile_.accumulate_s += lap(t);
+      return;
+    }
+    std::vector<T>& sum = at(param_grad_acc_, i)[j];
+    accumulate(sum, std::move(g));
+    profile_.accumulate_s += lap(t);
+    if (!last_micro_batch) return;
+    std::vector<T> boxed = run_boxing<T>(comm_, std::move(sum), at(model_.params, p).shape, dual(sig(i).params[j]), path);
+    release(sum);
+    at(profile_.boxing_s, i) += lap(t);
+    accumulate(at(grad_sums_, p), std::move(boxed));
+    profile_.accumulate_s += lap(t);
   }
 
   // Each parameter's summed gradient boxed to its storage: nothing for a parameter with one
@@ -292,6 +452,8 @@ class trainer {
       grads_[p] = sync_paths_[p].size() == 0 ? std::move(grad_sums_[p])
                                              : run_boxing<T>(comm_, std::move(grad_sums_[p]), model_.params[p].shape,
                                                              pc.grad_sum, sync_paths_[p]);
+      release(grad_sums_[p]);
+      sample_memory();
     }
   }
 
@@ -334,6 +496,28 @@ class trainer {
     }
   }
 
+  // Heap bytes in use now (glibc; 0 elsewhere).
+  static std::int64_t heap_in_use() {
+#if defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 33))
+    const struct mallinfo2 mi = mallinfo2();
+    return std::int64_t(mi.uordblks + mi.hblkhd);
+#else
+    return 0;
+#endif
+  }
+
+  void sample_memory() {
+    if (options_.measure_memory) peak_live_ = std::max(peak_live_, heap_in_use() - heap_at_start_);
+  }
+
+  // Bytes of what persists between steps: parameter shards and optimizer state.
+  std::int64_t stored_bytes() const {
+    std::int64_t n = 0;
+    for (std::size_t p = 0; p < params_.size(); ++p)
+      n += std::int64_t(params_[p].size() + first_moment_[p].size() + second_moment_[p].size());
+    return n * std::int64_t(sizeof(T));
+  }
+
   std::int64_t axis_bytes() {
     std::int64_t bytes = 0;
     for (int a = 0; a < comm_.shape().size(); ++a) bytes += comm_.axis(a).bytes_sent();
@@ -352,7 +536,7 @@ class trainer {
     }
     for (std::size_t j = 0; j < n.param_ids.size(); ++j) {
       const bool direct = at(paths_, at(edge_of_param_, i)[j]).first.size() == 0;
-      ops.params.push_back(std::span<const T>(direct ? at(params_, n.param_ids[j]) : at(b.params, i)[j]));
+      ops.params.push_back(std::span<const T>(direct ? at(params_, n.param_ids[j]) : at(gathered_, i)[j]));
     }
     ops.indices = std::span<const std::int64_t>(at(b.indices, i));
     return ops;
@@ -387,25 +571,31 @@ class trainer {
   }
 
   // The loss output is a scalar, P over the axes whose devices hold partial sums and B over the
-  // others: the global loss sums one copy per P group. Reported over the world communicator,
-  // outside the plan's bytes.
-  double global_loss(const std::vector<T>& local, const nd_sbp& l) {
-    bool counted = true;
+  // others: the global loss sums one copy per P group. This device's part: its value if it holds
+  // one of those copies, else 0.
+  double local_loss(const std::vector<T>& local, const nd_sbp& l) const {
     for (int a = 0; a < l.size(); ++a)
-      if (!l[a].is_partial() && comm_.coords()[a] != 0) counted = false;
+      if (!l[a].is_partial() && comm_.coords()[a] != 0) return 0;
+    return double(local.at(0));
+  }
+
+  // The sum of every device's part, over the world communicator (reported, outside the plan's
+  // bytes): one all-reduce per step whatever the micro-batches.
+  double global_loss(double part) {
     std::vector<double> buf(std::size_t(comm_.world().size()), 0.0);
-    if (counted) buf[0] = double(local.at(0));
+    buf[0] = part;
     comm_.world().all_reduce(std::span<double>(buf));
     return buf[0];
   }
 
-  // dLoss/dLoss = 1, laid out dual(loss layout): B where the loss was P (every device holds
-  // 1), P where it was B (device 0 of that axis holds 1, the others 0).
+  // dLoss/dLoss = 1/m for a step of m micro-batches (the step's loss is their mean), laid out
+  // dual(loss layout): B where the loss was P (every device holds it), P where it was B (device
+  // 0 of that axis holds it, the others 0).
   std::vector<T> loss_seed(const nd_sbp& l) const {
     bool one = true;
     for (int a = 0; a < l.size(); ++a)
       if (l[a].is_broadcast() && comm_.coords()[a] != 0) one = false;
-    return std::vector<T>(1, one ? T(1) : T(0));
+    return std::vector<T>(1, one ? T(1.0 / microbatches()) : T(0));
   }
 
   const plan_problem& problem_;
@@ -420,11 +610,18 @@ class trainer {
   std::vector<input_kind> input_kinds_;
   std::vector<std::vector<T>> params_, grads_;  ///< storage shards of parameters and their gradients
   std::vector<std::vector<T>> grad_sums_;       ///< per parameter: its uses' gradients, summed
+  std::vector<std::vector<std::vector<T>>> gathered_;        ///< per op slot: parameter boxed to compute, this step
+  std::vector<std::vector<std::vector<T>>> param_grad_acc_;  ///< per op slot: gradient summed over micro-batches
+  std::vector<char> recomputes_;          ///< per op: reruns its forward in backward
+  std::vector<char> last_of_block_;       ///< per op: the last op of its repeated block
+  std::vector<char> read_outside_block_;  ///< per op: an op outside its block reads its output
+  std::map<int, std::vector<int>> block_ops_;  ///< per repeated block: its ops in order
   std::vector<std::vector<T>> first_moment_;    ///< Adam's m, or SGD-momentum's velocity
   std::vector<std::vector<T>> second_moment_;   ///< Adam's v (empty for SGD)
   std::vector<std::vector<T>> kept_outputs_;
   std::int64_t steps_done_ = 0;
   std::int64_t last_bytes_ = 0;
+  std::int64_t heap_at_start_ = 0, peak_live_ = 0, peak_bytes_ = 0;
   step_profile profile_;
 };
 

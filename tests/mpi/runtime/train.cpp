@@ -1,7 +1,8 @@
 // The central invariant (DESIGN.md): any valid plan computes the same loss, gradients and
-// updated parameters as serial execution. Random plans (fixed seeds, printed) of small GPT, VGG
-// and MLP models on the job's ranks, on 1-D and 2-D meshes, against a serial run on rank 0;
-// and every step sends exactly the bytes the plan was priced with.
+// updated parameters as serial execution, with any micro-batches and recomputation. Random plans
+// (fixed seeds, printed) of small GPT, VGG and MLP models on the job's ranks, on 1-D and 2-D
+// meshes, against a serial run on rank 0; every step sends exactly the bytes the plan was priced
+// with; and m micro-batches train like one batch of m times their rows (serially).
 #include <catch2/catch_test_macros.hpp>
 
 #include <cstdint>
@@ -42,39 +43,69 @@ std::vector<int> random_plan(const plan_problem& pp, std::uint64_t seed) {
   return pick;
 }
 
-void check_model(const std::string& spec, int plans, optimizer opt) {
-  int ranks = 0, rank = 0;
-  MPI_Comm_size(MPI_COMM_WORLD, &ranks);
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  const graph g = build_model(spec);
-  train_options to;
-  to.opt = opt;
-  to.lr = 1e-2;
-  // serial reference on rank 0
+/// What a step runs: micro-batches (the graph is one of them) and recomputation.
+struct schedule {
+  int microbatches = 1;
+  recompute_mode recompute = recompute_mode::none;
+};
+
+std::string to_string(const schedule& sc) {
+  return std::to_string(sc.microbatches) + " micro-batches, recompute " + std::string(autoddl::to_string(sc.recompute));
+}
+
+/// Losses of every step, then parameters and gradients after the last, of one training run.
+struct run_result {
+  std::vector<double> losses;
+  std::vector<std::vector<float>> params, grads;
+};
+
+/// Trains `spec` serially (mesh 1, this rank alone) for `steps` steps under schedule sc.
+run_result serial_run(const std::string& spec, const schedule& sc, const train_options& to, int steps) {
+  const graph g = build_model(spec, sc.microbatches);
   plan_options so;
   so.mesh = mesh_shape{1};
   so.hw = load_hardware("cpu-local");
-  plan_problem serial_pp(g, so);
-  std::vector<double> serial_loss;
-  std::vector<std::vector<float>> serial_params, serial_grads;
-  if (rank == 0) {
-    cpu_device dev;
-    mpi::mpi_mesh_comm self(mesh_shape{1}, MPI_COMM_SELF);
-    trainer<float, cpu_device, mpi::mpi_mesh_comm> t(serial_pp, solve_plan(serial_pp, strategy::dp{}).pick, dev, self, to);
-    for (int s = 0; s < 2; ++s) serial_loss.push_back(t.train_step(s));
-    for (std::size_t p = 0; p < g.params.size(); ++p) {
-      serial_params.push_back(t.param_shard(int(p)));
-      serial_grads.push_back(t.grad_shard(int(p)));
-    }
+  so.microbatches = sc.microbatches;
+  so.recompute = sc.recompute;
+  plan_problem pp(g, so);
+  cpu_device dev;
+  mpi::mpi_mesh_comm self(mesh_shape{1}, MPI_COMM_SELF);
+  trainer<float, cpu_device, mpi::mpi_mesh_comm> t(pp, solve_plan(pp, strategy::dp{}).pick, dev, self, to);
+  run_result r;
+  for (int s = 0; s < steps; ++s) r.losses.push_back(t.train_step(s));
+  for (std::size_t p = 0; p < g.params.size(); ++p) {
+    r.params.push_back(t.param_shard(int(p)));
+    r.grads.push_back(t.grad_shard(int(p)));
   }
-  for (const mesh_shape& m : meshes_for(ranks)) {
+  return r;
+}
+
+/// Random plans of `spec` under schedule sc on the job's ranks (every mesh of meshes_for, or the
+/// 1-D one only), each against a serial run of the same micro-batches without recomputation on
+/// rank 0, and each step's bytes against the plan's.
+void check_model(const std::string& spec, int plans, optimizer opt, schedule sc = {}, bool every_mesh = true) {
+  int ranks = 0, rank = 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &ranks);
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  const graph g = build_model(spec, sc.microbatches);
+  train_options to;
+  to.opt = opt;
+  to.lr = 1e-2;
+  run_result serial;
+  if (rank == 0) serial = serial_run(spec, schedule{sc.microbatches, recompute_mode::none}, to, 2);
+  std::vector<mesh_shape> meshes = meshes_for(ranks);
+  if (!every_mesh) meshes.resize(1);
+  for (const mesh_shape& m : meshes) {
     plan_options o;
     o.mesh = m;
     o.hw = load_hardware("cpu-local");
+    o.microbatches = sc.microbatches;
+    o.recompute = sc.recompute;
     plan_problem pp(g, o);
     for (int k = 0; k < plans; ++k) {
-      const std::uint64_t seed = 1000 * std::uint64_t(ranks) + 17 * std::uint64_t(k) + std::uint64_t(m.size());
-      INFO(spec << " on mesh " << to_string(m) << ", random plan seed " << seed);
+      const std::uint64_t seed = 1000 * std::uint64_t(ranks) + 17 * std::uint64_t(k) + std::uint64_t(m.size()) +
+                                 100 * std::uint64_t(sc.microbatches - 1) + 7 * std::uint64_t(sc.recompute);
+      INFO(spec << " on mesh " << to_string(m) << ", " << to_string(sc) << ", random plan seed " << seed);
       std::vector<int> pick = random_plan(pp, seed);
       const double predicted = pp.untied().evaluate(pick).bytes;
       cpu_device dev;
@@ -83,31 +114,57 @@ void check_model(const std::string& spec, int plans, optimizer opt) {
       for (int s = 0; s < 2; ++s) {
         const double loss = t.train_step(s);
         CHECK(double(t.last_step_bytes()) == predicted);
-        if (rank == 0) CHECK(std::abs(loss - serial_loss[std::size_t(s)]) <= tolerance * std::abs(serial_loss[std::size_t(s)]));
+        if (rank == 0)
+          CHECK(std::abs(loss - serial.losses[std::size_t(s)]) <= tolerance * std::abs(serial.losses[std::size_t(s)]));
       }
       // a tensor that vanishes analytically (the attention key bias: its gradient is round-off,
       // its value stays near 0) is compared at 1e-3 of the largest gradient's / parameter's scale
-      const double floor = rank == 0 ? 1e-3 * max_abs(serial_grads) : 0;
-      const double pfloor = rank == 0 ? 1e-3 * max_abs(serial_params) : 0;
+      const double floor = rank == 0 ? 1e-3 * max_abs(serial.grads) : 0;
+      const double pfloor = rank == 0 ? 1e-3 * max_abs(serial.params) : 0;
       double worst_grad = 0, worst_param = 0;
       for (std::size_t p = 0; p < g.params.size(); ++p) {
         auto gp = gather_to_root(comm, t.param_shard(int(p)), g.params[p].shape, t.storage(int(p)));
         auto gg = gather_to_root(comm, t.grad_shard(int(p)), g.params[p].shape, t.storage(int(p)));
         if (rank != 0) continue;
-        worst_param = std::max(worst_param, max_rel_error(gp, serial_params[p], pfloor));
-        worst_grad = std::max(worst_grad, max_rel_error(gg, serial_grads[p], floor));
+        worst_param = std::max(worst_param, max_rel_error(gp, serial.params[p], pfloor));
+        worst_grad = std::max(worst_grad, max_rel_error(gg, serial.grads[p], floor));
       }
       if (rank == 0) {
-        std::printf("%s on %s, plan seed %llu: bytes/step %.0f (= predicted), max rel err loss/grads/params vs serial: "
-                    "grads %.2e, params %.2e\n",
-                    spec.c_str(), to_string(m).c_str(), static_cast<unsigned long long>(seed), predicted, worst_grad,
-                    worst_param);
+        std::printf("%s on %s, %s, plan seed %llu: bytes/step %.0f (= predicted), max rel err loss/grads/params vs "
+                    "serial: grads %.2e, params %.2e\n",
+                    spec.c_str(), to_string(m).c_str(), to_string(sc).c_str(), static_cast<unsigned long long>(seed),
+                    predicted, worst_grad, worst_param);
         INFO("largest relative error: gradients " << worst_grad << ", updated parameters " << worst_param);
         CHECK(worst_grad <= tolerance);
         CHECK(worst_param <= tolerance);
       }
     }
   }
+}
+
+/// Gradient accumulation's oracle, serial on rank 0: m micro-batches of batch/m rows train exactly
+/// like one batch (losses of 2 steps, gradients and parameters after them).
+void check_accumulation(const std::string& spec, int m, optimizer opt) {
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  if (rank != 0) return;
+  INFO(spec << ": " << m << " micro-batches against one batch");
+  train_options to;
+  to.opt = opt;
+  to.lr = 1e-2;
+  const run_result whole = serial_run(spec, schedule{}, to, 2);
+  const run_result split = serial_run(spec, schedule{m, recompute_mode::none}, to, 2);
+  for (std::size_t s = 0; s < whole.losses.size(); ++s)
+    CHECK(std::abs(split.losses[s] - whole.losses[s]) <= tolerance * std::abs(whole.losses[s]));
+  double worst_grad = 0, worst_param = 0;
+  for (std::size_t p = 0; p < whole.params.size(); ++p) {
+    worst_grad = std::max(worst_grad, max_rel_error(split.grads[p], whole.grads[p], 1e-3 * max_abs(whole.grads)));
+    worst_param = std::max(worst_param, max_rel_error(split.params[p], whole.params[p], 1e-3 * max_abs(whole.params)));
+  }
+  std::printf("%s, %d micro-batches vs 1 batch: max rel err grads %.2e, params %.2e\n", spec.c_str(), m, worst_grad,
+              worst_param);
+  CHECK(worst_grad <= tolerance);
+  CHECK(worst_param <= tolerance);
 }
 
 }  // namespace
@@ -126,4 +183,30 @@ TEST_CASE("random plans of a small VGG train like serial execution", "[mpi][runt
 
 TEST_CASE("random plans of an MLP train like serial execution", "[mpi][runtime][mlp]") {
   check_model("mlp:layers=3,hidden=32,batch=16,in=16,out=8", 4, optimizer::adam);
+}
+
+// Micro-batches and recomputation: one random plan per schedule, against a serial run of the same
+// micro-batches WITHOUT recomputation (recomputing must change no number), bytes == predicted.
+TEST_CASE("random plans of a small GPT with micro-batches and recomputation train like serial execution",
+          "[mpi][runtime][gpt][schedule]") {
+  const std::string gpt = "gpt:layers=2,hidden=32,heads=4,seq=16,batch=8,vocab=64";
+  check_model(gpt, 1, optimizer::sgd_momentum, schedule{1, recompute_mode::full});
+  check_model(gpt, 1, optimizer::sgd_momentum, schedule{2, recompute_mode::none});
+  check_model(gpt, 1, optimizer::sgd_momentum, schedule{4, recompute_mode::selective});
+  check_model(gpt, 1, optimizer::sgd_momentum, schedule{2, recompute_mode::full});
+}
+
+TEST_CASE("random plans of VGG and an MLP with micro-batches and recomputation train like serial execution",
+          "[mpi][runtime][vgg][mlp][schedule]") {
+  check_model("vgg11:image=32,classes=16,batch=8,fc=32", 1, optimizer::sgd_momentum, schedule{2, recompute_mode::full},
+              false);
+  check_model("mlp:layers=3,hidden=32,batch=16,in=16,out=8", 1, optimizer::adam, schedule{4, recompute_mode::full});
+  check_model("mlp:layers=3,hidden=32,batch=16,in=16,out=8", 1, optimizer::adam, schedule{2, recompute_mode::selective},
+              false);
+}
+
+TEST_CASE("m micro-batches of batch/m rows train like one batch (gradient accumulation)", "[mpi][runtime][schedule]") {
+  check_accumulation("gpt:layers=2,hidden=32,heads=4,seq=16,batch=8,vocab=64,dropout=0", 2, optimizer::sgd_momentum);
+  check_accumulation("gpt:layers=2,hidden=32,heads=4,seq=16,batch=8,vocab=64,dropout=0", 4, optimizer::sgd_momentum);
+  check_accumulation("mlp:layers=3,hidden=32,batch=16,in=16,out=8", 4, optimizer::adam);
 }

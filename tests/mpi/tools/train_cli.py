@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """autoddl-train on 4 ranks as a user runs it: a 2x2 run whose bytes equal the prediction and
-whose training equals serial training; bad input gives one sentence and exit code 2 on every
-rank; a rank that fails mid-training aborts the job (no hang)."""
+whose training equals serial training, also with micro-batches and recomputation; bad input gives
+one sentence and exit code 2 on every rank; a rank that fails mid-training aborts the job (no
+hang)."""
 import json
 import subprocess
 import sys
@@ -34,6 +35,30 @@ if r.returncode == 0:
           f'{j["bytes_sent_per_device"]} vs {j["predicted_bytes_per_device"]}')
     check("training equals serial within 1e-4", j["max_rel_err_vs_serial"] <= 1e-4, str(j["max_rel_err_vs_serial"]))
     check("the plan is autoddl-plan's JSON", j["plan"]["mesh"] == [2, 2] and len(j["plan"]["layers"]) > 10)
+
+# micro-batches and full recomputation: serial with the same micro-batches, bytes as priced
+r = run(4, "--model", model, "--mesh", "2x2", "--steps", "2", "--microbatches", "2", "--recompute", "full",
+        "--check-serial", "--optimizer", "sgd", "--json")
+check("a 2x2 run of 2 micro-batches with full recomputation succeeds", r.returncode == 0, r.stderr[-2000:])
+if r.returncode == 0:
+    j = json.loads(r.stdout)
+    for f in ["microbatches", "recompute", "peak_bytes_per_device", "predicted_peak_bytes_per_device"]:
+        check("JSON has " + f, f in j)
+    check("the JSON names the schedule", j.get("microbatches") == 2 and j.get("recompute") == "full", str(j.get("recompute")))
+    check("peak memory measured and predicted", j.get("peak_bytes_per_device", 0) > 0 and
+          j.get("predicted_peak_bytes_per_device", 0) > 0)
+    check("micro-batches: bytes sent equal the predicted bytes",
+          j["bytes_sent_per_device"] == j["predicted_bytes_per_device"],
+          f'{j["bytes_sent_per_device"]} vs {j["predicted_bytes_per_device"]}')
+    check("micro-batches: training equals serial within 1e-4", j["max_rel_err_vs_serial"] <= 1e-4,
+          str(j["max_rel_err_vs_serial"]))
+for args, says, what in [
+        (["--microbatches", "3"], "--microbatches 3 does not divide the batch of 8", "micro-batches not dividing the batch"),
+        (["--microbatches", "0"], "--microbatches must be at least 1, got 0", "zero micro-batches"),
+        (["--recompute", "some"], "unknown recomputation 'some'; write none, selective or full", "unknown recomputation")]:
+    r = run(2, "--model", model, "--mesh", "2", "--steps", "1", *args)
+    check(what + ": exit 2 and one sentence", r.returncode == 2 and says in r.stderr and
+          r.stderr.count("autoddl-train:") == 1, r.stderr[-1000:])
 
 r = run(4, "--model", model, "--mesh", "2x4")
 check("mesh size != ranks: exit 2 and one sentence", r.returncode == 2 and "mesh 2x4 has 8 devices but the job has 4 ranks" in r.stderr,
