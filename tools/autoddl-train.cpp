@@ -1,6 +1,6 @@
 // autoddl-train: plans a model, then trains it for real on MPI ranks with that plan.
 //   mpirun -np 4 build/tools/autoddl-train --model gpt:layers=2,hidden=64,heads=4,seq=32,batch=8,vocab=128
-//          --mesh 2x2 [--strategy auto] [--steps 20] [--microbatches 1] [--recompute none]
+//          --mesh 2x2 [--strategy auto] [--steps 20] [--microbatches auto|N] [--recompute auto|none|selective|full]
 //          [--check-serial] [--json]
 // Bad input: one sentence on stderr (rank 0) and exit code 2 on every rank. A rank that fails
 // during training aborts the whole job with its message, so the job never hangs.
@@ -23,6 +23,7 @@
 #include "autoddl/models/zoo.hpp"
 #include "autoddl/runtime/gather.hpp"
 #include "autoddl/runtime/trainer.hpp"
+#include "autoddl/search/micro_batches.hpp"
 #include "autoddl/search/solve.hpp"
 #include "plan_report.hpp"
 #include "support/cli.hpp"
@@ -36,9 +37,8 @@ using trainer_t = trainer<float, cpu_device, mpi::mpi_mesh_comm>;
 
 struct settings {
   std::string model, mesh = "2x2", strategy = "auto", hardware = "cpu-local", optimizer_s = "adam";
-  std::string recompute = "none";
+  std::string recompute = "auto", microbatches = "auto";
   int steps = 20;
-  int microbatches = 1;
   double lr = 1e-3;
   std::uint64_t seed = 1;
   bool check_serial = false, json = false, no_check_finite = false;
@@ -77,15 +77,17 @@ prepared prepare(const settings& s, int ranks) {
   p.to.check_finite = !s.no_check_finite;
   if (s.steps < 1) throw error("--steps must be at least 1, got " + std::to_string(s.steps));
   if (!(s.lr > 0)) throw error("--lr must be positive, got " + std::to_string(s.lr));
-  if (s.microbatches < 1)
-    throw error("--microbatches must be at least 1, got " + std::to_string(s.microbatches) + " (1 trains the whole batch at once)");
-  p.o.microbatches = s.microbatches;
-  p.o.recompute = parse_recompute(s.recompute);
+  step_settings pin;
+  if (s.microbatches != "auto") pin.microbatches = tools::parse_count("--microbatches", s.microbatches);
+  if (s.recompute != "auto") pin.recompute = parse_recompute(s.recompute);
   const plan_strategy strategy = parse_strategy(s.strategy);
   if (std::holds_alternative<strategy::exhaustive>(strategy)) throw error("--strategy exhaustive is for tiny planning problems; use autoddl-plan");
-  p.g = build_model(s.model, s.microbatches);  // one micro-batch
-  p.pp = std::make_unique<plan_problem>(p.g, p.o);
-  p.plan = solve_plan(*p.pp, strategy, s.seed);
+  micro_batched_plan chosen = plan_micro_batched([&](int m) { return build_model(s.model, m); },
+                                                 graph_batch(build_model(s.model)), p.o, strategy, pin, s.seed);
+  p.pp = std::move(chosen.problem);
+  p.plan = std::move(chosen.result);
+  p.o = p.pp->options();  // the micro-batches, recomputation and mesh the plan runs with
+  p.g = p.pp->model();    // one micro-batch
   if (!p.plan.feasible)  // refused before any tensor is allocated
     throw error("the " + to_string(strategy) + " plan needs " + tools::si(p.plan.totals.peak_memory(), "B") +
                 " per device, over the memory limit of " + tools::si(p.pp->make_objective().memory_limit, "B") + " of hardware '" +
@@ -185,7 +187,8 @@ void report(const settings& s, const prepared& p, const run_record& run, const s
     return;
   }
   fmt::print("trained {} for {} steps on {} ranks (mesh {}, {} plan, {}, {} micro-batch{} per step, recompute {})\n",
-             s.model, s.steps, ranks, s.mesh, to_string(plan.strategy), to_string(p.to.opt), p.o.microbatches,
+             s.model, s.steps, ranks,
+             to_string(p.o.mesh) == s.mesh ? s.mesh : s.mesh + " as " + to_string(p.o.mesh), to_string(plan.strategy), to_string(p.to.opt), p.o.microbatches,
              p.o.microbatches == 1 ? "" : "es", to_string(p.o.recompute));
   fmt::print("loss {:.5f} -> {:.5f}\n", run.losses.front(), run.losses.back());
   fmt::print("step time: measured median {}  predicted {}  (measured/predicted {:.2f})\n", tools::seconds(med),
@@ -237,15 +240,16 @@ int main(int argc, char** argv) {
   CLI::App app{"autoddl-train: plan a model and train it on MPI ranks with that plan"};
   app.add_option("--model", s.model, "NAME:key=value,... (gpt, bert, vgg11, vgg13, vgg16, vgg19, mlp)")->required();
   app.add_option("--mesh", s.mesh, "device mesh, one device per MPI rank, e.g. 4 or 2x2");
-  app.add_option("--strategy", s.strategy, "auto, dp, megatron[:tp=T], zero, owt, 2d or exact");
+  app.add_option("--strategy", s.strategy,
+                 "auto, dp, megatron[:tp=T,dp=D,mbs=B,recompute=R,sp=1], zero, owt, 2d or exact");
   app.add_option("--hardware", s.hardware, "the profile the plan is priced with (default cpu-local)");
   app.add_option("--steps", s.steps, "training steps");
   app.add_option("--lr", s.lr, "learning rate");
   app.add_option("--optimizer", s.optimizer_s, "adam or sgd");
   app.add_option("--microbatches", s.microbatches,
-                 "micro-batches per step (gradient accumulation); must divide the model's batch (default 1)");
+                 "micro-batches per step (gradient accumulation): auto (the planner's choice) or a divisor of the batch");
   app.add_option("--recompute", s.recompute,
-                 "none, selective (attention cores) or full (whole repeated blocks) recomputation in backward");
+                 "auto (the planner's choice), none, selective (attention cores) or full (whole repeated blocks)");
   app.add_option("--seed", s.seed, "seed of the data, the initial parameters and the search");
   app.add_flag("--check-serial", s.check_serial, "also train serially on rank 0 and report the largest difference");
   app.add_flag("--json", s.json, "print one JSON object on rank 0");

@@ -12,6 +12,10 @@
 //     limit), then the divisors above it, one at a time, until a plan fits or none is left
 //     (at most 4 per recomputation); where the fitting plan uses over 90 % of the limit, the
 //     next divisor is solved too, since the memory freed can buy faster layouts.
+//     Where the whole batch fits in under half the limit without recomputation, nothing else
+//     is tried: memory does not bind, so recomputation and micro-batches buy nothing. (Not at
+//     90 %: the descent under a limit it nearly touches can miss plans a setting with more
+//     room finds, and those plans may fit this setting too.)
 //   - among the fitting plans the fastest wins (ties: fewer micro-batches, less recomputation).
 // Each setting gets the full search; the gap to the exact optimum is computed for the winner
 // only. The plan's search_s is the time of everything tried (building and searching each
@@ -134,8 +138,10 @@ inline micro_batched_plan plan_micro_batched(const std::function<graph(int)>& bu
     auto tight = [limit](const micro_batched_plan& p) { return p.result.totals.peak_memory() > 0.9 * limit; };
     if (first.result.feasible) {
       const bool more = tight(first);
+      const bool roomy = first.result.totals.peak_memory() < 0.5 * limit;
       consider(std::move(first));
-      if (more && counts.size() > 1) consider(solve(counts[1], r));
+      if (roomy) break;  // memory does not bind: recomputation and micro-batches buy nothing
+      if (counts.size() > 1) consider(solve(counts[1], r));
       continue;
     }
     // over the limit: what shrinks with m (activations) and what does not, from this plan

@@ -21,7 +21,8 @@
 // as the trainer runs it: every op and activation edge m times (time and bytes); parameters
 // gathered once per step and kept, their gradient contributions accumulated over the
 // micro-batches in the compute layout and boxed to the summing layout once (a parameter edge
-// whose gradient boxes holds that accumulation buffer through the step when m > 1); memory
+// whose gradient boxes holds that accumulation buffer through the step when m > 1, in place of
+// its share of the stored gradient); memory
 // holds one micro-batch's activations. Recomputation (plan_options::recompute, repeated blocks):
 //   selective  a block's attention core keeps its inputs only; its forward reruns in backward
 //              (compute_bwd += compute_fwd).
@@ -396,8 +397,8 @@ class plan_problem {
   }
 
   // What edge e keeps through the step: a gathered parameter (params) and, with micro-batches,
-  // its gradient accumulated in the compute layout (grads); the boxed copy of a fully
-  // recomputed block's input (activations).
+  // its gradient accumulated in the compute layout, less the share of the stored gradient it
+  // turns into (grads); the boxed copy of a fully recomputed block's input (activations).
   memory_breakdown edge_memory(int e, int cu, int cv) const {
     const edge_info& ei = at(edges_, e);
     memory_breakdown m;
@@ -407,7 +408,13 @@ class plan_problem {
       const nd_sbp comp = at(op_candidate(ei.to_node, cv).params, ei.tensor_index);
       const std::int64_t bytes = local_shape(s, layout{comp, o_.mesh}).elements() * elem_;
       if (fwd.size() > 0) m.params = bytes;
-      if (bwd.size() > 0 && o_.microbatches > 1) m.grads = bytes;
+      if (bwd.size() > 0 && o_.microbatches > 1) {
+        // the accumulator becomes the summed, then the stored gradient (moved, not copied): it
+        // replaces this use's share of the storage gradient param_memory counts
+        const int p = ei.from_node - int(g_.ops.size());
+        const std::int64_t stored = param_memory(p, cu).grads / at(uses_, p);
+        m.grads = bytes - std::min(bytes, stored);
+      }
       return m;
     }
     const int consumer_block = at(g_.block, ei.to_node);

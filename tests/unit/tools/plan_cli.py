@@ -48,10 +48,22 @@ expect_error("2d on a 1-D mesh", ["--model", small, "--mesh", "4", "--strategy",
 expect_error("unknown dtype", ["--model", small, "--dtype", "fp8"], "fp8")
 expect_error("unknown option", ["--model", small, "--meshh", "4"], "meshh")
 expect_error("heads not dividing hidden", ["--model", "gpt:layers=1,hidden=66,heads=4"], "heads")
+expect_error("micro-batches not dividing the batch", ["--model", small, "--microbatches", "3"],
+             "--microbatches 3 does not divide the batch of 8")
+expect_error("micro-batches not a number", ["--model", small, "--microbatches", "two"], "positive whole number or auto")
+expect_error("unknown recomputation", ["--model", small, "--recompute", "some"], "unknown recomputation 'some'")
+expect_error("tp not dividing the innermost axis", ["--model", small, "--mesh", "2x4", "--strategy", "megatron:tp=3"],
+             "must divide the innermost axis of mesh 2x4")
+expect_error("tp x dp not the device count", ["--model", small, "--mesh", "2x4", "--strategy", "megatron:tp=2,dp=2"],
+             "tp=2 x dp=2 is 4 devices, but mesh 2x4 has 8")
+expect_error("mbs x dp not dividing the batch", ["--model", small, "--mesh", "2x4", "--strategy", "megatron:tp=4,mbs=3"],
+             "mbs=3 x dp=2 does not divide the batch of 8")
+expect_error("a model no setting fits names its largest term and a mesh",
+             ["--model", small, "--mesh", "2", "--memory-limit", "1MB"], "most of it")
 
 for field in ["model", "mesh", "hardware", "strategy", "dtype", "params", "flops_per_step", "predicted_step_s",
               "compute_s", "comm_s", "comm_bytes_per_device", "memory_bytes_per_device", "search_s", "optimal_gap",
-              "layers"]:
+              "layers", "microbatches", "micro_batch_size", "recompute", "memory_breakdown_bytes"]:
     if field not in good:
         failures.append("json field " + field)
 for layer in good["layers"]:
@@ -62,7 +74,23 @@ if good["mesh"] != [4] or good["strategy"] != "auto":
     failures.append("json values")
 if abs(sum(l["comm_bytes"] for l in good["layers"]) - good["comm_bytes_per_device"]) > 1e-6 * good["comm_bytes_per_device"]:
     failures.append("layer bytes do not add up to comm_bytes_per_device")
+if sum(good["memory_breakdown_bytes"].values()) != good["memory_bytes_per_device"]:
+    failures.append("the memory breakdown does not add up to memory_bytes_per_device")
 print("ok   --json has every documented field" if not failures else "FAIL json")
+
+# pinned micro-batches and recomputation, and Megatron-LM's knobs, reach the plan
+r = run("--model", small, "--mesh", "2x2", "--microbatches", "4", "--recompute", "full", "--json")
+j = json.loads(r.stdout) if r.returncode == 0 else {}
+ok = j.get("microbatches") == 4 and j.get("micro_batch_size") == 2 and j.get("recompute") == "full"
+print(("ok  " if ok else "FAIL") + " --microbatches 4 --recompute full: " + r.stderr.strip())
+if not ok:
+    failures.append("pinned micro-batches")
+r = run("--model", small, "--mesh", "2x4", "--strategy", "megatron:tp=2,mbs=1,recompute=selective", "--json")
+j = json.loads(r.stdout) if r.returncode == 0 else {}
+ok = j.get("mesh") == [2, 2, 2] and j.get("microbatches") == 2 and j.get("recompute") == "selective"
+print(("ok  " if ok else "FAIL") + " megatron:tp=2,mbs=1,recompute=selective plans on 2x2x2 with 2 micro-batches: " + r.stderr.strip())
+if not ok:
+    failures.append("megatron knobs")
 
 svg = os.path.join(tmp, "plan.svg")
 r = run("--model", small, "--mesh", "2x2", "--svg", svg, "--compare", "dp,megatron")
