@@ -8,6 +8,7 @@
 //   operands<float> in{{x}, {w, b}, {}};               // spans over the local shards
 //   auto f = op_forward(dev, ctx, in);                  // f.outputs[0]: Y's local block
 //   auto g = op_backward(dev, ctx, in, f, dy);          // g.inputs[0]: dX, g.params: dW, db
+#include <cstdint>
 #include <span>
 #include <string>
 
@@ -20,6 +21,56 @@
 #include "autoddl/runtime/kernels/pointwise.hpp"
 
 namespace autoddl {
+
+/// What the backward of an op of kind k reads besides dY, its parameters and its forward's
+/// saved products (forward_result::saved): which of its inputs (bit i: input i; an index input
+/// is read through operands::indices) and whether its own output. It is what the planner prices
+/// as the op's kept activations (ops/work.hpp, detail::saved_bytes; Korthikanti et al. 2022),
+/// and all the executor keeps of an op's operands and outputs from its forward to its backward:
+///   linear, conv2d, max_pool, gelu, layernorm   X           matmul, batched_matmul  both inputs
+///   attention                                   q, k, v     relu, softmax           Y
+///   embedding                                   the ids     cross_entropy           logits, labels
+///   dropout (mask rekeyed), add, reshape        nothing
+struct backward_reads {
+  std::uint32_t inputs = 0;
+  bool output = false;
+  constexpr bool input(std::size_t i) const { return i < 32 && ((inputs >> i) & 1u) != 0; }
+};
+
+constexpr backward_reads backward_reads_of(op_kind k) {
+  switch (k) {
+    case op_kind::linear:
+    case op_kind::conv2d:
+    case op_kind::max_pool:
+    case op_kind::gelu:
+    case op_kind::layernorm:
+    case op_kind::embedding: return {0b1, false};
+    case op_kind::matmul:
+    case op_kind::batched_matmul:
+    case op_kind::cross_entropy: return {0b11, false};
+    case op_kind::attention: return {0b111, false};
+    case op_kind::relu:
+    case op_kind::softmax: return {0, true};
+    case op_kind::dropout:
+    case op_kind::add:
+    case op_kind::reshape: return {0, false};
+  }
+  return {~std::uint32_t(0), true};
+}
+
+namespace detail {
+/// check_operands for a backward, where an input it does not read (backward_reads_of) may be an
+/// empty span: the executor frees it after the forward.
+template <class T>
+void check_backward_operands(const kernel_context<T>& c, const operands<T>& in) {
+  const backward_reads r = backward_reads_of(c.op.kind);
+  operands<T> read = in;
+  for (std::size_t i = 0; i < read.inputs.size() && i < c.shards.inputs.size(); ++i)
+    if (!r.input(i) && !is_index_input(c.op.kind, i) && read.inputs[i].empty())
+      read.inputs[i] = std::span<const T>(static_cast<const T*>(nullptr), std::size_t(c.shards.inputs[i].local.elements()));
+  check_operands(c, read);  // sizes only: the stand-in spans are never read
+}
+}  // namespace detail
 
 /// Runs `ctx.op` forward on this device's local operands.
 /// @pre operand sizes match ctx.shards (throws layout_error naming the operand otherwise).
@@ -49,11 +100,12 @@ forward_result<D, T> op_forward(D& dev, const kernel_context<T>& ctx, const oper
 
 /// Runs `ctx.op` backward on this device: `dy` is the local block of dY laid out
 /// dual(ctx.sig.outputs[0]) (for cross_entropy, the scalar dloss); `in` and `fwd` are the
-/// forward's operands and result. Gradients come out laid out dual(input) and dual(param).
+/// forward's operands and result, of which only what backward_reads_of(kind) names is read (the
+/// others may be empty spans, fwd.outputs empty). Gradients come out laid out dual(input) and dual(param).
 template <class T, Device D>
 gradients<D, T> op_backward(D& dev, const kernel_context<T>& ctx, const operands<T>& in, const forward_result<D, T>& fwd,
                             std::span<const T> dy) {
-  detail::check_operands(ctx, in);
+  detail::check_backward_operands(ctx, in);
   if (std::int64_t(dy.size()) != ctx.shards.outputs[0].local.elements())
     detail::fail<layout_error>(std::string(to_string(ctx.op.kind)) + " op '" + ctx.op.name + "': dY holds " +
                                detail::itos(std::int64_t(dy.size())) + " elements but its local shard " +
@@ -74,7 +126,7 @@ gradients<D, T> op_backward(D& dev, const kernel_context<T>& ctx, const operands
     case op_kind::gelu:
     case op_kind::dropout:
     case op_kind::add:
-    case op_kind::reshape: return detail::unary_bwd(dev, ctx, in, dy);
+    case op_kind::reshape: return detail::unary_bwd(dev, ctx, in, fwd, dy);
   }
   detail::fail<error>("op_backward: unknown op kind of op '" + ctx.op.name + "'");
 }

@@ -24,8 +24,13 @@
 //              that ops outside the block read, and the boxed copies of edges inside the block;
 //              before the block's backward its ops rerun forward, edges inside it reboxed.
 // Dropout masks are keyed by (seed, op, global index), so a rerun forward is the same forward.
-// In backward every op's forward products, boxed inputs and gradient are freed after its own
-// backward.
+// From an op's forward to its backward the step keeps only what the backward reads
+// (backward_reads_of, op_kernels.hpp; what the planner prices as the op's activations): once an
+// op's forward has run, its boxed input copies that its backward does not read are freed, and so
+// is a producer's output once its last consumer has run forward, unless a backward reads it in
+// place (its own: relu, softmax; a consumer's over an edge that does not box) or a fully
+// recomputed block reruns from it. In backward every op's forward products, boxed inputs and
+// gradient are freed after its own backward.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -98,6 +103,7 @@ class trainer {
                                  " but the communicator spans " + to_string(comm_.shape()));
     index_edges();
     index_blocks();
+    index_reads();
     input_kinds_ = input_kinds(model_);
     init_parameters();
   }
@@ -168,7 +174,8 @@ class trainer {
     std::vector<std::vector<std::vector<T>>> inputs;  ///< boxed copies (empty: read in place)
     std::vector<std::vector<std::int64_t>> indices;   ///< token ids and labels per op
     std::vector<kernel_context<T>> ctx;
-    std::vector<forward_result<D, T>> fwd;
+    std::vector<forward_result<D, T>> fwd;  ///< outputs empty once freed (see release_after_forward)
+    std::vector<int> pending;               ///< per op: consumer slots whose forward has yet to read its output
   };
 
   int microbatches() const { return problem_.options().microbatches; }
@@ -206,9 +213,11 @@ class trainer {
     b.indices.resize(std::size_t(nops));
     b.ctx.reserve(std::size_t(nops));
     b.fwd.reserve(std::size_t(nops));  // never reallocates: outputs are read in place
+    b.pending = consumer_slots_;
     for (int i = 0; i < nops; ++i) {
       forward_op(b, i, step_index, k);
       if (keep) kept_outputs_.push_back(output(b, i));
+      release_after_forward(b, i, b.pending, false);
       drop_recomputed(b, i);
       sample_memory();
     }
@@ -217,7 +226,7 @@ class trainer {
     return loss;
   }
 
-  static const std::vector<T>& output(const step_buffers& b, int op) { return at(b.fwd, op).outputs[0]; }
+  static const std::vector<T>& output(const step_buffers& b, int op) { return at(at(b.fwd, op).outputs, 0); }
 
   // Which edge of problem_ feeds each input and parameter slot of each op, and its paths.
   void index_edges() {
@@ -255,6 +264,64 @@ class trainer {
     for (int i = 0; i < nops; ++i)
       for (const tensor_ref& r : at(model_.op_inputs, i))
         if (r.op >= 0 && at(model_.block, r.op) != at(model_.block, i)) at(read_outside_block_, r.op) = 1;
+  }
+
+  // What each op's backward reads (backward_reads_of) and, per op output, who holds it from
+  // forward to backward: hold_all_ any reader (its own backward, a consumer's backward reading it
+  // in place, a fully recomputed consumer in another block rerunning from it); hold_outside_
+  // consumers in another block only (what a fully recomputed block keeps of its outputs);
+  // hold_inside_ its own backward and consumers in its block (after the block's rerun).
+  void index_reads() {
+    const int nops = int(model_.ops.size());
+    reads_.clear();
+    for (int i = 0; i < nops; ++i) reads_.push_back(backward_reads_of(at(model_.ops, i).kind));
+    consumer_slots_.assign(std::size_t(nops), 0);
+    block_consumer_slots_.assign(std::size_t(nops), 0);
+    hold_all_.assign(std::size_t(nops), 0);
+    hold_outside_.assign(std::size_t(nops), 0);
+    hold_inside_.assign(std::size_t(nops), 0);
+    for (int i = 0; i < nops; ++i) {
+      if (at(reads_, i).output) at(hold_all_, i) = at(hold_inside_, i) = 1;
+      for (std::size_t j = 0; j < at(model_.op_inputs, i).size(); ++j) {
+        const int p = at(model_.op_inputs, i)[j].op;
+        if (p < 0) continue;
+        ++at(consumer_slots_, p);
+        const bool same_block = inside_block(i, j);
+        if (same_block) ++at(block_consumer_slots_, p);
+        const bool direct = at(paths_, at(edge_of_input_, i)[j]).first.size() == 0;
+        const bool bwd_reads = direct && at(reads_, i).input(j);
+        const bool rerun_reads = direct && reruns_from(i, j);
+        if (!bwd_reads && !rerun_reads) continue;
+        at(hold_all_, p) = 1;
+        (same_block ? at(hold_inside_, p) : at(hold_outside_, p)) = 1;
+      }
+    }
+  }
+
+  // Whether op i's input j must live until a fully recomputed block reruns op i (it enters the
+  // block from outside; the copies and outputs inside the block are rebuilt by the rerun).
+  bool reruns_from(int i, std::size_t j) const {
+    return at(recomputes_, i) && recompute() == recompute_mode::full && !inside_block(i, j);
+  }
+
+  // After op i's forward (rerun: its rerun in a fully recomputed block's backward): its boxed
+  // input copies that no backward or rerun reads are freed, and each producer's output once its
+  // last consumer slot counted in `pending` has read it, unless someone holds it (index_reads).
+  void release_after_forward(step_buffers& b, int i, std::vector<int>& pending, bool rerun) {
+    auto& in = at(b.inputs, i);
+    for (std::size_t j = 0; j < in.size(); ++j)
+      if (!at(reads_, i).input(j) && (rerun || !reruns_from(i, j))) release(in[j]);
+    auto free_unheld = [&](int p) {
+      const bool full = at(recomputes_, p) && recompute() == recompute_mode::full;
+      const bool held = rerun ? at(hold_inside_, p) : full ? at(hold_outside_, p) : at(hold_all_, p);
+      if (!held) at(b.fwd, p).outputs.clear();
+    };
+    for (std::size_t j = 0; j < at(model_.op_inputs, i).size(); ++j) {
+      const int p = at(model_.op_inputs, i)[j].op;
+      if (p < 0 || (rerun && !inside_block(i, j))) continue;
+      if (--at(pending, p) == 0) free_unheld(p);
+    }
+    if (at(pending, i) == 0 && i != model_.loss_op) free_unheld(i);  // no (further) consumer reads it
   }
 
   // Whether input j of op i comes over an edge inside one repeated block (reboxed under full).
@@ -326,7 +393,8 @@ class trainer {
   // After op i's forward: what the plan's recomputation does not keep is freed. Selective: a
   // recomputed attention op's saved products. Full, at the last op of a block: the block's saved
   // products, its outputs that no op outside the block reads, and the boxed copies of the edges
-  // inside it (the copies of edges entering it are kept).
+  // inside it (the copies of edges entering it are kept). (release_after_forward has freed
+  // already what no one reads.)
   void drop_recomputed(step_buffers& b, int i) {
     if (!at(recomputes_, i)) return;
     if (recompute() == recompute_mode::selective) {
@@ -346,7 +414,9 @@ class trainer {
   // Before the backward of a fully recomputed block (at its last op): its ops' forward again, in
   // order, with the micro-batch's kernel contexts (the same dropout keys), edges inside the
   // block reboxed from the rerun outputs.
+  // As in forward, each op then keeps only what backward reads.
   void recompute_block(step_buffers& b, int blk) {
+    std::vector<int> pending = block_consumer_slots_;
     for (int o : block_ops_.at(blk)) {
       auto t = clock::now();
       for (std::size_t j = 0; j < at(b.inputs, o).size(); ++j)
@@ -354,6 +424,7 @@ class trainer {
       at(profile_.boxing_s, o) += lap(t);
       at(b.fwd, o) = op_forward(dev_, at(b.ctx, o), make_operands(b, o));
       at(profile_.kernel_s, o) += lap(t);
+      release_after_forward(b, o, pending, true);
       sample_memory();
     }
   }
@@ -529,10 +600,15 @@ class trainer {
   operands<T> make_operands(const step_buffers& b, int i) const {
     operands<T> ops;
     const op_node& n = at(model_.ops, i);
-    for (std::size_t j = 0; j < n.inputs.size(); ++j) {
+    for (std::size_t j = 0; j < n.inputs.size(); ++j) {  // a freed tensor is an empty span
       const tensor_ref r = at(model_.op_inputs, i)[j];
       const bool direct = r.op >= 0 && at(paths_, at(edge_of_input_, i)[j]).first.size() == 0;
-      ops.inputs.push_back(std::span<const T>(direct ? output(b, r.op) : at(b.inputs, i)[j]));
+      if (!direct) {
+        ops.inputs.push_back(std::span<const T>(at(b.inputs, i)[j]));
+        continue;
+      }
+      const auto& outs = at(b.fwd, r.op).outputs;
+      ops.inputs.push_back(outs.empty() ? std::span<const T>() : std::span<const T>(outs[0]));
     }
     for (std::size_t j = 0; j < n.param_ids.size(); ++j) {
       const bool direct = at(paths_, at(edge_of_param_, i)[j]).first.size() == 0;
@@ -616,6 +692,10 @@ class trainer {
   std::vector<char> last_of_block_;       ///< per op: the last op of its repeated block
   std::vector<char> read_outside_block_;  ///< per op: an op outside its block reads its output
   std::map<int, std::vector<int>> block_ops_;  ///< per repeated block: its ops in order
+  std::vector<backward_reads> reads_;          ///< per op: what its backward reads
+  std::vector<int> consumer_slots_;            ///< per op: input slots that read its output
+  std::vector<int> block_consumer_slots_;      ///< per op: those of ops in its own block
+  std::vector<char> hold_all_, hold_outside_, hold_inside_;  ///< per op: its output is held (index_reads)
   std::vector<std::vector<T>> first_moment_;    ///< Adam's m, or SGD-momentum's velocity
   std::vector<std::vector<T>> second_moment_;   ///< Adam's v (empty for SGD)
   std::vector<std::vector<T>> kept_outputs_;

@@ -101,13 +101,15 @@ void check_model(const std::string& spec, int plans, optimizer opt, schedule sc 
     o.hw = load_hardware("cpu-local");
     o.microbatches = sc.microbatches;
     o.recompute = sc.recompute;
+    o.opt = opt;  // priced with the optimizer state the trainer keeps
     plan_problem pp(g, o);
     for (int k = 0; k < plans; ++k) {
       const std::uint64_t seed = 1000 * std::uint64_t(ranks) + 17 * std::uint64_t(k) + std::uint64_t(m.size()) +
                                  100 * std::uint64_t(sc.microbatches - 1) + 7 * std::uint64_t(sc.recompute);
       INFO(spec << " on mesh " << to_string(m) << ", " << to_string(sc) << ", random plan seed " << seed);
       std::vector<int> pick = random_plan(pp, seed);
-      const double predicted = pp.untied().evaluate(pick).bytes;
+      const cost_terms totals = pp.untied().evaluate(pick);
+      const double predicted = totals.bytes;
       cpu_device dev;
       mpi::mpi_mesh_comm comm(m);
       trainer<float, cpu_device, mpi::mpi_mesh_comm> t(pp, pick, dev, comm, to);
@@ -117,6 +119,9 @@ void check_model(const std::string& spec, int plans, optimizer opt, schedule sc 
         if (rank == 0)
           CHECK(std::abs(loss - serial.losses[std::size_t(s)]) <= tolerance * std::abs(serial.losses[std::size_t(s)]));
       }
+      std::int64_t peak = t.last_step_peak_bytes();  // the second step's, max over ranks
+      MPI_Allreduce(MPI_IN_PLACE, &peak, 1, MPI_INT64_T, MPI_MAX, MPI_COMM_WORLD);
+      const double peak_ratio = double(peak) / totals.peak_memory();
       // a tensor that vanishes analytically (the attention key bias: its gradient is round-off,
       // its value stays near 0) is compared at 1e-3 of the largest gradient's / parameter's scale
       const double floor = rank == 0 ? 1e-3 * max_abs(serial.grads) : 0;
@@ -131,9 +136,9 @@ void check_model(const std::string& spec, int plans, optimizer opt, schedule sc 
       }
       if (rank == 0) {
         std::printf("%s on %s, %s, plan seed %llu: bytes/step %.0f (= predicted), max rel err loss/grads/params vs "
-                    "serial: grads %.2e, params %.2e\n",
+                    "serial: grads %.2e, params %.2e; peak %lld B, measured/predicted %.3f\n",
                     spec.c_str(), to_string(m).c_str(), to_string(sc).c_str(), static_cast<unsigned long long>(seed),
-                    predicted, worst_grad, worst_param);
+                    predicted, worst_grad, worst_param, static_cast<long long>(peak), peak_ratio);
         INFO("largest relative error: gradients " << worst_grad << ", updated parameters " << worst_param);
         CHECK(worst_grad <= tolerance);
         CHECK(worst_param <= tolerance);

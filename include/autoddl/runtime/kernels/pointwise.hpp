@@ -34,14 +34,17 @@ forward_result<D, T> unary_fwd(D& d, const kernel_context<T>& c, const operands<
   return r;
 }
 
+/// relu reads its output Y (Y > 0 exactly where X > 0, so dX is the same bits), gelu and
+/// max-pool their input X; dropout (its mask rekeyed), add and reshape read neither.
 template <class T, class D>
-gradients<D, T> unary_bwd(D& d, const kernel_context<T>& c, const operands<T>& in, std::span<const T> dy) {
+gradients<D, T> unary_bwd(D& d, const kernel_context<T>& c, const operands<T>& in, const forward_result<D, T>& f,
+                          std::span<const T> dy) {
   gradients<D, T> g;
   g.inputs.push_back(alloc_like<T>(d, c.shards.inputs[0]));
   std::span<T> dx = d.view(g.inputs[0]);
   std::span<const T> x = in.inputs[0];
   switch (c.op.kind) {
-    case op_kind::relu: d.relu_bwd(x, dy, dx); break;
+    case op_kind::relu: d.relu_bwd(cview<T>(d, f.outputs[0]), dy, dx); break;
     case op_kind::gelu: d.gelu_bwd(x, dy, dx); break;
     case op_kind::dropout:
       if (c.training && c.op.attrs.dropout > 0) d.dropout(dropout_key{c.seed, c.op_id, c.op.attrs.dropout}, c.shards.outputs[0], dy, dx);
