@@ -9,6 +9,7 @@
 #include "autoddl/cost/hardware_io.hpp"
 #include "autoddl/models/zoo.hpp"
 #include "autoddl/search.hpp"
+#include "autoddl/search/micro_batches.hpp"
 
 using namespace autoddl;
 

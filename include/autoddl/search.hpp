@@ -4,7 +4,6 @@
 #include "autoddl/search/coordinate_descent.hpp"
 #include "autoddl/search/exact.hpp"
 #include "autoddl/search/kernel_prices.hpp"
-#include "autoddl/search/micro_batches.hpp"
 #include "autoddl/search/experts.hpp"
 #include "autoddl/search/planner.hpp"
 #include "autoddl/search/problem.hpp"

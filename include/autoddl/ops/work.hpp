@@ -27,6 +27,43 @@
 
 namespace autoddl {
 
+/// What the backward of an op of kind k reads besides dY, its parameters and its forward's
+/// saved products (forward_result::saved): which of its inputs (bit i: input i; an index input
+/// is read through operands::indices) and whether its own output. It is what the planner prices
+/// as the op's kept activations (detail::saved_bytes below; Korthikanti et al. 2022), and all
+/// the executor (runtime/trainer.hpp) keeps of an op's operands and outputs from its forward to
+/// its backward:
+///   linear, conv2d, max_pool, gelu, layernorm   X           matmul, batched_matmul  both inputs
+///   attention                                   q, k, v     relu, softmax           Y
+///   embedding                                   the ids     cross_entropy           logits, labels
+///   dropout (mask rekeyed), add, reshape        nothing
+struct backward_reads {
+  std::uint32_t inputs = 0;
+  bool output = false;
+  constexpr bool input(std::size_t i) const { return i < 32 && ((inputs >> i) & 1u) != 0; }
+};
+
+constexpr backward_reads backward_reads_of(op_kind k) {
+  switch (k) {
+    case op_kind::linear:
+    case op_kind::conv2d:
+    case op_kind::max_pool:
+    case op_kind::gelu:
+    case op_kind::layernorm:
+    case op_kind::embedding: return {0b1, false};
+    case op_kind::matmul:
+    case op_kind::batched_matmul:
+    case op_kind::cross_entropy: return {0b11, false};
+    case op_kind::attention: return {0b111, false};
+    case op_kind::relu:
+    case op_kind::softmax: return {0, true};
+    case op_kind::dropout:
+    case op_kind::add:
+    case op_kind::reshape: return {0, false};
+  }
+  return {~std::uint32_t(0), true};
+}
+
 /// An all-reduce of row statistics an op needs besides boxing (vocab-parallel cross-entropy:
 /// the row max, the sum of exponentials and the target logit, Megatron-LM 2019 section 3).
 struct stat_all_reduce {
@@ -94,8 +131,10 @@ inline double bwd_of(const op_node& op, double fwd) {
 }
 
 /// Bytes kept for backward, from the shapes in `op` (global or local). Token ids and labels are
-/// int64 (8 bytes), dropout masks 1 byte per element; attention keeps its probabilities
-/// [b, heads, sq, sk] (Korthikanti et al. 2022, activation memory of self-attention).
+/// int64 (8 bytes); attention keeps its probabilities [b, heads, sq, sk] before dropout
+/// (Korthikanti et al. 2022, activation memory of self-attention). Dropout masks are not kept:
+/// the mask is a counter-based hash of (seed, op, element), recomputed in backward
+/// (backend/device.hpp, dropout_keep), where Korthikanti count 1 byte per element.
 inline double saved_bytes(const op_node& op, int e) {
   const double heads = double(op.attrs.heads);
   const auto& in = op.inputs;
@@ -109,17 +148,17 @@ inline double saved_bytes(const op_node& op, int e) {
     case op_kind::batched_matmul: return (elems(in[0]) + elems(in[1])) * e;
     case op_kind::relu:
     case op_kind::softmax: return elems(y) * e;
-    case op_kind::dropout: return elems(y);
     case op_kind::layernorm: {
       double rows = elems(in[0]) / double(in[0][in[0].rank() - 1]);
       return (elems(in[0]) + 2.0 * rows) * e;
     }
     case op_kind::attention: {
       double probs = double(in[0][0]) * heads * double(in[0][1]) * double(in[1][1]);
-      return (elems(in[0]) + elems(in[1]) + elems(in[2]) + probs) * e + (op.attrs.dropout > 0 ? probs : 0.0);
+      return (elems(in[0]) + elems(in[1]) + elems(in[2]) + probs) * e;
     }
     case op_kind::embedding: return elems(in[0]) * 8;
     case op_kind::cross_entropy: return elems(in[0]) * e + elems(in[1]) * 8;
+    case op_kind::dropout:
     case op_kind::add:
     case op_kind::reshape: return 0.0;
   }

@@ -14,6 +14,7 @@
 
 #include "autoddl/backend/device.hpp"
 #include "autoddl/backend/shard.hpp"
+#include "autoddl/ops/work.hpp"
 #include "autoddl/runtime/kernels/attention.hpp"
 #include "autoddl/runtime/kernels/context.hpp"
 #include "autoddl/runtime/kernels/embedding.hpp"
@@ -22,41 +23,6 @@
 
 namespace autoddl {
 
-/// What the backward of an op of kind k reads besides dY, its parameters and its forward's
-/// saved products (forward_result::saved): which of its inputs (bit i: input i; an index input
-/// is read through operands::indices) and whether its own output. It is what the planner prices
-/// as the op's kept activations (ops/work.hpp, detail::saved_bytes; Korthikanti et al. 2022),
-/// and all the executor keeps of an op's operands and outputs from its forward to its backward:
-///   linear, conv2d, max_pool, gelu, layernorm   X           matmul, batched_matmul  both inputs
-///   attention                                   q, k, v     relu, softmax           Y
-///   embedding                                   the ids     cross_entropy           logits, labels
-///   dropout (mask rekeyed), add, reshape        nothing
-struct backward_reads {
-  std::uint32_t inputs = 0;
-  bool output = false;
-  constexpr bool input(std::size_t i) const { return i < 32 && ((inputs >> i) & 1u) != 0; }
-};
-
-constexpr backward_reads backward_reads_of(op_kind k) {
-  switch (k) {
-    case op_kind::linear:
-    case op_kind::conv2d:
-    case op_kind::max_pool:
-    case op_kind::gelu:
-    case op_kind::layernorm:
-    case op_kind::embedding: return {0b1, false};
-    case op_kind::matmul:
-    case op_kind::batched_matmul:
-    case op_kind::cross_entropy: return {0b11, false};
-    case op_kind::attention: return {0b111, false};
-    case op_kind::relu:
-    case op_kind::softmax: return {0, true};
-    case op_kind::dropout:
-    case op_kind::add:
-    case op_kind::reshape: return {0, false};
-  }
-  return {~std::uint32_t(0), true};
-}
 
 namespace detail {
 /// check_operands for a backward, where an input it does not read (backward_reads_of) may be an

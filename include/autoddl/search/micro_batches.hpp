@@ -1,5 +1,6 @@
 #pragma once
-// Choosing the micro-batch count and the recomputation together with the layouts.
+// Choosing the micro-batch count and the recomputation together with the layouts. (Not in the
+// umbrella autoddl/search.hpp: <memory> declares glibc's ::link, see mesh/link.hpp.)
 //
 // A plan_problem prices one setting of plan_options::microbatches and ::recompute (the graph is
 // one micro-batch). plan_micro_batched builds and solves the settings worth trying and keeps the
@@ -141,7 +142,7 @@ inline micro_batched_plan plan_micro_batched(const std::function<graph(int)>& bu
       const bool roomy = first.result.totals.peak_memory() < 0.5 * limit;
       consider(std::move(first));
       if (roomy) break;  // memory does not bind: recomputation and micro-batches buy nothing
-      if (counts.size() > 1) consider(solve(counts[1], r));
+      if (more && counts.size() > 1) consider(solve(counts[1], r));
       continue;
     }
     // over the limit: what shrinks with m (activations) and what does not, from this plan

@@ -263,10 +263,24 @@ class plan_problem {
     const op_node& n = at(g_.ops, op);
     const signature& sig = op_candidate(op, c);
     double kept = double(w.activation_bytes);
+    // a buffer several backwards read (the layernorm output read in place by q, k and v; relu's
+    // output read by relu and the next linear) is one buffer: each reader pays its share
+    const backward_reads reads = backward_reads_of(n.kind);
+    for (std::size_t j = 0; j < n.inputs.size(); ++j) {
+      const tensor_ref r = at(at(g_.op_inputs, op), j);
+      if (!reads.input(j) || r.op < 0) continue;
+      const int readers = at(at(readers_, r.op), r.index);
+      kept -= (1 - 1.0 / readers) * double(local_shape(n.inputs[j], layout{sig.inputs[j], o_.mesh}).elements()) * elem_;
+    }
+    if (reads.output) {
+      const int readers = at(at(readers_, op), 0);
+      kept -= (1 - 1.0 / readers) * double(local_shape(n.outputs[0], layout{sig.outputs[0], o_.mesh}).elements()) * elem_;
+    }
     if (recomputed(op) && o_.recompute == recompute_mode::selective) {  // the core's inputs only
       kept = 0;
       for (std::size_t j = 0; j < n.inputs.size(); ++j)
-        kept += double(local_shape(n.inputs[j], layout{sig.inputs[j], o_.mesh}).elements()) * elem_;
+        kept += double(local_shape(n.inputs[j], layout{sig.inputs[j], o_.mesh}).elements()) * elem_ /
+                (at(at(g_.op_inputs, op), j).op < 0 ? 1 : at(at(readers_, at(at(g_.op_inputs, op), j).op), at(at(g_.op_inputs, op), j).index));
     } else if (recomputed(op)) {
       kept /= double(blocks_);
     }
@@ -477,6 +491,7 @@ class plan_problem {
   std::vector<int> uses_;  ///< per parameter: how many op slots use it
   int blocks_ = 1;         ///< repeated blocks in the graph (at least 1)
   std::vector<std::vector<char>> read_by_other_block_;  ///< per op output: read by an op of another block
+  std::vector<std::vector<int>> readers_;  ///< per op output: backwards that read it (at least 1)
   std::vector<edge_info> edges_;
   choice_problem tied_, untied_;
   mutable std::mutex box_memo_mutex_;
@@ -492,6 +507,16 @@ inline void plan_problem::build() {
       seen.push_back(at(g_.block, i));
   }
   blocks_ = std::max<int>(1, int(seen.size()));
+  readers_.resize(g_.ops.size());
+  for (std::size_t i = 0; i < g_.ops.size(); ++i)
+    at(readers_, i).assign(at(g_.ops, i).outputs.size(), backward_reads_of(at(g_.ops, i).kind).output ? 1 : 0);
+  for (std::size_t i = 0; i < g_.ops.size(); ++i)
+    for (std::size_t j = 0; j < at(g_.op_inputs, i).size(); ++j) {
+      const tensor_ref r = at(at(g_.op_inputs, i), j);
+      if (r.op >= 0 && backward_reads_of(at(g_.ops, i).kind).input(j)) ++at(at(readers_, r.op), r.index);
+    }
+  for (auto& v : readers_)
+    for (int& k : v) k = std::max(k, 1);
   for (std::size_t i = 0; i < g_.ops.size(); ++i)
     for (const tensor_ref& r : at(g_.op_inputs, i))
       if (r.op >= 0 && at(g_.block, i) >= 0 && at(g_.block, r.op) != at(g_.block, i))

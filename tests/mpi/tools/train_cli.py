@@ -54,7 +54,7 @@ if r.returncode == 0:
           str(j["max_rel_err_vs_serial"]))
 for args, says, what in [
         (["--microbatches", "3"], "--microbatches 3 does not divide the batch of 8", "micro-batches not dividing the batch"),
-        (["--microbatches", "0"], "--microbatches must be at least 1, got 0", "zero micro-batches"),
+        (["--microbatches", "0"], "--microbatches takes a positive whole number or auto, got '0'", "zero micro-batches"),
         (["--recompute", "some"], "unknown recomputation 'some'; write none, selective or full", "unknown recomputation")]:
     r = run(2, "--model", model, "--mesh", "2", "--steps", "1", *args)
     check(what + ": exit 2 and one sentence", r.returncode == 2 and says in r.stderr and
