@@ -46,6 +46,14 @@ inline std::int64_t param_count(const graph& g) {
   return n;
 }
 
+/// Checks that `microbatches` micro-batches split a step's batch of `batch` rows evenly; throws
+/// error in one sentence otherwise (autoddl-plan and autoddl-train say it for --microbatches).
+inline void check_microbatches(int microbatches, std::int64_t batch) {
+  if (microbatches < 1 || batch % microbatches != 0)
+    detail::fail<error>("--microbatches " + detail::itos(microbatches) + " does not divide the batch of " +
+                        detail::itos(batch) + "; choose a divisor of the batch (1 trains the whole batch at once)");
+}
+
 /// Global forward FLOPs of one training step's forward pass (conventions: autoddl/ops/work.hpp).
 inline double forward_flops(const graph& g) {
   double f = 0;

@@ -61,10 +61,7 @@ inline graph build_model(std::string_view spec, int microbatches) {
   graph full = build_model(spec);  // validates the spec first
   if (microbatches == 1) return full;
   const std::int64_t batch = graph_batch(full);
-  if (microbatches < 1 || batch % microbatches != 0)
-    detail::fail<error>("--microbatches " + detail::itos(microbatches) + " does not divide the batch of " +
-                        detail::itos(batch) + " of '" + std::string(spec) +
-                        "'; choose a divisor of the batch (1 trains the whole batch at once)");
+  check_microbatches(microbatches, batch);
   detail::model_spec s = detail::parse_spec(spec);
   std::string text = s.model + ":batch=" + detail::itos(batch / microbatches);
   for (const auto& [k, v] : s.kv)

@@ -60,7 +60,7 @@ inline std::vector<int> divisors(std::int64_t n) {
   return d;
 }
 
-/// The largest of a plan's memory terms, as words: "activations (61.2 GB)".
+/// The name of a plan's largest memory term: "activations", "optimizer state", ...
 inline std::string largest_memory_term(const memory_breakdown& m) {
   const std::pair<const char*, std::int64_t> terms[] = {{"parameters", m.params}, {"gradients", m.grads},
                                                         {"optimizer state", m.optimizer},
@@ -94,9 +94,7 @@ inline micro_batched_plan plan_micro_batched(const std::function<graph(int)>& bu
   }
   plan_options planning = base;
   planning.mesh = planning_mesh(s, base.mesh);
-  if (pin.microbatches && (*pin.microbatches < 1 || batch % *pin.microbatches != 0))
-    detail::fail<error>("--microbatches " + detail::itos(*pin.microbatches) + " does not divide the batch of " +
-                        detail::itos(batch) + "; choose a divisor of the batch (1 trains the whole batch at once)");
+  if (pin.microbatches) check_microbatches(*pin.microbatches, batch);
   const std::vector<int> counts = pin.microbatches ? std::vector<int>{*pin.microbatches} : divisors(batch);
   std::vector<recompute_mode> modes{recompute_mode::none, recompute_mode::selective, recompute_mode::full};
   if (pin.recompute) modes = {*pin.recompute};

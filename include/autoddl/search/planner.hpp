@@ -262,32 +262,29 @@ class plan_problem {
     memory_breakdown m;
     const op_node& n = at(g_.ops, op);
     const signature& sig = op_candidate(op, c);
-    double kept = double(w.activation_bytes);
+    auto bytes = [&](const tensor_shape& t, const nd_sbp& l) {
+      return double(local_shape(t, layout{l, o_.mesh}).elements()) * elem_;
+    };
+    auto input_readers = [&](std::size_t j) {  // backwards reading input j's buffer (1: a model input)
+      const tensor_ref r = at(at(g_.op_inputs, op), j);
+      return r.op < 0 ? 1 : at(at(readers_, r.op), r.index);
+    };
     // a buffer several backwards read (the layernorm output read in place by q, k and v; relu's
     // output read by relu and the next linear) is one buffer: each reader pays its share
+    double kept = double(w.activation_bytes);
     const backward_reads reads = backward_reads_of(n.kind);
-    for (std::size_t j = 0; j < n.inputs.size(); ++j) {
-      const tensor_ref r = at(at(g_.op_inputs, op), j);
-      if (!reads.input(j) || r.op < 0) continue;
-      const int readers = at(at(readers_, r.op), r.index);
-      kept -= (1 - 1.0 / readers) * double(local_shape(n.inputs[j], layout{sig.inputs[j], o_.mesh}).elements()) * elem_;
-    }
-    if (reads.output) {
-      const int readers = at(at(readers_, op), 0);
-      kept -= (1 - 1.0 / readers) * double(local_shape(n.outputs[0], layout{sig.outputs[0], o_.mesh}).elements()) * elem_;
-    }
+    for (std::size_t j = 0; j < n.inputs.size(); ++j)
+      if (reads.input(j)) kept -= (1 - 1.0 / input_readers(j)) * bytes(n.inputs[j], sig.inputs[j]);
+    if (reads.output) kept -= (1 - 1.0 / at(at(readers_, op), 0)) * bytes(n.outputs[0], sig.outputs[0]);
     if (recomputed(op) && o_.recompute == recompute_mode::selective) {  // the core's inputs only
       kept = 0;
-      for (std::size_t j = 0; j < n.inputs.size(); ++j)
-        kept += double(local_shape(n.inputs[j], layout{sig.inputs[j], o_.mesh}).elements()) * elem_ /
-                (at(at(g_.op_inputs, op), j).op < 0 ? 1 : at(at(readers_, at(at(g_.op_inputs, op), j).op), at(at(g_.op_inputs, op), j).index));
+      for (std::size_t j = 0; j < n.inputs.size(); ++j) kept += bytes(n.inputs[j], sig.inputs[j]) / input_readers(j);
     } else if (recomputed(op)) {
       kept /= double(blocks_);
     }
     if (o_.recompute == recompute_mode::full)
       for (int k = 0; k < int(n.outputs.size()); ++k)
-        if (at(at(read_by_other_block_, op), k))
-          kept += double(local_shape(at(n.outputs, k), layout{at(sig.outputs, k), o_.mesh}).elements()) * elem_;
+        if (at(at(read_by_other_block_, op), k)) kept += bytes(at(n.outputs, k), at(sig.outputs, k));
     m.activations = std::int64_t(kept);
     return m;
   }
