@@ -4,6 +4,11 @@
 // chunk i of a buffer split into size() equal chunks. Collectives are in place where the table
 // of DESIGN.md allows it, and each returns the bytes this rank sent, so the executor can check
 // them against the cost model exactly.
+//
+// A communicator is paired with a Device (backend/device.hpp): its spans are that device's
+// memory (view() of its buffers: host memory for cpu_device with MPI, GPU memory for cuda_device
+// with NCCL), and its collectives run in the device's order, after every primitive called before
+// them; a host that reads a result first synchronises the device (its download does).
 //   all_gather(buf)      chunk rank() holds this rank's part -> every chunk holds its owner's part
 //   reduce_scatter(buf)  every chunk holds an addend -> chunk rank() holds the sum
 //   all_reduce(buf)      every rank ends with the element-wise sum

@@ -9,7 +9,16 @@
 // - Tensors are dense and row-major; sizes are element counts (std::int64_t).
 // - An output span is overwritten unless the primitive says it accumulates.
 // - Index tensors (token ids, labels) are std::int64_t.
-// - Spans refer to the device's memory: view(buffer) gives them; upload/download cross over.
+//
+// Memory space and ordering (what the executor, runtime/trainer.hpp, relies on):
+// - Spans refer to the device's memory: view(buffer) gives them, subspan() narrows them, and only
+//   the device's own primitives and its paired communicator (backend/communicator.hpp) may read
+//   or write through them; the host never dereferences one. upload/download cross over.
+// - Primitives run in call order (one stream); the paired communicator's collectives run in the
+//   same order. upload, download, all_finite and synchronize return when their data is in place
+//   (the host synchronises before it reads); the others may return before they have run.
+// - A buffer is default-constructible (empty), movable, and knows its size(); destroying one
+//   while queued work still uses it is safe (the device orders the release).
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
@@ -84,6 +93,14 @@ struct dropout_key {
 template <class D, class T>
 using buffer_t = typename D::template buffer<T>;
 
+/// What the executor does with a device buffer itself: default-construct (empty), move, ask its
+/// size. Its elements are reached only through the device (view).
+template <class B>
+concept DeviceBuffer = std::default_initializable<B> && std::movable<B> && requires(const B& b) {
+  { b.size() } -> std::convertible_to<std::size_t>;
+  { b.empty() } -> std::convertible_to<bool>;
+};
+
 /// A device that runs every primitive for element type T. Each line states the contract.
 template <class D, class T>
 concept DeviceFor = requires(D& d, const D& cd, std::size_t n, std::int64_t i, T a, buffer_t<D, T>& buf,
@@ -98,6 +115,10 @@ concept DeviceFor = requires(D& d, const D& cd, std::size_t n, std::int64_t i, T
   d.download(x, y);  // device x -> host y
   d.copy(x, y);      // device -> device
   d.fill(y, a);
+  // strided block copy (the boxing's pack and unpack): y[r ldy + c] = x[r ldx + c] for r < rows,
+  // c < cols; x and y start at the first row's first element
+  d.copy_rows(i, i, x, i, y, i);  // (rows, cols, x, ldx, y, ldy)
+  { cd.all_finite(x) } -> std::same_as<bool>;  // no NaN or Inf in x
   // BLAS-like
   d.gemm(g, a, x, x, a, y);  // C = alpha op(A) op(B) + beta C, see gemm_desc
   d.add(x, x, y);            // y = a + b
@@ -149,13 +170,18 @@ concept DeviceFor = requires(D& d, const D& cd, std::size_t n, std::int64_t i, T
 /// A compute device for the runtime: every primitive for float and double (CUDA devices add
 /// half types, accumulating in float), and index buffers for token ids and labels.
 template <class D>
-concept Device = DeviceFor<D, float> && DeviceFor<D, double> && requires(D& d, std::size_t n,
-                                                                         std::span<const std::int64_t> x,
-                                                                         std::span<std::int64_t> y) {
+concept Device = DeviceFor<D, float> && DeviceFor<D, double> &&
+                 DeviceBuffer<buffer_t<D, float>> && DeviceBuffer<buffer_t<D, double>> &&
+                 DeviceBuffer<buffer_t<D, std::int64_t>> &&
+                 requires(D& d, const D& cd, std::size_t n, std::span<const std::int64_t> x, std::span<std::int64_t> y) {
   { d.template alloc<std::int64_t>(n) } -> std::same_as<buffer_t<D, std::int64_t>>;
   d.upload(x, y);
   d.download(x, y);
   d.copy(x, y);
+  cd.synchronize();  // waits for every primitive queued so far
+  // bytes the device's allocator holds for live buffers now (a host device may report its heap);
+  // the executor's peak-memory figure samples it
+  { cd.bytes_in_use() } -> std::convertible_to<std::int64_t>;
 };
 
 }  // namespace autoddl

@@ -11,10 +11,15 @@
 #include <span>
 #include <type_traits>
 #include <vector>
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
 
 #include "autoddl/backend/cpu/gemm.hpp"
 #include "autoddl/backend/device.hpp"
+#include "autoddl/error.hpp"
 #include "autoddl/index.hpp"
+#include "autoddl/text.hpp"
 
 namespace autoddl {
 
@@ -59,11 +64,27 @@ void for_each_global_index(const shard_info& s, F&& f) {
     }
   }
 }
+/// Throws unless `rows` rows of `cols` elements, `ld` apart, fit in `size` elements.
+inline void check_rows(std::int64_t rows, std::int64_t cols, std::int64_t ld, std::size_t size, const char* what) {
+  if (ld < cols || (rows - 1) * ld + cols > std::int64_t(size))
+    fail<error>(std::string(what) + ": " + itos(rows) + " rows of " + itos(cols) + " elements, " + itos(ld) +
+                " apart, do not fit in " + itos(std::int64_t(size)) + " elements");
+}
 }  // namespace detail
 
 struct cpu_device {
   template <class T>
   using buffer = std::vector<T>;
+
+  cpu_device() {
+#if defined(__GLIBC__)
+    // A training step allocates the same buffer sizes every step: keep freed ones in the heap for
+    // the next step rather than returning them to the kernel and faulting fresh pages in (a
+    // caching allocator's effect; glibc otherwise maps every buffer over 128 KiB anew).
+    mallopt(M_MMAP_THRESHOLD, 1 << 30);
+    mallopt(M_TRIM_THRESHOLD, 1 << 30);
+#endif
+  }
 
   // ---- memory -------------------------------------------------------------------------------
   template <class T>
@@ -78,6 +99,32 @@ struct cpu_device {
   void download(std::span<const T> src, std::span<T> host) { std::copy(src.begin(), src.end(), host.begin()); }
   template <class T>
   void copy(std::span<const T> src, std::span<T> dst) { std::copy(src.begin(), src.end(), dst.begin()); }
+  template <class T>
+  void copy_rows(std::int64_t rows, std::int64_t cols, std::span<const T> x, std::int64_t ldx, std::span<T> y,
+                 std::int64_t ldy) {
+    if (rows <= 0 || cols <= 0) return;
+    detail::check_rows(rows, cols, ldx, x.size(), "copy_rows: x");
+    detail::check_rows(rows, cols, ldy, y.size(), "copy_rows: y");
+    for (std::int64_t r = 0; r < rows; ++r) std::copy_n(x.data() + r * ldx, cols, y.data() + r * ldy);
+  }
+  template <class T>
+  bool all_finite(std::span<const T> x) const {
+    // sum of x * 0 is 0 unless some x is NaN or Inf: one branch-free pass
+    T acc{};
+    for (const T& v : x) acc += v * T(0);
+    return acc == T(0);
+  }
+  void synchronize() const {}
+  /// The heap bytes in use (glibc mallinfo2: uordblks + hblkhd; 0 elsewhere): buffers are
+  /// std::vector, so this is the device's allocator, with the host's own allocations beside.
+  std::int64_t bytes_in_use() const {
+#if defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 33))
+    const struct mallinfo2 mi = mallinfo2();
+    return std::int64_t(mi.uordblks + mi.hblkhd);
+#else
+    return 0;
+#endif
+  }
   template <class T>
   void fill(std::span<T> y, T v) { std::fill(y.begin(), y.end(), v); }
 

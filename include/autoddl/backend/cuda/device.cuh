@@ -94,6 +94,29 @@ class cuda_device {
   }
   template <class T>
   void fill(std::span<T> y, T v);
+  /// y[r ldy + c] = x[r ldx + c] for r < rows, c < cols: one cudaMemcpy2DAsync.
+  template <class T>
+  void copy_rows(std::int64_t rows, std::int64_t cols, std::span<const T> x, std::int64_t ldx, std::span<T> y,
+                 std::int64_t ldy) {
+    if (rows <= 0 || cols <= 0) return;
+    if (ldx < cols || ldy < cols || std::size_t((rows - 1) * ldx + cols) > x.size() ||
+        std::size_t((rows - 1) * ldy + cols) > y.size())
+      throw cuda_error("cuda_device::copy_rows: " + std::to_string(rows) + " rows of " + std::to_string(cols) +
+                       " elements do not fit the spans (" + std::to_string(x.size()) + " and " +
+                       std::to_string(y.size()) + " elements)");
+    check(cudaMemcpy2DAsync(y.data(), std::size_t(ldy) * sizeof(T), x.data(), std::size_t(ldx) * sizeof(T),
+                            std::size_t(cols) * sizeof(T), std::size_t(rows), cudaMemcpyDeviceToDevice, stream_),
+          "cudaMemcpy2DAsync (copy_rows)");
+  }
+  /// Whether x holds no NaN or Inf; waits for the answer.
+  template <class T>
+  bool all_finite(std::span<const T> x) const;
+  /// Bytes in use on this GPU now (cudaMemGetInfo: total - free), every allocation of the process.
+  std::int64_t bytes_in_use() const {
+    std::size_t free = 0, total = 0;
+    check(cudaMemGetInfo(&free, &total), "cudaMemGetInfo");
+    return std::int64_t(total - free);
+  }
 
   // ---- BLAS-like (contracts: autoddl/backend/device.hpp) --------------------------------------
   template <class T>

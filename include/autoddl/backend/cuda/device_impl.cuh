@@ -58,6 +58,18 @@ void cuda_device::fill(std::span<T> y, T v) {
   AUTODDL_CUDA_ELEMENTWISE(detail::fill_kernel<T>, detail::idx(y.size()), y.data(), detail::idx(y.size()), v);
 }
 
+template <class T>
+bool cuda_device::all_finite(std::span<const T> x) const {
+  cuda_buffer<int> flag(1);
+  check(cudaMemsetAsync(flag.data(), 0, sizeof(int), stream_), "cudaMemsetAsync (all_finite)");
+  AUTODDL_CUDA_ELEMENTWISE(detail::nonfinite_kernel<T>, detail::idx(x.size()), x.data(), detail::idx(x.size()),
+                           flag.data());
+  int host = 0;
+  check(cudaMemcpyAsync(&host, flag.data(), sizeof(int), cudaMemcpyDeviceToHost, stream_), "cudaMemcpyAsync (all_finite)");
+  synchronize();
+  return host == 0;
+}
+
 // Row-major C[m,n] = op(A) op(B) is column-major C^T[n,m] = op(B)^T op(A)^T: a row-major
 // matrix with leading dimension ld is the column-major matrix of its transpose with the same ld.
 // So cuBLAS gets (B, A) swapped, m and n swapped, and each operand's own transpose flag.
@@ -267,6 +279,7 @@ void cuda_device::adam(const optimizer_step& o, std::span<const T> g, std::span<
 #define AUTODDL_CUDA_INSTANTIATE_DEVICE(T)                                                                              \
   namespace autoddl::cuda {                                                                                             \
   template void cuda_device::fill<T>(std::span<T>, T);                                                                  \
+  template bool cuda_device::all_finite<T>(std::span<const T>) const;                                                   \
   template void cuda_device::gemm<T>(const gemm_desc&, T, std::span<const T>, std::span<const T>, T, std::span<T>);     \
   template void cuda_device::add<T>(std::span<const T>, std::span<const T>, std::span<T>);                              \
   template void cuda_device::axpy<T>(T, std::span<const T>, std::span<T>);                                              \

@@ -95,6 +95,12 @@ template <class T>
 __global__ void fill_kernel(T* y, idx n, T v) {
   for (idx i = grid_start(); i < n; i += grid_step()) y[i] = v;
 }
+/// Sets *flag to 1 if some x[i] is NaN or Inf (x * 0 is 0 for every finite x).
+template <class T>
+__global__ void nonfinite_kernel(const T* x, idx n, int* flag) {
+  for (idx i = grid_start(); i < n; i += grid_step())
+    if (!(to_acc(x[i]) * acc_t<T>(0) == acc_t<T>(0))) *flag = 1;
+}
 template <class T>
 __global__ void add_kernel(const T* a, const T* b, T* y, idx n) {
   for (idx i = grid_start(); i < n; i += grid_step()) y[i] = from_acc<T>(to_acc(a[i]) + to_acc(b[i]));
