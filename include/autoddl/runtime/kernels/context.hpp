@@ -105,6 +105,8 @@ template <class D, class T>
 struct forward_result {
   std::vector<buffer_t<D, T>> outputs;
   std::vector<buffer_t<D, T>> saved;
+  /// Frees what only backward reads (recomputation reruns the forward instead).
+  void drop_saved() { saved.clear(); }
 };
 
 /// A backward's local gradient blocks: inputs[i] laid out dual(sig.inputs[i]) (empty for an
