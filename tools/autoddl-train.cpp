@@ -1,7 +1,14 @@
 // autoddl-train: plans a model, then trains it for real on MPI ranks with that plan.
 //   mpirun -np 4 build/tools/autoddl-train --model gpt:layers=2,hidden=64,heads=4,seq=32,batch=8,vocab=128
 //          --mesh 2x2 [--strategy auto] [--steps 20] [--microbatches auto|N] [--recompute auto|none|selective|full]
-//          [--check-serial] [--json]
+//          [--check-serial] [--json] [--device cpu|cuda]
+//          [--checkpoint-dir D [--checkpoint-every K]] [--resume D]
+// Checkpoints (runtime/checkpoint.hpp): every K steps and after the last, each rank writes its
+// shards, rank 0 the manifest; --resume D continues from D's newest complete checkpoint up to
+// --steps steps in all, on this run's plan and mesh (resharded when they differ).
+// --device cuda (a build with CUDA and NCCL): one GPU per rank, the rank's local index on its
+// node choosing the GPU; tensors live on the GPU, collectives go through NCCL, and --check-serial
+// still compares with a CPU serial run on rank 0.
 // Bad input: one sentence on stderr (rank 0) and exit code 2 on every rank. A rank that fails
 // during training aborts the whole job with its message, so the job never hangs.
 #include <CLI/CLI.hpp>
@@ -21,10 +28,15 @@
 #include "autoddl/backend/mpi.hpp"
 #include "autoddl/cost/hardware_io.hpp"
 #include "autoddl/models/zoo.hpp"
+#include "autoddl/runtime/checkpoint.hpp"
 #include "autoddl/runtime/gather.hpp"
 #include "autoddl/runtime/trainer.hpp"
 #include "autoddl/search/micro_batches.hpp"
 #include "autoddl/search/solve.hpp"
+#if defined(AUTODDL_WITH_CUDA)
+#include "autoddl/backend/cuda/device.cuh"
+#include "autoddl/backend/nccl/mesh_comm.cuh"
+#endif
 #include "plan_report.hpp"
 #include "support/cli.hpp"
 #include "support/stats.hpp"
@@ -33,16 +45,18 @@ using namespace autoddl;
 
 namespace {
 
-using trainer_t = trainer<float, cpu_device, mpi::mpi_mesh_comm>;
+using cpu_trainer = trainer<float, cpu_device, mpi::mpi_mesh_comm>;
 
 struct settings {
   std::string model, mesh = "2x2", strategy = "auto", hardware = "cpu-local", optimizer_s = "adam";
-  std::string recompute = "auto", microbatches = "auto";
+  std::string recompute = "auto", microbatches = "auto", device = "cpu";
   int steps = 20;
   double lr = 1e-3;
   std::uint64_t seed = 1;
   bool check_serial = false, json = false, no_check_finite = false;
   int inject_failure = -1;  ///< testing the abort path: this rank throws during step 2
+  std::string checkpoint_dir, resume;
+  int checkpoint_every = 0;  ///< 0: only after the last step (when checkpoint_dir is set)
 };
 
 void progress(int step, int steps, double loss, double secs) {
@@ -61,7 +75,50 @@ struct prepared {
   graph g;
   std::unique_ptr<plan_problem> pp;
   plan_result plan;
+  std::int64_t first_step = 0;
+  std::filesystem::path resume_folder;   ///< the checkpoint resumed from (empty: none)
+  checkpoint_manifest resume_manifest;
 };
+
+// The checkpoint --resume names (a checkpoint folder, or a folder of them: its newest complete
+// one), checked against this run: same model, dtype and optimizer; every shard file present
+// and of the manifest's size.
+void check_resume(const settings& s, prepared& p) {
+  const std::filesystem::path dir = s.resume;
+  if (!std::filesystem::is_directory(dir)) throw error("--resume " + s.resume + ": no such folder");
+  p.resume_folder = std::filesystem::exists(dir / "manifest.json") ? dir : latest_checkpoint(dir);
+  if (p.resume_folder.empty())
+    throw error("--resume " + s.resume + ": no complete checkpoint in it (no step-*/manifest.json)");
+  checkpoint_manifest m = read_manifest(p.resume_folder);
+  const std::string manifest = (p.resume_folder / "manifest.json").string();
+  if (m.model != s.model)
+    throw error("checkpoint " + manifest + " was written for model '" + m.model + "', not '" + s.model + "'");
+  if (m.dtype != "fp32") throw error("checkpoint " + manifest + " holds " + m.dtype + " values; autoddl-train trains fp32");
+  if (m.optimizer != std::string(to_string(p.to.opt)))
+    throw error("checkpoint " + manifest + " was written with optimizer " + m.optimizer + "; resume with --optimizer " +
+                (m.optimizer == "sgd-momentum" ? std::string("sgd") : m.optimizer));
+  if (m.param_names.size() != p.g.params.size())
+    throw error("checkpoint " + manifest + " holds " + std::to_string(m.param_names.size()) + " parameters; the model has " +
+                std::to_string(p.g.params.size()));
+  for (std::size_t q = 0; q < p.g.params.size(); ++q)
+    if (m.param_names[q] != p.g.params[q].name ||
+        m.shapes[q] != std::vector<std::int64_t>(p.g.params[q].shape.begin(), p.g.params[q].shape.end()))
+      throw error("checkpoint " + manifest + ": parameter " + std::to_string(q) + " is '" + m.param_names[q] +
+                  "' there but '" + p.g.params[q].name + "' " + to_string(p.g.params[q].shape) + " in this model");
+  for (const checkpoint_rank_file& rf : m.ranks) {
+    const std::filesystem::path f = p.resume_folder / rf.file;
+    std::error_code ec;
+    if (!std::filesystem::exists(f, ec)) throw error("checkpoint shard file " + f.string() + " is missing");
+    if (const auto size = std::int64_t(std::filesystem::file_size(f, ec)); ec || size != rf.bytes)
+      throw error("checkpoint shard file " + f.string() + " is truncated or damaged (" + std::to_string(size) +
+                  " bytes; the manifest says " + std::to_string(rf.bytes) + ")");
+  }
+  if (m.steps_done >= s.steps)
+    throw error("checkpoint " + manifest + " has " + std::to_string(m.steps_done) + " steps done already; --steps (" +
+                std::to_string(s.steps) + ") counts all steps, give more");
+  p.first_step = m.steps_done;
+  p.resume_manifest = std::move(m);
+}
 
 prepared prepare(const settings& s, int ranks) {
   prepared p;
@@ -75,6 +132,12 @@ prepared prepare(const settings& s, int ranks) {
   p.to.lr = s.lr;
   p.to.seed = s.seed;
   p.to.check_finite = !s.no_check_finite;
+  if (s.device != "cpu" && s.device != "cuda")
+    throw error("unknown --device '" + s.device + "'; use cpu or cuda");
+#if !defined(AUTODDL_WITH_CUDA)
+  if (s.device == "cuda")
+    throw error("this autoddl-train was built without CUDA and NCCL; rebuild with them (meson -Dcuda=enabled) or use --device cpu");
+#endif
   if (s.steps < 1) throw error("--steps must be at least 1, got " + std::to_string(s.steps));
   if (!(s.lr > 0)) throw error("--lr must be positive, got " + std::to_string(s.lr));
   step_settings pin;
@@ -92,7 +155,49 @@ prepared prepare(const settings& s, int ranks) {
     throw error("the " + to_string(strategy) + " plan needs " + tools::si(p.plan.totals.peak_memory(), "B") +
                 " per device, over the memory limit of " + tools::si(p.pp->make_objective().memory_limit, "B") + " of hardware '" +
                 s.hardware + "'; use a larger mesh or a smaller model");
+  if (s.checkpoint_every < 0) throw error("--checkpoint-every must be positive, got " + std::to_string(s.checkpoint_every));
+  if (s.checkpoint_every > 0 && s.checkpoint_dir.empty()) throw error("--checkpoint-every needs --checkpoint-dir");
+  if (!s.resume.empty()) check_resume(s, p);
   return p;
+}
+
+/// Parameter q's value and optimizer state for the block `want`, from a checkpoint.
+struct restored {
+  std::vector<float> param, m, v;
+};
+restored read_state(checkpoint_reader<float>& r, int q, const shard_info& want, optimizer opt) {
+  restored x{r.read(q, "param", want), r.read(q, "m", want), {}};
+  if (opt == optimizer::adam) x.v = r.read(q, "v", want);
+  return x;
+}
+
+/// Loads a checkpoint into trainer t (whose storage layouts may differ from the checkpoint's).
+template <class Trainer>
+void restore(Trainer& t, const prepared& p, const graph& g, const mesh_shape& mesh, const mesh_coord& coords) {
+  checkpoint_reader<float> r(p.resume_folder, p.resume_manifest);
+  for (std::size_t q = 0; q < g.params.size(); ++q) {
+    const restored x = read_state(r, int(q), make_shard(g.params[q].shape, t.storage(int(q)), mesh, coords), p.to.opt);
+    t.restore_shard(int(q), x.param, x.m, x.v);
+  }
+  t.restore_steps_done(p.resume_manifest.steps_done);
+}
+
+/// Runs f on every rank; if it throws on any, every rank learns it, the lowest failing rank prints
+/// its message, and all return false (so they exit together with code 2).
+template <class F>
+bool on_every_rank(int rank, F&& f) {
+  std::string failure;
+  try {
+    f();
+  } catch (const std::exception& e) {
+    failure = e.what();
+  }
+  int ranks = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &ranks);
+  int mine = failure.empty() ? ranks : rank, first = ranks;
+  MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  if (first == rank) std::fprintf(stderr, "autoddl-train: %s\n", failure.c_str());
+  return first == ranks;
 }
 
 // --check-serial: rank 0 trains the same model serially, step for step, with the same
@@ -107,15 +212,19 @@ class serial_check {
     so.recompute = recompute_mode::none;
     problem_ = std::make_unique<plan_problem>(p.g, so);
     self_ = std::make_unique<mpi::mpi_mesh_comm>(mesh_shape{1}, MPI_COMM_SELF);
-    serial_ = std::make_unique<trainer_t>(*problem_, solve_plan(*problem_, strategy::dp{}).pick, dev_, *self_, p.to);
+    serial_ = std::make_unique<cpu_trainer>(*problem_, solve_plan(*problem_, strategy::dp{}).pick, dev_, *self_, p.to);
+    if (!p.resume_folder.empty()) restore(*serial_, p, g_, mesh_shape{1}, mesh_coord{});
   }
 
-  void after_step(int k, double loss, const trainer_t& t, mpi::mpi_mesh_comm& comm) {
+  /// After step k of the distributed trainer t; `comm` (MPI) gathers its shards to rank 0.
+  template <class Trainer>
+  void after_step(int k, double loss, const Trainer& t, mpi::mpi_mesh_comm& comm) {
     if (rank_ == 0) {
       const double sl = serial_->train_step(k);
       err_loss = std::max(err_loss, std::abs(loss - sl) / std::max(1e-12, std::abs(sl)));
     }
-    if (k == 0) compare_tensors(t, comm);
+    if (!compared_) compare_tensors(t, comm);
+    compared_ = true;
   }
 
   double worst() const { return std::max({err_loss, err_grads, err_params}); }
@@ -125,7 +234,8 @@ class serial_check {
 
  private:
   // Every parameter and gradient gathered to rank 0 and compared with the serial run's.
-  void compare_tensors(const trainer_t& t, mpi::mpi_mesh_comm& comm) {
+  template <class Trainer>
+  void compare_tensors(const Trainer& t, mpi::mpi_mesh_comm& comm) {
     std::vector<std::vector<float>> sp, sg;
     if (rank_ == 0)
       for (std::size_t q = 0; q < g_.params.size(); ++q) {
@@ -145,14 +255,16 @@ class serial_check {
 
   const graph& g_;
   int rank_;
+  bool compared_ = false;
   std::unique_ptr<plan_problem> problem_;
   cpu_device dev_;
   std::unique_ptr<mpi::mpi_mesh_comm> self_;
-  std::unique_ptr<trainer_t> serial_;
+  std::unique_ptr<cpu_trainer> serial_;
 };
 
 struct run_record {
   std::vector<double> losses, secs;
+  std::vector<std::string> checkpoints;  ///< folders written
   std::int64_t bytes = 0;       ///< the most any step sent from this device
   std::int64_t peak_bytes = 0;  ///< the highest step peak memory of any device (trainer::last_step_peak_bytes)
 };
@@ -164,7 +276,10 @@ void report(const settings& s, const prepared& p, const run_record& run, const s
   const double med = tools::median(run.secs);
   if (s.json) {
     nlohmann::json j;
+    j["first_step"] = p.first_step;
     j["losses"] = run.losses;
+    j["checkpoints"] = run.checkpoints;
+    j["resumed_from"] = p.resume_folder.empty() ? nlohmann::json(nullptr) : nlohmann::json(p.resume_folder.string());
     j["step_s"] = run.secs;
     j["step_s_median"] = med;
     j["predicted_step_s"] = plan.time;
@@ -190,7 +305,11 @@ void report(const settings& s, const prepared& p, const run_record& run, const s
              s.model, s.steps, ranks,
              to_string(p.o.mesh) == s.mesh ? s.mesh : s.mesh + " as " + to_string(p.o.mesh), to_string(plan.strategy), to_string(p.to.opt), p.o.microbatches,
              p.o.microbatches == 1 ? "" : "es", to_string(p.o.recompute));
+  if (!p.resume_folder.empty())
+    fmt::print("resumed from {} at step {}\n", p.resume_folder.string(), p.first_step + 1);
   fmt::print("loss {:.5f} -> {:.5f}\n", run.losses.front(), run.losses.back());
+  if (!run.checkpoints.empty())
+    fmt::print("checkpoints: {} (last {})\n", run.checkpoints.size(), run.checkpoints.back());
   fmt::print("step time: measured median {}  predicted {}  (measured/predicted {:.2f})\n", tools::seconds(med),
              tools::seconds(plan.time), med / plan.time);
   fmt::print("bytes sent per device per step: {} (predicted {:.0f}{})\n", run.bytes, plan.totals.bytes,
@@ -205,15 +324,76 @@ void report(const settings& s, const prepared& p, const run_record& run, const s
                check->worst_param_name);
 }
 
-// Trains; from here on ranks communicate, so a failure aborts the job (main).
-int train(const settings& s, const prepared& p, int rank, int ranks) {
-  cpu_device dev;
-  mpi::mpi_mesh_comm comm(p.o.mesh);
-  trainer_t t(*p.pp, p.plan.pick, dev, comm, p.to);
+// Writes the checkpoint after `steps_done` steps: every rank its shards, rank 0 (after all are
+// in place) the manifest. Returns the folder.
+template <class Trainer>
+std::string save_checkpoint(const settings& s, const prepared& p, const Trainer& t, std::int64_t steps_done,
+                            const mesh_coord& coords, int rank, int ranks) {
+  const std::filesystem::path folder = checkpoint_folder(s.checkpoint_dir, steps_done);
+  std::vector<shard_to_write<float>> shards;
+  for (std::size_t q = 0; q < p.g.params.size(); ++q) {
+    const shard_info block = make_shard(p.g.params[q].shape, t.storage(int(q)), p.o.mesh, coords);
+    shards.push_back({int(q), "param", block, t.param_shard(int(q))});
+    shards.push_back({int(q), "m", block, t.moment_shard(int(q), 0)});
+    if (p.to.opt == optimizer::adam) shards.push_back({int(q), "v", block, t.moment_shard(int(q), 1)});
+  }
+  const std::string mine = to_json(write_rank_shards(folder, rank, shards)).dump();
+  // rank 0 gathers every rank's record, then writes the manifest last
+  int len = int(mine.size());
+  std::vector<int> lens(static_cast<std::size_t>(ranks), 0), displs(static_cast<std::size_t>(ranks), 0);
+  MPI_Gather(&len, 1, MPI_INT, lens.data(), 1, MPI_INT, 0, MPI_COMM_WORLD);
+  int total = 0;
+  for (int r = 0; r < ranks; ++r) {
+    displs[std::size_t(r)] = total;
+    total += lens[std::size_t(r)];
+  }
+  std::string all(std::size_t(rank == 0 ? total : 0), '\0');
+  MPI_Gatherv(mine.data(), len, MPI_CHAR, all.data(), lens.data(), displs.data(), MPI_CHAR, 0, MPI_COMM_WORLD);
+  if (rank == 0) {
+    checkpoint_manifest m;
+    m.model = s.model;
+    m.optimizer = std::string(to_string(p.to.opt));
+    m.lr = p.to.lr;
+    m.seed = p.to.seed;
+    m.steps_done = steps_done;
+    m.strategy = to_string(p.plan.strategy);
+    m.recompute = std::string(to_string(p.o.recompute));
+    m.microbatches = p.o.microbatches;
+    m.mesh = to_string(p.o.mesh);
+    m.pick = p.plan.pick;
+    for (std::size_t q = 0; q < p.g.params.size(); ++q) {
+      m.param_names.push_back(p.g.params[q].name);
+      m.shapes.emplace_back(p.g.params[q].shape.begin(), p.g.params[q].shape.end());
+      m.storage.push_back(to_string(t.storage(int(q))));
+    }
+    for (int r = 0; r < ranks; ++r) {
+      const nlohmann::json j = nlohmann::json::parse(all.substr(std::size_t(displs[std::size_t(r)]), std::size_t(lens[std::size_t(r)])));
+      checkpoint_rank_file rf{j.at("rank").get<int>(), j.at("file").get<std::string>(), j.at("bytes").get<std::int64_t>(), {}};
+      for (const auto& sj : j.at("shards"))
+        rf.shards.push_back({sj.at("param").get<int>(), sj.at("tensor").get<std::string>(),
+                             sj.at("offset").get<std::vector<std::int64_t>>(), sj.at("shape").get<std::vector<std::int64_t>>(),
+                             sj.at("byte_offset").get<std::int64_t>(), sj.at("bytes").get<std::int64_t>(),
+                             std::stoull(sj.at("fnv1a64").get<std::string>())});
+      m.ranks.push_back(std::move(rf));
+    }
+    write_manifest(folder, m);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  return folder.string();
+}
+
+// Trains on `dev` with `comm` (its MPI mesh `host` gathers for --check-serial); from here on
+// ranks communicate, so a failure aborts the job (main).
+template <Device D, MeshCommunicator M>
+int train(const settings& s, const prepared& p, int rank, int ranks, D& dev, M& comm, mpi::mpi_mesh_comm& host) {
+  trainer<float, D, M> t(*p.pp, p.plan.pick, dev, comm, p.to);
+  if (!p.resume_folder.empty() &&
+      !on_every_rank(rank, [&] { restore(t, p, p.g, p.o.mesh, comm.coords()); }))
+    return 2;  // a shard missing, damaged or short: one sentence, nothing overwritten
   std::unique_ptr<serial_check> check = s.check_serial ? std::make_unique<serial_check>(p, rank) : nullptr;
   const bool bar = rank == 0 && isatty(fileno(stderr));
   run_record run;
-  for (int k = 0; k < s.steps; ++k) {
+  for (int k = int(p.first_step); k < s.steps; ++k) {
     MPI_Barrier(MPI_COMM_WORLD);
     const auto t0 = std::chrono::steady_clock::now();
     if (k == 1 && rank == s.inject_failure) throw error("injected failure (--inject-failure " + std::to_string(rank) + ")");
@@ -222,11 +402,29 @@ int train(const settings& s, const prepared& p, int rank, int ranks) {
     run.bytes = std::max(run.bytes, t.last_step_bytes());
     if (bar) progress(k, s.steps, run.losses.back(), run.secs.back());
     run.peak_bytes = std::max(run.peak_bytes, t.last_step_peak_bytes());
-    if (check) check->after_step(k, run.losses.back(), t, comm);
+    if (check) check->after_step(k, run.losses.back(), t, host);
+    const bool due = s.checkpoint_every > 0 && (k + 1) % s.checkpoint_every == 0;
+    if (!s.checkpoint_dir.empty() && (due || k + 1 == s.steps))
+      run.checkpoints.push_back(save_checkpoint(s, p, t, k + 1, comm.coords(), rank, ranks));
   }
   MPI_Allreduce(MPI_IN_PLACE, &run.peak_bytes, 1, MPI_INT64_T, MPI_MAX, MPI_COMM_WORLD);
   if (rank == 0) report(s, p, run, check.get(), ranks);
   return 0;
+}
+
+// The device --device names, and its communicator.
+int train_on_device(const settings& s, const prepared& p, int rank, int ranks) {
+#if defined(AUTODDL_WITH_CUDA)
+  if (s.device == "cuda") {
+    const int ordinal = nccl::local_device_ordinal();
+    cuda::cuda_device dev(ordinal);
+    nccl::nccl_mesh_comm comm(p.o.mesh, ordinal, dev.stream());
+    return train(s, p, rank, ranks, dev, comm, comm.mpi());
+  }
+#endif
+  cpu_device dev;
+  mpi::mpi_mesh_comm comm(p.o.mesh);
+  return train(s, p, rank, ranks, dev, comm, comm);
 }
 
 }  // namespace
@@ -251,10 +449,17 @@ int main(int argc, char** argv) {
   app.add_option("--recompute", s.recompute,
                  "auto (the planner's choice), none, selective (attention cores) or full (whole repeated blocks)");
   app.add_option("--seed", s.seed, "seed of the data, the initial parameters and the search");
+  app.add_option("--device", s.device, "cpu (default) or cuda (one GPU per rank; a build with CUDA and NCCL)");
   app.add_flag("--check-serial", s.check_serial, "also train serially on rank 0 and report the largest difference");
   app.add_flag("--json", s.json, "print one JSON object on rank 0");
   app.add_flag("--no-check-finite", s.no_check_finite,
                "do not stop when the loss or a gradient turns NaN or Inf (by default training stops, naming the parameter)");
+  app.add_option("--checkpoint-dir", s.checkpoint_dir,
+                 "write checkpoints under this folder (step-<k>/: a shard file per rank and a manifest)");
+  app.add_option("--checkpoint-every", s.checkpoint_every,
+                 "write a checkpoint every K steps (and after the last); default: after the last only");
+  app.add_option("--resume", s.resume,
+                 "continue from a checkpoint folder, or the newest complete one under a folder; --steps counts all steps");
   app.add_option("--inject-failure", s.inject_failure, "make this rank fail during step 2 (tests the abort path)")
       ->group("");  // hidden
   int code = 0;
@@ -278,7 +483,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   try {
-    code = train(s, *p, rank, ranks);
+    code = train_on_device(s, *p, rank, ranks);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "autoddl-train: rank %d failed, aborting the job: %s\n", rank, e.what());
     MPI_Abort(MPI_COMM_WORLD, 2);

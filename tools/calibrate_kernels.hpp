@@ -170,10 +170,12 @@ inline copy_rate measure_copy_rate(int reps) {
   for (std::int64_t bytes = std::int64_t(16) << 10; bytes <= std::int64_t(16) << 20; bytes *= 4) {
     const std::int64_t elems = bytes / 4;
     const tensor_shape s{2, elems / 2};
+    cpu_device dev;
     std::vector<float> src(std::size_t(elems), 1.0f);
+    const std::span<const float> in(src);
     volatile float sink = 0;
-    rows.push_back({0, double(bytes), detail::busy_time([&] { sink = sink + autoddl::detail::chunks_along<float>(src, s, 1, 2)[0]; }, reps)});
-    rows.push_back({0, double(bytes), detail::busy_time([&] { sink = sink + autoddl::detail::concat_along<float>(src, tensor_shape{2, elems / 4}, 1, 2)[0]; }, reps)});
+    rows.push_back({0, double(bytes), detail::busy_time([&] { sink = sink + autoddl::detail::chunks_along<float>(dev, in, s, 1, 2)[0]; }, reps)});
+    rows.push_back({0, double(bytes), detail::busy_time([&] { sink = sink + autoddl::detail::concat_along<float>(dev, in, tensor_shape{2, elems / 4}, 1, 2)[0]; }, reps)});
   }
   const kernel_fit f = fit_kernel_time(rows);
   return {f.a, f.per_byte > 0 ? 1 / f.per_byte : 1e12};

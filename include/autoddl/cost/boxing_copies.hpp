@@ -6,7 +6,8 @@
 // of its size (allocation + fill is one pass over it, like the copy that fills a chunks_along
 // destination):
 //   S(d) -> B     the zeroed gather buffer of T (own chunk copied in) + concat_along of T
-//   P -> B        nothing, or one reallocating resize of T when the count is padded to n
+//   P -> B        nothing, or (count padded to n) the zeroed padded buffer of T, own values
+//                 copied in, and the copy back: 2 T
 //   P -> S(d)     chunks_along of T + the kept chunk T/n
 //   S(d) -> S(e)  chunks_along of T/n + the receive buffer T/n + concat_along of T/n
 //   B -> S(d)     chunk_of: T/n
@@ -26,7 +27,7 @@ constexpr double step_copy_time(const boxing_step& s, const copy_rate& r) {
     case collective::all_gather: return 2 * r.time(t);
     case collective::all_reduce: {
       const std::int64_t unit = s.group * s.elem_bytes;
-      return unit > 0 && s.group_bytes % unit != 0 ? r.time(t) : 0.0;
+      return unit > 0 && s.group_bytes % unit != 0 ? 2 * r.time(t) : 0.0;
     }
     case collective::reduce_scatter: return r.time(t) + r.time(t / n);
     case collective::all_to_all: return 3 * r.time(t / n);

@@ -31,16 +31,20 @@
 // place (its own: relu, softmax; a consumer's over an edge that does not box) or a fully
 // recomputed block reruns from it. In backward every op's forward products, boxed inputs and
 // gradient are freed after its own backward.
+//
+// Every tensor of the model (parameters, gradients, optimizer state, activations, boxing
+// buffers) is a buffer of the Device; accumulation, zeroing and packing are its primitives and
+// collectives run on its memory (backend/device.hpp, communicator.hpp). The host touches values
+// only where a user reads them: the synthetic inputs it generates and uploads, the initial
+// parameters, the loss, the finiteness flag, and the shards a caller downloads (param_shard, ...).
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <map>
 #include <span>
-#if defined(__GLIBC__)
-#include <malloc.h>
-#endif
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "autoddl/backend/communicator.hpp"
@@ -63,8 +67,8 @@ struct train_options {
   /// gradient holds NaN or Inf (naming the parameter and the ops that use it); costs one scan of
   /// the gradient shards and one all-reduce of a double per step.
   bool check_finite = true;
-  /// Sample the heap at every op boundary for last_step_peak_bytes() (glibc's mallinfo2: a few
-  /// microseconds a sample); false reports 0.
+  /// Sample the device's bytes in use at every op boundary for last_step_peak_bytes() (on the
+  /// CPU glibc's mallinfo2: a few microseconds a sample); false reports 0.
   bool measure_memory = true;
 };
 
@@ -88,16 +92,12 @@ struct step_profile {
 /// the storage shards.
 template <class T, Device D, MeshCommunicator M>
 class trainer {
+  using buffer = buffer_t<D, T>;
+  using index_buffer = buffer_t<D, std::int64_t>;
+
  public:
   trainer(const plan_problem& problem, std::vector<int> pick, D& dev, M& comm, train_options options = {})
       : problem_(problem), model_(problem.model()), pick_(std::move(pick)), dev_(dev), comm_(comm), options_(options) {
-#if defined(__GLIBC__)
-    // Every step allocates the same buffer sizes: keep freed ones in the heap for the next step
-    // rather than returning them to the kernel and faulting fresh pages in (a caching allocator's
-    // effect; glibc otherwise maps every buffer over 128 KiB anew).
-    mallopt(M_MMAP_THRESHOLD, 1 << 30);
-    mallopt(M_TRIM_THRESHOLD, 1 << 30);
-#endif
     if (!(comm_.shape() == problem_.options().mesh))
       detail::fail<layout_error>("the plan is for mesh " + to_string(problem_.options().mesh) +
                                  " but the communicator spans " + to_string(comm_.shape()));
@@ -113,22 +113,43 @@ class trainer {
     return at(problem_.param_candidates(p), at(pick_, problem_.param_node(p)));
   }
   const nd_sbp& storage(int p) const { return param_layouts(p).storage; }
-  /// This device's shard of parameter p (storage layout) and of its last gradient.
-  const std::vector<T>& param_shard(int p) const { return at(params_, p); }
-  const std::vector<T>& grad_shard(int p) const { return at(grads_, p); }
+  /// This device's shard of parameter p (storage layout) and of its last gradient, downloaded.
+  std::vector<T> param_shard(int p) const { return host_copy(at(params_, p)); }
+  std::vector<T> grad_shard(int p) const { return host_copy(at(grads_, p)); }
+  /// Parameter p's optimizer state on this device, downloaded: k = 0 Adam's first moment (SGD's
+  /// velocity), k = 1 Adam's second moment (empty for SGD).
+  std::vector<T> moment_shard(int p, int k) const { return host_copy(at(k == 0 ? first_moment_ : second_moment_, p)); }
+  /// Optimizer steps taken so far (Adam's bias correction counts them).
+  std::int64_t steps_done() const { return steps_done_; }
+  /// Replaces parameter p's storage shard and optimizer state with host values (a checkpoint's):
+  /// sizes as param_shard and moment_shard give them. @throws error on a size mismatch.
+  void restore_shard(int p, const std::vector<T>& param, const std::vector<T>& m, const std::vector<T>& v) {
+    auto put = [&](buffer& b, const std::vector<T>& h, const char* what) {
+      if (h.size() != b.size())
+        detail::fail<error>("restoring " + std::string(what) + " of parameter '" + at(model_.params, p).name + "': " +
+                            std::to_string(h.size()) + " values for a shard of " + std::to_string(b.size()));
+      if (!h.empty()) dev_.upload(std::span<const T>(h), view(b));
+    };
+    put(at(params_, p), param, "the value");
+    put(at(first_moment_, p), m, "the first moment");
+    put(at(second_moment_, p), v, "the second moment");
+  }
+  /// Sets the optimizer steps taken (a resumed run continues Adam's bias correction).
+  void restore_steps_done(std::int64_t n) { steps_done_ = n; }
   /// This device's shard of op `op`'s output in the last step (train_options::keep_outputs).
-  const std::vector<T>& output_shard(int op) const { return at(kept_outputs_, op); }
+  std::vector<T> output_shard(int op) const { return host_copy(at(kept_outputs_, op)); }
   /// Bytes this device sent on the mesh axes during the last step (the plan's bytes).
   std::int64_t last_step_bytes() const { return last_bytes_; }
   /// Where the last step's time went on this device.
   const step_profile& last_step_profile() const { return profile_; }
   /// This device's peak memory during the last step, in bytes: the parameter shards and optimizer
-  /// state it stores, plus the high-water mark over the step of the heap bytes in use (glibc
-  /// mallinfo2: uordblks + hblkhd) above their level at the step's start, sampled at every op
-  /// boundary of forward, recomputation and backward and after every gradient synchronisation.
-  /// The step's gradients, boxed copies, kept activations and gradient accumulators are in that
-  /// mark; what a kernel or a boxing path allocates and frees within itself is not (nor what
-  /// the Device allocates off the heap). 0 without glibc or with measure_memory off.
+  /// state it stores, plus the high-water mark over the step of the Device's bytes in use
+  /// (Device::bytes_in_use; on the CPU the heap, glibc mallinfo2: uordblks + hblkhd) above their
+  /// level at the step's start, sampled at every op boundary of forward, recomputation and
+  /// backward and after every gradient synchronisation. The step's gradients, boxed copies, kept
+  /// activations and gradient accumulators are in that mark; what a kernel or a boxing path
+  /// allocates and frees within itself is not. 0 where the device reports none, or with
+  /// measure_memory off.
   std::int64_t last_step_peak_bytes() const { return peak_bytes_; }
 
   /// Runs training step `step_index` (0-based: it keys the data and dropout) and returns the
@@ -171,8 +192,8 @@ class trainer {
 
   /// What lives from an op's forward to its backward during one micro-batch.
   struct step_buffers {
-    std::vector<std::vector<std::vector<T>>> inputs;  ///< boxed copies (empty: read in place)
-    std::vector<std::vector<std::int64_t>> indices;   ///< token ids and labels per op
+    std::vector<std::vector<buffer>> inputs;  ///< boxed copies (empty: read in place)
+    std::vector<index_buffer> indices;        ///< token ids and labels per op
     std::vector<kernel_context<T>> ctx;
     std::vector<forward_result<D, T>> fwd;  ///< outputs empty once freed (see release_after_forward)
     std::vector<int> pending;               ///< per op: consumer slots whose forward has yet to read its output
@@ -181,7 +202,29 @@ class trainer {
   int microbatches() const { return problem_.options().microbatches; }
   recompute_mode recompute() const { return problem_.options().recompute; }
 
-  static void release(std::vector<T>& v) { std::vector<T>().swap(v); }
+  static void release(buffer& v) { v = buffer{}; }
+
+  std::span<T> view(buffer& b) { return dev_.view(b); }
+  std::span<const T> view(const buffer& b) const { return std::as_const(dev_).view(b); }
+  /// A device copy of b.
+  buffer clone(const buffer& b) {
+    buffer c = dev_.template alloc<T>(b.size());
+    dev_.copy(view(b), view(c));
+    return c;
+  }
+  /// b downloaded (what a caller reads).
+  std::vector<T> host_copy(const buffer& b) const {
+    std::vector<T> h(b.size());
+    dev_.download(view(b), std::span<T>(h));
+    return h;
+  }
+  /// Host values uploaded into a new buffer.
+  template <class U>
+  buffer_t<D, U> uploaded(const std::vector<U>& h) {
+    buffer_t<D, U> b = dev_.template alloc<U>(h.size());
+    dev_.upload(std::span<const U>(h), dev_.view(b));
+    return b;
+  }
 
   // Frees what the last step left (its gradients, kept outputs) and starts the memory mark.
   void begin_step() {
@@ -192,9 +235,10 @@ class trainer {
     for (auto& g : grads_) release(g);
     for (auto& g : grad_sums_) release(g);
     kept_outputs_.clear();
-    kept_outputs_.shrink_to_fit();
-    gathered_.assign(std::size_t(nops), {});
-    param_grad_acc_.assign(std::size_t(nops), {});
+    gathered_.clear();  // (buffers may be move-only: no assign)
+    gathered_.resize(std::size_t(nops));
+    param_grad_acc_.clear();
+    param_grad_acc_.resize(std::size_t(nops));
     for (int i = 0; i < nops; ++i) {
       at(gathered_, i).resize(at(model_.ops, i).param_ids.size());
       at(param_grad_acc_, i).resize(at(model_.ops, i).param_ids.size());
@@ -216,7 +260,7 @@ class trainer {
     b.pending = consumer_slots_;
     for (int i = 0; i < nops; ++i) {
       forward_op(b, i, step_index, k);
-      if (keep) kept_outputs_.push_back(output(b, i));
+      if (keep) kept_outputs_.push_back(clone(output(b, i)));
       release_after_forward(b, i, b.pending, false);
       drop_recomputed(b, i);
       sample_memory();
@@ -226,7 +270,7 @@ class trainer {
     return loss;
   }
 
-  static const std::vector<T>& output(const step_buffers& b, int op) { return at(at(b.fwd, op).outputs, 0); }
+  static const buffer& output(const step_buffers& b, int op) { return at(at(b.fwd, op).outputs, 0); }
 
   // Which edge of problem_ feeds each input and parameter slot of each op, and its paths.
   void index_edges() {
@@ -340,9 +384,9 @@ class trainer {
     for (int p = 0; p < np; ++p) {
       sync_paths_.push_back(problem_.param_sync_path(p, at(pick_, problem_.param_node(p))));
       const shard_info s = make_shard(at(model_.params, p).shape, storage(p), comm_.shape(), comm_.coords());
-      at(params_, p) = init_param_shard<T>(model_, p, s, options_.seed);
-      at(first_moment_, p).assign(at(params_, p).size(), T{});
-      if (options_.opt == optimizer::adam) at(second_moment_, p).assign(at(params_, p).size(), T{});
+      at(params_, p) = uploaded(init_param_shard<T>(model_, p, s, options_.seed));
+      at(first_moment_, p) = dev_.template alloc<T>(at(params_, p).size());
+      if (options_.opt == optimizer::adam) at(second_moment_, p) = dev_.template alloc<T>(at(params_, p).size());
     }
   }
 
@@ -374,7 +418,7 @@ class trainer {
       const int p = n.param_ids[j];
       const boxing_path& path = at(paths_, at(edge_of_param_, i)[j]).first;
       if (path.size() > 0)
-        at(gathered_, i)[j] = run_boxing<T>(comm_, at(params_, p), at(model_.params, p).shape, storage(p), path);
+        at(gathered_, i)[j] = run_boxing<T>(dev_, comm_, clone(at(params_, p)), at(model_.params, p).shape, storage(p), path);
     }
     at(profile_.boxing_s, i) += lap(t);
     b.fwd.push_back(op_forward(dev_, ctx, make_operands(b, i)));
@@ -386,7 +430,7 @@ class trainer {
     const tensor_ref r = at(model_.op_inputs, i)[j];
     const boxing_path& path = at(paths_, at(edge_of_input_, i)[j]).first;
     if (path.size() > 0)
-      at(b.inputs, i)[j] = run_boxing<T>(comm_, output(b, r.op), at(at(model_.ops, r.op).outputs, r.index),
+      at(b.inputs, i)[j] = run_boxing<T>(dev_, comm_, clone(output(b, r.op)), at(at(model_.ops, r.op).outputs, r.index),
                                          at(sig(r.op).outputs, r.index), path);
   }
 
@@ -398,13 +442,13 @@ class trainer {
   void drop_recomputed(step_buffers& b, int i) {
     if (!at(recomputes_, i)) return;
     if (recompute() == recompute_mode::selective) {
-      at(b.fwd, i).saved.clear();
+      at(b.fwd, i).drop_saved();
       return;
     }
     if (!at(last_of_block_, i)) return;
     for (int o : block_ops_.at(at(model_.block, i))) {
       forward_result<D, T>& f = at(b.fwd, o);
-      f.saved.clear();
+      f.drop_saved();
       if (!at(read_outside_block_, o)) f.outputs.clear();
       for (std::size_t j = 0; j < at(b.inputs, o).size(); ++j)
         if (inside_block(o, j)) release(at(b.inputs, o)[j]);
@@ -435,15 +479,15 @@ class trainer {
     const shard_info sh = micro_batch_shard(at(b.ctx.back().shards.inputs, j), k, microbatches());
     const input_kind kind = at(input_kinds_, input);
     if (kind.indices) {
-      at(b.indices, i) = index_shard(sh, input, kind.bound, options_.seed, step_index);
+      at(b.indices, i) = uploaded(index_shard(sh, input, kind.bound, options_.seed, step_index));
       return;
     }
-    std::vector<T>& x = at(at(b.inputs, i), j);
-    x = input_shard<T>(sh, input, options_.seed, step_index);
+    std::vector<T> x = input_shard<T>(sh, input, options_.seed, step_index);
     // taken as P: the value sits on coordinate 0 of each P axis, zeros elsewhere
     const nd_sbp& l = at(sig(i).inputs, j);
     for (int a = 0; a < l.size(); ++a)
       if (l[a].is_partial() && comm_.coords()[a] != 0) std::fill(x.begin(), x.end(), T{});
+    at(at(b.inputs, i), j) = uploaded(x);
   }
 
   // Micro-batch k's ops in reverse: each op's input gradients go back to their producers, boxed
@@ -452,27 +496,26 @@ class trainer {
   void backward(step_buffers& b, int k) {
     const int nops = int(model_.ops.size());
     const bool last = k == microbatches() - 1;
-    std::vector<std::vector<T>> dy(static_cast<std::size_t>(nops));
+    std::vector<buffer> dy(static_cast<std::size_t>(nops));
     at(dy, model_.loss_op) = loss_seed(sig(model_.loss_op).outputs[0]);
     for (int i = nops - 1; i >= 0; --i) {
       const op_node& n = at(model_.ops, i);
       if (at(recomputes_, i) && recompute() == recompute_mode::full && at(last_of_block_, i))
         recompute_block(b, at(model_.block, i));
-      if (at(dy, i).empty()) at(dy, i).assign(std::size_t(at(b.ctx, i).shards.outputs[0].local.elements()), T{});
+      if (at(dy, i).empty()) at(dy, i) = dev_.template alloc<T>(std::size_t(at(b.ctx, i).shards.outputs[0].local.elements()));
       auto t = clock::now();
       if (at(recomputes_, i) && recompute() == recompute_mode::selective)
         at(b.fwd, i) = op_forward(dev_, at(b.ctx, i), make_operands(b, i));
-      auto grads = op_backward(dev_, at(b.ctx, i), make_operands(b, i), at(b.fwd, i), std::span<const T>(at(dy, i)));
+      auto grads = op_backward(dev_, at(b.ctx, i), make_operands(b, i), at(b.fwd, i), view(std::as_const(at(dy, i))));
       at(profile_.kernel_s, i) += lap(t);
       sample_memory();
       for (std::size_t j = 0; j < n.inputs.size(); ++j) {
         const tensor_ref r = at(model_.op_inputs, i)[j];
         if (r.op < 0) continue;
         const boxing_path& path = at(paths_, at(edge_of_input_, i)[j]).second;
-        std::vector<T> g = path.size() == 0 ? std::move(grads.inputs[j])
-                                            : run_boxing<T>(comm_, std::move(grads.inputs[j]),
-                                                            at(at(model_.ops, r.op).outputs, r.index),
-                                                            dual(sig(i).inputs[j]), path);
+        buffer g = path.size() == 0 ? std::move(grads.inputs[j])
+                                    : run_boxing<T>(dev_, comm_, std::move(grads.inputs[j]),
+                                                    at(at(model_.ops, r.op).outputs, r.index), dual(sig(i).inputs[j]), path);
         at(profile_.boxing_s, i) += lap(t);
         accumulate(at(dy, r.op), std::move(g));
         profile_.accumulate_s += lap(t);
@@ -481,7 +524,7 @@ class trainer {
       release(at(dy, i));
       at(b.fwd, i) = forward_result<D, T>{};
       at(b.inputs, i).clear();
-      at(b.indices, i).clear();
+      at(b.indices, i) = index_buffer{};
       if (last) at(gathered_, i).clear();
       sample_memory();
     }
@@ -491,7 +534,7 @@ class trainer {
   // dual(compute). An edge whose gradient needs no boxing adds it to the summing layout's sum
   // directly; the others sum it in dual(compute) and box the sum once, in the last micro-batch
   // (with one micro-batch: each contribution boxed as it comes, as the planner prices it).
-  void add_param_gradient(int i, std::size_t j, std::vector<T>&& g, bool last_micro_batch) {
+  void add_param_gradient(int i, std::size_t j, buffer&& g, bool last_micro_batch) {
     const int p = at(model_.ops, i).param_ids[j];
     const boxing_path& path = at(paths_, at(edge_of_param_, i)[j]).second;
     auto t = clock::now();
@@ -500,11 +543,11 @@ class trainer {
       profile_.accumulate_s += lap(t);
       return;
     }
-    std::vector<T>& sum = at(param_grad_acc_, i)[j];
+    buffer& sum = at(param_grad_acc_, i)[j];
     accumulate(sum, std::move(g));
     profile_.accumulate_s += lap(t);
     if (!last_micro_batch) return;
-    std::vector<T> boxed = run_boxing<T>(comm_, std::move(sum), at(model_.params, p).shape, dual(sig(i).params[j]), path);
+    buffer boxed = run_boxing<T>(dev_, comm_, std::move(sum), at(model_.params, p).shape, dual(sig(i).params[j]), path);
     release(sum);
     at(profile_.boxing_s, i) += lap(t);
     accumulate(at(grad_sums_, p), std::move(boxed));
@@ -517,11 +560,11 @@ class trainer {
     for (std::size_t p = 0; p < grads_.size(); ++p) {
       const param_choice& pc = param_layouts(int(p));
       if (grad_sums_[p].empty()) {  // a parameter no op reached this step
-        grads_[p].assign(params_[p].size(), T{});
+        grads_[p] = dev_.template alloc<T>(params_[p].size());
         continue;
       }
       grads_[p] = sync_paths_[p].size() == 0 ? std::move(grad_sums_[p])
-                                             : run_boxing<T>(comm_, std::move(grad_sums_[p]), model_.params[p].shape,
+                                             : run_boxing<T>(dev_, comm_, std::move(grad_sums_[p]), model_.params[p].shape,
                                                              pc.grad_sum, sync_paths_[p]);
       release(grad_sums_[p]);
       sample_memory();
@@ -534,15 +577,10 @@ class trainer {
     const int n = int(grads_.size());
     double flag = 0;  // n - p for the first bad parameter p here, so the max picks the least p
     for (int p = 0; p < n && flag == 0; ++p)
-      for (const T& x : at(grads_, p))
-        if (!std::isfinite(double(x))) {
-          flag = double(n - p);
-          break;
-        }
-    std::vector<double> buf(std::size_t(comm_.world().size()), flag);
-    comm_.world().all_reduce(std::span<double>(buf), reduce_kind::max);
-    if (buf[0] == 0) return;
-    const int p = n - int(buf[0]);
+      if (!dev_.all_finite(view(std::as_const(at(grads_, p))))) flag = double(n - p);
+    flag = world_all_reduce(flag, reduce_kind::max);
+    if (flag == 0) return;
+    const int p = n - int(flag);
     std::string users;
     for (const op_node& op : model_.ops)
       for (int q : op.param_ids)
@@ -560,22 +598,16 @@ class trainer {
     os.lr = options_.lr;
     os.step = steps_done_;
     for (std::size_t p = 0; p < params_.size(); ++p) {
+      const std::span<const T> g = view(std::as_const(grads_[p]));
       if (options_.opt == optimizer::adam)
-        dev_.template adam<T>(os, grads_[p], first_moment_[p], second_moment_[p], params_[p]);
+        dev_.adam(os, g, view(first_moment_[p]), view(second_moment_[p]), view(params_[p]));
       else
-        dev_.template sgd_momentum<T>(os, grads_[p], first_moment_[p], params_[p]);
+        dev_.sgd_momentum(os, g, view(first_moment_[p]), view(params_[p]));
     }
   }
 
-  // Heap bytes in use now (glibc; 0 elsewhere).
-  static std::int64_t heap_in_use() {
-#if defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 33))
-    const struct mallinfo2 mi = mallinfo2();
-    return std::int64_t(mi.uordblks + mi.hblkhd);
-#else
-    return 0;
-#endif
-  }
+  // The device's bytes in use now.
+  std::int64_t heap_in_use() const { return std::int64_t(dev_.bytes_in_use()); }
 
   void sample_memory() {
     if (options_.measure_memory) peak_live_ = std::max(peak_live_, heap_in_use() - heap_at_start_);
@@ -604,26 +636,27 @@ class trainer {
       const tensor_ref r = at(model_.op_inputs, i)[j];
       const bool direct = r.op >= 0 && at(paths_, at(edge_of_input_, i)[j]).first.size() == 0;
       if (!direct) {
-        ops.inputs.push_back(std::span<const T>(at(b.inputs, i)[j]));
+        ops.inputs.push_back(view(at(b.inputs, i)[j]));
         continue;
       }
       const auto& outs = at(b.fwd, r.op).outputs;
-      ops.inputs.push_back(outs.empty() ? std::span<const T>() : std::span<const T>(outs[0]));
+      ops.inputs.push_back(outs.empty() ? std::span<const T>() : view(outs[0]));
     }
     for (std::size_t j = 0; j < n.param_ids.size(); ++j) {
       const bool direct = at(paths_, at(edge_of_param_, i)[j]).first.size() == 0;
-      ops.params.push_back(std::span<const T>(direct ? at(params_, n.param_ids[j]) : at(gathered_, i)[j]));
+      ops.params.push_back(view(direct ? at(params_, n.param_ids[j]) : at(gathered_, i)[j]));
     }
-    ops.indices = std::span<const std::int64_t>(at(b.indices, i));
+    ops.indices = std::as_const(dev_).view(at(b.indices, i));
     return ops;
   }
 
-  static void accumulate(std::vector<T>& into, std::vector<T>&& v) {
+  // into += v on the device (into takes v when it is empty).
+  void accumulate(buffer& into, buffer&& v) {
     if (into.empty()) {
       into = std::move(v);
       return;
     }
-    for (std::size_t k = 0; k < v.size(); ++k) into[k] += v[k];
+    dev_.axpy(T(1), view(std::as_const(v)), view(into));
   }
 
   // Vocab-parallel cross-entropy: its row statistics are all-reduced over the axes that split
@@ -636,12 +669,16 @@ class trainer {
       if (c.sig.inputs[0][a].is_split() && c.sig.inputs[0][a].dim == last) axes.push_back(a);
     if (axes.empty()) return;
     c.row_all_reduce = [this, axes](std::span<T> v, reduce_kind k) {
-      for (int a : axes) {
+      for (int a : axes) {  // in place, through a zero-padded copy where n does not divide the rows
         const std::size_t n = std::size_t(comm_.shape()[a]);
-        std::vector<T> buf(v.begin(), v.end());
-        buf.resize((v.size() + n - 1) / n * n, T{});
-        comm_.axis(a).all_reduce(std::span<T>(buf), k);
-        std::copy_n(buf.begin(), v.size(), v.begin());
+        if (v.size() % n == 0) {
+          comm_.axis(a).all_reduce(v, k);
+          continue;
+        }
+        buffer pad = dev_.template alloc<T>((v.size() + n - 1) / n * n);
+        dev_.copy(std::span<const T>(v), view(pad).first(v.size()));
+        comm_.axis(a).all_reduce(view(pad), k);
+        dev_.copy(view(std::as_const(pad)).first(v.size()), v);
       }
     };
   }
@@ -649,29 +686,37 @@ class trainer {
   // The loss output is a scalar, P over the axes whose devices hold partial sums and B over the
   // others: the global loss sums one copy per P group. This device's part: its value if it holds
   // one of those copies, else 0.
-  double local_loss(const std::vector<T>& local, const nd_sbp& l) const {
+  double local_loss(const buffer& local, const nd_sbp& l) const {
     for (int a = 0; a < l.size(); ++a)
       if (!l[a].is_partial() && comm_.coords()[a] != 0) return 0;
-    return double(local.at(0));
+    T v{};
+    dev_.download(view(local).first(1), std::span<T>(&v, 1));
+    return double(v);
   }
 
   // The sum of every device's part, over the world communicator (reported, outside the plan's
   // bytes): one all-reduce per step whatever the micro-batches.
-  double global_loss(double part) {
-    std::vector<double> buf(std::size_t(comm_.world().size()), 0.0);
-    buf[0] = part;
-    comm_.world().all_reduce(std::span<double>(buf));
-    return buf[0];
+  double global_loss(double part) { return world_all_reduce(part, reduce_kind::sum); }
+
+  // x reduced (sum or max) over every device, through the device's memory (the communicator
+  // works on it): one double per device, padded to the world's size.
+  double world_all_reduce(double x, reduce_kind k) {
+    std::vector<double> h(std::size_t(comm_.world().size()), 0.0);
+    h[0] = x;
+    buffer_t<D, double> b = uploaded(h);
+    comm_.world().all_reduce(dev_.view(b), k);
+    dev_.download(std::as_const(dev_).view(b).first(1), std::span<double>(h).first(1));
+    return h[0];
   }
 
   // dLoss/dLoss = 1/m for a step of m micro-batches (the step's loss is their mean), laid out
   // dual(loss layout): B where the loss was P (every device holds it), P where it was B (device
   // 0 of that axis holds it, the others 0).
-  std::vector<T> loss_seed(const nd_sbp& l) const {
+  buffer loss_seed(const nd_sbp& l) {
     bool one = true;
     for (int a = 0; a < l.size(); ++a)
       if (l[a].is_broadcast() && comm_.coords()[a] != 0) one = false;
-    return std::vector<T>(1, one ? T(1.0 / microbatches()) : T(0));
+    return uploaded(std::vector<T>(1, one ? T(1.0 / microbatches()) : T(0)));
   }
 
   const plan_problem& problem_;
@@ -684,10 +729,10 @@ class trainer {
   std::vector<std::pair<boxing_path, boxing_path>> paths_;       ///< per edge: forward, backward
   std::vector<boxing_path> sync_paths_;                           ///< per parameter: summing layout -> storage
   std::vector<input_kind> input_kinds_;
-  std::vector<std::vector<T>> params_, grads_;  ///< storage shards of parameters and their gradients
-  std::vector<std::vector<T>> grad_sums_;       ///< per parameter: its uses' gradients, summed
-  std::vector<std::vector<std::vector<T>>> gathered_;        ///< per op slot: parameter boxed to compute, this step
-  std::vector<std::vector<std::vector<T>>> param_grad_acc_;  ///< per op slot: gradient summed over micro-batches
+  std::vector<buffer> params_, grads_;  ///< storage shards of parameters and their gradients
+  std::vector<buffer> grad_sums_;       ///< per parameter: its uses' gradients, summed
+  std::vector<std::vector<buffer>> gathered_;        ///< per op slot: parameter boxed to compute, this step
+  std::vector<std::vector<buffer>> param_grad_acc_;  ///< per op slot: gradient summed over micro-batches
   std::vector<char> recomputes_;          ///< per op: reruns its forward in backward
   std::vector<char> last_of_block_;       ///< per op: the last op of its repeated block
   std::vector<char> read_outside_block_;  ///< per op: an op outside its block reads its output
@@ -696,9 +741,9 @@ class trainer {
   std::vector<int> consumer_slots_;            ///< per op: input slots that read its output
   std::vector<int> block_consumer_slots_;      ///< per op: those of ops in its own block
   std::vector<char> hold_all_, hold_outside_, hold_inside_;  ///< per op: its output is held (index_reads)
-  std::vector<std::vector<T>> first_moment_;    ///< Adam's m, or SGD-momentum's velocity
-  std::vector<std::vector<T>> second_moment_;   ///< Adam's v (empty for SGD)
-  std::vector<std::vector<T>> kept_outputs_;
+  std::vector<buffer> first_moment_;    ///< Adam's m, or SGD-momentum's velocity
+  std::vector<buffer> second_moment_;   ///< Adam's v (empty for SGD)
+  std::vector<buffer> kept_outputs_;
   std::int64_t steps_done_ = 0;
   std::int64_t last_bytes_ = 0;
   std::int64_t heap_at_start_ = 0, peak_live_ = 0, peak_bytes_ = 0;

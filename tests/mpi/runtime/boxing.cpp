@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "autoddl/backend/cpu.hpp"
 #include "autoddl/backend/mpi.hpp"
 #include "autoddl/runtime/boxing.hpp"
 #include "../../laws/sbp/all_layouts.hpp"
@@ -22,6 +23,7 @@ TEST_CASE("every boxing path runs exactly and sends the bytes it was priced with
   if (size == 4) meshes.push_back(mesh_shape{2, 2});
   for (const mesh_shape& m : meshes) {
     mpi::mpi_mesh_comm comm(m);
+    cpu_device dev;
     const tensor_shape g{4 * 3, 2 * 4, 6};  // divisible by every mesh here along every dim
     const nd_sbp all_b = nd_sbp::filled(m.size(), B);
     for (const nd_sbp& from : test::all_nd_sbp(m.size(), g.rank()))
@@ -30,10 +32,10 @@ TEST_CASE("every boxing path runs exactly and sends the bytes it was priced with
         INFO(to_string(from) << " -> " << to_string(to) << " on " << to_string(m));
         boxing_path path = cheapest_boxing({from, to, m, g, 8});
         const std::int64_t before = comm.bytes_sent();
-        std::vector<double> got = run_boxing<double>(comm, shard_of(g, from, comm), g, from, path);
+        std::vector<double> got = run_boxing<double>(dev, comm, shard_of(g, from, comm), g, from, path);
         REQUIRE(comm.bytes_sent() - before == path.bytes_per_device());
         // settle any P in the target and compare with the whole tensor
-        std::vector<double> whole = run_boxing<double>(comm, got, g, to, cheapest_boxing({to, all_b, m, g, 8}));
+        std::vector<double> whole = run_boxing<double>(dev, comm, got, g, to, cheapest_boxing({to, all_b, m, g, 8}));
         bool same = true;
         for (std::int64_t i = 0; i < g.elements(); ++i) same = same && whole[std::size_t(i)] == value_at(i);
         REQUIRE(same);

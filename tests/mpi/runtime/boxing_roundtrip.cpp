@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "../../laws/sbp/all_layouts.hpp"
+#include "autoddl/backend/cpu.hpp"
 #include "autoddl/backend/mpi.hpp"
 #include "autoddl/cost/collective_cost.hpp"
 #include "autoddl/runtime/boxing.hpp"
@@ -49,11 +50,12 @@ struct boxer {
   const device_mesh& mesh;
   tensor_shape shape;
   std::int64_t unpriced_bytes = 0;  // bytes sent beyond what the paths were priced with
+  cpu_device dev{};
 
   std::vector<double> box(std::vector<double> x, const nd_sbp& from, const nd_sbp& to) {
     const boxing_path p = boxing_cost({from, to, mesh.shape, shape, 8}, mesh);
     const std::int64_t before = comm.bytes_sent();
-    x = run_boxing<double>(comm, std::move(x), shape, from, p);
+    x = run_boxing<double>(dev, comm, std::move(x), shape, from, p);
     unpriced_bytes += comm.bytes_sent() - before - p.bytes_per_device();
     return x;
   }

@@ -3,6 +3,10 @@
 // (fixed seeds, printed) of small GPT, VGG and MLP models on the job's ranks, on 1-D and 2-D
 // meshes, against a serial run on rank 0; every step sends exactly the bytes the plan was priced
 // with; and m micro-batches train like one batch of m times their rows (serially).
+//
+// Built twice: on cpu_device, and with AUTODDL_TEST_OPAQUE_DEVICE on the opaque test device
+// (tests/support/opaque_device.hpp: memory the host cannot reach), the meson suite `generic`,
+// which proves the executor touches model tensors only through the Device and the communicator.
 #include <catch2/catch_test_macros.hpp>
 
 #include <cstdint>
@@ -19,9 +23,29 @@
 #include "autoddl/runtime/trainer.hpp"
 #include "autoddl/search/solve.hpp"
 
+#if defined(AUTODDL_TEST_OPAQUE_DEVICE)
+#include "opaque_device.hpp"
+#endif
+
 using namespace autoddl;
 
 namespace {
+
+/// The device and communicator a test's trainer runs on: the MPI mesh itself with cpu_device, or
+/// the opaque device with the mesh wrapped to work on its memory.
+struct executor {
+  explicit executor(const mesh_shape& m, MPI_Comm parent = MPI_COMM_WORLD) : mpi(m, parent) {}
+  mpi::mpi_mesh_comm mpi;
+#if defined(AUTODDL_TEST_OPAQUE_DEVICE)
+  testing::opaque_device dev;
+  testing::opaque_mesh_comm<mpi::mpi_mesh_comm> comm{mpi};
+#else
+  cpu_device dev;
+  mpi::mpi_mesh_comm& comm = mpi;
+#endif
+};
+using test_trainer = trainer<float, decltype(executor::dev), std::remove_reference_t<decltype(executor::comm)>>;
+static_assert(MeshCommunicator<std::remove_reference_t<decltype(executor::comm)>>);
 
 constexpr double tolerance = 1e-4;  // fp32, against fp32 serial
 
@@ -68,9 +92,8 @@ run_result serial_run(const std::string& spec, const schedule& sc, const train_o
   so.microbatches = sc.microbatches;
   so.recompute = sc.recompute;
   plan_problem pp(g, so);
-  cpu_device dev;
-  mpi::mpi_mesh_comm self(mesh_shape{1}, MPI_COMM_SELF);
-  trainer<float, cpu_device, mpi::mpi_mesh_comm> t(pp, solve_plan(pp, strategy::dp{}).pick, dev, self, to);
+  executor self(mesh_shape{1}, MPI_COMM_SELF);
+  test_trainer t(pp, solve_plan(pp, strategy::dp{}).pick, self.dev, self.comm, to);
   run_result r;
   for (int s = 0; s < steps; ++s) r.losses.push_back(t.train_step(s));
   for (std::size_t p = 0; p < g.params.size(); ++p) {
@@ -110,12 +133,20 @@ void check_model(const std::string& spec, int plans, optimizer opt, schedule sc 
       std::vector<int> pick = random_plan(pp, seed);
       const cost_terms totals = pp.untied().evaluate(pick);
       const double predicted = totals.bytes;
-      cpu_device dev;
-      mpi::mpi_mesh_comm comm(m);
-      trainer<float, cpu_device, mpi::mpi_mesh_comm> t(pp, pick, dev, comm, to);
+      executor on(m);
+      mpi::mpi_mesh_comm& comm = on.mpi;  // the host-side gathers below
+      test_trainer t(pp, pick, on.dev, on.comm, to);
       for (int s = 0; s < 2; ++s) {
+#if defined(AUTODDL_TEST_OPAQUE_DEVICE)
+        const std::int64_t downloads_before = on.dev.downloads();
+#endif
         const double loss = t.train_step(s);
         CHECK(double(t.last_step_bytes()) == predicted);
+#if defined(AUTODDL_TEST_OPAQUE_DEVICE)
+        // the host reads only what a user reads: each micro-batch's loss part, the step's loss
+        // and the finiteness flag (both through one all-reduced double)
+        CHECK(on.dev.downloads() - downloads_before <= sc.microbatches + 2);
+#endif
         if (rank == 0)
           CHECK(std::abs(loss - serial.losses[std::size_t(s)]) <= tolerance * std::abs(serial.losses[std::size_t(s)]));
       }
