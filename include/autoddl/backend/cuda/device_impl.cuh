@@ -33,6 +33,11 @@ inline int blas_int(std::int64_t v, const char* what) {
 }
 }  // namespace detail
 
+// The only launch sites of the back end's kernels, each with block_threads threads per block
+// (block_reduce and the kernels' __launch_bounds__ count on it): ELEMENTWISE for grid-stride
+// loops over n items, ROWS for one block per row (rows > 0), ONE_BLOCK for a single block that
+// reduces everything (launched even when there is nothing to reduce: it writes the zero).
+// Each checks the launch (cudaGetLastError) and names the kernel on failure.
 #define AUTODDL_CUDA_ELEMENTWISE(kernel, n, ...)                                                         \
   do {                                                                                                  \
     const ::autoddl::cuda::detail::idx n_ = (n);                                                        \
@@ -51,6 +56,12 @@ inline int blas_int(std::int64_t v, const char* what) {
           __VA_ARGS__);                                                                               \
       ::autoddl::cuda::detail::check_launch(#kernel);                                                 \
     }                                                                                                 \
+  } while (0)
+
+#define AUTODDL_CUDA_ONE_BLOCK(kernel, ...)                                                      \
+  do {                                                                                          \
+    kernel<<<1, ::autoddl::cuda::detail::block_threads, 0, stream_>>>(__VA_ARGS__);             \
+    ::autoddl::cuda::detail::check_launch(#kernel);                                             \
   } while (0)
 
 template <class T>
@@ -243,9 +254,7 @@ void cuda_device::xent_stats(std::int64_t rows, std::int64_t cols, std::span<con
 }
 template <class T>
 void cuda_device::xent_loss(std::int64_t rows, std::span<const T> m, std::span<const T> stats, T scale, std::span<T> out) {
-  detail::xent_loss_kernel<T><<<1, detail::block_threads, 0, stream_>>>(rows, m.data(), stats.data(), detail::to_acc(scale),
-                                                                        out.data());
-  detail::check_launch("detail::xent_loss_kernel<T>");
+  AUTODDL_CUDA_ONE_BLOCK(detail::xent_loss_kernel<T>, rows, m.data(), stats.data(), detail::to_acc(scale), out.data());
 }
 template <class T>
 void cuda_device::xent_bwd(std::int64_t rows, std::int64_t cols, std::span<const T> x,
@@ -271,6 +280,7 @@ void cuda_device::adam(const optimizer_step& o, std::span<const T> g, std::span<
 
 #undef AUTODDL_CUDA_ELEMENTWISE
 #undef AUTODDL_CUDA_ROWS
+#undef AUTODDL_CUDA_ONE_BLOCK
 
 }  // namespace autoddl::cuda
 

@@ -20,7 +20,14 @@
 namespace autoddl::cuda::detail {
 
 using idx = std::int64_t;
+/// Threads of every block the back end launches (device_impl.cuh's launch macros are the only
+/// launch sites). block_reduce's tree needs exactly this many: the kernels that call it carry
+/// __launch_bounds__(block_threads), so a launch with more threads fails instead of reading
+/// past its shared array.
 inline constexpr int block_threads = 256;
+static_assert(block_threads > 0 && (block_threads & (block_threads - 1)) == 0 && block_threads <= 1024,
+              "block_threads must be a power of two no larger than 1024 (CUDA's limit of threads per block): "
+              "block_reduce halves it down to 1");
 
 // ---- conversions and math in the accumulation type ----------------------------------------------
 template <class T>
@@ -74,7 +81,9 @@ struct max_op {
 };
 
 /// Reduces one value per thread of a block_threads block; every thread gets the result.
-/// @pre called by all threads of the block (it synchronises).
+/// @pre called by all threads of the block (it synchronises), and the block has exactly
+/// block_threads threads: only kernels marked __launch_bounds__(block_threads) and launched by
+/// device_impl.cuh's macros call it.
 template <class A, class Op>
 __device__ A block_reduce(A v, Op op) {
   __shared__ A sh[block_threads];
@@ -134,7 +143,8 @@ __global__ void bias_add_kernel(idx outer, idx channels, idx inner, const T* b, 
 }
 /// One block per channel: db[c] = sum over outer and inner of dy[o,c,i].
 template <class T>
-__global__ void bias_grad_kernel(idx outer, idx channels, idx inner, const T* dy, T* db) {
+__global__ void __launch_bounds__(block_threads)
+    bias_grad_kernel(idx outer, idx channels, idx inner, const T* dy, T* db) {
   using A = acc_t<T>;
   for (idx c = blockIdx.x; c < channels; c += gridDim.x) {
     A acc = 0;
@@ -175,7 +185,7 @@ __global__ void gelu_bwd_kernel(const T* x, const T* dy, T* dx, idx n) {
 
 // ---- row-wise: one block per row ------------------------------------------------------------------
 template <class T>
-__global__ void layernorm_fwd_kernel(idx rows, idx cols, const T* x, const T* gamma, const T* beta, T* y, T* mean,
+__global__ void __launch_bounds__(block_threads) layernorm_fwd_kernel(idx rows, idx cols, const T* x, const T* gamma, const T* beta, T* y, T* mean,
                                      T* rstd, acc_t<T> eps) {
   using A = acc_t<T>;
   for (idx r = blockIdx.x; r < rows; r += gridDim.x) {
@@ -195,7 +205,7 @@ __global__ void layernorm_fwd_kernel(idx rows, idx cols, const T* x, const T* ga
   }
 }
 template <class T>
-__global__ void layernorm_bwd_dx_kernel(idx rows, idx cols, const T* x, const T* gamma, const T* mean, const T* rstd,
+__global__ void __launch_bounds__(block_threads) layernorm_bwd_dx_kernel(idx rows, idx cols, const T* x, const T* gamma, const T* mean, const T* rstd,
                                         const T* dy, T* dx) {
   using A = acc_t<T>;
   for (idx r = blockIdx.x; r < rows; r += gridDim.x) {
@@ -231,7 +241,7 @@ __global__ void layernorm_bwd_params_kernel(idx rows, idx cols, const T* x, cons
   }
 }
 template <class T>
-__global__ void softmax_fwd_kernel(idx rows, idx cols, const T* x, T* y) {
+__global__ void __launch_bounds__(block_threads) softmax_fwd_kernel(idx rows, idx cols, const T* x, T* y) {
   using A = acc_t<T>;
   for (idx r = blockIdx.x; r < rows; r += gridDim.x) {
     const T* xr = x + r * cols;
@@ -245,7 +255,8 @@ __global__ void softmax_fwd_kernel(idx rows, idx cols, const T* x, T* y) {
   }
 }
 template <class T>
-__global__ void softmax_bwd_kernel(idx rows, idx cols, const T* y, const T* dy, T* dx) {
+__global__ void __launch_bounds__(block_threads)
+    softmax_bwd_kernel(idx rows, idx cols, const T* y, const T* dy, T* dx) {
   using A = acc_t<T>;
   for (idx r = blockIdx.x; r < rows; r += gridDim.x) {
     A dot = 0;
@@ -396,7 +407,7 @@ __global__ void dropout_kernel(std::uint64_t seed, std::uint64_t op_id, double p
 
 // ---- softmax cross-entropy ------------------------------------------------------------------------
 template <class T>
-__global__ void row_max_kernel(idx rows, idx cols, const T* x, T* m) {
+__global__ void __launch_bounds__(block_threads) row_max_kernel(idx rows, idx cols, const T* x, T* m) {
   using A = acc_t<T>;
   for (idx r = blockIdx.x; r < rows; r += gridDim.x) {
     A v = neg_inf<A>();
@@ -406,7 +417,7 @@ __global__ void row_max_kernel(idx rows, idx cols, const T* x, T* m) {
   }
 }
 template <class T>
-__global__ void xent_stats_kernel(idx rows, idx cols, const T* x, const idx* labels, idx lo, const T* m, T* stats) {
+__global__ void __launch_bounds__(block_threads) xent_stats_kernel(idx rows, idx cols, const T* x, const idx* labels, idx lo, const T* m, T* stats) {
   using A = acc_t<T>;
   for (idx r = blockIdx.x; r < rows; r += gridDim.x) {
     const A mr = to_acc(m[r]);
@@ -422,7 +433,7 @@ __global__ void xent_stats_kernel(idx rows, idx cols, const T* x, const idx* lab
 }
 /// One block: out[0] = scale * sum_r (log stats[r] + m[r] - stats[rows + r]).
 template <class T>
-__global__ void xent_loss_kernel(idx rows, const T* m, const T* stats, acc_t<T> scale, T* out) {
+__global__ void __launch_bounds__(block_threads) xent_loss_kernel(idx rows, const T* m, const T* stats, acc_t<T> scale, T* out) {
   using A = acc_t<T>;
   A acc = 0;
   for (idx r = threadIdx.x; r < rows; r += blockDim.x) acc += dlog(to_acc(stats[r])) + to_acc(m[r]) - to_acc(stats[rows + r]);
