@@ -301,6 +301,43 @@ TEMPLATE_TEST_CASE("SGD-momentum and Adam steps match the CPU", "[cuda][optimize
   }
 }
 
+TEST_CASE("bytes_in_use counts the bytes of the device's live buffers exactly, through moves", "[cuda][memory]") {
+  cuda_device dev;
+  const std::int64_t before = dev.bytes_in_use();
+  {
+    cuda_buffer<float> a = dev.alloc<float>(1000);
+    CHECK(dev.bytes_in_use() - before == 4000);
+    cuda_buffer<double> b = dev.alloc<double>(3);
+    CHECK(dev.bytes_in_use() - before == 4000 + 24);
+    cuda_buffer<float> moved = std::move(a);
+    CHECK(dev.bytes_in_use() - before == 4000 + 24);
+    CHECK(a.empty());
+    CHECK(moved.size() == 1000);
+    CHECK(moved.stream() == dev.stream());
+    b = dev.alloc<double>(5);  // the 3 doubles are released
+    CHECK(dev.bytes_in_use() - before == 4000 + 40);
+    const cuda_buffer<float> none = dev.alloc<float>(0);
+    CHECK(none.empty());
+    CHECK(dev.bytes_in_use() - before == 4000 + 40);
+  }
+  dev.synchronize();  // also reports a failed release
+  CHECK(dev.bytes_in_use() == before);
+}
+
+TEST_CASE("a buffer that outlives its device is released on the device's stream, which lives as long", "[cuda][memory]") {
+  cuda_buffer<float> kept;
+  {
+    cuda_device dev;
+    kept = dev.alloc<float>(16);
+    dev.fill(dev.view(kept), 2.0f);  // queued: the release after the device is gone is ordered after it
+  }
+  CHECK(kept.size() == 16);
+  CHECK(kept.stream() != nullptr);
+  kept = cuda_buffer<float>{};
+  CHECK(kept.empty());
+  CHECK(cudaDeviceSynchronize() == cudaSuccess);
+}
+
 TEST_CASE("uploading into a smaller device buffer is refused with both sizes", "[cuda][errors]") {
   cuda_device dev;
   auto b = dev.alloc<float>(3);

@@ -38,30 +38,30 @@ inline int blas_int(std::int64_t v, const char* what) {
 // loops over n items, ROWS for one block per row (rows > 0), ONE_BLOCK for a single block that
 // reduces everything (launched even when there is nothing to reduce: it writes the zero).
 // Each checks the launch (cudaGetLastError) and names the kernel on failure.
-#define AUTODDL_CUDA_ELEMENTWISE(kernel, n, ...)                                                         \
-  do {                                                                                                  \
-    const ::autoddl::cuda::detail::idx n_ = (n);                                                        \
-    if (n_ > 0) {                                                                                       \
-      kernel<<<::autoddl::cuda::detail::blocks_for(n_), ::autoddl::cuda::detail::block_threads, 0, stream_>>>( \
-          __VA_ARGS__);                                                                                 \
-      ::autoddl::cuda::detail::check_launch(#kernel);                                                   \
-    }                                                                                                   \
+#define AUTODDL_CUDA_ELEMENTWISE(kernel, n, ...)                                                                \
+  do {                                                                                                          \
+    const ::autoddl::cuda::detail::idx n_ = (n);                                                                \
+    if (n_ > 0) {                                                                                               \
+      kernel<<<::autoddl::cuda::detail::blocks_for(n_), ::autoddl::cuda::detail::block_threads, 0, stream()>>>( \
+          __VA_ARGS__);                                                                                         \
+      ::autoddl::cuda::detail::check_launch(#kernel);                                                           \
+    }                                                                                                           \
   } while (0)
 
-#define AUTODDL_CUDA_ROWS(kernel, rows, ...)                                                          \
-  do {                                                                                                \
-    const ::autoddl::cuda::detail::idx r_ = (rows);                                                   \
-    if (r_ > 0) {                                                                                     \
-      kernel<<<::autoddl::cuda::detail::row_blocks(r_), ::autoddl::cuda::detail::block_threads, 0, stream_>>>( \
-          __VA_ARGS__);                                                                               \
-      ::autoddl::cuda::detail::check_launch(#kernel);                                                 \
-    }                                                                                                 \
+#define AUTODDL_CUDA_ROWS(kernel, rows, ...)                                                                    \
+  do {                                                                                                          \
+    const ::autoddl::cuda::detail::idx r_ = (rows);                                                             \
+    if (r_ > 0) {                                                                                               \
+      kernel<<<::autoddl::cuda::detail::row_blocks(r_), ::autoddl::cuda::detail::block_threads, 0, stream()>>>( \
+          __VA_ARGS__);                                                                                         \
+      ::autoddl::cuda::detail::check_launch(#kernel);                                                           \
+    }                                                                                                           \
   } while (0)
 
-#define AUTODDL_CUDA_ONE_BLOCK(kernel, ...)                                                      \
-  do {                                                                                          \
-    kernel<<<1, ::autoddl::cuda::detail::block_threads, 0, stream_>>>(__VA_ARGS__);             \
-    ::autoddl::cuda::detail::check_launch(#kernel);                                             \
+#define AUTODDL_CUDA_ONE_BLOCK(kernel, ...)                                          \
+  do {                                                                               \
+    kernel<<<1, ::autoddl::cuda::detail::block_threads, 0, stream()>>>(__VA_ARGS__); \
+    ::autoddl::cuda::detail::check_launch(#kernel);                                  \
   } while (0)
 
 template <class T>
@@ -71,12 +71,13 @@ void cuda_device::fill(std::span<T> y, T v) {
 
 template <class T>
 bool cuda_device::all_finite(std::span<const T> x) const {
-  cuda_buffer<int> flag(1);
-  check(cudaMemsetAsync(flag.data(), 0, sizeof(int), stream_), "cudaMemsetAsync (all_finite)");
+  cuda_buffer<int> flag(1, state_);
+  check(cudaMemsetAsync(flag.data(), 0, sizeof(int), stream()), "cudaMemsetAsync (all_finite)");
   AUTODDL_CUDA_ELEMENTWISE(detail::nonfinite_kernel<T>, detail::idx(x.size()), x.data(), detail::idx(x.size()),
                            flag.data());
   int host = 0;
-  check(cudaMemcpyAsync(&host, flag.data(), sizeof(int), cudaMemcpyDeviceToHost, stream_), "cudaMemcpyAsync (all_finite)");
+  check(cudaMemcpyAsync(&host, flag.data(), sizeof(int), cudaMemcpyDeviceToHost, stream()),
+        "cudaMemcpyAsync (all_finite)");
   synchronize();
   return host == 0;
 }
@@ -92,7 +93,7 @@ void cuda_device::gemm(const gemm_desc& g, T alpha, std::span<const T> a, std::s
   const cublasOperation_t op_b = g.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, op_a = g.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
   // cuBLAS needs ld >= 1 even when k == 0 (then C = beta C, as the CPU loop does).
   const int lda = std::max(1, detail::blas_int(g.lda, "lda")), ldb = std::max(1, detail::blas_int(g.ldb, "ldb"));
-  check(cublasGemmStridedBatchedEx(blas_, op_b, op_a, detail::blas_int(g.n, "n"), detail::blas_int(g.m, "m"),
+  check(cublasGemmStridedBatchedEx(blas(), op_b, op_a, detail::blas_int(g.n, "n"), detail::blas_int(g.m, "m"),
                                    detail::blas_int(g.k, "k"), &al, b.data(), data_type_v<T>, ldb, g.stride_b, a.data(),
                                    data_type_v<T>, lda, g.stride_a, &be, c.data(), data_type_v<T>,
                                    detail::blas_int(g.ldc, "ldc"), g.stride_c, detail::blas_int(g.batch, "batch"),

@@ -1,7 +1,7 @@
 #pragma once
 // Failure policy of the CUDA back end: every CUDA runtime and cuBLAS call is checked, and a
 // failure throws autoddl::cuda::cuda_error whose message names the call and CUDA's reason:
-//   "cudaMalloc of 1073741824 bytes failed: out of memory (cudaErrorMemoryAllocation)"
+//   "cudaMallocFromPoolAsync of 1073741824 bytes failed: out of memory (cudaErrorMemoryAllocation)"
 // Kernel launches are checked with cudaGetLastError right after the launch; an error raised by a
 // kernel while it runs surfaces at the next synchronising call, which names itself.
 // Host-only: compiles with g++ as well as nvcc.
@@ -23,6 +23,7 @@ class cuda_error : public error {
 /// Throws cuda_error naming `call` when `rc` is not cudaSuccess.
 inline void check(cudaError_t rc, const std::string& call) {
   if (rc == cudaSuccess) return;
+  (void)cudaGetLastError();  // the runtime also keeps rc as its last error: not the next launch's
   throw cuda_error(call + " failed: " + cudaGetErrorString(rc) + " (" + cudaGetErrorName(rc) + ")");
 }
 
