@@ -112,8 +112,10 @@ TEMPLATE_TEST_CASE("relu and gelu forward and backward match the CPU", "[cuda][a
   CHECK(rel_err(dr.get(), r) <= tol<T>());
 }
 
-TEMPLATE_TEST_CASE("layernorm and softmax rows match the CPU", "[cuda][rows]", CUDA_TYPES) {
+TEMPLATE_TEST_CASE("layernorm and softmax rows match the CPU, with mean and rstd in statistic_t", "[cuda][rows]",
+                   CUDA_TYPES) {
   using T = TestType;
+  using S = statistic_t<T>;  // float for the half types
   INFO(type_name<T>());
   cuda_device dev;
   cpu_device cpu;
@@ -124,16 +126,18 @@ TEMPLATE_TEST_CASE("layernorm and softmax rows match the CPU", "[cuda][rows]", C
   std::vector<double> y(n), mean(static_cast<std::size_t>(rows)), rstd(static_cast<std::size_t>(rows));
   cpu.layernorm_fwd(rows, cols, cs(x), cs(gamma), cs(beta), ms(y), ms(mean), ms(rstd));
   dvec<T> dx(dev, x), dgam(dev, gamma), dbet(dev, beta), ddy(dev, dy), dyo(dev, std::vector<double>(n)),
-      dmean(dev, std::vector<double>(static_cast<std::size_t>(rows))), drstd(dev, std::vector<double>(static_cast<std::size_t>(rows)));
+      ddx(dev, std::vector<double>(n)), ddg(dev, std::vector<double>(static_cast<std::size_t>(cols))),
+      ddb(dev, std::vector<double>(static_cast<std::size_t>(cols)));
+  dvec<S> dmean(dev, std::vector<double>(static_cast<std::size_t>(rows))),
+      drstd(dev, std::vector<double>(static_cast<std::size_t>(rows)));
   dev.layernorm_fwd(rows, cols, dx.c(), dgam.c(), dbet.c(), dyo.m(), dmean.m(), drstd.m());
   CHECK(rel_err(dyo.get(), y) <= tol<T>());
-  CHECK(rel_err(dmean.get(), mean) <= tol<T>());
-  CHECK(rel_err(drstd.get(), rstd) <= tol<T>());
+  CHECK(rel_err(dmean.get(), mean) <= tol<S>());  // not rounded to T
+  CHECK(rel_err(drstd.get(), rstd) <= tol<S>());
   // backward from the same (rounded) statistics on both sides
-  mean = rounded<T>(mean);
-  rstd = rounded<T>(rstd);
-  dvec<T> m2(dev, mean), r2(dev, rstd), ddx(dev, std::vector<double>(n)), ddg(dev, std::vector<double>(static_cast<std::size_t>(cols))),
-      ddb(dev, std::vector<double>(static_cast<std::size_t>(cols)));
+  mean = rounded<S>(mean);
+  rstd = rounded<S>(rstd);
+  dvec<S> m2(dev, mean), r2(dev, rstd);
   std::vector<double> dxr(n), dgr(static_cast<std::size_t>(cols)), dbr(static_cast<std::size_t>(cols));
   cpu.layernorm_bwd(rows, cols, cs(x), cs(gamma), cs(mean), cs(rstd), cs(dy), ms(dxr), ms(dgr), ms(dbr));
   dev.layernorm_bwd(rows, cols, dx.c(), dgam.c(), m2.c(), r2.c(), ddy.c(), ddx.m(), ddg.m(), ddb.m());
@@ -241,6 +245,7 @@ TEMPLATE_TEST_CASE("dropout of a shard draws the CPU's mask exactly", "[cuda][dr
 
 TEMPLATE_TEST_CASE("cross-entropy pieces match the CPU on a vocabulary block", "[cuda][xent]", CUDA_TYPES) {
   using T = TestType;
+  using S = statistic_t<T>;
   INFO(type_name<T>());
   cuda_device dev;
   cpu_device cpu;
@@ -249,15 +254,17 @@ TEMPLATE_TEST_CASE("cross-entropy pieces match the CPU on a vocabulary block", "
   auto x = rounded<T>(rnd(std::size_t(rows * cols), 91, -4, 4));
   std::vector<double> m(static_cast<std::size_t>(rows)), stats(static_cast<std::size_t>(2 * rows)), loss(1), dx(static_cast<std::size_t>(rows * cols));
   ivec dl(dev, labels);
-  dvec<T> dxv(dev, x), dm(dev, m), dst(dev, stats), dloss(dev, loss), ddx(dev, dx);
+  dvec<T> dxv(dev, x), dloss(dev, loss), ddx(dev, dx);
+  dvec<S> dm(dev, m), dst(dev, stats);
   cpu.row_max(rows, cols, cs(x), ms(m));
   dev.row_max(rows, cols, dxv.c(), dm.m());
   CHECK(rel_err(dm.get(), m) == 0);
   cpu.xent_stats(rows, cols, cs(x), std::span<const std::int64_t>(labels), lo, cs(m), ms(stats));
   dev.xent_stats(rows, cols, dxv.c(), dl.c(), lo, dm.c(), dst.m());
-  CHECK(rel_err(dst.get(), stats) <= tol<T>() * 3);
-  stats = rounded<T>(stats);
-  dvec<T> dst2(dev, stats), dscale(dev, std::vector<double>{0.5});
+  CHECK(rel_err(dst.get(), stats) <= tol<S>() * 3);  // in statistic_t, not rounded to T
+  stats = rounded<S>(stats);
+  dvec<S> dst2(dev, stats);
+  dvec<T> dscale(dev, std::vector<double>{0.5});
   cpu.xent_loss(rows, cs(m), cs(stats), 1.0 / 6, ms(loss));
   dev.xent_loss(rows, dm.c(), dst2.c(), from_double<T>(1.0 / 6), dloss.m());
   CHECK(rel_err(dloss.get(), loss) <= tol<T>());

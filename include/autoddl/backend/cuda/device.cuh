@@ -187,13 +187,15 @@ class cuda_device {
 
   // ---- row-wise -----------------------------------------------------------------------------
   static constexpr double layernorm_eps = 1e-5;
+  /// mean and rstd are computed in acc_t<T> and stored as statistic_t<T> (the same type).
   template <class T>
   void layernorm_fwd(std::int64_t rows, std::int64_t cols, std::span<const T> x, std::span<const T> gamma,
-                     std::span<const T> beta, std::span<T> y, std::span<T> mean, std::span<T> rstd);
+                     std::span<const T> beta, std::span<T> y, std::span<statistic_t<T>> mean,
+                     std::span<statistic_t<T>> rstd);
   template <class T>
   void layernorm_bwd(std::int64_t rows, std::int64_t cols, std::span<const T> x, std::span<const T> gamma,
-                     std::span<const T> mean, std::span<const T> rstd, std::span<const T> dy, std::span<T> dx,
-                     std::span<T> dgamma, std::span<T> dbeta);
+                     std::span<const statistic_t<T>> mean, std::span<const statistic_t<T>> rstd,
+                     std::span<const T> dy, std::span<T> dx, std::span<T> dgamma, std::span<T> dbeta);
   template <class T>
   void softmax_fwd(std::int64_t rows, std::int64_t cols, std::span<const T> x, std::span<T> y);
   template <class T>
@@ -224,18 +226,19 @@ class cuda_device {
   template <class T>
   void dropout(const dropout_key& key, const shard_info& s, std::span<const T> x, std::span<T> y);
 
-  // ---- softmax cross-entropy ------------------------------------------------------------------
+  // ---- softmax cross-entropy (max and stats in statistic_t<T>, computed in acc_t<T>) ------------
   template <class T>
-  void row_max(std::int64_t rows, std::int64_t cols, std::span<const T> x, std::span<T> m);
+  void row_max(std::int64_t rows, std::int64_t cols, std::span<const T> x, std::span<statistic_t<T>> m);
   template <class T>
   void xent_stats(std::int64_t rows, std::int64_t cols, std::span<const T> x, std::span<const std::int64_t> labels,
-                  std::int64_t lo, std::span<const T> m, std::span<T> stats);
+                  std::int64_t lo, std::span<const statistic_t<T>> m, std::span<statistic_t<T>> stats);
   template <class T>
-  void xent_loss(std::int64_t rows, std::span<const T> m, std::span<const T> stats, T scale, std::span<T> out);
+  void xent_loss(std::int64_t rows, std::span<const statistic_t<T>> m, std::span<const statistic_t<T>> stats, T scale,
+                 std::span<T> out);
   template <class T>
   void xent_bwd(std::int64_t rows, std::int64_t cols, std::span<const T> x, std::span<const std::int64_t> labels,
-                std::int64_t lo, std::span<const T> m, std::span<const T> stats, std::span<const T> dloss, T scale,
-                std::span<T> dx);
+                std::int64_t lo, std::span<const statistic_t<T>> m, std::span<const statistic_t<T>> stats,
+                std::span<const T> dloss, T scale, std::span<T> dx);
 
   // ---- optimizers ---------------------------------------------------------------------------
   template <class T>

@@ -152,14 +152,15 @@ void cuda_device::gelu_bwd(std::span<const T> x, std::span<const T> dy, std::spa
 
 template <class T>
 void cuda_device::layernorm_fwd(std::int64_t rows, std::int64_t cols, std::span<const T> x, std::span<const T> gamma,
-                                std::span<const T> beta, std::span<T> y, std::span<T> mean, std::span<T> rstd) {
+                                std::span<const T> beta, std::span<T> y, std::span<statistic_t<T>> mean,
+                                std::span<statistic_t<T>> rstd) {
   AUTODDL_CUDA_ROWS(detail::layernorm_fwd_kernel<T>, rows, rows, cols, x.data(), gamma.data(), beta.data(), y.data(),
                     mean.data(), rstd.data(), acc_t<T>(layernorm_eps));
 }
 template <class T>
 void cuda_device::layernorm_bwd(std::int64_t rows, std::int64_t cols, std::span<const T> x, std::span<const T> gamma,
-                                std::span<const T> mean, std::span<const T> rstd, std::span<const T> dy, std::span<T> dx,
-                                std::span<T> dgamma, std::span<T> dbeta) {
+                                std::span<const statistic_t<T>> mean, std::span<const statistic_t<T>> rstd,
+                                std::span<const T> dy, std::span<T> dx, std::span<T> dgamma, std::span<T> dbeta) {
   AUTODDL_CUDA_ROWS(detail::layernorm_bwd_dx_kernel<T>, rows, rows, cols, x.data(), gamma.data(), mean.data(), rstd.data(),
                     dy.data(), dx.data());
   AUTODDL_CUDA_ELEMENTWISE(detail::layernorm_bwd_params_kernel<T>, cols, rows, cols, x.data(), mean.data(), rstd.data(),
@@ -244,23 +245,24 @@ void cuda_device::dropout(const dropout_key& key, const shard_info& s, std::span
 }
 
 template <class T>
-void cuda_device::row_max(std::int64_t rows, std::int64_t cols, std::span<const T> x, std::span<T> m) {
+void cuda_device::row_max(std::int64_t rows, std::int64_t cols, std::span<const T> x, std::span<statistic_t<T>> m) {
   AUTODDL_CUDA_ROWS(detail::row_max_kernel<T>, rows, rows, cols, x.data(), m.data());
 }
 template <class T>
 void cuda_device::xent_stats(std::int64_t rows, std::int64_t cols, std::span<const T> x,
-                             std::span<const std::int64_t> labels, std::int64_t lo, std::span<const T> m,
-                             std::span<T> stats) {
+                             std::span<const std::int64_t> labels, std::int64_t lo, std::span<const statistic_t<T>> m,
+                             std::span<statistic_t<T>> stats) {
   AUTODDL_CUDA_ROWS(detail::xent_stats_kernel<T>, rows, rows, cols, x.data(), labels.data(), lo, m.data(), stats.data());
 }
 template <class T>
-void cuda_device::xent_loss(std::int64_t rows, std::span<const T> m, std::span<const T> stats, T scale, std::span<T> out) {
+void cuda_device::xent_loss(std::int64_t rows, std::span<const statistic_t<T>> m, std::span<const statistic_t<T>> stats,
+                            T scale, std::span<T> out) {
   AUTODDL_CUDA_ONE_BLOCK(detail::xent_loss_kernel<T>, rows, m.data(), stats.data(), detail::to_acc(scale), out.data());
 }
 template <class T>
 void cuda_device::xent_bwd(std::int64_t rows, std::int64_t cols, std::span<const T> x,
-                           std::span<const std::int64_t> labels, std::int64_t lo, std::span<const T> m,
-                           std::span<const T> stats, std::span<const T> dloss, T scale, std::span<T> dx) {
+                           std::span<const std::int64_t> labels, std::int64_t lo, std::span<const statistic_t<T>> m,
+                           std::span<const statistic_t<T>> stats, std::span<const T> dloss, T scale, std::span<T> dx) {
   AUTODDL_CUDA_ELEMENTWISE(detail::xent_bwd_kernel<T>, rows * cols, rows, cols, x.data(), labels.data(), lo, m.data(),
                            stats.data(), dloss.data(), detail::to_acc(scale), dx.data());
 }
@@ -304,10 +306,11 @@ void cuda_device::adam(const optimizer_step& o, std::span<const T> g, std::span<
   template void cuda_device::gelu_fwd<T>(std::span<const T>, std::span<T>);                                             \
   template void cuda_device::gelu_bwd<T>(std::span<const T>, std::span<const T>, std::span<T>);                         \
   template void cuda_device::layernorm_fwd<T>(std::int64_t, std::int64_t, std::span<const T>, std::span<const T>,       \
-                                              std::span<const T>, std::span<T>, std::span<T>, std::span<T>);            \
+                                              std::span<const T>, std::span<T>, std::span<statistic_t<T>>,              \
+                                              std::span<statistic_t<T>>);                                               \
   template void cuda_device::layernorm_bwd<T>(std::int64_t, std::int64_t, std::span<const T>, std::span<const T>,       \
-                                              std::span<const T>, std::span<const T>, std::span<const T>, std::span<T>, \
-                                              std::span<T>, std::span<T>);                                              \
+                                              std::span<const statistic_t<T>>, std::span<const statistic_t<T>>,         \
+                                              std::span<const T>, std::span<T>, std::span<T>, std::span<T>);            \
   template void cuda_device::softmax_fwd<T>(std::int64_t, std::int64_t, std::span<const T>, std::span<T>);              \
   template void cuda_device::softmax_bwd<T>(std::int64_t, std::int64_t, std::span<const T>, std::span<const T>,         \
                                             std::span<T>);                                                              \
@@ -322,13 +325,14 @@ void cuda_device::adam(const optimizer_step& o, std::span<const T> g, std::span<
   template void cuda_device::max_pool_fwd<T>(const window_geom&, std::span<const T>, std::span<T>);                     \
   template void cuda_device::max_pool_bwd<T>(const window_geom&, std::span<const T>, std::span<const T>, std::span<T>); \
   template void cuda_device::dropout<T>(const dropout_key&, const shard_info&, std::span<const T>, std::span<T>);       \
-  template void cuda_device::row_max<T>(std::int64_t, std::int64_t, std::span<const T>, std::span<T>);                  \
+  template void cuda_device::row_max<T>(std::int64_t, std::int64_t, std::span<const T>, std::span<statistic_t<T>>);     \
   template void cuda_device::xent_stats<T>(std::int64_t, std::int64_t, std::span<const T>, std::span<const std::int64_t>, \
-                                           std::int64_t, std::span<const T>, std::span<T>);                             \
-  template void cuda_device::xent_loss<T>(std::int64_t, std::span<const T>, std::span<const T>, T, std::span<T>);       \
+                                           std::int64_t, std::span<const statistic_t<T>>, std::span<statistic_t<T>>);   \
+  template void cuda_device::xent_loss<T>(std::int64_t, std::span<const statistic_t<T>>,                                \
+                                          std::span<const statistic_t<T>>, T, std::span<T>);                            \
   template void cuda_device::xent_bwd<T>(std::int64_t, std::int64_t, std::span<const T>, std::span<const std::int64_t>, \
-                                         std::int64_t, std::span<const T>, std::span<const T>, std::span<const T>, T,   \
-                                         std::span<T>);                                                                 \
+                                         std::int64_t, std::span<const statistic_t<T>>,                                 \
+                                         std::span<const statistic_t<T>>, std::span<const T>, T, std::span<T>);         \
   template void cuda_device::sgd_momentum<T>(const optimizer_step&, std::span<const T>, std::span<T>, std::span<T>);    \
   template void cuda_device::adam<T>(const optimizer_step&, std::span<const T>, std::span<T>, std::span<T>, std::span<T>); \
   }
