@@ -25,7 +25,8 @@
 // ordered with the kernels around them); synchronize() waits.
 // Failure policy: a failed NCCL or CUDA call, or misuse, aborts this communicator
 // (ncclCommAbort: its queued operations stop instead of waiting for peers) and then the whole job
-// (mpi::abort_job: one sentence on stderr, MPI_Abort), so no peer hangs in a collective that will
+// (mpi::abort_job: one sentence on stderr, MPI_Abort, which in Open MPI 4.1 terminates the whole
+// job, its man page says, whatever the communicator), so no peer hangs in a collective that will
 // never complete. A peer's failure reaches this rank as MPI_Abort from that peer, or as an NCCL
 // asynchronous error that synchronize() watches for while it waits. A communicator destroyed
 // while an exception unwinds, or after an asynchronous error, is aborted rather than destroyed:
