@@ -64,7 +64,7 @@ inline std::shared_ptr<allocation_state> make_allocation_state(int ordinal) {
         "cudaDeviceGetAttribute(cudaDevAttrMemoryPoolsSupported) of " + gpu);
   if (!pools)
     throw cuda_error(gpu + " does not support stream-ordered memory pools (cudaMallocAsync), which cuda_device "
-                           "allocates from; use a GPU and driver that do (CUDA 11.2 or later, not under vGPU without them)");
+                           "allocates from; use a GPU and driver that have them (CUDA 11.2 or later)");
   cudaMemPool_t pool = nullptr;
   check(cudaDeviceGetDefaultMemPool(&pool, ordinal), "cudaDeviceGetDefaultMemPool of " + gpu);
   std::uint64_t keep_all = UINT64_MAX;
