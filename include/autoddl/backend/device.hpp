@@ -93,6 +93,18 @@ struct dropout_key {
 template <class D, class T>
 using buffer_t = typename D::template buffer<T>;
 
+/// The type a device keeps per-row statistics in: layernorm's mean and rstd, cross-entropy's row
+/// max and stats. T for float and double. A back end with narrower element types specialises
+/// statistic_type for them, next to where it defines them (the CUDA back end, cuda/types.cuh:
+/// float for __half and __nv_bfloat16, whose sum of exp overflows past 65,504 and whose mean
+/// and rstd would lose digits), before anything names statistic_t of that type.
+template <class T>
+struct statistic_type {
+  using type = T;
+};
+template <class T>
+using statistic_t = typename statistic_type<T>::type;
+
 /// What the executor does with a device buffer itself: default-construct (empty), move, ask its
 /// size. Its elements are reached only through the device (view).
 template <class B>
@@ -102,15 +114,23 @@ concept DeviceBuffer = std::default_initializable<B> && std::movable<B> && requi
 };
 
 /// A device that runs every primitive for element type T. Each line states the contract.
+/// Row statistics (layernorm's mean and rstd; cross-entropy's max and stats) are spans of
+/// statistic_t<T> (st, cst below), computed in at least that precision: for float and double
+/// they are T, so nothing changes there.
 template <class D, class T>
 concept DeviceFor = requires(D& d, const D& cd, std::size_t n, std::int64_t i, T a, buffer_t<D, T>& buf,
-                             const buffer_t<D, T>& cbuf, std::span<T> y, std::span<const T> x,
+                             const buffer_t<D, T>& cbuf, buffer_t<D, statistic_t<T>>& sbuf,
+                             const buffer_t<D, statistic_t<T>>& csbuf, std::span<T> y, std::span<const T> x,
+                             std::span<statistic_t<T>> st, std::span<const statistic_t<T>> cst,
                              std::span<const std::int64_t> ids, const gemm_desc& g, const window_geom& wg,
                              const shard_info& s, const dropout_key& key, const optimizer_step& opt) {
   // memory: alloc gives n zeros; view spans a buffer; upload/download cross host <-> device
   { d.template alloc<T>(n) } -> std::same_as<buffer_t<D, T>>;
   { cd.view(cbuf) } -> std::same_as<std::span<const T>>;
   { d.view(buf) } -> std::same_as<std::span<T>>;
+  { d.template alloc<statistic_t<T>>(n) } -> std::same_as<buffer_t<D, statistic_t<T>>>;  // row statistics
+  { cd.view(csbuf) } -> std::same_as<std::span<const statistic_t<T>>>;
+  { d.view(sbuf) } -> std::same_as<std::span<statistic_t<T>>>;
   d.upload(x, y);    // host x -> device y
   d.download(x, y);  // device x -> host y
   d.copy(x, y);      // device -> device
@@ -133,9 +153,10 @@ concept DeviceFor = requires(D& d, const D& cd, std::size_t n, std::int64_t i, T
   d.relu_bwd(x, x, y);  // (x, dy, dx)
   d.gelu_fwd(x, y);
   d.gelu_bwd(x, x, y);
-  // rows x cols: layernorm (eps 1e-5, saves mean and rstd per row) and softmax over each row
-  d.layernorm_fwd(i, i, x, x, x, y, y, y);        // (rows, cols, x, gamma, beta, y, mean, rstd)
-  d.layernorm_bwd(i, i, x, x, x, x, x, y, y, y);  // (rows, cols, x, gamma, mean, rstd, dy, dx, dgamma, dbeta)
+  // rows x cols: layernorm (eps 1e-5, saves mean and rstd per row, in statistic_t<T>) and
+  // softmax over each row
+  d.layernorm_fwd(i, i, x, x, x, y, st, st);          // (rows, cols, x, gamma, beta, y, mean, rstd)
+  d.layernorm_bwd(i, i, x, x, cst, cst, x, y, y, y);  // (rows, cols, x, gamma, mean, rstd, dy, dx, dgamma, dbeta)
   d.softmax_fwd(i, i, x, y);
   d.softmax_bwd(i, i, x, x, y);  // (rows, cols, y, dy, dx)
   // attention scores [groups, sq, sk] in place: x *= scale; with causal, query q (global
@@ -157,11 +178,12 @@ concept DeviceFor = requires(D& d, const D& cd, std::size_t n, std::int64_t i, T
   // [lo, lo + cols): row_max; xent_stats writes stats[r] = sum_c exp(x - max[r]) and
   // stats[rows + r] = x[r, label - lo] (0 when the label's column is not held);
   // xent_loss: out[0] = scale * sum_r (log stats[r] + max[r] - stats[rows + r]);
-  // xent_bwd: dx = scale * dloss[0] * (exp(x - max) / stats[r] - onehot(label - lo))
-  d.row_max(i, i, x, y);
-  d.xent_stats(i, i, x, ids, i, x, y);      // (rows, cols, x, labels, lo, max, stats)
-  d.xent_loss(i, x, x, a, y);               // (rows, max, stats, scale, out)
-  d.xent_bwd(i, i, x, ids, i, x, x, x, a, y);  // (rows, cols, x, labels, lo, max, stats, dloss, scale, dx)
+  // xent_bwd: dx = scale * dloss[0] * (exp(x - max) / stats[r] - onehot(label - lo)).
+  // max and stats are statistic_t<T> (a vocabulary of 70,000 sums past fp16's 65,504)
+  d.row_max(i, i, x, st);
+  d.xent_stats(i, i, x, ids, i, cst, st);         // (rows, cols, x, labels, lo, max, stats)
+  d.xent_loss(i, cst, cst, a, y);                 // (rows, max, stats, scale, out)
+  d.xent_bwd(i, i, x, ids, i, cst, cst, x, a, y);  // (rows, cols, x, labels, lo, max, stats, dloss, scale, dx)
   // optimizers, element-wise over a parameter: (opt, grad, state..., param)
   d.sgd_momentum(opt, x, y, y);  // (opt, grad, velocity, param)
   d.adam(opt, x, y, y, y);       // (opt, grad, m, v, param)

@@ -1,10 +1,14 @@
 // NCCL collectives through nccl_mesh_comm on the GPU buffers of a cuda_device, checked exactly
-// against a serial reference (integer-valued inputs, so every sum is exact in float), with
-// bytes sent == the cost model's bytes, on a 1-D mesh of all ranks and, with 4 ranks, on each
-// axis of a 2x2 mesh. Also the overlapped gradient all-reduce on a side stream.
+// against a serial reference (integer-valued inputs, so every sum is exact in float), on a 1-D
+// mesh of all ranks and, with 4 ranks, on each axis of a 2x2 mesh. Bytes: nccl_comm counts them
+// from the element counts of the NCCL calls it makes (ring rules, comm.cuh); they must equal the
+// cost model's bytes per device (cheapest_boxing, priced from the tensor's shape and layouts),
+// and, where the model has no entry, closed forms written here (all-to-all, broadcast, send).
+// Also the overlapped gradient all-reduce on a side stream.
 #include <catch2/catch_template_test_macros.hpp>
 #include <catch2/catch_test_macros.hpp>
 
+#include <algorithm>
 #include <span>
 #include <vector>
 
@@ -55,6 +59,16 @@ void check_axis(cudatest::cuda_device& dev, nccl_comm& c, const std::vector<int>
     CHECK(b.get() == want);
     CHECK(sent == model_bytes(P, B, n, rows, eb));
   }
+  // all-reduce of the element-wise max (vocab-parallel cross-entropy's row max): priced as P -> B
+  {
+    dvec<T> b(dev, inputs(group[std::size_t(me)], len));
+    const std::int64_t sent = c.all_reduce(b.m(), reduce_kind::max);
+    std::vector<double> want(std::size_t(len), -1e300);
+    for (int r : group)
+      for (std::int64_t i = 0; i < len; ++i) want[std::size_t(i)] = std::max(want[std::size_t(i)], input(r, i));
+    CHECK(b.get() == want);
+    CHECK(sent == model_bytes(P, B, n, rows, eb));
+  }
   // reduce-scatter: P -> S(0), chunk rank() holds the sum
   {
     dvec<T> b(dev, inputs(group[std::size_t(me)], len));
@@ -87,20 +101,24 @@ void check_axis(cudatest::cuda_device& dev, nccl_comm& c, const std::vector<int>
         CHECK(got[std::size_t(j * chunk + k)] == input(group[std::size_t(j)], me * chunk + k));
     CHECK(sent == (n - 1) * chunk * eb);
   }
-  // broadcast from the last rank
+  // broadcast from the last rank: every other rank receives len elements once, so the group
+  // sends (n-1) len elements in all, whatever order NCCL's ring takes
   {
     dvec<T> b(dev, inputs(group[std::size_t(me)], len));
-    c.broadcast(b.m(), n - 1);
+    std::int64_t sent = c.broadcast(b.m(), n - 1);
     CHECK(b.get() == inputs(group[std::size_t(n - 1)], len));
+    MPI_Allreduce(MPI_IN_PLACE, &sent, 1, MPI_INT64_T, MPI_SUM, c.bootstrap());
+    CHECK(sent == (n - 1) * len * eb);
   }
   // send / recv around the ring, grouped so that every rank posts both before waiting
   if (n > 1) {
     dvec<T> out(dev, inputs(group[std::size_t(me)], 10)), in(dev, std::vector<double>(10, 0.0));
     ncclGroupStart();
-    c.send(out.c(), (me + 1) % n);
+    const std::int64_t sent = c.send(out.c(), (me + 1) % n);
     c.recv(in.m(), (me + n - 1) % n);
     ncclGroupEnd();
     CHECK(in.get() == inputs(group[std::size_t((me + n - 1) % n)], 10));
+    CHECK(sent == 10 * eb);
   }
 }
 

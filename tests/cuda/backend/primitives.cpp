@@ -6,7 +6,10 @@
 #include <catch2/catch_test_macros.hpp>
 #include <catch2/matchers/catch_matchers.hpp>
 
+#include <cmath>
 #include <cstdint>
+#include <limits>
+#include <type_traits>
 #include <vector>
 
 #include "autoddl/backend/cpu.hpp"
@@ -112,8 +115,10 @@ TEMPLATE_TEST_CASE("relu and gelu forward and backward match the CPU", "[cuda][a
   CHECK(rel_err(dr.get(), r) <= tol<T>());
 }
 
-TEMPLATE_TEST_CASE("layernorm and softmax rows match the CPU", "[cuda][rows]", CUDA_TYPES) {
+TEMPLATE_TEST_CASE("layernorm and softmax rows match the CPU, with mean and rstd in statistic_t", "[cuda][rows]",
+                   CUDA_TYPES) {
   using T = TestType;
+  using S = statistic_t<T>;  // float for the half types
   INFO(type_name<T>());
   cuda_device dev;
   cpu_device cpu;
@@ -124,16 +129,18 @@ TEMPLATE_TEST_CASE("layernorm and softmax rows match the CPU", "[cuda][rows]", C
   std::vector<double> y(n), mean(static_cast<std::size_t>(rows)), rstd(static_cast<std::size_t>(rows));
   cpu.layernorm_fwd(rows, cols, cs(x), cs(gamma), cs(beta), ms(y), ms(mean), ms(rstd));
   dvec<T> dx(dev, x), dgam(dev, gamma), dbet(dev, beta), ddy(dev, dy), dyo(dev, std::vector<double>(n)),
-      dmean(dev, std::vector<double>(static_cast<std::size_t>(rows))), drstd(dev, std::vector<double>(static_cast<std::size_t>(rows)));
+      ddx(dev, std::vector<double>(n)), ddg(dev, std::vector<double>(static_cast<std::size_t>(cols))),
+      ddb(dev, std::vector<double>(static_cast<std::size_t>(cols)));
+  dvec<S> dmean(dev, std::vector<double>(static_cast<std::size_t>(rows))),
+      drstd(dev, std::vector<double>(static_cast<std::size_t>(rows)));
   dev.layernorm_fwd(rows, cols, dx.c(), dgam.c(), dbet.c(), dyo.m(), dmean.m(), drstd.m());
   CHECK(rel_err(dyo.get(), y) <= tol<T>());
-  CHECK(rel_err(dmean.get(), mean) <= tol<T>());
-  CHECK(rel_err(drstd.get(), rstd) <= tol<T>());
+  CHECK(rel_err(dmean.get(), mean) <= tol<S>());  // not rounded to T
+  CHECK(rel_err(drstd.get(), rstd) <= tol<S>());
   // backward from the same (rounded) statistics on both sides
-  mean = rounded<T>(mean);
-  rstd = rounded<T>(rstd);
-  dvec<T> m2(dev, mean), r2(dev, rstd), ddx(dev, std::vector<double>(n)), ddg(dev, std::vector<double>(static_cast<std::size_t>(cols))),
-      ddb(dev, std::vector<double>(static_cast<std::size_t>(cols)));
+  mean = rounded<S>(mean);
+  rstd = rounded<S>(rstd);
+  dvec<S> m2(dev, mean), r2(dev, rstd);
   std::vector<double> dxr(n), dgr(static_cast<std::size_t>(cols)), dbr(static_cast<std::size_t>(cols));
   cpu.layernorm_bwd(rows, cols, cs(x), cs(gamma), cs(mean), cs(rstd), cs(dy), ms(dxr), ms(dgr), ms(dbr));
   dev.layernorm_bwd(rows, cols, dx.c(), dgam.c(), m2.c(), r2.c(), ddy.c(), ddx.m(), ddg.m(), ddb.m());
@@ -241,6 +248,7 @@ TEMPLATE_TEST_CASE("dropout of a shard draws the CPU's mask exactly", "[cuda][dr
 
 TEMPLATE_TEST_CASE("cross-entropy pieces match the CPU on a vocabulary block", "[cuda][xent]", CUDA_TYPES) {
   using T = TestType;
+  using S = statistic_t<T>;
   INFO(type_name<T>());
   cuda_device dev;
   cpu_device cpu;
@@ -249,15 +257,17 @@ TEMPLATE_TEST_CASE("cross-entropy pieces match the CPU on a vocabulary block", "
   auto x = rounded<T>(rnd(std::size_t(rows * cols), 91, -4, 4));
   std::vector<double> m(static_cast<std::size_t>(rows)), stats(static_cast<std::size_t>(2 * rows)), loss(1), dx(static_cast<std::size_t>(rows * cols));
   ivec dl(dev, labels);
-  dvec<T> dxv(dev, x), dm(dev, m), dst(dev, stats), dloss(dev, loss), ddx(dev, dx);
+  dvec<T> dxv(dev, x), dloss(dev, loss), ddx(dev, dx);
+  dvec<S> dm(dev, m), dst(dev, stats);
   cpu.row_max(rows, cols, cs(x), ms(m));
   dev.row_max(rows, cols, dxv.c(), dm.m());
   CHECK(rel_err(dm.get(), m) == 0);
   cpu.xent_stats(rows, cols, cs(x), std::span<const std::int64_t>(labels), lo, cs(m), ms(stats));
   dev.xent_stats(rows, cols, dxv.c(), dl.c(), lo, dm.c(), dst.m());
-  CHECK(rel_err(dst.get(), stats) <= tol<T>() * 3);
-  stats = rounded<T>(stats);
-  dvec<T> dst2(dev, stats), dscale(dev, std::vector<double>{0.5});
+  CHECK(rel_err(dst.get(), stats) <= tol<S>() * 3);  // in statistic_t, not rounded to T
+  stats = rounded<S>(stats);
+  dvec<S> dst2(dev, stats);
+  dvec<T> dscale(dev, std::vector<double>{0.5});
   cpu.xent_loss(rows, cs(m), cs(stats), 1.0 / 6, ms(loss));
   dev.xent_loss(rows, dm.c(), dst2.c(), from_double<T>(1.0 / 6), dloss.m());
   CHECK(rel_err(dloss.get(), loss) <= tol<T>());
@@ -265,6 +275,105 @@ TEMPLATE_TEST_CASE("cross-entropy pieces match the CPU on a vocabulary block", "
   cpu.xent_bwd(rows, cols, cs(x), std::span<const std::int64_t>(labels), lo, cs(m), cs(stats), cs(half), 1.0 / 6, ms(dx));
   dev.xent_bwd(rows, cols, dxv.c(), dl.c(), lo, dm.c(), dst2.c(), dscale.c(), from_double<T>(1.0 / 6), ddx.m());
   CHECK(rel_err(ddx.get(), dx) <= tol<T>());
+}
+
+TEST_CASE("fp16 cross-entropy over a vocabulary of 70,000 keeps its sums in float and matches double",
+          "[cuda][xent][half]") {
+  using T = __half;
+  using S = statistic_t<T>;
+  static_assert(std::is_same_v<S, float>, "the half types keep row statistics in float");
+  cuda_device dev;
+  cpu_device cpu;
+  const std::int64_t rows = 4, cols = 70000;
+  const std::vector<std::int64_t> labels{0, 12345, 69999, 35000};
+  // logits within 0.02 of each other: every exp(x - max) is near 1, so each row sums to about
+  // 69,000, past fp16's largest finite value, 65,504
+  const auto x = rounded<T>(rnd(std::size_t(rows * cols), 151, -0.02, 0.02));
+  std::vector<double> m(static_cast<std::size_t>(rows)), stats(static_cast<std::size_t>(2 * rows)), loss(1),
+      dx(std::size_t(rows * cols));
+  const std::vector<double> one{1.0};
+  cpu.row_max(rows, cols, cs(x), ms(m));
+  cpu.xent_stats(rows, cols, cs(x), std::span<const std::int64_t>(labels), 0, cs(m), ms(stats));
+  cpu.xent_loss(rows, cs(m), cs(stats), 1.0 / double(rows), ms(loss));
+  cpu.xent_bwd(rows, cols, cs(x), std::span<const std::int64_t>(labels), 0, cs(m), cs(stats), cs(one), 1.0 / double(rows),
+               ms(dx));
+  for (std::int64_t r = 0; r < rows; ++r) {
+    INFO("row " << r << " sum of exp " << stats[std::size_t(r)]);
+    CHECK(stats[std::size_t(r)] > 65504.0);                                       // the case is the one it claims:
+    CHECK(std::isinf(to_double(from_double<T>(stats[std::size_t(r)]))));  // stored in fp16 it would overflow
+  }
+  ivec dl(dev, labels);
+  dvec<T> dxv(dev, x), dloss(dev, std::vector<double>{0.0}), done(dev, one), ddx(dev, std::vector<double>(dx.size()));
+  dvec<S> dm(dev, std::vector<double>(static_cast<std::size_t>(rows))),
+      dst(dev, std::vector<double>(static_cast<std::size_t>(2 * rows)));
+  dev.row_max(rows, cols, dxv.c(), dm.m());
+  dev.xent_stats(rows, cols, dxv.c(), dl.c(), 0, dm.c(), dst.m());
+  dev.xent_loss(rows, dm.c(), dst.c(), from_double<T>(1.0 / double(rows)), dloss.m());
+  CHECK(rel_err(dm.get(), m) == 0);
+  CHECK(rel_err(dst.get(), stats) <= 1e-4);  // float sums of 70,000 terms near 1
+  const double got = dloss.get()[0];
+  INFO("loss: device " << got << ", double " << loss[0]);
+  CHECK(std::isfinite(got));
+  CHECK(std::abs(got - loss[0]) <= 1e-2 * std::abs(loss[0]));
+  dev.xent_bwd(rows, cols, dxv.c(), dl.c(), 0, dm.c(), dst.c(), done.c(), from_double<T>(1.0 / double(rows)), ddx.m());
+  CHECK(dev.all_finite(ddx.c()));
+  CHECK(rel_err(ddx.get(), dx) <= tol<T>());
+}
+
+TEMPLATE_TEST_CASE("copy_rows copies a strided block as the CPU does and leaves the rest of y alone", "[cuda][copy_rows]",
+                   CUDA_TYPES) {
+  using T = TestType;
+  cuda_device dev;
+  cpu_device cpu;
+  struct block {
+    std::int64_t rows, cols, ldx, ldy, x_at, y_at;  // x and y start x_at, y_at elements into their buffers
+  };
+  for (const block b : {block{5, 7, 7, 7, 0, 0}, block{5, 7, 11, 9, 0, 0}, block{300, 3, 4, 17, 2, 5},
+                        block{1, 64, 64, 64, 1, 0}, block{6, 1, 1, 3, 0, 2}}) {
+    INFO(type_name<T>() << " rows " << b.rows << " cols " << b.cols << " ldx " << b.ldx << " ldy " << b.ldy << " x at "
+                        << b.x_at << " y at " << b.y_at);
+    const auto nx = std::size_t(b.x_at + (b.rows - 1) * b.ldx + b.cols), ny = std::size_t(b.y_at + (b.rows - 1) * b.ldy + b.cols);
+    const auto x = rounded<T>(rnd(nx, 131));
+    auto y = rounded<T>(rnd(ny, 132));
+    dvec<T> dx(dev, x), dy(dev, y);
+    cpu.copy_rows(b.rows, b.cols, cs(x).subspan(std::size_t(b.x_at)), b.ldx, ms(y).subspan(std::size_t(b.y_at)), b.ldy);
+    dev.copy_rows(b.rows, b.cols, dx.c().subspan(std::size_t(b.x_at)), b.ldx, dy.m().subspan(std::size_t(b.y_at)), b.ldy);
+    CHECK(rel_err(dy.get(), y) == 0);
+  }
+  dvec<T> small(dev, std::vector<double>(10, 1.0)), out(dev, std::vector<double>(10, 0.0));
+  CHECK_THROWS_AS(dev.copy_rows(3, 4, small.c(), 4, out.m(), 4), autoddl::cuda::cuda_error);  // 12 > 10 elements
+  CHECK_THROWS_AS(dev.copy_rows(2, 4, small.c(), 3, out.m(), 4), autoddl::cuda::cuda_error);  // ldx < cols
+}
+
+TEMPLATE_TEST_CASE("all_finite finds a NaN or an infinity anywhere, as the CPU does", "[cuda][all_finite]", CUDA_TYPES) {
+  using T = TestType;
+  cuda_device dev;
+  cpu_device cpu;
+  const std::size_t n = 100003;  // not a multiple of the block size
+  const auto finite = rounded<T>(rnd(n, 141, -100, 100));
+  {
+    dvec<T> d(dev, finite);
+    CHECK(cpu.all_finite(cs(finite)));
+    CHECK(dev.all_finite(d.c()));
+  }
+  CHECK(dev.all_finite(std::span<const T>{}));
+  const double inf = std::numeric_limits<double>::infinity(), nan = std::numeric_limits<double>::quiet_NaN();
+  for (double bad : {nan, inf, -inf})
+    for (std::size_t at : {std::size_t(0), n / 2, n - 1}) {
+      INFO(type_name<T>() << " " << bad << " at " << at);
+      auto v = finite;
+      v[at] = bad;
+      dvec<T> d(dev, v);
+      CHECK_FALSE(cpu.all_finite(cs(v)));
+      CHECK_FALSE(dev.all_finite(d.c()));
+    }
+  // 70,000 is finite in every type but fp16, where it rounds to infinity
+  auto big = finite;
+  big[7] = 70000.0;
+  dvec<T> d(dev, big);
+  INFO(type_name<T>());
+  CHECK(dev.all_finite(d.c()) == cpu.all_finite(cs(rounded<T>(big))));
+  CHECK(dev.all_finite(d.c()) == !std::is_same_v<T, __half>);
 }
 
 TEMPLATE_TEST_CASE("SGD-momentum and Adam steps match the CPU", "[cuda][optimizer]", CUDA_TYPES) {
@@ -299,6 +408,43 @@ TEMPLATE_TEST_CASE("SGD-momentum and Adam steps match the CPU", "[cuda][optimize
     m = dm.get();
     v = dv.get();
   }
+}
+
+TEST_CASE("bytes_in_use counts the bytes of the device's live buffers exactly, through moves", "[cuda][memory]") {
+  cuda_device dev;
+  const std::int64_t before = dev.bytes_in_use();
+  {
+    cuda_buffer<float> a = dev.alloc<float>(1000);
+    CHECK(dev.bytes_in_use() - before == 4000);
+    cuda_buffer<double> b = dev.alloc<double>(3);
+    CHECK(dev.bytes_in_use() - before == 4000 + 24);
+    cuda_buffer<float> moved = std::move(a);
+    CHECK(dev.bytes_in_use() - before == 4000 + 24);
+    CHECK(a.empty());
+    CHECK(moved.size() == 1000);
+    CHECK(moved.stream() == dev.stream());
+    b = dev.alloc<double>(5);  // the 3 doubles are released
+    CHECK(dev.bytes_in_use() - before == 4000 + 40);
+    const cuda_buffer<float> none = dev.alloc<float>(0);
+    CHECK(none.empty());
+    CHECK(dev.bytes_in_use() - before == 4000 + 40);
+  }
+  dev.synchronize();  // also reports a failed release
+  CHECK(dev.bytes_in_use() == before);
+}
+
+TEST_CASE("a buffer that outlives its device is released on the device's stream, which lives as long", "[cuda][memory]") {
+  cuda_buffer<float> kept;
+  {
+    cuda_device dev;
+    kept = dev.alloc<float>(16);
+    dev.fill(dev.view(kept), 2.0f);  // queued: the release after the device is gone is ordered after it
+  }
+  CHECK(kept.size() == 16);
+  CHECK(kept.stream() != nullptr);
+  kept = cuda_buffer<float>{};
+  CHECK(kept.empty());
+  CHECK(cudaDeviceSynchronize() == cudaSuccess);
 }
 
 TEST_CASE("uploading into a smaller device buffer is refused with both sizes", "[cuda][errors]") {

@@ -64,6 +64,14 @@ void for_each_global_index(const shard_info& s, F&& f) {
     }
   }
 }
+/// cpu_device keeps row statistics in the element type: it runs float and double, for which
+/// statistic_t<T> is T (a type with wider statistics needs its own loops).
+template <class T>
+consteval void statistics_in_element_type() {
+  static_assert(std::is_same_v<statistic_t<T>, T>,
+                "cpu_device computes row statistics in the element type T, so statistic_t<T> must be T; "
+                "use float or double");
+}
 /// Throws unless `rows` rows of `cols` elements, `ld` apart, fit in `size` elements.
 inline void check_rows(std::int64_t rows, std::int64_t cols, std::int64_t ld, std::size_t size, const char* what) {
   if (ld < cols || (rows - 1) * ld + cols > std::int64_t(size))
@@ -208,7 +216,9 @@ struct cpu_device {
   static constexpr double layernorm_eps = 1e-5;
   template <class T>
   void layernorm_fwd(std::int64_t rows, std::int64_t cols, std::span<const T> x, std::span<const T> gamma,
-                     std::span<const T> beta, std::span<T> y, std::span<T> mean, std::span<T> rstd) {
+                     std::span<const T> beta, std::span<T> y, std::span<statistic_t<T>> mean,
+                     std::span<statistic_t<T>> rstd) {
+    detail::statistics_in_element_type<T>();
     for (std::int64_t r = 0; r < rows; ++r) {
       const T* xr = x.data() + r * cols;
       T* yr = y.data() + r * cols;
@@ -226,8 +236,9 @@ struct cpu_device {
   }
   template <class T>
   void layernorm_bwd(std::int64_t rows, std::int64_t cols, std::span<const T> x, std::span<const T> gamma,
-                     std::span<const T> mean, std::span<const T> rstd, std::span<const T> dy, std::span<T> dx,
-                     std::span<T> dgamma, std::span<T> dbeta) {
+                     std::span<const statistic_t<T>> mean, std::span<const statistic_t<T>> rstd,
+                     std::span<const T> dy, std::span<T> dx, std::span<T> dgamma, std::span<T> dbeta) {
+    detail::statistics_in_element_type<T>();
     std::fill(dgamma.begin(), dgamma.end(), T{});
     std::fill(dbeta.begin(), dbeta.end(), T{});
     for (std::int64_t r = 0; r < rows; ++r) {
@@ -368,7 +379,8 @@ struct cpu_device {
 
   // ---- softmax cross-entropy ------------------------------------------------------------------
   template <class T>
-  void row_max(std::int64_t rows, std::int64_t cols, std::span<const T> x, std::span<T> m) {
+  void row_max(std::int64_t rows, std::int64_t cols, std::span<const T> x, std::span<statistic_t<T>> m) {
+    detail::statistics_in_element_type<T>();
     for (std::int64_t r = 0; r < rows; ++r) {
       T v = -std::numeric_limits<T>::infinity();
       for (std::int64_t c = 0; c < cols; ++c) v = std::max(v, at(x, r * cols + c));
@@ -377,7 +389,8 @@ struct cpu_device {
   }
   template <class T>
   void xent_stats(std::int64_t rows, std::int64_t cols, std::span<const T> x, std::span<const std::int64_t> labels,
-                  std::int64_t lo, std::span<const T> m, std::span<T> stats) {
+                  std::int64_t lo, std::span<const statistic_t<T>> m, std::span<statistic_t<T>> stats) {
+    detail::statistics_in_element_type<T>();
     for (std::int64_t r = 0; r < rows; ++r) {
       const T* xr = x.data() + r * cols;
       T s{};
@@ -388,7 +401,9 @@ struct cpu_device {
     }
   }
   template <class T>
-  void xent_loss(std::int64_t rows, std::span<const T> m, std::span<const T> stats, T scale, std::span<T> out) {
+  void xent_loss(std::int64_t rows, std::span<const statistic_t<T>> m, std::span<const statistic_t<T>> stats, T scale,
+                 std::span<T> out) {
+    detail::statistics_in_element_type<T>();
     T acc{};
     for (std::int64_t r = 0; r < rows; ++r)
       acc += std::log(at(stats, r)) + at(m, r) - at(stats, rows + r);
@@ -396,8 +411,9 @@ struct cpu_device {
   }
   template <class T>
   void xent_bwd(std::int64_t rows, std::int64_t cols, std::span<const T> x, std::span<const std::int64_t> labels,
-                std::int64_t lo, std::span<const T> m, std::span<const T> stats, std::span<const T> dloss, T scale,
-                std::span<T> dx) {
+                std::int64_t lo, std::span<const statistic_t<T>> m, std::span<const statistic_t<T>> stats,
+                std::span<const T> dloss, T scale, std::span<T> dx) {
+    detail::statistics_in_element_type<T>();
     const T f = scale * dloss[0];
     for (std::int64_t r = 0; r < rows; ++r) {
       const T* xr = x.data() + r * cols;

@@ -8,6 +8,10 @@
 //     types), double for double.
 //   - upload / download return when the host span may be reused / holds the data; everything
 //     else is asynchronous: call synchronize() before timing.
+//   - memory: stream-ordered buffers (autoddl/backend/cuda/buffer.cuh) from the GPU's default
+//     memory pool, whose release threshold the constructor raises to UINT64_MAX: freed blocks
+//     stay cached for the next step (for every user of that pool in the process). bytes_in_use()
+//     counts the bytes of this device's live buffers exactly.
 //
 // This header is host C++ (g++ compiles it): the member templates are declared here and
 // defined, with the kernels, in autoddl/backend/cuda/device_impl.cuh, which one nvcc translation
@@ -18,6 +22,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
 
@@ -29,38 +34,77 @@
 
 namespace autoddl::cuda {
 
+namespace detail {
+/// A cuBLAS handle bound to a stream, destroyed with its owner.
+class owned_blas {
+ public:
+  explicit owned_blas(cudaStream_t stream) {
+    check(cublasCreate(&handle_), "cublasCreate");
+    if (const cublasStatus_t rc = cublasSetStream(handle_, stream); rc != CUBLAS_STATUS_SUCCESS) {
+      (void)cublasDestroy(handle_);  // this constructor did not complete: no destructor will run
+      check(rc, "cublasSetStream");
+    }
+  }
+  owned_blas(const owned_blas&) = delete;
+  owned_blas& operator=(const owned_blas&) = delete;
+  ~owned_blas() { (void)cublasDestroy(handle_); }  // nothing to report to at destruction
+  cublasHandle_t get() const { return handle_; }
+
+ private:
+  cublasHandle_t handle_ = nullptr;
+};
+
+/// Makes `ordinal` the current device, raises its default pool's release threshold so that
+/// freed blocks stay cached, and returns the state its buffers share (with a new stream).
+inline std::shared_ptr<allocation_state> make_allocation_state(int ordinal) {
+  const std::string gpu = "GPU " + std::to_string(ordinal);
+  check(cudaSetDevice(ordinal), "cudaSetDevice(" + std::to_string(ordinal) + ")");
+  int pools = 0;
+  check(cudaDeviceGetAttribute(&pools, cudaDevAttrMemoryPoolsSupported, ordinal),
+        "cudaDeviceGetAttribute(cudaDevAttrMemoryPoolsSupported) of " + gpu);
+  if (!pools)
+    throw cuda_error(gpu + " does not support stream-ordered memory pools (cudaMallocAsync), which cuda_device "
+                           "allocates from; use a GPU and driver that have them (CUDA 11.2 or later)");
+  cudaMemPool_t pool = nullptr;
+  check(cudaDeviceGetDefaultMemPool(&pool, ordinal), "cudaDeviceGetDefaultMemPool of " + gpu);
+  std::uint64_t keep_all = UINT64_MAX;
+  check(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep_all),
+        "cudaMemPoolSetAttribute(cudaMemPoolAttrReleaseThreshold) of " + gpu);
+  return std::make_shared<allocation_state>(pool);
+}
+}  // namespace detail
+
 class cuda_device {
  public:
   template <class T>
   using buffer = cuda_buffer<T>;
 
-  /// Makes `ordinal` the current device and creates the stream and the cuBLAS handle.
-  explicit cuda_device(int ordinal = 0) : ordinal_(ordinal) {
-    check(cudaSetDevice(ordinal), "cudaSetDevice(" + std::to_string(ordinal) + ")");
-    check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
-    check(cublasCreate(&blas_), "cublasCreate");
-    check(cublasSetStream(blas_, stream_), "cublasSetStream");
-  }
+  /// Makes `ordinal` the current device, sets up its memory pool, creates the stream and the
+  /// cuBLAS handle. Exception-safe: what was created before a failing call is released.
+  explicit cuda_device(int ordinal = 0)
+      : ordinal_(ordinal), state_(detail::make_allocation_state(ordinal)), blas_(state_->stream.get()) {}
   cuda_device(const cuda_device&) = delete;
   cuda_device& operator=(const cuda_device&) = delete;
-  ~cuda_device() {
-    if (stream_) (void)cudaStreamSynchronize(stream_);
-    if (blas_) (void)cublasDestroy(blas_);
-    if (stream_) (void)cudaStreamDestroy(stream_);
-  }
+  /// Destroys the cuBLAS handle (cublasDestroy waits for the GPU); the stream lives on while a
+  /// buffer of this device does.
+  ~cuda_device() = default;
 
   int ordinal() const { return ordinal_; }
-  cudaStream_t stream() const { return stream_; }
-  cublasHandle_t blas() const { return blas_; }
-  /// Waits for every primitive queued so far; reports an error a kernel raised while running.
-  void synchronize() const { check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize"); }
+  cudaStream_t stream() const { return state_->stream.get(); }
+  cublasHandle_t blas() const { return blas_.get(); }
+  /// Waits for every primitive queued so far; reports an error a kernel raised while running,
+  /// then a buffer's failed release (cudaFreeAsync) since the last call.
+  void synchronize() const {
+    check(cudaStreamSynchronize(stream()), "cudaStreamSynchronize");
+    check(state_->free_error.exchange(cudaSuccess), "cudaFreeAsync (a buffer's release, reported here)");
+  }
 
   // ---- memory -------------------------------------------------------------------------------
   /// n zeros in GPU memory (all-zero bits are 0 for every element type).
   template <class T>
   buffer<T> alloc(std::size_t n) {
-    buffer<T> b(n);
-    if (n) check(cudaMemsetAsync(b.data(), 0, n * sizeof(T), stream_), "cudaMemsetAsync (alloc)");
+    buffer<T> b(n, state_);
+    if (n) check(cudaMemsetAsync(b.data(), 0, n * sizeof(T), stream()), "cudaMemsetAsync (alloc)");
     return b;
   }
   template <class T>
@@ -72,7 +116,7 @@ class cuda_device {
   void upload(std::span<const T> host, std::span<T> dst) {
     fits(host.size(), dst.size(), "upload");
     if (host.empty()) return;
-    check(cudaMemcpyAsync(dst.data(), host.data(), host.size_bytes(), cudaMemcpyHostToDevice, stream_),
+    check(cudaMemcpyAsync(dst.data(), host.data(), host.size_bytes(), cudaMemcpyHostToDevice, stream()),
           "cudaMemcpyAsync (upload)");
     synchronize();
   }
@@ -81,7 +125,7 @@ class cuda_device {
   void download(std::span<const T> src, std::span<T> host) {
     fits(src.size(), host.size(), "download");
     if (src.empty()) return;
-    check(cudaMemcpyAsync(host.data(), src.data(), src.size_bytes(), cudaMemcpyDeviceToHost, stream_),
+    check(cudaMemcpyAsync(host.data(), src.data(), src.size_bytes(), cudaMemcpyDeviceToHost, stream()),
           "cudaMemcpyAsync (download)");
     synchronize();
   }
@@ -89,7 +133,7 @@ class cuda_device {
   void copy(std::span<const T> src, std::span<T> dst) {
     fits(src.size(), dst.size(), "copy");
     if (src.empty()) return;
-    check(cudaMemcpyAsync(dst.data(), src.data(), src.size_bytes(), cudaMemcpyDeviceToDevice, stream_),
+    check(cudaMemcpyAsync(dst.data(), src.data(), src.size_bytes(), cudaMemcpyDeviceToDevice, stream()),
           "cudaMemcpyAsync (device copy)");
   }
   template <class T>
@@ -105,18 +149,15 @@ class cuda_device {
                        " elements do not fit the spans (" + std::to_string(x.size()) + " and " +
                        std::to_string(y.size()) + " elements)");
     check(cudaMemcpy2DAsync(y.data(), std::size_t(ldy) * sizeof(T), x.data(), std::size_t(ldx) * sizeof(T),
-                            std::size_t(cols) * sizeof(T), std::size_t(rows), cudaMemcpyDeviceToDevice, stream_),
+                            std::size_t(cols) * sizeof(T), std::size_t(rows), cudaMemcpyDeviceToDevice, stream()),
           "cudaMemcpy2DAsync (copy_rows)");
   }
   /// Whether x holds no NaN or Inf; waits for the answer.
   template <class T>
   bool all_finite(std::span<const T> x) const;
-  /// Bytes in use on this GPU now (cudaMemGetInfo: total - free), every allocation of the process.
-  std::int64_t bytes_in_use() const {
-    std::size_t free = 0, total = 0;
-    check(cudaMemGetInfo(&free, &total), "cudaMemGetInfo");
-    return std::int64_t(total - free);
-  }
+  /// Bytes of this device's live buffers now (the sizes they were allocated with). Not counted:
+  /// freed blocks the pool keeps cached, cuBLAS's and NCCL's own workspaces, other allocators.
+  std::int64_t bytes_in_use() const { return state_->live_bytes.load(std::memory_order_relaxed); }
 
   // ---- BLAS-like (contracts: autoddl/backend/device.hpp) --------------------------------------
   template <class T>
@@ -146,13 +187,15 @@ class cuda_device {
 
   // ---- row-wise -----------------------------------------------------------------------------
   static constexpr double layernorm_eps = 1e-5;
+  /// mean and rstd are computed in acc_t<T> and stored as statistic_t<T> (the same type).
   template <class T>
   void layernorm_fwd(std::int64_t rows, std::int64_t cols, std::span<const T> x, std::span<const T> gamma,
-                     std::span<const T> beta, std::span<T> y, std::span<T> mean, std::span<T> rstd);
+                     std::span<const T> beta, std::span<T> y, std::span<statistic_t<T>> mean,
+                     std::span<statistic_t<T>> rstd);
   template <class T>
   void layernorm_bwd(std::int64_t rows, std::int64_t cols, std::span<const T> x, std::span<const T> gamma,
-                     std::span<const T> mean, std::span<const T> rstd, std::span<const T> dy, std::span<T> dx,
-                     std::span<T> dgamma, std::span<T> dbeta);
+                     std::span<const statistic_t<T>> mean, std::span<const statistic_t<T>> rstd,
+                     std::span<const T> dy, std::span<T> dx, std::span<T> dgamma, std::span<T> dbeta);
   template <class T>
   void softmax_fwd(std::int64_t rows, std::int64_t cols, std::span<const T> x, std::span<T> y);
   template <class T>
@@ -183,18 +226,19 @@ class cuda_device {
   template <class T>
   void dropout(const dropout_key& key, const shard_info& s, std::span<const T> x, std::span<T> y);
 
-  // ---- softmax cross-entropy ------------------------------------------------------------------
+  // ---- softmax cross-entropy (max and stats in statistic_t<T>, computed in acc_t<T>) ------------
   template <class T>
-  void row_max(std::int64_t rows, std::int64_t cols, std::span<const T> x, std::span<T> m);
+  void row_max(std::int64_t rows, std::int64_t cols, std::span<const T> x, std::span<statistic_t<T>> m);
   template <class T>
   void xent_stats(std::int64_t rows, std::int64_t cols, std::span<const T> x, std::span<const std::int64_t> labels,
-                  std::int64_t lo, std::span<const T> m, std::span<T> stats);
+                  std::int64_t lo, std::span<const statistic_t<T>> m, std::span<statistic_t<T>> stats);
   template <class T>
-  void xent_loss(std::int64_t rows, std::span<const T> m, std::span<const T> stats, T scale, std::span<T> out);
+  void xent_loss(std::int64_t rows, std::span<const statistic_t<T>> m, std::span<const statistic_t<T>> stats, T scale,
+                 std::span<T> out);
   template <class T>
   void xent_bwd(std::int64_t rows, std::int64_t cols, std::span<const T> x, std::span<const std::int64_t> labels,
-                std::int64_t lo, std::span<const T> m, std::span<const T> stats, std::span<const T> dloss, T scale,
-                std::span<T> dx);
+                std::int64_t lo, std::span<const statistic_t<T>> m, std::span<const statistic_t<T>> stats,
+                std::span<const T> dloss, T scale, std::span<T> dx);
 
   // ---- optimizers ---------------------------------------------------------------------------
   template <class T>
@@ -210,8 +254,8 @@ class cuda_device {
   }
 
   int ordinal_ = 0;
-  cudaStream_t stream_ = nullptr;
-  cublasHandle_t blas_ = nullptr;
+  std::shared_ptr<detail::allocation_state> state_;  // before blas_: the handle is bound to its stream
+  detail::owned_blas blas_;
 };
 
 static_assert(Device<cuda_device>, "cuda_device must model autoddl::Device");

@@ -33,24 +33,35 @@ inline int blas_int(std::int64_t v, const char* what) {
 }
 }  // namespace detail
 
-#define AUTODDL_CUDA_ELEMENTWISE(kernel, n, ...)                                                         \
-  do {                                                                                                  \
-    const ::autoddl::cuda::detail::idx n_ = (n);                                                        \
-    if (n_ > 0) {                                                                                       \
-      kernel<<<::autoddl::cuda::detail::blocks_for(n_), ::autoddl::cuda::detail::block_threads, 0, stream_>>>( \
-          __VA_ARGS__);                                                                                 \
-      ::autoddl::cuda::detail::check_launch(#kernel);                                                   \
-    }                                                                                                   \
+// The only launch sites of the back end's kernels, each with block_threads threads per block
+// (block_reduce and the kernels' __launch_bounds__ count on it): ELEMENTWISE for grid-stride
+// loops over n items, ROWS for one block per row (rows > 0), ONE_BLOCK for a single block that
+// reduces everything (launched even when there is nothing to reduce: it writes the zero).
+// Each checks the launch (cudaGetLastError) and names the kernel on failure.
+#define AUTODDL_CUDA_ELEMENTWISE(kernel, n, ...)                                                                \
+  do {                                                                                                          \
+    const ::autoddl::cuda::detail::idx n_ = (n);                                                                \
+    if (n_ > 0) {                                                                                               \
+      kernel<<<::autoddl::cuda::detail::blocks_for(n_), ::autoddl::cuda::detail::block_threads, 0, stream()>>>( \
+          __VA_ARGS__);                                                                                         \
+      ::autoddl::cuda::detail::check_launch(#kernel);                                                           \
+    }                                                                                                           \
   } while (0)
 
-#define AUTODDL_CUDA_ROWS(kernel, rows, ...)                                                          \
-  do {                                                                                                \
-    const ::autoddl::cuda::detail::idx r_ = (rows);                                                   \
-    if (r_ > 0) {                                                                                     \
-      kernel<<<::autoddl::cuda::detail::row_blocks(r_), ::autoddl::cuda::detail::block_threads, 0, stream_>>>( \
-          __VA_ARGS__);                                                                               \
-      ::autoddl::cuda::detail::check_launch(#kernel);                                                 \
-    }                                                                                                 \
+#define AUTODDL_CUDA_ROWS(kernel, rows, ...)                                                                    \
+  do {                                                                                                          \
+    const ::autoddl::cuda::detail::idx r_ = (rows);                                                             \
+    if (r_ > 0) {                                                                                               \
+      kernel<<<::autoddl::cuda::detail::row_blocks(r_), ::autoddl::cuda::detail::block_threads, 0, stream()>>>( \
+          __VA_ARGS__);                                                                                         \
+      ::autoddl::cuda::detail::check_launch(#kernel);                                                           \
+    }                                                                                                           \
+  } while (0)
+
+#define AUTODDL_CUDA_ONE_BLOCK(kernel, ...)                                          \
+  do {                                                                               \
+    kernel<<<1, ::autoddl::cuda::detail::block_threads, 0, stream()>>>(__VA_ARGS__); \
+    ::autoddl::cuda::detail::check_launch(#kernel);                                  \
   } while (0)
 
 template <class T>
@@ -60,12 +71,13 @@ void cuda_device::fill(std::span<T> y, T v) {
 
 template <class T>
 bool cuda_device::all_finite(std::span<const T> x) const {
-  cuda_buffer<int> flag(1);
-  check(cudaMemsetAsync(flag.data(), 0, sizeof(int), stream_), "cudaMemsetAsync (all_finite)");
+  cuda_buffer<int> flag(1, state_);
+  check(cudaMemsetAsync(flag.data(), 0, sizeof(int), stream()), "cudaMemsetAsync (all_finite)");
   AUTODDL_CUDA_ELEMENTWISE(detail::nonfinite_kernel<T>, detail::idx(x.size()), x.data(), detail::idx(x.size()),
                            flag.data());
   int host = 0;
-  check(cudaMemcpyAsync(&host, flag.data(), sizeof(int), cudaMemcpyDeviceToHost, stream_), "cudaMemcpyAsync (all_finite)");
+  check(cudaMemcpyAsync(&host, flag.data(), sizeof(int), cudaMemcpyDeviceToHost, stream()),
+        "cudaMemcpyAsync (all_finite)");
   synchronize();
   return host == 0;
 }
@@ -81,7 +93,7 @@ void cuda_device::gemm(const gemm_desc& g, T alpha, std::span<const T> a, std::s
   const cublasOperation_t op_b = g.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, op_a = g.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
   // cuBLAS needs ld >= 1 even when k == 0 (then C = beta C, as the CPU loop does).
   const int lda = std::max(1, detail::blas_int(g.lda, "lda")), ldb = std::max(1, detail::blas_int(g.ldb, "ldb"));
-  check(cublasGemmStridedBatchedEx(blas_, op_b, op_a, detail::blas_int(g.n, "n"), detail::blas_int(g.m, "m"),
+  check(cublasGemmStridedBatchedEx(blas(), op_b, op_a, detail::blas_int(g.n, "n"), detail::blas_int(g.m, "m"),
                                    detail::blas_int(g.k, "k"), &al, b.data(), data_type_v<T>, ldb, g.stride_b, a.data(),
                                    data_type_v<T>, lda, g.stride_a, &be, c.data(), data_type_v<T>,
                                    detail::blas_int(g.ldc, "ldc"), g.stride_c, detail::blas_int(g.batch, "batch"),
@@ -140,14 +152,15 @@ void cuda_device::gelu_bwd(std::span<const T> x, std::span<const T> dy, std::spa
 
 template <class T>
 void cuda_device::layernorm_fwd(std::int64_t rows, std::int64_t cols, std::span<const T> x, std::span<const T> gamma,
-                                std::span<const T> beta, std::span<T> y, std::span<T> mean, std::span<T> rstd) {
+                                std::span<const T> beta, std::span<T> y, std::span<statistic_t<T>> mean,
+                                std::span<statistic_t<T>> rstd) {
   AUTODDL_CUDA_ROWS(detail::layernorm_fwd_kernel<T>, rows, rows, cols, x.data(), gamma.data(), beta.data(), y.data(),
                     mean.data(), rstd.data(), acc_t<T>(layernorm_eps));
 }
 template <class T>
 void cuda_device::layernorm_bwd(std::int64_t rows, std::int64_t cols, std::span<const T> x, std::span<const T> gamma,
-                                std::span<const T> mean, std::span<const T> rstd, std::span<const T> dy, std::span<T> dx,
-                                std::span<T> dgamma, std::span<T> dbeta) {
+                                std::span<const statistic_t<T>> mean, std::span<const statistic_t<T>> rstd,
+                                std::span<const T> dy, std::span<T> dx, std::span<T> dgamma, std::span<T> dbeta) {
   AUTODDL_CUDA_ROWS(detail::layernorm_bwd_dx_kernel<T>, rows, rows, cols, x.data(), gamma.data(), mean.data(), rstd.data(),
                     dy.data(), dx.data());
   AUTODDL_CUDA_ELEMENTWISE(detail::layernorm_bwd_params_kernel<T>, cols, rows, cols, x.data(), mean.data(), rstd.data(),
@@ -232,25 +245,24 @@ void cuda_device::dropout(const dropout_key& key, const shard_info& s, std::span
 }
 
 template <class T>
-void cuda_device::row_max(std::int64_t rows, std::int64_t cols, std::span<const T> x, std::span<T> m) {
+void cuda_device::row_max(std::int64_t rows, std::int64_t cols, std::span<const T> x, std::span<statistic_t<T>> m) {
   AUTODDL_CUDA_ROWS(detail::row_max_kernel<T>, rows, rows, cols, x.data(), m.data());
 }
 template <class T>
 void cuda_device::xent_stats(std::int64_t rows, std::int64_t cols, std::span<const T> x,
-                             std::span<const std::int64_t> labels, std::int64_t lo, std::span<const T> m,
-                             std::span<T> stats) {
+                             std::span<const std::int64_t> labels, std::int64_t lo, std::span<const statistic_t<T>> m,
+                             std::span<statistic_t<T>> stats) {
   AUTODDL_CUDA_ROWS(detail::xent_stats_kernel<T>, rows, rows, cols, x.data(), labels.data(), lo, m.data(), stats.data());
 }
 template <class T>
-void cuda_device::xent_loss(std::int64_t rows, std::span<const T> m, std::span<const T> stats, T scale, std::span<T> out) {
-  detail::xent_loss_kernel<T><<<1, detail::block_threads, 0, stream_>>>(rows, m.data(), stats.data(), detail::to_acc(scale),
-                                                                        out.data());
-  detail::check_launch("detail::xent_loss_kernel<T>");
+void cuda_device::xent_loss(std::int64_t rows, std::span<const statistic_t<T>> m, std::span<const statistic_t<T>> stats,
+                            T scale, std::span<T> out) {
+  AUTODDL_CUDA_ONE_BLOCK(detail::xent_loss_kernel<T>, rows, m.data(), stats.data(), detail::to_acc(scale), out.data());
 }
 template <class T>
 void cuda_device::xent_bwd(std::int64_t rows, std::int64_t cols, std::span<const T> x,
-                           std::span<const std::int64_t> labels, std::int64_t lo, std::span<const T> m,
-                           std::span<const T> stats, std::span<const T> dloss, T scale, std::span<T> dx) {
+                           std::span<const std::int64_t> labels, std::int64_t lo, std::span<const statistic_t<T>> m,
+                           std::span<const statistic_t<T>> stats, std::span<const T> dloss, T scale, std::span<T> dx) {
   AUTODDL_CUDA_ELEMENTWISE(detail::xent_bwd_kernel<T>, rows * cols, rows, cols, x.data(), labels.data(), lo, m.data(),
                            stats.data(), dloss.data(), detail::to_acc(scale), dx.data());
 }
@@ -271,6 +283,7 @@ void cuda_device::adam(const optimizer_step& o, std::span<const T> g, std::span<
 
 #undef AUTODDL_CUDA_ELEMENTWISE
 #undef AUTODDL_CUDA_ROWS
+#undef AUTODDL_CUDA_ONE_BLOCK
 
 }  // namespace autoddl::cuda
 
@@ -293,10 +306,11 @@ void cuda_device::adam(const optimizer_step& o, std::span<const T> g, std::span<
   template void cuda_device::gelu_fwd<T>(std::span<const T>, std::span<T>);                                             \
   template void cuda_device::gelu_bwd<T>(std::span<const T>, std::span<const T>, std::span<T>);                         \
   template void cuda_device::layernorm_fwd<T>(std::int64_t, std::int64_t, std::span<const T>, std::span<const T>,       \
-                                              std::span<const T>, std::span<T>, std::span<T>, std::span<T>);            \
+                                              std::span<const T>, std::span<T>, std::span<statistic_t<T>>,              \
+                                              std::span<statistic_t<T>>);                                               \
   template void cuda_device::layernorm_bwd<T>(std::int64_t, std::int64_t, std::span<const T>, std::span<const T>,       \
-                                              std::span<const T>, std::span<const T>, std::span<const T>, std::span<T>, \
-                                              std::span<T>, std::span<T>);                                              \
+                                              std::span<const statistic_t<T>>, std::span<const statistic_t<T>>,         \
+                                              std::span<const T>, std::span<T>, std::span<T>, std::span<T>);            \
   template void cuda_device::softmax_fwd<T>(std::int64_t, std::int64_t, std::span<const T>, std::span<T>);              \
   template void cuda_device::softmax_bwd<T>(std::int64_t, std::int64_t, std::span<const T>, std::span<const T>,         \
                                             std::span<T>);                                                              \
@@ -311,13 +325,14 @@ void cuda_device::adam(const optimizer_step& o, std::span<const T> g, std::span<
   template void cuda_device::max_pool_fwd<T>(const window_geom&, std::span<const T>, std::span<T>);                     \
   template void cuda_device::max_pool_bwd<T>(const window_geom&, std::span<const T>, std::span<const T>, std::span<T>); \
   template void cuda_device::dropout<T>(const dropout_key&, const shard_info&, std::span<const T>, std::span<T>);       \
-  template void cuda_device::row_max<T>(std::int64_t, std::int64_t, std::span<const T>, std::span<T>);                  \
+  template void cuda_device::row_max<T>(std::int64_t, std::int64_t, std::span<const T>, std::span<statistic_t<T>>);     \
   template void cuda_device::xent_stats<T>(std::int64_t, std::int64_t, std::span<const T>, std::span<const std::int64_t>, \
-                                           std::int64_t, std::span<const T>, std::span<T>);                             \
-  template void cuda_device::xent_loss<T>(std::int64_t, std::span<const T>, std::span<const T>, T, std::span<T>);       \
+                                           std::int64_t, std::span<const statistic_t<T>>, std::span<statistic_t<T>>);   \
+  template void cuda_device::xent_loss<T>(std::int64_t, std::span<const statistic_t<T>>,                                \
+                                          std::span<const statistic_t<T>>, T, std::span<T>);                            \
   template void cuda_device::xent_bwd<T>(std::int64_t, std::int64_t, std::span<const T>, std::span<const std::int64_t>, \
-                                         std::int64_t, std::span<const T>, std::span<const T>, std::span<const T>, T,   \
-                                         std::span<T>);                                                                 \
+                                         std::int64_t, std::span<const statistic_t<T>>,                                 \
+                                         std::span<const statistic_t<T>>, std::span<const T>, T, std::span<T>);         \
   template void cuda_device::sgd_momentum<T>(const optimizer_step&, std::span<const T>, std::span<T>, std::span<T>);    \
   template void cuda_device::adam<T>(const optimizer_step&, std::span<const T>, std::span<T>, std::span<T>, std::span<T>); \
   }

@@ -1,9 +1,15 @@
 #pragma once
 // Failure policy of the CUDA back end: every CUDA runtime and cuBLAS call is checked, and a
 // failure throws autoddl::cuda::cuda_error whose message names the call and CUDA's reason:
-//   "cudaMalloc of 1073741824 bytes failed: out of memory (cudaErrorMemoryAllocation)"
+//   "cudaMallocFromPoolAsync of 1073741824 bytes failed: out of memory (cudaErrorMemoryAllocation)"
 // Kernel launches are checked with cudaGetLastError right after the launch; an error raised by a
-// kernel while it runs surfaces at the next synchronising call, which names itself.
+// kernel while it runs surfaces at the next synchronising call, which names itself. Nothing is
+// dropped: destructors cannot throw, so a buffer's failed release is reported by the device's
+// next synchronize(). In an MPI job a cuda_error ends the job, not just this rank: uncaught it
+// aborts the process, and a program that turns it into a non-zero exit makes mpirun terminate
+// the other ranks (Open MPI: "one or more processes exited with non-zero status ... the job has
+// been aborted"); communicators this rank holds are aborted, not drained, as the exception
+// unwinds (autoddl/backend/nccl/comm.cuh), so peers are not left waiting in a collective.
 // Host-only: compiles with g++ as well as nvcc.
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
@@ -23,6 +29,7 @@ class cuda_error : public error {
 /// Throws cuda_error naming `call` when `rc` is not cudaSuccess.
 inline void check(cudaError_t rc, const std::string& call) {
   if (rc == cudaSuccess) return;
+  (void)cudaGetLastError();  // the runtime also keeps rc as its last error: not the next launch's
   throw cuda_error(call + " failed: " + cudaGetErrorString(rc) + " (" + cudaGetErrorName(rc) + ")");
 }
 

@@ -20,7 +20,14 @@
 namespace autoddl::cuda::detail {
 
 using idx = std::int64_t;
+/// Threads of every block the back end launches (device_impl.cuh's launch macros are the only
+/// launch sites). block_reduce's tree needs exactly this many: the kernels that call it carry
+/// __launch_bounds__(block_threads), so a launch with more threads fails instead of reading
+/// past its shared array.
 inline constexpr int block_threads = 256;
+static_assert(block_threads > 0 && (block_threads & (block_threads - 1)) == 0 && block_threads <= 1024,
+              "block_threads must be a power of two no larger than 1024 (CUDA's limit of threads per block): "
+              "block_reduce halves it down to 1");
 
 // ---- conversions and math in the accumulation type ----------------------------------------------
 template <class T>
@@ -74,7 +81,9 @@ struct max_op {
 };
 
 /// Reduces one value per thread of a block_threads block; every thread gets the result.
-/// @pre called by all threads of the block (it synchronises).
+/// @pre called by all threads of the block (it synchronises), and the block has exactly
+/// block_threads threads: only kernels marked __launch_bounds__(block_threads) and launched by
+/// device_impl.cuh's macros call it.
 template <class A, class Op>
 __device__ A block_reduce(A v, Op op) {
   __shared__ A sh[block_threads];
@@ -134,7 +143,8 @@ __global__ void bias_add_kernel(idx outer, idx channels, idx inner, const T* b, 
 }
 /// One block per channel: db[c] = sum over outer and inner of dy[o,c,i].
 template <class T>
-__global__ void bias_grad_kernel(idx outer, idx channels, idx inner, const T* dy, T* db) {
+__global__ void __launch_bounds__(block_threads)
+    bias_grad_kernel(idx outer, idx channels, idx inner, const T* dy, T* db) {
   using A = acc_t<T>;
   for (idx c = blockIdx.x; c < channels; c += gridDim.x) {
     A acc = 0;
@@ -174,9 +184,12 @@ __global__ void gelu_bwd_kernel(const T* x, const T* dy, T* dx, idx n) {
 }
 
 // ---- row-wise: one block per row ------------------------------------------------------------------
+// Row statistics (layernorm's mean and rstd, cross-entropy's max and stats) are statistic_t<T>,
+// which is acc_t<T> (types.cuh checks): computed and stored without rounding to T.
 template <class T>
-__global__ void layernorm_fwd_kernel(idx rows, idx cols, const T* x, const T* gamma, const T* beta, T* y, T* mean,
-                                     T* rstd, acc_t<T> eps) {
+__global__ void __launch_bounds__(block_threads)
+    layernorm_fwd_kernel(idx rows, idx cols, const T* x, const T* gamma, const T* beta, T* y, statistic_t<T>* mean,
+                         statistic_t<T>* rstd, acc_t<T> eps) {
   using A = acc_t<T>;
   for (idx r = blockIdx.x; r < rows; r += gridDim.x) {
     const T* xr = x + r * cols;
@@ -189,17 +202,18 @@ __global__ void layernorm_fwd_kernel(idx rows, idx cols, const T* x, const T* ga
     for (idx c = threadIdx.x; c < cols; c += blockDim.x)
       y[r * cols + c] = from_acc<T>((to_acc(xr[c]) - mu) * rs * to_acc(gamma[c]) + to_acc(beta[c]));
     if (threadIdx.x == 0) {
-      mean[r] = from_acc<T>(mu);
-      rstd[r] = from_acc<T>(rs);
+      mean[r] = mu;
+      rstd[r] = rs;
     }
   }
 }
 template <class T>
-__global__ void layernorm_bwd_dx_kernel(idx rows, idx cols, const T* x, const T* gamma, const T* mean, const T* rstd,
-                                        const T* dy, T* dx) {
+__global__ void __launch_bounds__(block_threads)
+    layernorm_bwd_dx_kernel(idx rows, idx cols, const T* x, const T* gamma, const statistic_t<T>* mean,
+                            const statistic_t<T>* rstd, const T* dy, T* dx) {
   using A = acc_t<T>;
   for (idx r = blockIdx.x; r < rows; r += gridDim.x) {
-    const A mu = to_acc(mean[r]), rs = to_acc(rstd[r]);
+    const A mu = mean[r], rs = rstd[r];
     A s1 = 0, s2 = 0;
     for (idx c = threadIdx.x; c < cols; c += blockDim.x) {
       const A xh = (to_acc(x[r * cols + c]) - mu) * rs, g = to_acc(dy[r * cols + c]) * to_acc(gamma[c]);
@@ -216,14 +230,14 @@ __global__ void layernorm_bwd_dx_kernel(idx rows, idx cols, const T* x, const T*
 }
 /// One thread per column, summing over rows: dgamma = sum dy xhat, dbeta = sum dy.
 template <class T>
-__global__ void layernorm_bwd_params_kernel(idx rows, idx cols, const T* x, const T* mean, const T* rstd, const T* dy,
-                                            T* dgamma, T* dbeta) {
+__global__ void layernorm_bwd_params_kernel(idx rows, idx cols, const T* x, const statistic_t<T>* mean,
+                                            const statistic_t<T>* rstd, const T* dy, T* dgamma, T* dbeta) {
   using A = acc_t<T>;
   for (idx c = grid_start(); c < cols; c += grid_step()) {
     A dg = 0, db = 0;
     for (idx r = 0; r < rows; ++r) {
       const A d = to_acc(dy[r * cols + c]);
-      dg += d * (to_acc(x[r * cols + c]) - to_acc(mean[r])) * to_acc(rstd[r]);
+      dg += d * (to_acc(x[r * cols + c]) - A(mean[r])) * A(rstd[r]);
       db += d;
     }
     dgamma[c] = from_acc<T>(dg);
@@ -231,7 +245,7 @@ __global__ void layernorm_bwd_params_kernel(idx rows, idx cols, const T* x, cons
   }
 }
 template <class T>
-__global__ void softmax_fwd_kernel(idx rows, idx cols, const T* x, T* y) {
+__global__ void __launch_bounds__(block_threads) softmax_fwd_kernel(idx rows, idx cols, const T* x, T* y) {
   using A = acc_t<T>;
   for (idx r = blockIdx.x; r < rows; r += gridDim.x) {
     const T* xr = x + r * cols;
@@ -245,7 +259,8 @@ __global__ void softmax_fwd_kernel(idx rows, idx cols, const T* x, T* y) {
   }
 }
 template <class T>
-__global__ void softmax_bwd_kernel(idx rows, idx cols, const T* y, const T* dy, T* dx) {
+__global__ void __launch_bounds__(block_threads)
+    softmax_bwd_kernel(idx rows, idx cols, const T* y, const T* dy, T* dx) {
   using A = acc_t<T>;
   for (idx r = blockIdx.x; r < rows; r += gridDim.x) {
     A dot = 0;
@@ -396,48 +411,51 @@ __global__ void dropout_kernel(std::uint64_t seed, std::uint64_t op_id, double p
 
 // ---- softmax cross-entropy ------------------------------------------------------------------------
 template <class T>
-__global__ void row_max_kernel(idx rows, idx cols, const T* x, T* m) {
+__global__ void __launch_bounds__(block_threads) row_max_kernel(idx rows, idx cols, const T* x, statistic_t<T>* m) {
   using A = acc_t<T>;
   for (idx r = blockIdx.x; r < rows; r += gridDim.x) {
     A v = neg_inf<A>();
     for (idx c = threadIdx.x; c < cols; c += blockDim.x) v = max_op{}(v, to_acc(x[r * cols + c]));
     v = block_reduce(v, max_op{});
-    if (threadIdx.x == 0) m[r] = from_acc<T>(v);
+    if (threadIdx.x == 0) m[r] = v;
   }
 }
 template <class T>
-__global__ void xent_stats_kernel(idx rows, idx cols, const T* x, const idx* labels, idx lo, const T* m, T* stats) {
+__global__ void __launch_bounds__(block_threads) xent_stats_kernel(idx rows, idx cols, const T* x, const idx* labels,
+                                                                   idx lo, const statistic_t<T>* m,
+                                                                   statistic_t<T>* stats) {
   using A = acc_t<T>;
   for (idx r = blockIdx.x; r < rows; r += gridDim.x) {
-    const A mr = to_acc(m[r]);
+    const A mr = m[r];
     A s = 0;
     for (idx c = threadIdx.x; c < cols; c += blockDim.x) s += dexp(to_acc(x[r * cols + c]) - mr);
     s = block_reduce(s, sum_op{});
     if (threadIdx.x == 0) {
       const idx t = labels[r] - lo;
-      stats[r] = from_acc<T>(s);
-      stats[rows + r] = t >= 0 && t < cols ? x[r * cols + t] : from_acc<T>(0);
+      stats[r] = s;
+      stats[rows + r] = t >= 0 && t < cols ? to_acc(x[r * cols + t]) : A(0);
     }
   }
 }
 /// One block: out[0] = scale * sum_r (log stats[r] + m[r] - stats[rows + r]).
 template <class T>
-__global__ void xent_loss_kernel(idx rows, const T* m, const T* stats, acc_t<T> scale, T* out) {
+__global__ void __launch_bounds__(block_threads)
+    xent_loss_kernel(idx rows, const statistic_t<T>* m, const statistic_t<T>* stats, acc_t<T> scale, T* out) {
   using A = acc_t<T>;
   A acc = 0;
-  for (idx r = threadIdx.x; r < rows; r += blockDim.x) acc += dlog(to_acc(stats[r])) + to_acc(m[r]) - to_acc(stats[rows + r]);
+  for (idx r = threadIdx.x; r < rows; r += blockDim.x) acc += dlog(A(stats[r])) + A(m[r]) - A(stats[rows + r]);
   acc = block_reduce(acc, sum_op{});
   if (threadIdx.x == 0) out[0] = from_acc<T>(scale * acc);
 }
 template <class T>
-__global__ void xent_bwd_kernel(idx rows, idx cols, const T* x, const idx* labels, idx lo, const T* m, const T* stats,
-                                const T* dloss, acc_t<T> scale, T* dx) {
+__global__ void xent_bwd_kernel(idx rows, idx cols, const T* x, const idx* labels, idx lo, const statistic_t<T>* m,
+                                const statistic_t<T>* stats, const T* dloss, acc_t<T> scale, T* dx) {
   using A = acc_t<T>;
   const A f = scale * to_acc(dloss[0]);
   const idx n = rows * cols;
   for (idx o = grid_start(); o < n; o += grid_step()) {
     const idx r = o / cols, c = o % cols;
-    A v = f * dexp(to_acc(x[o]) - to_acc(m[r])) * (A(1) / to_acc(stats[r]));
+    A v = f * dexp(to_acc(x[o]) - A(m[r])) * (A(1) / A(stats[r]));
     if (c == labels[r] - lo) v -= f;
     dx[o] = from_acc<T>(v);
   }

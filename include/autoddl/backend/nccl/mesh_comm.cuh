@@ -5,6 +5,8 @@
 // one over the world) bootstrapped over it, so NCCL rank k of axis a is the device with
 // coordinate k on axis a. On 2x4, world rank 5 = (1,1): axis 0 group {1,5}, axis 1 {4,5,6,7}.
 // One GPU per rank: NCCL refuses two ranks of a communicator on one GPU (see ranks_share_a_gpu).
+// Declare it after the cuda_device whose stream it uses, so that it is destroyed first: its
+// communicators are then destroyed (or aborted, see nccl_comm) before the device goes.
 // Host-only: compiles with g++ (with MPI's and CUDA's include paths) as well as nvcc.
 #include <cuda_runtime_api.h>
 
@@ -12,6 +14,7 @@
 #include <cstdint>
 #include <string>
 
+#include "autoddl/backend/communicator.hpp"
 #include "autoddl/backend/mpi/mesh_comm.hpp"
 #include "autoddl/backend/nccl/comm.cuh"
 #include "autoddl/mesh/device_mesh.hpp"
@@ -60,5 +63,7 @@ class nccl_mesh_comm {
   nccl_comm world_;
   std::array<nccl_comm, max_mesh_axes> axes_{};
 };
+
+static_assert(MeshCommunicator<nccl_mesh_comm>, "nccl_mesh_comm must model MeshCommunicator");
 
 }  // namespace autoddl::nccl

@@ -8,10 +8,13 @@
 //   overlapped_reducer r(mesh.axis(0), dev.stream());
 //   for (layer in reverse) { backward(layer); r.all_reduce(grad(layer)); }
 //   r.join();  optimizer step on dev.stream()
-// @pre the gradient buffers are not written again before join(). Host-only.
+// @pre the gradient buffers are not written again before join(), and the communicator outlives
+// the reducer. Failures end the job as nccl_comm's do (its fail: ncclCommAbort, then MPI_Abort).
+// Host-only.
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
+#include <exception>
 #include <span>
 
 #include "autoddl/backend/nccl/comm.cuh"
@@ -21,15 +24,18 @@ namespace autoddl::nccl {
 class overlapped_reducer {
  public:
   overlapped_reducer(nccl_comm& comm, cudaStream_t compute) : comm_(comm), compute_(compute) {
-    check(cudaStreamCreateWithFlags(&side_, cudaStreamNonBlocking), "cudaStreamCreateWithFlags", MPI_COMM_WORLD);
-    check(cudaEventCreateWithFlags(&ready_, cudaEventDisableTiming), "cudaEventCreateWithFlags", MPI_COMM_WORLD);
-    check(cudaEventCreateWithFlags(&done_, cudaEventDisableTiming), "cudaEventCreateWithFlags", MPI_COMM_WORLD);
+    comm_.check_or_abort(cudaStreamCreateWithFlags(&side_, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
+    comm_.check_or_abort(cudaEventCreateWithFlags(&ready_, cudaEventDisableTiming), "cudaEventCreateWithFlags");
+    comm_.check_or_abort(cudaEventCreateWithFlags(&done_, cudaEventDisableTiming), "cudaEventCreateWithFlags");
   }
   overlapped_reducer(const overlapped_reducer&) = delete;
   overlapped_reducer& operator=(const overlapped_reducer&) = delete;
+  /// Waits for the queued reductions, watching the communicator for a peer's failure
+  /// (nccl_comm::wait), except while an exception unwinds: then the communicator is about to be
+  /// aborted and the reductions may never end. cudaStreamDestroy does not wait.
   ~overlapped_reducer() {
-    (void)cudaStreamSynchronize(side_);
-    (void)cudaEventDestroy(done_);
+    if (std::uncaught_exceptions() == 0) comm_.wait(side_);
+    (void)cudaEventDestroy(done_);  // nothing to report to at destruction
     (void)cudaEventDestroy(ready_);
     (void)cudaStreamDestroy(side_);
   }
@@ -38,8 +44,8 @@ class overlapped_reducer {
   /// Returns the bytes it sends (the all-reduce's).
   template <cuda::CudaElement T>
   std::int64_t all_reduce(std::span<T> grad) {
-    check(cudaEventRecord(ready_, compute_), "cudaEventRecord (gradient ready)", MPI_COMM_WORLD);
-    check(cudaStreamWaitEvent(side_, ready_, 0), "cudaStreamWaitEvent (side stream)", MPI_COMM_WORLD);
+    comm_.check_or_abort(cudaEventRecord(ready_, compute_), "cudaEventRecord (gradient ready)");
+    comm_.check_or_abort(cudaStreamWaitEvent(side_, ready_, 0), "cudaStreamWaitEvent (side stream)");
     const cudaStream_t prev = comm_.stream();
     comm_.set_stream(side_);
     const std::int64_t b = comm_.all_reduce(grad);
@@ -48,8 +54,8 @@ class overlapped_reducer {
   }
   /// The compute stream waits for every reduction queued so far.
   void join() {
-    check(cudaEventRecord(done_, side_), "cudaEventRecord (reductions done)", MPI_COMM_WORLD);
-    check(cudaStreamWaitEvent(compute_, done_, 0), "cudaStreamWaitEvent (compute stream)", MPI_COMM_WORLD);
+    comm_.check_or_abort(cudaEventRecord(done_, side_), "cudaEventRecord (reductions done)");
+    comm_.check_or_abort(cudaStreamWaitEvent(compute_, done_, 0), "cudaStreamWaitEvent (compute stream)");
   }
   cudaStream_t side_stream() const { return side_; }
 

@@ -30,9 +30,10 @@ struct op_shards {
 
 /// All-reduces a row statistic over the mesh axes that split the logits' vocabulary dim, in
 /// place (vocab-parallel cross-entropy). Every device of the group calls it, in the same order.
-/// An empty function is the identity (no axis splits the vocabulary).
+/// An empty function is the identity (no axis splits the vocabulary). The statistic is kept in
+/// statistic_t<T> (backend/device.hpp): T for float and double, float for the half types.
 template <class T>
-using row_all_reduce_fn = std::function<void(std::span<T>, reduce_kind)>;
+using row_all_reduce_fn = std::function<void(std::span<statistic_t<T>>, reduce_kind)>;
 
 /// Everything a kernel needs besides its operands.
 template <class T>
@@ -100,13 +101,20 @@ struct operands {
 };
 
 /// A forward's outputs (local blocks, laid out as sig.outputs) and what its backward needs
-/// besides the operands, which the caller keeps alive until backward.
+/// besides the operands, which the caller keeps alive until backward: saved products in T, and
+/// row statistics in statistic_t<T> (layernorm's mean and rstd, cross-entropy's row max and
+/// stats; float for the half types, whose range and precision they would exceed).
 template <class D, class T>
 struct forward_result {
   std::vector<buffer_t<D, T>> outputs;
   std::vector<buffer_t<D, T>> saved;
-  /// Frees what only backward reads (recomputation reruns the forward instead).
-  void drop_saved() { saved.clear(); }
+  std::vector<buffer_t<D, statistic_t<T>>> statistics;
+  /// Frees what only backward reads, saved products and statistics (recomputation reruns the
+  /// forward instead).
+  void drop_saved() {
+    saved.clear();
+    statistics.clear();
+  }
 };
 
 /// A backward's local gradient blocks: inputs[i] laid out dual(sig.inputs[i]) (empty for an

@@ -60,16 +60,18 @@ xent_dims xent_dims_of(const kernel_context<T>& c) {
 
 template <class T, class D>
 forward_result<D, T> cross_entropy_fwd(D& d, const kernel_context<T>& c, const operands<T>& in) {
+  using S = statistic_t<T>;
   const xent_dims x = xent_dims_of(c);
   forward_result<D, T> r;
-  r.saved.push_back(d.template alloc<T>(std::size_t(x.rows)));      // row max
-  r.saved.push_back(d.template alloc<T>(std::size_t(2 * x.rows)));  // sum exp, target logit
-  d.row_max(x.rows, x.cols, in.inputs[0], d.view(r.saved[0]));
-  if (c.row_all_reduce) c.row_all_reduce(d.view(r.saved[0]), reduce_kind::max);
-  d.xent_stats(x.rows, x.cols, in.inputs[0], in.indices, x.lo, cview<T>(d, r.saved[0]), d.view(r.saved[1]));
-  if (c.row_all_reduce) c.row_all_reduce(d.view(r.saved[1]), reduce_kind::sum);
+  r.statistics.push_back(d.template alloc<S>(std::size_t(x.rows)));      // row max
+  r.statistics.push_back(d.template alloc<S>(std::size_t(2 * x.rows)));  // sum exp, target logit
+  d.row_max(x.rows, x.cols, in.inputs[0], d.view(r.statistics[0]));
+  if (c.row_all_reduce) c.row_all_reduce(d.view(r.statistics[0]), reduce_kind::max);
+  d.xent_stats(x.rows, x.cols, in.inputs[0], in.indices, x.lo, cview<S>(d, r.statistics[0]), d.view(r.statistics[1]));
+  if (c.row_all_reduce) c.row_all_reduce(d.view(r.statistics[1]), reduce_kind::sum);
   r.outputs.push_back(d.template alloc<T>(1));
-  if (x.lo == 0) d.xent_loss(x.rows, cview<T>(d, r.saved[0]), cview<T>(d, r.saved[1]), T(x.inv_n), d.view(r.outputs[0]));
+  if (x.lo == 0)
+    d.xent_loss(x.rows, cview<S>(d, r.statistics[0]), cview<S>(d, r.statistics[1]), T(x.inv_n), d.view(r.outputs[0]));
   return r;
 }
 
@@ -80,8 +82,9 @@ gradients<D, T> cross_entropy_bwd(D& d, const kernel_context<T>& c, const operan
   gradients<D, T> g;
   g.inputs.push_back(alloc_like<T>(d, c.shards.inputs[0]));
   g.inputs.push_back(d.template alloc<T>(0));
-  d.xent_bwd(x.rows, x.cols, in.inputs[0], in.indices, x.lo, cview<T>(d, f.saved[0]), cview<T>(d, f.saved[1]), dloss,
-             T(x.inv_n), d.view(g.inputs[0]));
+  using S = statistic_t<T>;
+  d.xent_bwd(x.rows, x.cols, in.inputs[0], in.indices, x.lo, cview<S>(d, f.statistics[0]), cview<S>(d, f.statistics[1]),
+             dloss, T(x.inv_n), d.view(g.inputs[0]));
   return g;
 }
 

@@ -66,17 +66,17 @@ gradients<D, T> unary_bwd(D& d, const kernel_context<T>& c, const operands<T>& i
   return g;
 }
 
-/// layernorm over the last dim; saves mean and rstd per row.
+/// layernorm over the last dim; keeps mean and rstd per row (statistics, in statistic_t<T>).
 template <class T, class D>
 forward_result<D, T> layernorm_fwd(D& d, const kernel_context<T>& c, const operands<T>& in) {
   const tensor_shape& xs = c.shards.inputs[0].local;
   const std::int64_t rows = rows_of(xs), cols = last_dim(xs);
   forward_result<D, T> r;
   r.outputs.push_back(alloc_like<T>(d, c.shards.outputs[0]));
-  r.saved.push_back(d.template alloc<T>(std::size_t(rows)));
-  r.saved.push_back(d.template alloc<T>(std::size_t(rows)));
-  d.layernorm_fwd(rows, cols, in.inputs[0], in.params[0], in.params[1], d.view(r.outputs[0]), d.view(r.saved[0]),
-                  d.view(r.saved[1]));
+  r.statistics.push_back(d.template alloc<statistic_t<T>>(std::size_t(rows)));  // mean
+  r.statistics.push_back(d.template alloc<statistic_t<T>>(std::size_t(rows)));  // rstd
+  d.layernorm_fwd(rows, cols, in.inputs[0], in.params[0], in.params[1], d.view(r.outputs[0]), d.view(r.statistics[0]),
+                  d.view(r.statistics[1]));
   return r;
 }
 
@@ -89,8 +89,9 @@ gradients<D, T> layernorm_bwd(D& d, const kernel_context<T>& c, const operands<T
   g.inputs.push_back(alloc_like<T>(d, c.shards.inputs[0]));
   g.params.push_back(alloc_like<T>(d, c.shards.params[0]));
   g.params.push_back(alloc_like<T>(d, c.shards.params[1]));
-  d.layernorm_bwd(rows, cols, in.inputs[0], in.params[0], cview<T>(d, f.saved[0]), cview<T>(d, f.saved[1]), dy,
-                  d.view(g.inputs[0]), d.view(g.params[0]), d.view(g.params[1]));
+  d.layernorm_bwd(rows, cols, in.inputs[0], in.params[0], cview<statistic_t<T>>(d, f.statistics[0]),
+                  cview<statistic_t<T>>(d, f.statistics[1]), dy, d.view(g.inputs[0]), d.view(g.params[0]),
+                  d.view(g.params[1]));
   return g;
 }
 
