@@ -80,6 +80,11 @@ struct op_work {
   std::vector<stat_all_reduce> stat_all_reduces;  ///< forward all-reduces beyond boxing
 };
 
+/// Bytes of one row statistic (layernorm's mean and 1/std, cross-entropy's max and sums) for
+/// elements of `elem_bytes`: the statistic type (backend/device.hpp, statistic_t) is float for
+/// the 2-byte types and the element type otherwise.
+constexpr int statistic_bytes(int elem_bytes) { return elem_bytes < 4 ? 4 : elem_bytes; }
+
 namespace detail {
 inline double elems(const tensor_shape& s) { return double(s.elements()); }
 
@@ -148,9 +153,9 @@ inline double saved_bytes(const op_node& op, int e) {
     case op_kind::batched_matmul: return (elems(in[0]) + elems(in[1])) * e;
     case op_kind::relu:
     case op_kind::softmax: return elems(y) * e;
-    case op_kind::layernorm: {
+    case op_kind::layernorm: {  // X, and mean and 1/std per row in the statistic type
       double rows = elems(in[0]) / double(in[0][in[0].rank() - 1]);
-      return (elems(in[0]) + 2.0 * rows) * e;
+      return elems(in[0]) * e + 2.0 * rows * statistic_bytes(e);
     }
     case op_kind::attention: {
       double probs = double(in[0][0]) * heads * double(in[0][1]) * double(in[1][1]);
@@ -208,7 +213,7 @@ inline op_work device_work(const op_node& op, const signature& sig, const mesh_s
     std::int64_t rows = l.inputs[0].elements() / l.inputs[0][last];
     for (int a = 0; a < mesh.size(); ++a)
       if (sig.inputs[0][a].is_split() && sig.inputs[0][a].dim == last)
-        w.stat_all_reduces.push_back({a, 3 * rows * elem_bytes});
+        w.stat_all_reduces.push_back({a, 3 * rows * statistic_bytes(elem_bytes)});
   }
   return w;
 }

@@ -41,7 +41,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdint>
-#include <map>
+#include <optional>
 #include <span>
 #include <string>
 #include <utility>
@@ -54,6 +54,7 @@
 #include "autoddl/runtime/boxing.hpp"
 #include "autoddl/runtime/data.hpp"
 #include "autoddl/runtime/op_kernels.hpp"
+#include "autoddl/runtime/step_schedule.hpp"
 #include "autoddl/search/planner.hpp"
 
 namespace autoddl {
@@ -102,8 +103,7 @@ class trainer {
       detail::fail<layout_error>("the plan is for mesh " + to_string(problem_.options().mesh) +
                                  " but the communicator spans " + to_string(comm_.shape()));
     index_edges();
-    index_blocks();
-    index_reads();
+    schedule_.emplace(model_, recompute(), boxed_inputs());
     input_kinds_ = input_kinds(model_);
     init_parameters();
   }
@@ -257,7 +257,7 @@ class trainer {
     b.indices.resize(std::size_t(nops));
     b.ctx.reserve(std::size_t(nops));
     b.fwd.reserve(std::size_t(nops));  // never reallocates: outputs are read in place
-    b.pending = consumer_slots_;
+    b.pending = schedule().consumer_slots();
     for (int i = 0; i < nops; ++i) {
       forward_op(b, i, step_index, k);
       if (keep) kept_outputs_.push_back(clone(output(b, i)));
@@ -290,88 +290,34 @@ class trainer {
     }
   }
 
-  // Which ops rerun their forward in backward (the planner's rule, planner.hpp), the ops of each
-  // repeated block in order, and which ops' outputs are read outside their block.
-  void index_blocks() {
-    const int nops = int(model_.ops.size());
-    recomputes_.assign(std::size_t(nops), 0);
-    read_outside_block_.assign(std::size_t(nops), 0);
-    last_of_block_.assign(std::size_t(nops), 0);
-    for (int i = 0; i < nops; ++i) {
-      const int blk = at(model_.block, i);
-      if (blk < 0) continue;
-      at(recomputes_, i) = recompute() == recompute_mode::full ||
-                           (recompute() == recompute_mode::selective && at(model_.ops, i).kind == op_kind::attention);
-      block_ops_[blk].push_back(i);
+  // Per op input slot: whether its edge boxes (a copy) rather than read the producer in place.
+  std::vector<std::vector<bool>> boxed_inputs() const {
+    std::vector<std::vector<bool>> r;
+    for (std::size_t i = 0; i < edge_of_input_.size(); ++i) {
+      r.emplace_back();
+      for (const int e : edge_of_input_[i]) r.back().push_back(e >= 0 && at(paths_, e).first.size() > 0);
     }
-    for (const auto& [blk, ops] : block_ops_) at(last_of_block_, ops.back()) = 1;
-    for (int i = 0; i < nops; ++i)
-      for (const tensor_ref& r : at(model_.op_inputs, i))
-        if (r.op >= 0 && at(model_.block, r.op) != at(model_.block, i)) at(read_outside_block_, r.op) = 1;
+    return r;
   }
-
-  // What each op's backward reads (backward_reads_of) and, per op output, who holds it from
-  // forward to backward: hold_all_ any reader (its own backward, a consumer's backward reading it
-  // in place, a fully recomputed consumer in another block rerunning from it); hold_outside_
-  // consumers in another block only (what a fully recomputed block keeps of its outputs);
-  // hold_inside_ its own backward and consumers in its block (after the block's rerun).
-  void index_reads() {
-    const int nops = int(model_.ops.size());
-    reads_.clear();
-    for (int i = 0; i < nops; ++i) reads_.push_back(backward_reads_of(at(model_.ops, i).kind));
-    consumer_slots_.assign(std::size_t(nops), 0);
-    block_consumer_slots_.assign(std::size_t(nops), 0);
-    hold_all_.assign(std::size_t(nops), 0);
-    hold_outside_.assign(std::size_t(nops), 0);
-    hold_inside_.assign(std::size_t(nops), 0);
-    for (int i = 0; i < nops; ++i) {
-      if (at(reads_, i).output) at(hold_all_, i) = at(hold_inside_, i) = 1;
-      for (std::size_t j = 0; j < at(model_.op_inputs, i).size(); ++j) {
-        const int p = at(model_.op_inputs, i)[j].op;
-        if (p < 0) continue;
-        ++at(consumer_slots_, p);
-        const bool same_block = inside_block(i, j);
-        if (same_block) ++at(block_consumer_slots_, p);
-        const bool direct = at(paths_, at(edge_of_input_, i)[j]).first.size() == 0;
-        const bool bwd_reads = direct && at(reads_, i).input(j);
-        const bool rerun_reads = direct && reruns_from(i, j);
-        if (!bwd_reads && !rerun_reads) continue;
-        at(hold_all_, p) = 1;
-        (same_block ? at(hold_inside_, p) : at(hold_outside_, p)) = 1;
-      }
-    }
-  }
-
-  // Whether op i's input j must live until a fully recomputed block reruns op i (it enters the
-  // block from outside; the copies and outputs inside the block are rebuilt by the rerun).
-  bool reruns_from(int i, std::size_t j) const {
-    return at(recomputes_, i) && recompute() == recompute_mode::full && !inside_block(i, j);
-  }
+  const step_schedule& schedule() const { return *schedule_; }
 
   // After op i's forward (rerun: its rerun in a fully recomputed block's backward): its boxed
   // input copies that no backward or rerun reads are freed, and each producer's output once its
   // last consumer slot counted in `pending` has read it, unless someone holds it (index_reads).
   void release_after_forward(step_buffers& b, int i, std::vector<int>& pending, bool rerun) {
     auto& in = at(b.inputs, i);
+    const step_schedule& sc = schedule();
     for (std::size_t j = 0; j < in.size(); ++j)
-      if (!at(reads_, i).input(j) && (rerun || !reruns_from(i, j))) release(in[j]);
+      if (!sc.reads(i).input(j) && (rerun || !sc.reruns_from(i, j))) release(in[j]);
     auto free_unheld = [&](int p) {
-      const bool full = at(recomputes_, p) && recompute() == recompute_mode::full;
-      const bool held = rerun ? at(hold_inside_, p) : full ? at(hold_outside_, p) : at(hold_all_, p);
-      if (!held) at(b.fwd, p).outputs.clear();
+      if (!sc.held(p, rerun)) at(b.fwd, p).outputs.clear();
     };
     for (std::size_t j = 0; j < at(model_.op_inputs, i).size(); ++j) {
       const int p = at(model_.op_inputs, i)[j].op;
-      if (p < 0 || (rerun && !inside_block(i, j))) continue;
+      if (p < 0 || (rerun && !sc.inside_block(i, j))) continue;
       if (--at(pending, p) == 0) free_unheld(p);
     }
     if (at(pending, i) == 0 && i != model_.loss_op) free_unheld(i);  // no (further) consumer reads it
-  }
-
-  // Whether input j of op i comes over an edge inside one repeated block (reboxed under full).
-  bool inside_block(int i, std::size_t j) const {
-    const tensor_ref r = at(model_.op_inputs, i)[j];
-    return r.op >= 0 && at(model_.block, i) >= 0 && at(model_.block, r.op) == at(model_.block, i);
   }
 
   void init_parameters() {
@@ -440,18 +386,19 @@ class trainer {
   // inside it (the copies of edges entering it are kept). (release_after_forward has freed
   // already what no one reads.)
   void drop_recomputed(step_buffers& b, int i) {
-    if (!at(recomputes_, i)) return;
-    if (recompute() == recompute_mode::selective) {
+    const step_schedule& sc = schedule();
+    if (!sc.recomputes(i)) return;
+    if (sc.selectively_recomputed(i)) {
       at(b.fwd, i).drop_saved();
       return;
     }
-    if (!at(last_of_block_, i)) return;
-    for (int o : block_ops_.at(at(model_.block, i))) {
+    if (!sc.last_of_block(i)) return;
+    for (int o : sc.block_ops(at(model_.block, i))) {
       forward_result<D, T>& f = at(b.fwd, o);
       f.drop_saved();
-      if (!at(read_outside_block_, o)) f.outputs.clear();
+      if (!sc.read_outside_block(o)) f.outputs.clear();
       for (std::size_t j = 0; j < at(b.inputs, o).size(); ++j)
-        if (inside_block(o, j)) release(at(b.inputs, o)[j]);
+        if (sc.inside_block(o, j)) release(at(b.inputs, o)[j]);
     }
   }
 
@@ -460,11 +407,11 @@ class trainer {
   // block reboxed from the rerun outputs.
   // As in forward, each op then keeps only what backward reads.
   void recompute_block(step_buffers& b, int blk) {
-    std::vector<int> pending = block_consumer_slots_;
-    for (int o : block_ops_.at(blk)) {
+    std::vector<int> pending = schedule().block_consumer_slots();
+    for (int o : schedule().block_ops(blk)) {
       auto t = clock::now();
       for (std::size_t j = 0; j < at(b.inputs, o).size(); ++j)
-        if (inside_block(o, j)) box_input(b, o, j);
+        if (schedule().inside_block(o, j)) box_input(b, o, j);
       at(profile_.boxing_s, o) += lap(t);
       at(b.fwd, o) = op_forward(dev_, at(b.ctx, o), make_operands(b, o));
       at(profile_.kernel_s, o) += lap(t);
@@ -500,11 +447,11 @@ class trainer {
     at(dy, model_.loss_op) = loss_seed(sig(model_.loss_op).outputs[0]);
     for (int i = nops - 1; i >= 0; --i) {
       const op_node& n = at(model_.ops, i);
-      if (at(recomputes_, i) && recompute() == recompute_mode::full && at(last_of_block_, i))
+      if (schedule().fully_recomputed(i) && schedule().last_of_block(i))
         recompute_block(b, at(model_.block, i));
       if (at(dy, i).empty()) at(dy, i) = dev_.template alloc<T>(std::size_t(at(b.ctx, i).shards.outputs[0].local.elements()));
       auto t = clock::now();
-      if (at(recomputes_, i) && recompute() == recompute_mode::selective)
+      if (schedule().selectively_recomputed(i))
         at(b.fwd, i) = op_forward(dev_, at(b.ctx, i), make_operands(b, i));
       auto grads = op_backward(dev_, at(b.ctx, i), make_operands(b, i), at(b.fwd, i), view(std::as_const(at(dy, i))));
       at(profile_.kernel_s, i) += lap(t);
@@ -668,17 +615,18 @@ class trainer {
     for (int a = 0; a < c.sig.inputs[0].size(); ++a)
       if (c.sig.inputs[0][a].is_split() && c.sig.inputs[0][a].dim == last) axes.push_back(a);
     if (axes.empty()) return;
-    c.row_all_reduce = [this, axes](std::span<T> v, reduce_kind k) {
+    using S = statistic_t<T>;
+    c.row_all_reduce = [this, axes](std::span<S> v, reduce_kind k) {
       for (int a : axes) {  // in place, through a zero-padded copy where n does not divide the rows
         const std::size_t n = std::size_t(comm_.shape()[a]);
         if (v.size() % n == 0) {
           comm_.axis(a).all_reduce(v, k);
           continue;
         }
-        buffer pad = dev_.template alloc<T>((v.size() + n - 1) / n * n);
-        dev_.copy(std::span<const T>(v), view(pad).first(v.size()));
-        comm_.axis(a).all_reduce(view(pad), k);
-        dev_.copy(view(std::as_const(pad)).first(v.size()), v);
+        buffer_t<D, S> pad = dev_.template alloc<S>((v.size() + n - 1) / n * n);
+        dev_.copy(std::span<const S>(v), dev_.view(pad).first(v.size()));
+        comm_.axis(a).all_reduce(dev_.view(pad), k);
+        dev_.copy(std::as_const(dev_).view(pad).first(v.size()), v);
       }
     };
   }
@@ -733,14 +681,7 @@ class trainer {
   std::vector<buffer> grad_sums_;       ///< per parameter: its uses' gradients, summed
   std::vector<std::vector<buffer>> gathered_;        ///< per op slot: parameter boxed to compute, this step
   std::vector<std::vector<buffer>> param_grad_acc_;  ///< per op slot: gradient summed over micro-batches
-  std::vector<char> recomputes_;          ///< per op: reruns its forward in backward
-  std::vector<char> last_of_block_;       ///< per op: the last op of its repeated block
-  std::vector<char> read_outside_block_;  ///< per op: an op outside its block reads its output
-  std::map<int, std::vector<int>> block_ops_;  ///< per repeated block: its ops in order
-  std::vector<backward_reads> reads_;          ///< per op: what its backward reads
-  std::vector<int> consumer_slots_;            ///< per op: input slots that read its output
-  std::vector<int> block_consumer_slots_;      ///< per op: those of ops in its own block
-  std::vector<char> hold_all_, hold_outside_, hold_inside_;  ///< per op: its output is held (index_reads)
+  std::optional<step_schedule> schedule_;  ///< what the step keeps and reruns (after index_edges)
   std::vector<buffer> first_moment_;    ///< Adam's m, or SGD-momentum's velocity
   std::vector<buffer> second_moment_;   ///< Adam's v (empty for SGD)
   std::vector<buffer> kept_outputs_;
