@@ -1,7 +1,9 @@
 // autoddl-plan: finds, prices and explains the layout plan of a model on a mesh.
 //   autoddl-plan --model gpt:layers=24,hidden=1024,heads=16,seq=1024,batch=8,vocab=50257
 //                --mesh 2x4 --hardware dgx1-v100 [--strategy auto] [--compare dp,megatron] [--json]
-//                [--microbatches auto|N] [--recompute auto|none|selective|full]
+//                [--microbatches auto|N] [--recompute auto|none|selective|full] [--out plan.json]
+//   autoddl-plan --diff a.json b.json     (two plan files: the ops whose layouts differ, and the
+//                                          predicted step time, communication and memory of each)
 // Bad input is one sentence on stderr and exit code 2.
 #include <CLI/CLI.hpp>
 #include <fmt/core.h>
@@ -16,6 +18,7 @@
 #include "autoddl/cost/hardware_io.hpp"
 #include "autoddl/models/zoo.hpp"
 #include "autoddl/search/micro_batches.hpp"
+#include "autoddl/search/plan_file.hpp"
 #include "autoddl/search/svg.hpp"
 #include "plan_report.hpp"
 #include "support/cli.hpp"
@@ -26,13 +29,78 @@ using autoddl::tools::print_human;
 using autoddl::tools::seconds;
 using autoddl::tools::si;
 
+namespace {
+
+std::string layouts_text(const op_layouts& l) {
+  std::string r;
+  auto list = [&](const char* what, const std::vector<nd_sbp>& v) {
+    for (const nd_sbp& x : v) r += (r.empty() ? "" : " ") + std::string(what) + to_string(x);
+  };
+  list("in", l.inputs);
+  list("param", l.params);
+  list("out", l.outputs);
+  return r;
+}
+
+// --diff: what differs between two plan files of one model and mesh.
+void diff_plans(const std::string& a_path, const std::string& b_path, bool json) {
+  const plan_file a = read_plan_file(a_path), b = read_plan_file(b_path);
+  if (a.model != b.model || !(a.mesh == b.mesh))
+    throw error("plan files " + a_path + " and " + b_path + " are for different models or meshes ('" + a.model + "' on " +
+                to_string(a.mesh) + ", '" + b.model + "' on " + to_string(b.mesh) + "); --diff compares plans of one model and mesh");
+  if (a.ops.size() != b.ops.size()) throw error("plan files " + a_path + " and " + b_path + " have different op lists");
+  nlohmann::json ops = nlohmann::json::array(), params = nlohmann::json::array();
+  for (std::size_t i = 0; i < a.ops.size(); ++i) {
+    const op_layouts &x = a.ops[i], &y = b.ops[i];
+    if (x.inputs == y.inputs && x.params == y.params && x.outputs == y.outputs) continue;
+    ops.push_back({{"name", x.name}, {"kind", x.kind}, {"a", layouts_text(x)}, {"b", layouts_text(y)}});
+  }
+  for (std::size_t p = 0; p < a.params.size() && p < b.params.size(); ++p)
+    if (!(a.params[p].storage == b.params[p].storage) || !(a.params[p].grad_sum == b.params[p].grad_sum))
+      params.push_back({{"name", a.params[p].name},
+                        {"a", to_string(a.params[p].storage) + " summed " + to_string(a.params[p].grad_sum)},
+                        {"b", to_string(b.params[p].storage) + " summed " + to_string(b.params[p].grad_sum)}});
+  const plan_prediction &pa = a.predicted, &pb = b.predicted;
+  if (json) {
+    nlohmann::json j = {{"a", a_path}, {"b", b_path}, {"ops_differing", ops}, {"params_differing", params}};
+    j["predicted"] = {{"step_s", {pa.step_s, pb.step_s, pb.step_s - pa.step_s}},
+                      {"comm_s", {pa.comm_s, pb.comm_s, pb.comm_s - pa.comm_s}},
+                      {"comm_bytes_per_device", {pa.comm_bytes, pb.comm_bytes, pb.comm_bytes - pa.comm_bytes}},
+                      {"peak_bytes_per_device", {pa.peak_bytes, pb.peak_bytes, pb.peak_bytes - pa.peak_bytes}}};
+    j["schedule"] = {{"a", {a.microbatches, std::string(to_string(a.recompute))}},
+                     {"b", {b.microbatches, std::string(to_string(b.recompute))}}};
+    std::puts(j.dump(2).c_str());
+    return;
+  }
+  fmt::print("a: {} ({}, {} micro-batch{}, recompute {})\nb: {} ({}, {} micro-batch{}, recompute {})\n", a_path, a.strategy,
+             a.microbatches, a.microbatches == 1 ? "" : "es", to_string(a.recompute), b_path, b.strategy, b.microbatches,
+             b.microbatches == 1 ? "" : "es", to_string(b.recompute));
+  fmt::print("{} of {} ops and {} of {} parameters differ\n", ops.size(), a.ops.size(), params.size(), a.params.size());
+  for (const auto& o : ops)
+    fmt::print("  {:<22} {:<14}\n      a: {}\n      b: {}\n", o["name"].get<std::string>(), o["kind"].get<std::string>(),
+               o["a"].get<std::string>(), o["b"].get<std::string>());
+  for (const auto& q : params)
+    fmt::print("  parameter {:<22} a: {}   b: {}\n", q["name"].get<std::string>(), q["a"].get<std::string>(),
+               q["b"].get<std::string>());
+  auto pct = [](double x, double y) { return x > 0 ? fmt::format(" ({:+.1f}%)", 100 * (y - x) / x) : std::string(); };
+  fmt::print("predicted step       {:>12} -> {:>12}{}\n", seconds(pa.step_s), seconds(pb.step_s), pct(pa.step_s, pb.step_s));
+  fmt::print("communication time   {:>12} -> {:>12}{}\n", seconds(pa.comm_s), seconds(pb.comm_s), pct(pa.comm_s, pb.comm_s));
+  fmt::print("bytes sent / device  {:>12} -> {:>12}{}\n", si(pa.comm_bytes, "B"), si(pb.comm_bytes, "B"),
+             pct(pa.comm_bytes, pb.comm_bytes));
+  fmt::print("peak memory / device {:>12} -> {:>12}{}\n", si(pa.peak_bytes, "B"), si(pb.peak_bytes, "B"),
+             pct(pa.peak_bytes, pb.peak_bytes));
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
   CLI::App app{"autoddl-plan: find, price and explain the distributed layout plan of a model on a device mesh"};
   std::string model, mesh = "8", hardware = "dgx1-v100", dtype_s = "fp32", memory, strategy = "auto", compare, svg,
-                     optimizer_s = "adam", microbatches_s = "auto", recompute_s = "auto";
+                     optimizer_s = "adam", microbatches_s = "auto", recompute_s = "auto", out;
+  std::vector<std::string> diff;
   bool json = false, no_overlap = false;
   std::uint64_t seed = 1;
-  app.add_option("--model", model, "NAME:key=value,... (gpt, bert, vgg11, vgg13, vgg16, vgg19, mlp)")->required();
+  app.add_option("--model", model, "NAME:key=value,... (gpt, bert, vgg11, vgg13, vgg16, vgg19, mlp)");
   app.add_option("--mesh", mesh, "device mesh, e.g. 8, 2x4, 2x2x2");
   app.add_option("--hardware", hardware, "a preset name or a hardware JSON file");
   app.add_option("--dtype", dtype_s, "fp32, fp16 or bf16");
@@ -47,6 +115,8 @@ int main(int argc, char** argv) {
   app.add_flag("--no-overlap", no_overlap, "price gradient sync without overlapping backward compute");
   app.add_flag("--json", json, "print one JSON object");
   app.add_option("--svg", svg, "write a picture of the plan to this file");
+  app.add_option("--out", out, "write the plan to this file (JSON: layouts of every op and parameter, schedule, predictions)");
+  app.add_option("--diff", diff, "compare two plan files: --diff a.json b.json")->expected(2);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp&) {
@@ -57,6 +127,11 @@ int main(int argc, char** argv) {
     return 2;
   }
   return autoddl::tools::guarded("autoddl-plan", [&] {
+    if (!diff.empty()) {
+      diff_plans(diff.at(0), diff.at(1), json);
+      return;
+    }
+    if (model.empty()) throw error("--model is required (or --diff a.json b.json)");
     const plan_strategy chosen = parse_strategy(strategy);
     const std::vector<plan_strategy> compared = parse_strategy_list(compare);
     plan_options o;
@@ -91,6 +166,12 @@ int main(int argc, char** argv) {
     for (const plan_strategy& c : compared) {
       compared_plans.push_back(plan_micro_batched(build, batch, o, c, {}, seed));
       others.push_back({to_string(c), compared_plans.back().result});
+    }
+    if (!out.empty()) {
+      std::ofstream f(out);
+      if (!f) throw error("cannot write the plan to '" + out + "'");
+      f << plan_file_json(pp, r, model, hardware).dump(1) << "\n";
+      if (!f) throw error("cannot write the plan to '" + out + "'");
     }
     if (!svg.empty()) {
       std::ofstream f(svg);

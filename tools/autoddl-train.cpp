@@ -2,7 +2,9 @@
 //   mpirun -np 4 build/tools/autoddl-train --model gpt:layers=2,hidden=64,heads=4,seq=32,batch=8,vocab=128
 //          --mesh 2x2 [--strategy auto] [--steps 20] [--microbatches auto|N] [--recompute auto|none|selective|full]
 //          [--check-serial] [--json] [--device cpu|cuda]
-//          [--checkpoint-dir D [--checkpoint-every K]] [--resume D]
+//          [--checkpoint-dir D [--checkpoint-every K]] [--resume D] [--plan plan.json]
+// --plan runs exactly a plan autoddl-plan --out wrote (its model, mesh, layouts, micro-batches
+// and recomputation); --model and --mesh, when given too, must be the plan's.
 // Checkpoints (runtime/checkpoint.hpp): every K steps and after the last, each rank writes its
 // shards, rank 0 the manifest; --resume D continues from D's newest complete checkpoint up to
 // --steps steps in all, on this run's plan and mesh (resharded when they differ).
@@ -32,6 +34,7 @@
 #include "autoddl/runtime/gather.hpp"
 #include "autoddl/runtime/trainer.hpp"
 #include "autoddl/search/micro_batches.hpp"
+#include "autoddl/search/plan_file.hpp"
 #include "autoddl/search/solve.hpp"
 #if defined(AUTODDL_WITH_CUDA)
 #include "autoddl/backend/cuda/device.cuh"
@@ -55,7 +58,8 @@ struct settings {
   std::uint64_t seed = 1;
   bool check_serial = false, json = false, no_check_finite = false;
   int inject_failure = -1;  ///< testing the abort path: this rank throws during step 2
-  std::string checkpoint_dir, resume;
+  std::string checkpoint_dir, resume, plan_path;
+  std::optional<plan_file> plan;  ///< --plan, read (main, before prepare)
   int checkpoint_every = 0;  ///< 0: only after the last step (when checkpoint_dir is set)
 };
 
@@ -143,12 +147,20 @@ prepared prepare(const settings& s, int ranks) {
   step_settings pin;
   if (s.microbatches != "auto") pin.microbatches = tools::parse_count("--microbatches", s.microbatches);
   if (s.recompute != "auto") pin.recompute = parse_recompute(s.recompute);
-  const plan_strategy strategy = parse_strategy(s.strategy);
+  const plan_strategy strategy = parse_strategy(s.plan ? s.plan->strategy : s.strategy);
   if (std::holds_alternative<strategy::exhaustive>(strategy)) throw error("--strategy exhaustive is for tiny planning problems; use autoddl-plan");
-  micro_batched_plan chosen = plan_micro_batched([&](int m) { return build_model(s.model, m); },
-                                                 graph_batch(build_model(s.model)), p.o, strategy, pin, s.seed);
-  p.pp = std::move(chosen.problem);
-  p.plan = std::move(chosen.result);
+  if (s.plan) {  // exactly the file's layouts and schedule
+    p.o.microbatches = s.plan->microbatches;
+    p.o.recompute = s.plan->recompute;
+    check_microbatches(p.o.microbatches, graph_batch(build_model(s.model)));
+    p.pp = std::make_unique<plan_problem>(build_model(s.model, p.o.microbatches), p.o);
+    p.plan = result_of(*p.pp, pick_of(*p.pp, *s.plan), strategy);
+  } else {
+    micro_batched_plan chosen = plan_micro_batched([&](int m) { return build_model(s.model, m); },
+                                                   graph_batch(build_model(s.model)), p.o, strategy, pin, s.seed);
+    p.pp = std::move(chosen.problem);
+    p.plan = std::move(chosen.result);
+  }
   p.o = p.pp->options();  // the micro-batches, recomputation and mesh the plan runs with
   p.g = p.pp->model();    // one micro-batch
   if (!p.plan.feasible)  // refused before any tensor is allocated
@@ -159,6 +171,32 @@ prepared prepare(const settings& s, int ranks) {
   if (s.checkpoint_every > 0 && s.checkpoint_dir.empty()) throw error("--checkpoint-every needs --checkpoint-dir");
   if (!s.resume.empty()) check_resume(s, p);
   return p;
+}
+
+// --plan: reads the plan file into s (its model, mesh and hardware), refusing one that does not
+// match what the command line also says.
+void read_plan_option(settings& s, const CLI::App& app) {
+  if (s.plan_path.empty()) {
+    if (s.model.empty()) throw error("--model is required (or --plan, a plan file that names the model)");
+    return;
+  }
+  plan_file f = read_plan_file(s.plan_path);
+  const std::string where = "plan file " + s.plan_path;
+  if (!s.model.empty() && s.model != f.model)
+    throw error(where + " is for model '" + f.model + "', not '" + s.model + "'");
+  if (app.count("--mesh") && parse_mesh(s.mesh) != f.mesh)
+    throw error(where + " is for mesh " + to_string(f.mesh) + ", not " + s.mesh);
+  for (const char* knob : {"--strategy", "--microbatches", "--recompute"})
+    if (app.count(knob)) throw error(std::string(knob) + " and --plan both choose the plan; drop " + knob);
+  if (f.dtype != "fp32") throw error(where + " was made for " + f.dtype + "; autoddl-train trains fp32 (plan with --dtype fp32)");
+  const std::string opt = s.optimizer_s == "sgd" ? "sgd-momentum" : s.optimizer_s;
+  if (f.optimizer != opt)
+    throw error(where + " was priced for optimizer " + f.optimizer + "; train it with --optimizer " +
+                (f.optimizer == "sgd-momentum" ? std::string("sgd") : f.optimizer));
+  s.model = f.model;
+  s.mesh = to_string(f.mesh);
+  if (!app.count("--hardware")) s.hardware = f.hardware;
+  s.plan = std::move(f);
 }
 
 /// Parameter q's value and optimizer state for the block `want`, from a checkpoint.
@@ -436,7 +474,7 @@ int main(int argc, char** argv) {
   MPI_Comm_size(MPI_COMM_WORLD, &ranks);
   settings s;
   CLI::App app{"autoddl-train: plan a model and train it on MPI ranks with that plan"};
-  app.add_option("--model", s.model, "NAME:key=value,... (gpt, bert, vgg11, vgg13, vgg16, vgg19, mlp)")->required();
+  app.add_option("--model", s.model, "NAME:key=value,... (gpt, bert, vgg11, vgg13, vgg16, vgg19, mlp); optional with --plan");
   app.add_option("--mesh", s.mesh, "device mesh, one device per MPI rank, e.g. 4 or 2x2");
   app.add_option("--strategy", s.strategy,
                  "auto, dp, megatron[:tp=T,dp=D,mbs=B,recompute=R,sp=1], zero, owt, 2d or exact");
@@ -454,6 +492,7 @@ int main(int argc, char** argv) {
   app.add_flag("--json", s.json, "print one JSON object on rank 0");
   app.add_flag("--no-check-finite", s.no_check_finite,
                "do not stop when the loss or a gradient turns NaN or Inf (by default training stops, naming the parameter)");
+  app.add_option("--plan", s.plan_path, "run exactly this plan file (autoddl-plan --out): its model, mesh, layouts and schedule");
   app.add_option("--checkpoint-dir", s.checkpoint_dir,
                  "write checkpoints under this folder (step-<k>/: a shard file per rank and a manifest)");
   app.add_option("--checkpoint-every", s.checkpoint_every,
@@ -476,6 +515,7 @@ int main(int argc, char** argv) {
   }
   std::optional<prepared> p;
   try {
+    read_plan_option(s, app);
     p.emplace(prepare(s, ranks));
   } catch (const std::exception& e) {
     if (rank == 0) std::fprintf(stderr, "autoddl-train: %s\n", e.what());

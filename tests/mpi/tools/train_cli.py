@@ -8,6 +8,7 @@ import subprocess
 import sys
 
 mpirun, train = sys.argv[1], sys.argv[2]
+planner = sys.argv[3] if len(sys.argv) > 3 else None
 base = [mpirun, "--allow-run-as-root", "--oversubscribe"]
 model = "gpt:layers=2,hidden=32,heads=4,seq=16,batch=8,vocab=64"
 failures = []
@@ -87,5 +88,47 @@ try:
           r.returncode != 0 and "rank 2 failed, aborting the job: injected failure" in r.stderr, r.stderr[-1500:])
 except subprocess.TimeoutExpired:
     check("a failing rank aborts the job instead of hanging", False, "timed out: the job hung")
+
+# --plan: a plan file from autoddl-plan --out runs exactly (layouts, micro-batches, recomputation)
+if planner:
+    import os
+    import re
+    import tempfile
+    tmp = tempfile.mkdtemp()
+    pf = os.path.join(tmp, "plan.json")
+    r = subprocess.run([planner, "--model", model, "--mesh", "2x2", "--hardware", "cpu-local", "--strategy", "megatron",
+                        "--microbatches", "2", "--recompute", "selective", "--optimizer", "sgd-momentum", "--out", pf],
+                       capture_output=True, text=True, timeout=120)
+    check("autoddl-plan --out writes a plan", r.returncode == 0, r.stderr[-800:])
+    plan = json.load(open(pf))
+    r = run(4, "--plan", pf, "--steps", "2", "--check-serial", "--optimizer", "sgd", "--json")
+    check("autoddl-train --plan runs the plan file", r.returncode == 0, r.stderr[-1500:])
+    if r.returncode == 0:
+        j = json.loads(r.stdout)
+        check("--plan: bytes sent equal the plan file's predicted bytes",
+              j["bytes_sent_per_device"] == plan["predicted"]["comm_bytes_per_device"],
+              f'{j["bytes_sent_per_device"]} vs {plan["predicted"]["comm_bytes_per_device"]}')
+        check("--plan: the file's micro-batches and recomputation", j["microbatches"] == 2 and j["recompute"] == "selective")
+        ran = [re.findall(r"\[[^\]]*\]", l["signature"].split(" | ")[0]) for l in j["plan"]["layers"]]
+        want = [["[" + ",".join(x) + "]" for x in o["inputs"] + o["params"] + o["outputs"]] for o in plan["ops"]]
+        check("--plan: every op ran with the file's layouts", ran == want)
+        check("--plan: training equals serial within 1e-4", j["max_rel_err_vs_serial"] <= 1e-4, str(j["max_rel_err_vs_serial"]))
+    for what, args, says in [
+            ("a plan for another model", ["--model", model.replace("layers=2", "layers=3")], "is for model"),
+            ("a plan for another mesh", ["--mesh", "4"], "is for mesh 2x2, not 4"),
+            ("--plan with --strategy", ["--strategy", "dp"], "--strategy and --plan both choose the plan"),
+            ("a plan priced for another optimizer", ["--optimizer", "adam"], "train it with --optimizer sgd")]:
+        r = run(4, "--plan", pf, "--steps", "1", *(args if "--optimizer" in args else args + ["--optimizer", "sgd"]))
+        check(what + ": exit 2 and one sentence", r.returncode == 2 and says in r.stderr and
+              r.stderr.count("autoddl-train:") == 1, r.stderr[-800:])
+    edited = json.loads(json.dumps(plan))
+    edited["ops"][2]["outputs"][0] = ["P", "P"]  # a layernorm cannot output partial sums
+    bad = os.path.join(tmp, "bad.json")
+    json.dump(edited, open(bad, "w"))
+    r = run(4, "--plan", bad, "--steps", "1", "--optimizer", "sgd")
+    check("an edited plan with an invalid signature: exit 2 naming the op",
+          r.returncode == 2 and "are not a valid signature of it" in r.stderr and plan["ops"][2]["name"] in r.stderr,
+          r.stderr[-800:])
+
 print(f"{len(failures)} failures")
 sys.exit(1 if failures else 0)

@@ -104,5 +104,62 @@ r = run("--model", small, "--mesh", "2x2", "--compare", "dp", "--json")
 j = json.loads(r.stdout)
 if j["compare"]["dp"]["speedup"] < 1 - 1e-9:
     failures.append("auto slower than dp")
+
+
+def check(what, ok, detail=""):
+    print(("ok   " if ok else "FAIL ") + what + ("" if ok else ": " + detail))
+    if not ok:
+        failures.append(what)
+
+
+# plans as files: --out writes every op's and parameter's layouts, the schedule and predictions
+auto_f, meg_f = os.path.join(tmp, "auto.json"), os.path.join(tmp, "meg.json")
+ra = run("--model", small, "--mesh", "2x2", "--out", auto_f, "--json", "--microbatches", "2", "--recompute", "full")
+rm = run("--model", small, "--mesh", "2x2", "--out", meg_f, "--strategy", "megatron")
+check("--out writes plan files", ra.returncode == 0 and rm.returncode == 0, ra.stderr + rm.stderr)
+pa, pm = json.load(open(auto_f)), json.load(open(meg_f))
+shown = json.loads(ra.stdout)
+check("the plan file is versioned and names model, mesh, hardware, dtype",
+      pa["format"] == "autoddl-plan" and pa["version"] == 1 and pa["model"] == small and pa["mesh"] == [2, 2]
+      and pa["hardware"] == "dgx1-v100" and pa["dtype"] == "fp32")
+check("the plan file carries micro-batches, recomputation and stages",
+      pa["schedule"] == {"microbatches": 2, "recompute": "full", "stages": 1}, str(pa["schedule"]))
+check("one entry per op and per parameter, as --json's layers",
+      [o["name"] for o in pa["ops"]] == [l["name"] for l in shown["layers"]] and len(pa["params"]) > 0)
+# each op's structured layouts are, in order, the bracketed layouts of --json's display string
+import re
+same = all(["[" + ",".join(l) + "]" for l in o["inputs"] + o["params"] + o["outputs"]] ==
+           re.findall(r"\[[^\]]*\]", layer["signature"].split(" | ")[0]) for o, layer in zip(pa["ops"], shown["layers"]))
+check("each op's structured layouts are the ones --json displays", same)
+check("the predictions are --json's", pa["predicted"]["step_s"] == shown["predicted_step_s"]
+      and pa["predicted"]["comm_bytes_per_device"] == shown["comm_bytes_per_device"])
+
+# --diff: the ops whose layouts differ (counted here from the files) and the predicted deltas
+differ = [a["name"] for a, b in zip(pa["ops"], pm["ops"])
+          if (a["inputs"], a["params"], a["outputs"]) != (b["inputs"], b["params"], b["outputs"])]
+r = run("--diff", auto_f, meg_f, "--json")
+check("--diff runs without --model", r.returncode == 0, r.stderr)
+if r.returncode == 0:
+    d = json.loads(r.stdout)
+    check("--diff lists exactly the ops whose layouts differ", [o["name"] for o in d["ops_differing"]] == differ,
+          f'{len(d["ops_differing"])} vs {len(differ)}')
+    check("--diff gives the predicted step-time difference",
+          abs(d["predicted"]["step_s"][2] - (pm["predicted"]["step_s"] - pa["predicted"]["step_s"])) < 1e-15)
+r = run("--diff", auto_f, meg_f)
+check("--diff prints a readable summary", r.returncode == 0 and f"{len(differ)} of {len(pa['ops'])} ops" in r.stdout,
+      r.stdout[:300])
+other_f = os.path.join(tmp, "other.json")
+run("--model", small.replace("layers=2", "layers=3"), "--mesh", "2x2", "--out", other_f)
+expect_error("--diff of plans of different models", ["--diff", auto_f, other_f], "different models or meshes")
+broken_f = os.path.join(tmp, "broken.json")
+pb = json.loads(json.dumps(pa))
+pb["format"] = "something"
+json.dump(pb, open(broken_f, "w"))
+expect_error("--diff of a file that is not a plan", ["--diff", auto_f, broken_f], "is not an autoddl plan")
+pb = json.loads(json.dumps(pa))
+del pb["ops"][3]["outputs"]
+json.dump(pb, open(broken_f, "w"))
+expect_error("a plan file missing a field names the field", ["--diff", auto_f, broken_f], "lacks the field 'outputs'")
+expect_error("--model or --diff is required", ["--mesh", "4"], "--model is required")
 print(("FAIL" if failures else "ok  ") + f" {len(failures)} failures")
 sys.exit(1 if failures else 0)

@@ -1,0 +1,282 @@
+#pragma once
+// Plans as files: what autoddl-plan --out writes, autoddl-train --plan runs and
+// autoddl-plan --diff compares.
+//
+//   {"format": "autoddl-plan", "version": 1,
+//    "model": "gpt:layers=2,...", "mesh": [2, 2], "hardware": "cpu-local", "dtype": "fp32",
+//    "optimizer": "adam", "strategy": "auto",
+//    "schedule": {"microbatches": 2, "recompute": "full", "stages": 1},
+//    "ops": [{"name": "h0.attn.q", "kind": "linear",
+//             "inputs": [["S(0)", "B"]], "params": [["B", "S(1)"], ["B", "S(0)"]], "outputs": [["S(0)", "S(2)"]]}, ...],
+//    "params": [{"name": "h0.attn.q.W", "storage": ["B", "S(1)"], "grad_sum": ["P", "S(1)"]}, ...],
+//    "predicted": {"step_s": ..., "compute_s": ..., "comm_s": ..., "comm_bytes_per_device": ...,
+//                  "peak_bytes_per_device": ...}}
+//
+// Every nd-SBP is a list with one entry per mesh axis, in the layout notation (S(d), B, P).
+// A plan is read back against the problem it was made for: each op's layouts must be one of the
+// op's valid signatures there, each parameter's pair one of its candidates; the candidates'
+// order may change between versions, the layouts may not.
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "autoddl/error.hpp"
+#include "autoddl/index.hpp"
+#include "autoddl/search/planner.hpp"
+#include "autoddl/search/solve.hpp"
+
+namespace autoddl {
+
+inline constexpr const char* plan_file_format = "autoddl-plan";
+inline constexpr int plan_file_version = 1;
+
+/// One op's layouts as a plan file holds them.
+struct op_layouts {
+  std::string name, kind;
+  std::vector<nd_sbp> inputs, params, outputs;
+};
+
+/// A parameter's storage and gradient-summing layouts.
+struct param_layouts_entry {
+  std::string name;
+  nd_sbp storage, grad_sum;
+};
+
+/// The predicted figures a plan file carries (what the plan was chosen for).
+struct plan_prediction {
+  double step_s = 0, compute_s = 0, comm_s = 0, comm_bytes = 0, peak_bytes = 0;
+};
+
+/// A plan file's contents.
+struct plan_file {
+  std::string model, hardware, dtype, optimizer, strategy;
+  mesh_shape mesh;
+  int microbatches = 1, stages = 1;
+  recompute_mode recompute = recompute_mode::none;
+  std::vector<op_layouts> ops;
+  std::vector<param_layouts_entry> params;
+  plan_prediction predicted;
+};
+
+namespace detail {
+inline nlohmann::json sbp_json(const nd_sbp& l) {
+  nlohmann::json a = nlohmann::json::array();
+  for (int i = 0; i < l.size(); ++i) a.push_back(std::string(to_string(l[i])));
+  return a;
+}
+inline nlohmann::json sbp_list_json(const std::vector<nd_sbp>& v) {
+  nlohmann::json a = nlohmann::json::array();
+  for (const nd_sbp& l : v) a.push_back(sbp_json(l));
+  return a;
+}
+}  // namespace detail
+
+/// The plan file of result `r` of problem `pp` (model spec and hardware name as given by the user).
+inline nlohmann::json plan_file_json(const plan_problem& pp, const plan_result& r, const std::string& model_spec,
+                                     const std::string& hardware) {
+  const graph& g = pp.model();
+  const plan_options& o = pp.options();
+  nlohmann::json ops = nlohmann::json::array();
+  for (std::size_t i = 0; i < g.ops.size(); ++i) {
+    const signature& s = at(pp.op_candidates(int(i)), at(r.pick, i));
+    ops.push_back({{"name", g.ops[i].name},
+                   {"kind", std::string(to_string(g.ops[i].kind))},
+                   {"inputs", detail::sbp_list_json(s.inputs)},
+                   {"params", detail::sbp_list_json(s.params)},
+                   {"outputs", detail::sbp_list_json(s.outputs)}});
+  }
+  nlohmann::json params = nlohmann::json::array();
+  for (std::size_t p = 0; p < g.params.size(); ++p) {
+    const param_choice& c = at(pp.param_candidates(int(p)), at(r.pick, pp.param_node(int(p))));
+    params.push_back({{"name", g.params[p].name}, {"storage", detail::sbp_json(c.storage)}, {"grad_sum", detail::sbp_json(c.grad_sum)}});
+  }
+  return {{"format", plan_file_format},
+          {"version", plan_file_version},
+          {"model", model_spec},
+          {"mesh", std::vector<int>(o.mesh.begin(), o.mesh.end())},
+          {"hardware", hardware},
+          {"dtype", std::string(to_string(o.type))},
+          {"optimizer", std::string(to_string(o.opt))},
+          {"strategy", to_string(r.strategy)},
+          {"schedule", {{"microbatches", o.microbatches}, {"recompute", std::string(to_string(o.recompute))}, {"stages", 1}}},
+          {"ops", ops},
+          {"params", params},
+          {"predicted",
+           {{"step_s", r.time},
+            {"compute_s", r.totals.compute()},
+            {"comm_s", r.totals.comm()},
+            {"comm_bytes_per_device", r.totals.bytes},
+            {"peak_bytes_per_device", r.totals.peak_memory()}}}};
+}
+
+namespace detail {
+/// Reads plan-file fields, failing with one sentence naming the file and the field.
+struct plan_reader {
+  std::string file;
+  [[noreturn]] void bad(const std::string& what) const { detail::fail<parse_error>("plan file " + file + ": " + what); }
+  const nlohmann::json& need(const nlohmann::json& j, const std::string& field) const {
+    if (!j.is_object() || !j.contains(field)) bad("lacks the field '" + field + "'");
+    return j.at(field);
+  }
+  template <class V>
+  V get(const nlohmann::json& j, const std::string& field) const {
+    const nlohmann::json& v = need(j, field);
+    try {
+      return v.get<V>();
+    } catch (const nlohmann::json::exception&) {
+      bad("field '" + field + "' has the wrong type (" + v.dump() + ")");
+    }
+  }
+  const nlohmann::json& array(const nlohmann::json& j, const std::string& field) const {
+    const nlohmann::json& v = need(j, field);
+    if (!v.is_array()) bad("field '" + field + "' must be an array");
+    return v;
+  }
+  nd_sbp sbp(const nlohmann::json& v, const std::string& where) const {
+    if (!v.is_array() || v.empty() || v.size() > std::size_t(max_mesh_axes))
+      bad(where + " must be a list of 1 to " + std::to_string(max_mesh_axes) + " entries like [\"S(0)\", \"B\"]");
+    std::string text = "[";
+    for (std::size_t a = 0; a < v.size(); ++a) {
+      if (!v[a].is_string()) bad(where + " entry " + std::to_string(a) + " must be a string (S(d), B or P)");
+      text += (a ? "," : "") + v[a].get<std::string>();
+    }
+    try {
+      return parse_nd_sbp(text + "]");
+    } catch (const error& e) {
+      bad(where + ": " + e.what());
+    }
+  }
+  std::vector<nd_sbp> sbps(const nlohmann::json& j, const std::string& field, const std::string& where) const {
+    std::vector<nd_sbp> r;
+    for (const nlohmann::json& v : array(j, field)) r.push_back(sbp(v, where + " " + field + "[" + std::to_string(r.size()) + "]"));
+    return r;
+  }
+};
+}  // namespace detail
+
+/// Parses a plan file's text; `file` names it in errors. @throws parse_error naming the field.
+inline plan_file parse_plan_file(std::string_view text, const std::string& file) {
+  const detail::plan_reader r{file};
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(text);
+  } catch (const nlohmann::json::exception& e) {
+    r.bad(std::string("is not valid JSON (") + e.what() + ")");
+  }
+  if (!j.is_object() || !j.contains("format") || !j["format"].is_string() || j["format"] != plan_file_format)
+    r.bad("is not an autoddl plan (its 'format' is not \"autoddl-plan\")");
+  if (const int v = r.get<int>(j, "version"); v != plan_file_version)
+    r.bad("has format version " + std::to_string(v) + "; this autoddl reads version " + std::to_string(plan_file_version));
+  plan_file p;
+  p.model = r.get<std::string>(j, "model");
+  p.hardware = r.get<std::string>(j, "hardware");
+  p.dtype = r.get<std::string>(j, "dtype");
+  p.optimizer = r.get<std::string>(j, "optimizer");
+  p.strategy = r.get<std::string>(j, "strategy");
+  const auto mesh = r.get<std::vector<int>>(j, "mesh");
+  if (mesh.empty() || mesh.size() > std::size_t(max_mesh_axes)) r.bad("field 'mesh' must list 1 to 4 axis sizes");
+  std::string mesh_text;
+  for (int a : mesh) mesh_text += (mesh_text.empty() ? "" : "x") + std::to_string(a);
+  try {
+    p.mesh = parse_mesh(mesh_text);
+  } catch (const error& e) {
+    r.bad(std::string("field 'mesh': ") + e.what());
+  }
+  const nlohmann::json& sc = r.need(j, "schedule");
+  p.microbatches = r.get<int>(sc, "microbatches");
+  if (p.microbatches < 1) r.bad("field 'schedule.microbatches' must be at least 1");
+  try {
+    p.recompute = parse_recompute(r.get<std::string>(sc, "recompute"));
+  } catch (const error& e) {
+    r.bad(std::string("field 'schedule.recompute': ") + e.what());
+  }
+  p.stages = r.get<int>(sc, "stages");
+  if (p.stages != 1) r.bad("has " + std::to_string(p.stages) + " pipeline stages; this autoddl runs 1");
+  for (const nlohmann::json& o : r.array(j, "ops")) {
+    op_layouts l;
+    l.name = r.get<std::string>(o, "name");
+    l.kind = r.get<std::string>(o, "kind");
+    const std::string where = "op '" + l.name + "'";
+    l.inputs = r.sbps(o, "inputs", where);
+    l.params = r.sbps(o, "params", where);
+    l.outputs = r.sbps(o, "outputs", where);
+    p.ops.push_back(std::move(l));
+  }
+  for (const nlohmann::json& q : r.array(j, "params")) {
+    param_layouts_entry e;
+    e.name = r.get<std::string>(q, "name");
+    e.storage = r.sbp(r.need(q, "storage"), "parameter '" + e.name + "' storage");
+    e.grad_sum = r.sbp(r.need(q, "grad_sum"), "parameter '" + e.name + "' grad_sum");
+    p.params.push_back(std::move(e));
+  }
+  if (j.contains("predicted") && j["predicted"].is_object()) {
+    const nlohmann::json& pr = j["predicted"];
+    auto num = [&](const char* f) { return pr.contains(f) && pr[f].is_number() ? pr[f].get<double>() : 0.0; };
+    p.predicted = {num("step_s"), num("compute_s"), num("comm_s"), num("comm_bytes_per_device"), num("peak_bytes_per_device")};
+  }
+  return p;
+}
+
+/// Reads and parses a plan file. @throws parse_error (or error when unreadable).
+inline plan_file read_plan_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) detail::fail<error>("cannot read plan file '" + path + "'");
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  return parse_plan_file(text, path);
+}
+
+/// The pick (per node of pp.untied()) that runs exactly the file's layouts on `pp`, a problem
+/// built from the file's model, mesh and schedule. @throws layout_error naming the op or
+/// parameter whose layouts `pp` does not offer.
+inline std::vector<int> pick_of(const plan_problem& pp, const plan_file& f) {
+  const graph& g = pp.model();
+  if (f.ops.size() != g.ops.size() || f.params.size() != g.params.size())
+    detail::fail<layout_error>("the plan has " + std::to_string(f.ops.size()) + " ops and " + std::to_string(f.params.size()) +
+                       " parameters but model '" + f.model + "' has " + std::to_string(g.ops.size()) + " and " +
+                       std::to_string(g.params.size()));
+  std::vector<int> pick(std::size_t(pp.untied().nodes()), -1);
+  for (std::size_t i = 0; i < g.ops.size(); ++i) {
+    const op_layouts& l = f.ops[i];
+    if (l.name != g.ops[i].name)
+      detail::fail<layout_error>("plan op " + std::to_string(i) + " is '" + l.name + "' but the model's op " + std::to_string(i) +
+                         " is '" + g.ops[i].name + "'");
+    const auto& cands = pp.op_candidates(int(i));
+    for (std::size_t c = 0; c < cands.size() && pick[i] < 0; ++c)
+      if (cands[c].inputs == l.inputs && cands[c].params == l.params && cands[c].outputs == l.outputs) pick[i] = int(c);
+    if (pick[i] < 0)
+      detail::fail<layout_error>("the plan's layouts of op '" + l.name + "' are not a valid signature of it on mesh " +
+                         to_string(pp.options().mesh) + " (or not allowed there)");
+  }
+  for (std::size_t p = 0; p < g.params.size(); ++p) {
+    const param_layouts_entry& e = f.params[p];
+    if (e.name != g.params[p].name)
+      detail::fail<layout_error>("plan parameter " + std::to_string(p) + " is '" + e.name + "' but the model's is '" +
+                         g.params[p].name + "'");
+    const auto& cands = pp.param_candidates(int(p));
+    int& slot = pick[std::size_t(pp.param_node(int(p)))];
+    for (std::size_t c = 0; c < cands.size() && slot < 0; ++c)
+      if (cands[c].storage == e.storage && cands[c].grad_sum == e.grad_sum) slot = int(c);
+    if (slot < 0)
+      detail::fail<layout_error>("the plan's storage " + to_string(e.storage) + " and summing layout " + to_string(e.grad_sum) +
+                         " of parameter '" + e.name + "' are not candidates of it");
+  }
+  return pick;
+}
+
+/// The result of running pick on pp (priced as the search prices it), labelled `s`.
+inline plan_result result_of(const plan_problem& pp, std::vector<int> pick, plan_strategy s) {
+  plan_result r;
+  r.strategy = s;
+  r.pick = std::move(pick);
+  const objective obj = pp.make_objective();
+  r.totals = pp.untied().evaluate(r.pick);
+  r.time = obj.time(r.totals);
+  r.feasible = obj.feasible(r.totals);
+  return r;
+}
+
+}  // namespace autoddl
