@@ -162,10 +162,15 @@ int main(int argc, char** argv) {
       throw error(msg);
     }
     std::vector<std::pair<std::string, plan_result>> others;
+    std::vector<std::pair<std::string, std::string>> not_applicable;  // a plan the mesh or model cannot take, and why
     std::vector<micro_batched_plan> compared_plans;  // each with its own knobs; open ones chosen as for auto
     for (const plan_strategy& c : compared) {
-      compared_plans.push_back(plan_micro_batched(build, batch, o, c, {}, seed));
-      others.push_back({to_string(c), compared_plans.back().result});
+      try {
+        compared_plans.push_back(plan_micro_batched(build, batch, o, c, {}, seed));
+        others.push_back({to_string(c), compared_plans.back().result});
+      } catch (const error& e) {
+        not_applicable.push_back({to_string(c), e.what()});
+      }
     }
     if (!out.empty()) {
       std::ofstream f(out);
@@ -180,11 +185,16 @@ int main(int argc, char** argv) {
     }
     if (json) {
       auto j = plan_json(pp, r, rows, model, hardware);
-      if (!others.empty()) {
+      if (!others.empty() || !not_applicable.empty()) {
         nlohmann::json c = nlohmann::json::object();
         for (const auto& [name, o2] : others)
-          c[name] = {{"predicted_step_s", o2.time}, {"speedup", o2.time / r.time}, {"feasible", o2.feasible},
-                     {"comm_bytes_per_device", o2.totals.bytes}, {"memory_bytes_per_device", o2.totals.peak_memory()}};
+          c[name] = {{"applicable", true},
+                     {"predicted_step_s", o2.time},
+                     {"speedup", o2.time / r.time},
+                     {"feasible", o2.feasible},
+                     {"comm_bytes_per_device", o2.totals.bytes},
+                     {"memory_bytes_per_device", o2.totals.peak_memory()}};
+        for (const auto& [name, why] : not_applicable) c[name] = {{"applicable", false}, {"reason", why}};
         j["compare"] = c;
       }
       std::puts(j.dump(2).c_str());
@@ -193,6 +203,7 @@ int main(int argc, char** argv) {
       for (const auto& [name, o2] : others)
         fmt::print("vs {:<9} predicted step {:>10}  -> {} is {:.2f}x faster{}\n", name, seconds(o2.time), to_string(r.strategy),
                    o2.time / r.time, o2.feasible ? "" : " (that plan is over the memory limit)");
+      for (const auto& [name, why] : not_applicable) fmt::print("vs {:<9} not applicable: {}\n", name, why);
     }
   });
 }

@@ -83,7 +83,10 @@ inline nlohmann::json plan_json(const plan_problem& pp, const plan_result& r, co
     l["comm_s"] = row.comm_s;
     l["memory_bytes"] = row.memory_bytes;
     l["lower_bound_bytes"] = row.lower_bound_bytes ? nlohmann::json(*row.lower_bound_bytes) : nlohmann::json(nullptr);
-    if (!r.runner_up.empty()) l["runner_up_step_s"] = row.runner_up_s;
+    if (!r.runner_up.empty()) {
+      l["runner_up_step_s"] = row.runner_up_s ? nlohmann::json(*row.runner_up_s) : nlohmann::json(nullptr);
+      l["runner_up_over_memory"] = row.runner_up_over_memory;
+    }
     layers.push_back(l);
   }
   j["layers"] = layers;
@@ -103,10 +106,64 @@ inline void print_human(const plan_problem& pp, const plan_result& r, const std:
   fmt::print("strategy  {}   search {}\n\n", to_string(r.strategy), seconds(r.search_s));
   fmt::print("{:<22} {:<14} {:>10} {:>10} {:>10} {:>10} {:>11}  {}\n", "op", "kind", "compute", "comm", "comm time",
              "memory", "if runner-up", "signature");
-  for (const auto& row : rows)
+  auto print_row = [&](const plan_row& row) {
     fmt::print("{:<22} {:<14} {:>10} {:>10} {:>10} {:>10} {:>11}  {}\n", row.name, row.op, seconds(row.compute_s),
                si(row.comm_bytes, "B"), seconds(row.comm_s), si(row.memory_bytes, "B"),
-               r.runner_up.empty() ? std::string("-") : seconds(row.runner_up_s), row.signature);
+               row.runner_up_s ? seconds(*row.runner_up_s) : row.runner_up_over_memory ? std::string("over memory") : std::string("-"),
+               row.signature);
+  };
+  // A repeated block laid out like the block printed before it is folded into one line
+  // (--json lists every op): what each op runs, without the names.
+  auto block_key = [&](int first, int last) {
+    std::string k;
+    for (int i = first; i < last; ++i) {
+      const plan_row& row = at(rows, i);
+      std::string layouts;
+      for (char c : row.signature) layouts += c == '|' ? ';' : c;
+      std::string kept;  // the bracketed layouts only
+      bool in = false;
+      for (char c : layouts) {
+        if (c == '[') in = true;
+        if (in) kept += c;
+        if (c == ']') in = false, kept += ' ';
+      }
+      k += row.op + ":" + kept + "\n";
+    }
+    return k;
+  };
+  const int n = int(rows.size());
+  std::string last_key, last_name;
+  for (int i = 0; i < n;) {
+    const int blk = at(g.block, i);
+    if (blk < 0) {
+      print_row(at(rows, i++));
+      last_key.clear();
+      continue;
+    }
+    int end = i;
+    while (end < n && at(g.block, end) == blk) ++end;
+    const std::string key = block_key(i, end);
+    if (key != last_key) {
+      for (int k = i; k < end; ++k) print_row(at(rows, k));
+      last_key = key;
+      last_name = at(rows, i).name.substr(0, at(rows, i).name.find('.'));
+      i = end;
+      continue;
+    }
+    int folded = 0;  // this block and the ones after it laid out alike
+    std::string first_name = at(rows, i).name.substr(0, at(rows, i).name.find('.')), last_folded = first_name;
+    while (i < n && at(g.block, i) >= 0) {
+      const int b = at(g.block, i);
+      int e = i;
+      while (e < n && at(g.block, e) == b) ++e;
+      if (block_key(i, e) != key) break;
+      last_folded = at(rows, i).name.substr(0, at(rows, i).name.find('.'));
+      ++folded;
+      i = e;
+    }
+    fmt::print("{:<22} {} more block{} laid out as {} ({}{}; --json lists every op)\n", "...", folded,
+               folded == 1 ? "" : "s", last_name, first_name, folded == 1 ? "" : " to " + last_folded);
+  }
   fmt::print("\npredicted step {}  = compute {} + communication {} (gradient sync overlaps backward: {})\n",
              seconds(r.time), seconds(r.totals.compute()), seconds(r.totals.comm()),
              pp.overlap() == overlap_rule::none ? "no" : "yes");

@@ -69,10 +69,12 @@ std::vector<T> init_param_shard(const graph& g, int p, const shard_info& shard, 
   return out;
 }
 
-/// What a model input holds: class or token indices below `bound`, or real values.
+/// What a model input holds: class or token indices below `bound`, or real values; `labels`:
+/// it is the target of a loss (cross-entropy's second input).
 struct input_kind {
   bool indices = false;
   std::int64_t bound = 0;
+  bool labels = false;
 };
 
 /// Which model inputs are indices (embedding ids, labels) and their range, from their consumers.
@@ -85,6 +87,7 @@ inline std::vector<input_kind> input_kinds(const graph& g) {
       const op_node& n = g.ops[i];
       at(k, r.index).indices = true;
       at(k, r.index).bound = n.kind == op_kind::embedding ? n.params[0][0] : n.inputs[0][n.inputs[0].rank() - 1];
+      at(k, r.index).labels = n.kind == op_kind::cross_entropy;
     }
   return k;
 }
@@ -119,13 +122,54 @@ std::vector<T> input_shard(const shard_info& shard, int i, std::uint64_t seed, s
   return out;
 }
 
+/// Element `gi` of index input `i` at step `step`: uniform below `bound`.
+constexpr std::int64_t index_value(int i, std::int64_t bound, std::uint64_t seed, std::int64_t step, std::int64_t gi) {
+  double u = 0.5 * (hashed_uniform(seed + std::uint64_t(step) * 7919, std::uint64_t(i), std::uint64_t(gi)) + 1.0);
+  return std::min<std::int64_t>(bound - 1, std::int64_t(u * double(bound)));
+}
+
 /// Shard of model input `i` for step `step` (indices below `bound`).
 inline std::vector<std::int64_t> index_shard(const shard_info& shard, int i, std::int64_t bound, std::uint64_t seed,
                                              std::int64_t step) {
   std::vector<std::int64_t> out(std::size_t(shard.local.elements()));
+  for_each_global_index(shard, [&](std::int64_t k, std::int64_t gi) { at(out, k) = index_value(i, bound, seed, step, gi); });
+  return out;
+}
+
+/// The synthetic task's labels, so that training has something to learn (a loss that falls): a
+/// fixed function of model input 0 (`data`, of global shape `data_shape`), element by element:
+///   - token ids of the labels' own shape (a language model): the label is the next id,
+///     (id + 1) mod bound, at the same position;
+///   - real values with one label per row (a classifier): the class a fixed random linear
+///     teacher scores highest, argmax_c sum_f x[row, f] w[c, f] with w[c, f] hashed in [-1, 1);
+///   - anything else: hashed like any index input (nothing to learn).
+/// Every device computes its own shard from global indices, the same under every plan.
+template <class T>
+std::vector<std::int64_t> label_shard(const shard_info& shard, int i, std::int64_t bound, const input_kind& data,
+                                      const tensor_shape& data_shape, std::uint64_t seed, std::int64_t step) {
+  const bool next_id = data.indices && data_shape == shard.global;
+  const bool teacher = !data.indices && shard.global.rank() == 1 && data_shape.rank() >= 1 && data_shape[0] == shard.global[0];
+  if (!next_id && !teacher) return index_shard(shard, i, bound, seed, step);
+  std::vector<std::int64_t> out(std::size_t(shard.local.elements()));
+  const std::int64_t features = teacher ? data_shape.elements() / data_shape[0] : 0;
   for_each_global_index(shard, [&](std::int64_t k, std::int64_t gi) {
-    double u = 0.5 * (hashed_uniform(seed + std::uint64_t(step) * 7919, std::uint64_t(i), std::uint64_t(gi)) + 1.0);
-    at(out, k) = std::min<std::int64_t>(bound - 1, std::int64_t(u * double(bound)));
+    if (next_id) {
+      at(out, k) = (index_value(0, data.bound, seed, step, gi) + 1) % bound;
+      return;
+    }
+    std::int64_t best = 0;
+    double best_score = 0;
+    for (std::int64_t c = 0; c < bound; ++c) {
+      double score = 0;
+      for (std::int64_t f = 0; f < features; ++f)  // x as input_shard<T> makes it, rounded to T
+        score += double(T(hashed_uniform(seed + std::uint64_t(step) * 7919, 0, std::uint64_t(gi * features + f)))) *
+                 hashed_uniform(seed, 5000 + std::uint64_t(c), std::uint64_t(f));
+      if (c == 0 || score > best_score) {
+        best = c;
+        best_score = score;
+      }
+    }
+    at(out, k) = best;
   });
   return out;
 }

@@ -426,7 +426,10 @@ class trainer {
     const shard_info sh = micro_batch_shard(at(b.ctx.back().shards.inputs, j), k, microbatches());
     const input_kind kind = at(input_kinds_, input);
     if (kind.indices) {
-      at(b.indices, i) = uploaded(index_shard(sh, input, kind.bound, options_.seed, step_index));
+      at(b.indices, i) = uploaded(kind.labels && input != 0
+                                      ? label_shard<T>(sh, input, kind.bound, at(input_kinds_, 0),
+                                                       micro_batch_input_shape(0), options_.seed, step_index)
+                                      : index_shard(sh, input, kind.bound, options_.seed, step_index));
       return;
     }
     std::vector<T> x = input_shard<T>(sh, input, options_.seed, step_index);
@@ -435,6 +438,13 @@ class trainer {
     for (int a = 0; a < l.size(); ++a)
       if (l[a].is_partial() && comm_.coords()[a] != 0) std::fill(x.begin(), x.end(), T{});
     at(at(b.inputs, i), j) = uploaded(x);
+  }
+
+  // Model input `input`'s global shape over the step's whole batch (the graph holds one micro-batch).
+  tensor_shape micro_batch_input_shape(int input) const {
+    tensor_shape s = at(model_.inputs, input);
+    s[0] *= microbatches();
+    return s;
   }
 
   // Micro-batch k's ops in reverse: each op's input gradients go back to their producers, boxed

@@ -23,7 +23,11 @@ struct plan_row {
   double comm_s = 0;
   double memory_bytes = 0;    ///< activations kept + its parameters' storage and gathered copies
   std::optional<double> lower_bound_bytes;
-  double runner_up_s = 0;     ///< predicted step time with this op's next-best candidate
+  /// Predicted step time with this op's next-best candidate; empty when there is none that
+  /// fits: the op has one candidate, or every other one puts the plan over the memory limit
+  /// (runner_up_over_memory).
+  std::optional<double> runner_up_s;
+  bool runner_up_over_memory = false;
 };
 
 /// Memory-independent communication lower bound of one product C = A B of dims m x k x n on p
@@ -71,7 +75,11 @@ inline std::vector<plan_row> plan_rows(const plan_problem& pp, const plan_result
     row.comm_bytes = t.bytes;
     row.memory_bytes = t.memory;
     row.lower_bound_bytes = op_lower_bound_bytes(n, double(pp.options().mesh.devices()), bytes_of(pp.options().type));
-    if (!r.runner_up.empty()) row.runner_up_s = at(r.runner_up, i);
+    if (!r.runner_up.empty()) {  // the search's rank: infinite without another candidate, >= 1e30 over memory
+      const double ru = at(r.runner_up, i);
+      if (ru < 1e30) row.runner_up_s = ru;
+      else row.runner_up_over_memory = std::isfinite(ru);
+    }
   }
   for (std::size_t e = 0; e < u.edges().size(); ++e) {
     const auto& ed = u.edges()[e];

@@ -89,6 +89,16 @@ try:
 except subprocess.TimeoutExpired:
     check("a failing rank aborts the job instead of hanging", False, "timed out: the job hung")
 
+# the synthetic task has something to learn: a GPT's loss falls well below log(vocab) = 4.85
+r = run(2, "--model", "gpt:layers=2,hidden=64,heads=4,seq=32,batch=8,vocab=128", "--mesh", "2", "--steps", "20", "--lr",
+        "3e-3", "--json")
+if r.returncode == 0:
+    losses = json.loads(r.stdout)["losses"]
+    print(f"     GPT loss over 20 steps: {losses[0]:.3f} -> {losses[-1]:.3f}")
+    check("training learns: the loss falls by more than 0.5 in 20 steps", losses[-1] < losses[0] - 0.5, str(losses))
+else:
+    check("a 20-step GPT run succeeds", False, r.stderr[-800:])
+
 # --plan: a plan file from autoddl-plan --out runs exactly (layouts, micro-batches, recomputation)
 if planner:
     import os

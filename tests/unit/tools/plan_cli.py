@@ -112,6 +112,20 @@ def check(what, ok, detail=""):
         failures.append(what)
 
 
+# --compare with a plan the model cannot take (dp cannot split a batch of 2 over 4 devices):
+# reported as not applicable, the rest of the comparison stands
+r = run("--model", small.replace("batch=8", "batch=2"), "--mesh", "4", "--compare", "dp,megatron", "--json")
+check("--compare with an inapplicable plan still succeeds", r.returncode == 0, r.stderr[-500:])
+if r.returncode == 0:
+    c = json.loads(r.stdout)["compare"]
+    check("the inapplicable plan is reported with its reason, the others priced",
+          c["dp"]["applicable"] is False and "dp" in c["dp"]["reason"] and c["megatron"]["applicable"] is True, str(c))
+    j2 = json.loads(r.stdout)
+    check("runner-up times are times or null, never a sentinel",
+          all(l.get("runner_up_step_s") is None or l["runner_up_step_s"] < 1e6 for l in j2["layers"]))
+r = run("--model", small.replace("batch=8", "batch=2"), "--mesh", "4", "--compare", "dp")
+check("the table says 'not applicable'", r.returncode == 0 and "vs dp        not applicable: " in r.stdout, r.stdout[-400:])
+
 # plans as files: --out writes every op's and parameter's layouts, the schedule and predictions
 auto_f, meg_f = os.path.join(tmp, "auto.json"), os.path.join(tmp, "meg.json")
 ra = run("--model", small, "--mesh", "2x2", "--out", auto_f, "--json", "--microbatches", "2", "--recompute", "full")
