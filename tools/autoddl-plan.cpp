@@ -2,6 +2,7 @@
 //   autoddl-plan --model gpt:layers=24,hidden=1024,heads=16,seq=1024,batch=8,vocab=50257
 //                --mesh 2x4 --hardware dgx1-v100 [--strategy auto] [--compare dp,megatron] [--json]
 //                [--microbatches auto|N] [--recompute auto|none|selective|full] [--out plan.json]
+//   --model m.json plans a model file (models/model_file.hpp); --export-model m.json writes one
 //   autoddl-plan --diff a.json b.json     (two plan files: the ops whose layouts differ, and the
 //                                          predicted step time, communication and memory of each)
 // Bad input is one sentence on stderr and exit code 2.
@@ -96,7 +97,7 @@ void diff_plans(const std::string& a_path, const std::string& b_path, bool json)
 int main(int argc, char** argv) {
   CLI::App app{"autoddl-plan: find, price and explain the distributed layout plan of a model on a device mesh"};
   std::string model, mesh = "8", hardware = "dgx1-v100", dtype_s = "fp32", memory, strategy = "auto", compare, svg,
-                     optimizer_s = "adam", microbatches_s = "auto", recompute_s = "auto", out;
+                     optimizer_s = "adam", microbatches_s = "auto", recompute_s = "auto", out, export_model;
   std::vector<std::string> diff;
   bool json = false, no_overlap = false;
   std::uint64_t seed = 1;
@@ -116,6 +117,7 @@ int main(int argc, char** argv) {
   app.add_flag("--json", json, "print one JSON object");
   app.add_option("--svg", svg, "write a picture of the plan to this file");
   app.add_option("--out", out, "write the plan to this file (JSON: layouts of every op and parameter, schedule, predictions)");
+  app.add_option("--export-model", export_model, "write the model as a model file (JSON graph: --model path.json reads it)");
   app.add_option("--diff", diff, "compare two plan files: --diff a.json b.json")->expected(2);
   try {
     app.parse(argc, argv);
@@ -132,6 +134,12 @@ int main(int argc, char** argv) {
       return;
     }
     if (model.empty()) throw error("--model is required (or --diff a.json b.json)");
+    if (!export_model.empty()) {
+      std::ofstream f(export_model);
+      if (!f) throw error("cannot write the model to '" + export_model + "'");
+      f << model_file_json(build_model(model)).dump(1) << "\n";
+      if (!f) throw error("cannot write the model to '" + export_model + "'");
+    }
     const plan_strategy chosen = parse_strategy(strategy);
     const std::vector<plan_strategy> compared = parse_strategy_list(compare);
     plan_options o;

@@ -4,6 +4,7 @@ whose training equals serial training, also with micro-batches and recomputation
 one sentence and exit code 2 on every rank; a rank that fails mid-training aborts the job (no
 hang)."""
 import json
+import os
 import subprocess
 import sys
 
@@ -98,6 +99,17 @@ if r.returncode == 0:
     check("training learns: the loss falls by more than 0.5 in 20 steps", losses[-1] < losses[0] - 0.5, str(losses))
 else:
     check("a 20-step GPT run succeeds", False, r.stderr[-800:])
+
+# a hand-written model file trains like a zoo model, equal to serial training
+hand = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "examples", "models", "two_layer_mlp.json")
+r = run(2, "--model", hand, "--mesh", "2", "--steps", "10", "--check-serial", "--optimizer", "sgd", "--lr", "0.05", "--json")
+check("a model file trains on 2 ranks", r.returncode == 0, r.stderr[-800:])
+if r.returncode == 0:
+    j = json.loads(r.stdout)
+    check("a model file: training equals serial within 1e-4, bytes as predicted",
+          j["max_rel_err_vs_serial"] <= 1e-4 and j["bytes_sent_per_device"] == j["predicted_bytes_per_device"],
+          str(j["max_rel_err_vs_serial"]))
+    check("a model file: the loss falls", j["losses"][-1] < j["losses"][0], str(j["losses"]))
 
 # --plan: a plan file from autoddl-plan --out runs exactly (layouts, micro-batches, recomputation)
 if planner:

@@ -175,5 +175,48 @@ del pb["ops"][3]["outputs"]
 json.dump(pb, open(broken_f, "w"))
 expect_error("a plan file missing a field names the field", ["--diff", auto_f, broken_f], "lacks the field 'outputs'")
 expect_error("--model or --diff is required", ["--mesh", "4"], "--model is required")
+# models as files: every zoo model exported and read back plans identically
+model_f = os.path.join(tmp, "model.json")
+for spec in [small, "vgg11:image=32,classes=16,batch=8,fc=32", "mlp:layers=3,hidden=64,batch=32,in=32,out=8",
+             "bert:layers=2,hidden=64,heads=4,seq=32,batch=8,vocab=128"]:
+    a = run("--model", spec, "--mesh", "2x2", "--export-model", model_f, "--json")
+    b = run("--model", model_f, "--mesh", "2x2", "--json")
+    ok = a.returncode == 0 and b.returncode == 0
+    if ok:
+        ja, jb = json.loads(a.stdout), json.loads(b.stdout)
+        ok = ([l["signature"] for l in ja["layers"]] == [l["signature"] for l in jb["layers"]]
+              and ja["predicted_step_s"] == jb["predicted_step_s"] and ja["params"] == jb["params"])
+    check(spec.split(":")[0] + " exported as a model file plans identically", ok, a.stderr[-300:] + b.stderr[-300:])
+hand = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "examples", "models", "two_layer_mlp.json")
+r = run("--model", hand, "--mesh", "2", "--microbatches", "2", "--json")
+check("a hand-written model file plans, with micro-batches", r.returncode == 0 and json.loads(r.stdout)["microbatches"] == 2,
+      r.stderr[-300:])
+base = json.load(open(hand))
+
+
+def broken(edit, name):
+    m = json.loads(json.dumps(base))
+    edit(m)
+    path = os.path.join(tmp, name + ".json")
+    json.dump(m, open(path, "w"))
+    return path
+
+
+expect_error("a model file with an unknown op names the op and the field",
+             ["--model", broken(lambda m: m["ops"][1].update(op="swish"), "unknown_op"), "--mesh", "2"],
+             "op 'act': unknown op 'swish' in field 'op'")
+expect_error("a model file whose op reads a missing tensor names it",
+             ["--model", broken(lambda m: m["ops"][2].update(inputs=["actt"]), "missing_in"), "--mesh", "2"],
+             "op 'fc2': input 'actt' is not a graph input or an earlier op")
+expect_error("a model file with a parameter of the wrong shape names the op",
+             ["--model", broken(lambda m: m["params"][2].update(shape=[100, 10]), "bad_shape"), "--mesh", "2"], "fc2")
+expect_error("a model file missing a field names it",
+             ["--model", broken(lambda m: m["ops"][0].pop("inputs"), "no_inputs"), "--mesh", "2"],
+             "op 'fc1': lacks the field 'inputs'")
+expect_error("a model file with an absurd shape is refused before allocating",
+             ["--model", broken(lambda m: m["params"][0].update(shape=[1000000000, 1000000000]), "huge"), "--mesh", "2"],
+             "more than 2^48 elements")
+expect_error("a missing model file", ["--model", os.path.join(tmp, "none.json"), "--mesh", "2"], "cannot read model file")
+
 print(("FAIL" if failures else "ok  ") + f" {len(failures)} failures")
 sys.exit(1 if failures else 0)

@@ -1,0 +1,289 @@
+#pragma once
+// Models as files: a user's own network as JSON, planned and trained like a zoo model
+// (build_model("path/to/model.json")), and any zoo model written in that format
+// (autoddl-plan --export-model m.json).
+//
+//   {"format": "autoddl-model", "version": 1, "name": "my-mlp",
+//    "inputs": [{"name": "x", "shape": [32, 784]}, {"name": "labels", "shape": [32]}],
+//    "params": [{"name": "fc1.W", "shape": [784, 256]}, {"name": "fc1.b", "shape": [256]}, ...],
+//    "ops": [{"name": "fc1", "op": "linear", "inputs": ["x"], "params": ["fc1.W", "fc1.b"]},
+//            {"name": "act1", "op": "relu", "inputs": ["fc1"]},
+//            ...
+//            {"name": "loss", "op": "cross_entropy", "inputs": ["fc2", "labels"]}],
+//    "loss": "loss"}
+//
+// - An op's "inputs" name graph inputs or earlier ops (an op's first output; "name:k" its k-th);
+//   "params" name entries of "params": two ops naming one parameter tie it (GPT's wte).
+// - Ops come from the op catalogue (ops/op.hpp): linear, matmul, batched_matmul, conv2d,
+//   max_pool, relu, gelu, dropout, layernorm, softmax, attention, embedding, cross_entropy, add,
+//   reshape. "attrs" (optional) sets kernel, stride, padding, heads, causal, dropout, bias,
+//   transpose_w, positions, target, as ops/op.hpp's op_attrs defines them.
+// - Output shapes are inferred (ops/shapes.hpp); "block" and "block_pos" (optional) mark repeated
+//   blocks the planner may tie.
+// - Dim 0 of every input is the batch (so is dim 0 of a reshape target): micro-batches divide it.
+// Every error is one sentence naming the file, the op (or input, parameter) and the field.
+#include <cstdint>
+#include <fstream>
+#include <iterator>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "autoddl/error.hpp"
+#include "autoddl/models/graph.hpp"
+#include "autoddl/ops/shapes.hpp"
+
+namespace autoddl {
+
+inline constexpr const char* model_file_format = "autoddl-model";
+inline constexpr int model_file_version = 1;
+
+namespace detail {
+
+inline const std::vector<op_kind>& all_op_kinds() {
+  static const std::vector<op_kind> k{op_kind::linear,    op_kind::matmul,   op_kind::batched_matmul, op_kind::conv2d,
+                                      op_kind::max_pool,  op_kind::relu,     op_kind::gelu,           op_kind::dropout,
+                                      op_kind::layernorm, op_kind::softmax,  op_kind::attention,      op_kind::embedding,
+                                      op_kind::cross_entropy, op_kind::add,  op_kind::reshape};
+  return k;
+}
+
+inline nlohmann::json shape_json(const tensor_shape& s) { return std::vector<std::int64_t>(s.begin(), s.end()); }
+
+struct model_reader {
+  std::string file;
+  [[noreturn]] void bad(const std::string& where, const std::string& what) const {
+    fail<parse_error>("model file " + file + ": " + where + (where.empty() ? "" : ": ") + what);
+  }
+  const nlohmann::json& need(const nlohmann::json& j, const std::string& field, const std::string& where) const {
+    if (!j.is_object() || !j.contains(field)) bad(where, "lacks the field '" + field + "'");
+    return j.at(field);
+  }
+  std::string text(const nlohmann::json& j, const std::string& field, const std::string& where) const {
+    const nlohmann::json& v = need(j, field, where);
+    if (!v.is_string()) bad(where, "field '" + field + "' must be a string");
+    return v.get<std::string>();
+  }
+  std::int64_t integer(const nlohmann::json& v, const std::string& field, const std::string& where, std::int64_t lo,
+                       std::int64_t hi) const {
+    if (!v.is_number_integer() || v.get<std::int64_t>() < lo || v.get<std::int64_t>() > hi)
+      bad(where, "field '" + field + "' must be a whole number from " + itos(lo) + " to " + itos(hi));
+    return v.get<std::int64_t>();
+  }
+  tensor_shape shape(const nlohmann::json& j, const std::string& where) const {
+    const nlohmann::json& v = need(j, "shape", where);
+    if (!v.is_array() || v.size() > std::size_t(max_tensor_rank))
+      bad(where, "field 'shape' must be a list of at most " + itos(max_tensor_rank) + " sizes");
+    tensor_shape s;
+    std::int64_t elements = 1;  // refused before anything is sized by it: at most 2^48 elements
+    for (const nlohmann::json& d : v) {
+      const std::int64_t n = integer(d, "shape", where, 1, std::int64_t(1) << 40);
+      if ((elements *= n) > (std::int64_t(1) << 48)) bad(where, "field 'shape' has more than 2^48 elements");
+      s.push_back(n);
+    }
+    return s;
+  }
+  const nlohmann::json& list(const nlohmann::json& j, const std::string& field, const std::string& where) const {
+    const nlohmann::json& v = need(j, field, where);
+    if (!v.is_array()) bad(where, "field '" + field + "' must be a list");
+    return v;
+  }
+};
+
+inline void read_attrs(const model_reader& r, const nlohmann::json& a, op_attrs& at_, const std::string& where) {
+  if (!a.is_object()) r.bad(where, "field 'attrs' must be an object");
+  for (const auto& [key, v] : a.items()) {
+    const std::string f = "attrs." + key;
+    auto flag = [&] {
+      if (!v.is_boolean()) r.bad(where, "field '" + f + "' must be true or false");
+      return v.get<bool>();
+    };
+    if (key == "kernel") at_.kernel = int(r.integer(v, f, where, 1, 1 << 16));
+    else if (key == "stride") at_.stride = int(r.integer(v, f, where, 1, 1 << 16));
+    else if (key == "padding") at_.padding = int(r.integer(v, f, where, 0, 1 << 16));
+    else if (key == "heads") at_.heads = int(r.integer(v, f, where, 1, 1 << 16));
+    else if (key == "causal") at_.causal = flag();
+    else if (key == "bias") at_.bias = flag();
+    else if (key == "transpose_w") at_.transpose_w = flag();
+    else if (key == "positions") at_.positions = flag();
+    else if (key == "dropout") {
+      if (!v.is_number() || v.get<double>() < 0 || v.get<double>() >= 1) r.bad(where, "field '" + f + "' must be in [0, 1)");
+      at_.dropout = v.get<double>();
+    } else if (key == "target") {
+      at_.target = r.shape(nlohmann::json{{"shape", v}}, where + " attrs.target");
+    } else {
+      r.bad(where, "unknown attribute '" + key + "' (kernel, stride, padding, heads, causal, dropout, bias, transpose_w, "
+                   "positions, target)");
+    }
+  }
+}
+
+}  // namespace detail
+
+/// A model file's JSON for graph g (every zoo model can be written this way).
+inline nlohmann::json model_file_json(const graph& g) {
+  std::vector<std::string> input_names;
+  nlohmann::json inputs = nlohmann::json::array();
+  for (std::size_t i = 0; i < g.inputs.size(); ++i) {
+    const bool labels = i + 1 == g.inputs.size() && g.loss_op >= 0;
+    input_names.push_back(g.inputs.size() == 2 ? (i == 0 ? "data" : "labels") : (labels ? "labels" : "input" + std::to_string(i)));
+    inputs.push_back({{"name", input_names.back()}, {"shape", detail::shape_json(g.inputs[i])}});
+  }
+  nlohmann::json params = nlohmann::json::array();
+  for (const param_info& p : g.params) params.push_back({{"name", p.name}, {"shape", detail::shape_json(p.shape)}});
+  const op_attrs plain{};
+  nlohmann::json ops = nlohmann::json::array();
+  for (std::size_t i = 0; i < g.ops.size(); ++i) {
+    const op_node& n = g.ops[i];
+    nlohmann::json in = nlohmann::json::array();
+    for (const tensor_ref& r : g.op_inputs[i])
+      in.push_back(r.op < 0 ? input_names.at(std::size_t(r.index))
+                            : g.ops.at(std::size_t(r.op)).name + (r.index ? ":" + std::to_string(r.index) : ""));
+    nlohmann::json ps = nlohmann::json::array();
+    for (int id : n.param_ids) ps.push_back(g.params.at(std::size_t(id)).name);
+    nlohmann::json o = {{"name", n.name}, {"op", std::string(to_string(n.kind))}, {"inputs", in}, {"params", ps}};
+    nlohmann::json a = nlohmann::json::object();
+    const op_attrs& t = n.attrs;
+    if (t.kernel != plain.kernel) a["kernel"] = t.kernel;
+    if (t.stride != plain.stride) a["stride"] = t.stride;
+    if (t.padding != plain.padding) a["padding"] = t.padding;
+    if (t.heads != plain.heads) a["heads"] = t.heads;
+    if (t.causal != plain.causal) a["causal"] = t.causal;
+    if (t.dropout != plain.dropout) a["dropout"] = t.dropout;
+    if (t.bias != plain.bias) a["bias"] = t.bias;
+    if (t.transpose_w != plain.transpose_w) a["transpose_w"] = t.transpose_w;
+    if (t.positions != plain.positions) a["positions"] = t.positions;
+    if (t.target.rank() > 0) a["target"] = detail::shape_json(t.target);
+    if (!a.empty()) o["attrs"] = a;
+    if (g.block[i] >= 0) {
+      o["block"] = g.block[i];
+      o["block_pos"] = g.block_pos[i];
+    }
+    ops.push_back(o);
+  }
+  return {{"format", model_file_format}, {"version", model_file_version}, {"name", g.name}, {"inputs", inputs},
+          {"params", params}, {"ops", ops}, {"loss", g.ops.at(std::size_t(g.loss_op)).name}};
+}
+
+/// Parses a model file's text into a graph with `microbatches` micro-batches (dim 0 of every
+/// input and of every reshape target divided by it). @throws parse_error naming the file, the
+/// op and the field; layout_error (from shape inference) naming the op.
+inline graph parse_model_file(std::string_view text, const std::string& file, int microbatches = 1) {
+  const detail::model_reader r{file};
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(text);
+  } catch (const nlohmann::json::exception& e) {
+    r.bad("", std::string("is not valid JSON (") + e.what() + ")");
+  }
+  if (!j.is_object() || !j.contains("format") || j["format"] != model_file_format)
+    r.bad("", "is not an autoddl model (its 'format' is not \"autoddl-model\")");
+  if (!j.contains("version") || j["version"] != model_file_version)
+    r.bad("", "has a format version this autoddl does not read (it reads " + std::to_string(model_file_version) + ")");
+  graph g;
+  g.name = j.contains("name") && j["name"].is_string() ? j["name"].get<std::string>() : file;
+  std::map<std::string, tensor_ref> tensors;  // name -> producer
+  std::int64_t batch = 0;
+  for (const nlohmann::json& in : r.list(j, "inputs", "")) {
+    const std::string name = r.text(in, "name", "an input");
+    const std::string where = "input '" + name + "'";
+    tensor_shape s = r.shape(in, where);
+    if (s.rank() == 0) r.bad(where, "an input needs a batch dim (dim 0)");
+    if (batch == 0) batch = s[0];
+    if (s[0] != batch) r.bad(where, "dim 0 is the batch: " + detail::itos(s[0]) + " differs from the first input's " + detail::itos(batch));
+    if (microbatches < 1 || s[0] % microbatches != 0)
+      detail::fail<error>("--microbatches " + detail::itos(microbatches) + " does not divide the batch of " + detail::itos(s[0]) +
+                  "; choose a divisor of the batch (1 trains the whole batch at once)");
+    s[0] /= microbatches;
+    if (!tensors.emplace(name, tensor_ref{-1, int(g.inputs.size())}).second) r.bad(where, "the name is used twice");
+    g.inputs.push_back(s);
+  }
+  std::map<std::string, int> param_ids;
+  for (const nlohmann::json& p : r.list(j, "params", "")) {
+    const std::string name = r.text(p, "name", "a parameter");
+    if (!param_ids.emplace(name, int(g.params.size())).second) r.bad("parameter '" + name + "'", "the name is used twice");
+    g.params.push_back({name, r.shape(p, "parameter '" + name + "'")});
+  }
+  for (const nlohmann::json& o : r.list(j, "ops", "")) {
+    op_node n;
+    n.name = r.text(o, "name", "op " + std::to_string(g.ops.size()));
+    const std::string where = "op '" + n.name + "'";
+    const std::string kind = r.text(o, "op", where);
+    bool known = false;
+    for (op_kind k : detail::all_op_kinds())
+      if (to_string(k) == kind) n.kind = k, known = true;
+    if (!known) r.bad(where, "unknown op '" + kind + "' in field 'op' (see ops/op.hpp's catalogue)");
+    if (o.contains("attrs")) detail::read_attrs(r, o["attrs"], n.attrs, where);
+    if (n.kind == op_kind::reshape && n.attrs.target.rank() > 0) {
+      if (n.attrs.target[0] % microbatches != 0) r.bad(where, "attrs.target dim 0 (the batch) does not split into the micro-batches");
+      n.attrs.target[0] /= microbatches;
+    }
+    std::vector<tensor_ref> refs;
+    for (const nlohmann::json& in : r.list(o, "inputs", where)) {
+      if (!in.is_string()) r.bad(where, "field 'inputs' lists names (strings)");
+      std::string name = in.get<std::string>();
+      int index = 0;
+      if (!tensors.count(name) && name.find(':') != std::string::npos) {
+        const std::string k = name.substr(name.rfind(':') + 1);
+        if (k.empty() || k.size() > 2 || k.find_first_not_of("0123456789") != std::string::npos)
+          r.bad(where, "input '" + name + "' is not a graph input or an earlier op");
+        index = std::stoi(k);
+        name = name.substr(0, name.rfind(':'));
+      }
+      auto it = tensors.find(name);
+      if (it == tensors.end()) r.bad(where, "input '" + in.get<std::string>() + "' is not a graph input or an earlier op");
+      tensor_ref t = it->second;
+      if (t.op >= 0) {
+        if (index >= int(g.ops.at(std::size_t(t.op)).outputs.size()))
+          r.bad(where, "input '" + in.get<std::string>() + "': op '" + name + "' has no output " + std::to_string(index));
+        t.index = index;
+      }
+      refs.push_back(t);
+      n.inputs.push_back(shape_of(g, t));
+    }
+    if (o.contains("params"))
+      for (const nlohmann::json& pn : r.list(o, "params", where)) {
+        if (!pn.is_string()) r.bad(where, "field 'params' lists parameter names (strings)");
+        auto it = param_ids.find(pn.get<std::string>());
+        if (it == param_ids.end()) r.bad(where, "parameter '" + pn.get<std::string>() + "' is not in 'params'");
+        n.param_ids.push_back(it->second);
+        n.params.push_back(g.params.at(std::size_t(it->second)).shape);
+      }
+    try {
+      n.outputs = infer_outputs(n);
+    } catch (const layout_error& e) {
+      detail::fail<layout_error>("model file " + file + ": " + e.what());
+    }
+    const int blk = o.contains("block") ? int(r.integer(o["block"], "block", where, 0, 1 << 20)) : -1;
+    const int pos = o.contains("block_pos") ? int(r.integer(o["block_pos"], "block_pos", where, 0, 1 << 20)) : -1;
+    if ((blk < 0) != (pos < 0)) r.bad(where, "give both 'block' and 'block_pos', or neither");
+    if (!tensors.emplace(n.name, tensor_ref{int(g.ops.size()), 0}).second) r.bad(where, "the name is used twice");
+    g.ops.push_back(std::move(n));
+    g.op_inputs.push_back(std::move(refs));
+    g.block.push_back(blk);
+    g.block_pos.push_back(pos);
+  }
+  const std::string loss = r.text(j, "loss", "");
+  auto it = tensors.find(loss);
+  if (it == tensors.end() || it->second.op < 0) r.bad("", "field 'loss' names no op ('" + loss + "')");
+  g.loss_op = it->second.op;
+  validate(g);  // blocks repeat, the loss is a scalar, parameters match their uses
+  return g;
+}
+
+/// Whether a model spec names a file rather than a zoo model.
+inline bool is_model_file(std::string_view spec) {
+  return spec.size() > 5 && spec.substr(spec.size() - 5) == ".json";
+}
+
+/// Reads a model file. @throws error when unreadable, parse_error / layout_error when wrong.
+inline graph read_model_file(const std::string& path, int microbatches = 1) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) detail::fail<error>("cannot read model file '" + path + "'");
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  return parse_model_file(text, path, microbatches);
+}
+
+}  // namespace autoddl
