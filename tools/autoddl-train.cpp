@@ -2,7 +2,7 @@
 //   mpirun -np 4 build/tools/autoddl-train --model gpt:layers=2,hidden=64,heads=4,seq=32,batch=8,vocab=128
 //          --mesh 2x2 [--strategy auto] [--steps 20] [--microbatches auto|N] [--recompute auto|none|selective|full]
 //          [--check-serial] [--json] [--device cpu|cuda]
-//          [--checkpoint-dir D [--checkpoint-every K]] [--resume D] [--plan plan.json]
+//          [--checkpoint-dir D [--checkpoint-every K]] [--resume D] [--plan plan.json] [--data text.txt]
 // --plan runs exactly a plan autoddl-plan --out wrote (its model, mesh, layouts, micro-batches
 // and recomputation); --model and --mesh, when given too, must be the plan's.
 // Checkpoints (runtime/checkpoint.hpp): every K steps and after the last, each rank writes its
@@ -19,6 +19,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <fstream>
+#include <iterator>
 #include <memory>
 #include <cstdio>
 #include <nlohmann/json.hpp>
@@ -55,10 +57,11 @@ struct settings {
   std::string recompute = "auto", microbatches = "auto", device = "cpu";
   int steps = 20;
   double lr = 1e-3;
+  bool lr_given = false;  ///< --lr on the command line (else --data trains with 3e-3)
   std::uint64_t seed = 1;
   bool check_serial = false, json = false, no_check_finite = false;
   int inject_failure = -1;  ///< testing the abort path: this rank throws during step 2
-  std::string checkpoint_dir, resume, plan_path;
+  std::string checkpoint_dir, resume, plan_path, data;
   std::optional<plan_file> plan;  ///< --plan, read (main, before prepare)
   int checkpoint_every = 0;  ///< 0: only after the last step (when checkpoint_dir is set)
 };
@@ -74,6 +77,7 @@ void progress(int step, int steps, double loss, double secs) {
 // Everything that can be wrong with the input, checked on every rank before any communication,
 // so every rank leaves with the same exit code.
 struct prepared {
+  std::shared_ptr<text_corpus> text;  ///< --data (train_options::text points at it)
   plan_options o;
   train_options to;
   graph g;
@@ -133,9 +137,16 @@ prepared prepare(const settings& s, int ranks) {
                 " or choose a mesh of " + std::to_string(ranks) + " devices");
   p.o.hw = load_hardware(s.hardware);
   p.to.opt = parse_optimizer(s.optimizer_s == "sgd" ? "sgd-momentum" : s.optimizer_s);
-  p.to.lr = s.lr;
+  p.to.lr = s.lr_given || s.data.empty() ? s.lr : 3e-3;  // --data: a small GPT learns visibly in a few hundred steps
   p.to.seed = s.seed;
   p.to.check_finite = !s.no_check_finite;
+  if (!s.data.empty()) {  // a byte-level text for a GPT with vocab 256
+    std::ifstream in(s.data, std::ios::binary);
+    if (!in) throw error("cannot read the --data file '" + s.data + "'");
+    p.text = std::make_shared<text_corpus>();
+    p.text->bytes.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    p.to.text = p.text.get();
+  }
   if (s.device != "cpu" && s.device != "cuda")
     throw error("unknown --device '" + s.device + "'; use cpu or cuda");
 #if !defined(AUTODDL_WITH_CUDA)
@@ -167,6 +178,7 @@ prepared prepare(const settings& s, int ranks) {
     throw error("the " + to_string(strategy) + " plan needs " + tools::si(p.plan.totals.peak_memory(), "B") +
                 " per device, over the memory limit of " + tools::si(p.pp->make_objective().memory_limit, "B") + " of hardware '" +
                 s.hardware + "'; use a larger mesh or a smaller model");
+  if (p.text) check_text_model(p.g, *p.text);
   if (s.checkpoint_every < 0) throw error("--checkpoint-every must be positive, got " + std::to_string(s.checkpoint_every));
   if (s.checkpoint_every > 0 && s.checkpoint_dir.empty()) throw error("--checkpoint-every needs --checkpoint-dir");
   if (!s.resume.empty()) check_resume(s, p);
@@ -480,7 +492,7 @@ int main(int argc, char** argv) {
                  "auto, dp, megatron[:tp=T,dp=D,mbs=B,recompute=R,sp=1], zero, owt, 2d or exact");
   app.add_option("--hardware", s.hardware, "the profile the plan is priced with (default cpu-local)");
   app.add_option("--steps", s.steps, "training steps");
-  app.add_option("--lr", s.lr, "learning rate");
+  app.add_option("--lr", s.lr, "learning rate (default 1e-3; 3e-3 with --data)");
   app.add_option("--optimizer", s.optimizer_s, "adam or sgd");
   app.add_option("--microbatches", s.microbatches,
                  "micro-batches per step (gradient accumulation): auto (the planner's choice) or a divisor of the batch");
@@ -492,6 +504,8 @@ int main(int argc, char** argv) {
   app.add_flag("--json", s.json, "print one JSON object on rank 0");
   app.add_flag("--no-check-finite", s.no_check_finite,
                "do not stop when the loss or a gradient turns NaN or Inf (by default training stops, naming the parameter)");
+  app.add_option("--data", s.data,
+                 "train a byte-level language model on this text file (a GPT with vocab=256): windows of seq+1 bytes");
   app.add_option("--plan", s.plan_path, "run exactly this plan file (autoddl-plan --out): its model, mesh, layouts and schedule");
   app.add_option("--checkpoint-dir", s.checkpoint_dir,
                  "write checkpoints under this folder (step-<k>/: a shard file per rank and a manifest)");
@@ -515,6 +529,7 @@ int main(int argc, char** argv) {
   }
   std::optional<prepared> p;
   try {
+    s.lr_given = app.count("--lr") > 0;
     read_plan_option(s, app);
     p.emplace(prepare(s, ranks));
   } catch (const std::exception& e) {

@@ -174,4 +174,43 @@ std::vector<std::int64_t> label_shard(const shard_info& shard, int i, std::int64
   return out;
 }
 
+/// A byte-level text corpus for a language model (autoddl-train --data): step `step`'s global
+/// row b (of `rows` per step) is the window of seq + 1 consecutive bytes starting at
+/// ((step * rows + b) * seq) mod (size - seq - 1); its ids are the window's first seq bytes, its
+/// labels the last seq (the next byte at every position). Every device reads the elements of its
+/// own shard by global index, so every plan, mesh and micro-batch count sees the same batches.
+struct text_corpus {
+  std::vector<std::uint8_t> bytes;
+
+  /// Element `gi` of a [rows, seq] ids (shift 0) or labels (shift 1) tensor at step `step`.
+  /// @pre bytes.size() > seq + 1
+  std::int64_t at_index(std::int64_t gi, std::int64_t rows, std::int64_t seq, std::int64_t step, int shift) const {
+    const std::int64_t b = gi / seq, t = gi % seq;
+    const std::int64_t span = std::int64_t(bytes.size()) - seq - 1;
+    const std::int64_t start = ((step * rows + b) * seq) % span;
+    return std::int64_t(bytes[std::size_t(start + t + shift)]);
+  }
+  /// This device's shard of ids (shift 0) or labels (shift 1) of global shape [rows, seq].
+  std::vector<std::int64_t> shard(const shard_info& s, std::int64_t step, int shift) const {
+    std::vector<std::int64_t> out(std::size_t(s.local.elements()));
+    const std::int64_t rows = s.global[0], seq = s.global.elements() / rows;
+    for_each_global_index(s, [&](std::int64_t k, std::int64_t gi) { at(out, k) = at_index(gi, rows, seq, step, shift); });
+    return out;
+  }
+};
+
+/// Throws error in one sentence unless g is a byte-level language model that `t` can feed:
+/// every model input token ids or labels below 256 of one shape [rows, seq], seq + 1 < t's size.
+inline void check_text_model(const graph& g, const text_corpus& t) {
+  const std::vector<input_kind> kinds = input_kinds(g);
+  for (std::size_t i = 0; i < kinds.size(); ++i)
+    if (!kinds[i].indices || kinds[i].bound != 256 || !(g.inputs[i] == g.inputs[0]) || g.inputs[i].rank() != 2)
+      detail::fail<error>("--data trains a byte-level language model: the model's inputs must be token ids and labels "
+                          "[batch, seq] with a vocabulary of 256 (e.g. gpt:...,vocab=256), but input " + std::to_string(i) +
+                          " is not");
+  if (std::int64_t(t.bytes.size()) <= g.inputs.at(0)[1] + 1)
+    detail::fail<error>("the --data text has " + std::to_string(t.bytes.size()) +
+                        " bytes; it must be longer than the sequence length + 1");
+}
+
 }  // namespace autoddl

@@ -71,6 +71,9 @@ struct train_options {
   /// Sample the device's bytes in use at every op boundary for last_step_peak_bytes() (on the
   /// CPU glibc's mallinfo2: a few microseconds a sample); false reports 0.
   bool measure_memory = true;
+  /// A byte-level text the index inputs are read from (a language model's ids and labels, vocab
+  /// 256), instead of the synthetic task; not owned, must outlive the trainer.
+  const text_corpus* text = nullptr;
 };
 
 /// Where one device's last step spent its time (wall seconds, steady clock), op by op as the
@@ -105,6 +108,7 @@ class trainer {
     index_edges();
     schedule_.emplace(model_, recompute(), boxed_inputs());
     input_kinds_ = input_kinds(model_);
+    if (options_.text) check_text_model(model_, *options_.text);
     init_parameters();
   }
 
@@ -426,6 +430,10 @@ class trainer {
     const shard_info sh = micro_batch_shard(at(b.ctx.back().shards.inputs, j), k, microbatches());
     const input_kind kind = at(input_kinds_, input);
     if (kind.indices) {
+      if (options_.text) {  // ids (input 0) and next-byte labels from the text
+        at(b.indices, i) = uploaded(options_.text->shard(sh, step_index, kind.labels ? 1 : 0));
+        return;
+      }
       at(b.indices, i) = uploaded(kind.labels && input != 0
                                       ? label_shard<T>(sh, input, kind.bound, at(input_kinds_, 0),
                                                        micro_batch_input_shape(0), options_.seed, step_index)
