@@ -99,7 +99,7 @@ int main(int argc, char** argv) {
   std::string model, mesh = "8", hardware = "dgx1-v100", dtype_s = "fp32", memory, strategy = "auto", compare, svg,
                      optimizer_s = "adam", microbatches_s = "auto", recompute_s = "auto", out, export_model;
   std::vector<std::string> diff;
-  bool json = false, no_overlap = false;
+  bool json = false, no_overlap = false, all_ops = false;
   std::uint64_t seed = 1;
   app.add_option("--model", model, "NAME:key=value,... (gpt, bert, vgg11, vgg13, vgg16, vgg19, mlp)");
   app.add_option("--mesh", mesh, "device mesh, e.g. 8, 2x4, 2x2x2");
@@ -115,6 +115,7 @@ int main(int argc, char** argv) {
   app.add_option("--seed", seed, "seed of the random starts");
   app.add_flag("--no-overlap", no_overlap, "price gradient sync without overlapping backward compute");
   app.add_flag("--json", json, "print one JSON object");
+  app.add_flag("--all-ops", all_ops, "print every op (by default repeated blocks laid out alike print once)");
   app.add_option("--svg", svg, "write a picture of the plan to this file");
   app.add_option("--out", out, "write the plan to this file (JSON: layouts of every op and parameter, schedule, predictions)");
   app.add_option("--export-model", export_model, "write the model as a model file (JSON graph: --model path.json reads it)");
@@ -207,7 +208,7 @@ int main(int argc, char** argv) {
       }
       std::puts(j.dump(2).c_str());
     } else {
-      print_human(pp, r, rows, model, hardware);
+      print_human(pp, r, rows, model, hardware, all_ops);
       for (const auto& [name, o2] : others)
         fmt::print("vs {:<9} predicted step {:>10}  -> {} is {:.2f}x faster{}\n", name, seconds(o2.time), to_string(r.strategy),
                    o2.time / r.time, o2.feasible ? "" : " (that plan is over the memory limit)");

@@ -94,7 +94,7 @@ inline nlohmann::json plan_json(const plan_problem& pp, const plan_result& r, co
 }
 
 inline void print_human(const plan_problem& pp, const plan_result& r, const std::vector<plan_row>& rows,
-                 const std::string& spec, const std::string& hw_name) {
+                 const std::string& spec, const std::string& hw_name, bool all_ops = false) {
   const graph& g = pp.model();
   const plan_options& o = pp.options();
   fmt::print("model     {}  ({} parameters, {} per step)\n", spec, si(double(param_count(g)), ""),
@@ -109,11 +109,11 @@ inline void print_human(const plan_problem& pp, const plan_result& r, const std:
   auto print_row = [&](const plan_row& row) {
     fmt::print("{:<22} {:<14} {:>10} {:>10} {:>10} {:>10} {:>11}  {}\n", row.name, row.op, seconds(row.compute_s),
                si(row.comm_bytes, "B"), seconds(row.comm_s), si(row.memory_bytes, "B"),
-               row.runner_up_s ? seconds(*row.runner_up_s) : row.runner_up_over_memory ? std::string("over memory") : std::string("-"),
+               row.runner_up_s ? seconds(*row.runner_up_s) : row.runner_up_over_memory ? std::string("over memory") : std::string("none"),
                row.signature);
   };
-  // A repeated block laid out like the block printed before it is folded into one line
-  // (--json lists every op): what each op runs, without the names.
+  // Consecutive repeated blocks laid out alike print once, under a line naming them ("h0-h23
+  // x24"), unless all_ops (--json lists every op): a block's key is what each op runs, without names.
   auto block_key = [&](int first, int last) {
     std::string k;
     for (int i = first; i < last; ++i) {
@@ -132,37 +132,29 @@ inline void print_human(const plan_problem& pp, const plan_result& r, const std:
     return k;
   };
   const int n = int(rows.size());
-  std::string last_key, last_name;
+  auto block_end = [&](int i) {  // one past the last op of the block op i is in
+    int e = i;
+    while (e < n && at(g.block, e) == at(g.block, i)) ++e;
+    return e;
+  };
+  auto prefix = [&](int i) { return at(rows, i).name.substr(0, at(rows, i).name.find('.')); };
   for (int i = 0; i < n;) {
-    const int blk = at(g.block, i);
-    if (blk < 0) {
+    if (at(g.block, i) < 0 || all_ops) {
       print_row(at(rows, i++));
-      last_key.clear();
       continue;
     }
-    int end = i;
-    while (end < n && at(g.block, end) == blk) ++end;
+    const int end = block_end(i);
     const std::string key = block_key(i, end);
-    if (key != last_key) {
-      for (int k = i; k < end; ++k) print_row(at(rows, k));
-      last_key = key;
-      last_name = at(rows, i).name.substr(0, at(rows, i).name.find('.'));
-      i = end;
-      continue;
+    int run = 1, next = end, last = i;  // the blocks after this one laid out alike
+    while (next < n && at(g.block, next) >= 0 && block_key(next, block_end(next)) == key) {
+      last = next;
+      next = block_end(next);
+      ++run;
     }
-    int folded = 0;  // this block and the ones after it laid out alike
-    std::string first_name = at(rows, i).name.substr(0, at(rows, i).name.find('.')), last_folded = first_name;
-    while (i < n && at(g.block, i) >= 0) {
-      const int b = at(g.block, i);
-      int e = i;
-      while (e < n && at(g.block, e) == b) ++e;
-      if (block_key(i, e) != key) break;
-      last_folded = at(rows, i).name.substr(0, at(rows, i).name.find('.'));
-      ++folded;
-      i = e;
-    }
-    fmt::print("{:<22} {} more block{} laid out as {} ({}{}; --json lists every op)\n", "...", folded,
-               folded == 1 ? "" : "s", last_name, first_name, folded == 1 ? "" : " to " + last_folded);
+    if (run > 1)
+      fmt::print("{}-{} x{}: the same layouts in every block; per block:\n", prefix(i), prefix(last), run);
+    for (int k = i; k < end; ++k) print_row(at(rows, k));
+    i = next;
   }
   fmt::print("\npredicted step {}  = compute {} + communication {} (gradient sync overlaps backward: {})\n",
              seconds(r.time), seconds(r.totals.compute()), seconds(r.totals.comm()),

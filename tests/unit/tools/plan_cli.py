@@ -126,6 +126,16 @@ if r.returncode == 0:
 r = run("--model", small.replace("batch=8", "batch=2"), "--mesh", "4", "--compare", "dp")
 check("the table says 'not applicable'", r.returncode == 0 and "vs dp        not applicable: " in r.stdout, r.stdout[-400:])
 
+# the 24-layer GPT's table: repeated blocks laid out alike print once; --all-ops prints every op
+gpt24 = "gpt:layers=24,hidden=1024,heads=16,seq=1024,batch=8,vocab=50257"
+r = run("--model", gpt24, "--mesh", "2x4", "--compare", "dp,megatron,zero")
+lines = r.stdout.splitlines()
+check("the 24-layer GPT's table fits in 60 lines", r.returncode == 0 and len(lines) <= 60 and
+      any(l.startswith("h0-h23 x24") for l in lines), f"{len(lines)} lines")
+r = run("--model", gpt24, "--mesh", "2x4", "--all-ops")
+check("--all-ops prints every op", r.returncode == 0 and sum(1 for l in r.stdout.splitlines() if l.startswith("h23.")) == 14,
+      r.stdout[-300:])
+
 # plans as files: --out writes every op's and parameter's layouts, the schedule and predictions
 auto_f, meg_f = os.path.join(tmp, "auto.json"), os.path.join(tmp, "meg.json")
 ra = run("--model", small, "--mesh", "2x2", "--out", auto_f, "--json", "--microbatches", "2", "--recompute", "full")
