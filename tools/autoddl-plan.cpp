@@ -190,7 +190,7 @@ int main(int argc, char** argv) {
     if (!svg.empty()) {
       std::ofstream f(svg);
       if (!f) throw error("cannot write the picture to '" + svg + "'");
-      f << plan_svg(pp, r, rows);
+      f << plan_svg(pp, r, rows, others);
     }
     if (json) {
       auto j = plan_json(pp, r, rows, model, hardware);

@@ -1,9 +1,20 @@
 #pragma once
-// A picture of a plan: ops along the x axis; for each mesh axis a band whose colour is the op's
-// output SBP on that axis (B grey, P orange, S(d) a blue per dim); below, a bar per op whose
-// height is its communication time. Plain SVG, no dependencies.
+// A picture of a plan (autoddl-plan --svg), plain SVG without dependencies, one row per op:
+//   - the op's name and kind;
+//   - its output layout on every mesh axis, and its first parameter's (the weight's) storage
+//     layout on every mesh axis: one cell per axis, coloured by SBP (B grey, P orange, S(d) a
+//     blue per dim) and labelled;
+//   - its predicted compute (forward + backward) and communication time per step as bars on a
+//     labelled time axis;
+// consecutive repeated blocks laid out alike draw once, under a line naming them ("h0-h23 x24",
+// times per block), so a 96-layer model stays readable. Below: the peak memory per device
+// against the limit, by purpose, and the predicted step of the plan beside the other plans given
+// (the experts), with whether gradient synchronisation overlaps backward.
 #include <algorithm>
+#include <cmath>
+#include <cstdio>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "autoddl/index.hpp"
@@ -11,49 +22,227 @@
 
 namespace autoddl {
 
-inline std::string plan_svg(const plan_problem& pp, const plan_result& r, const std::vector<plan_row>& rows) {
-  const auto& g = pp.model();
-  const int n = int(rows.size());
-  const int axes = pp.options().mesh.size();
-  const double w = 14, band = 22, bars = 120, left = 90, top = 30;
-  const double width = left + w * n + 20, height = top + band * axes + bars + 60;
-  double max_comm = 1e-30;
-  for (const auto& row : rows) max_comm = std::max(max_comm, row.comm_s);
-  auto colour = [](sbp v) -> std::string {
-    if (v.is_broadcast()) return "#bdbdbd";
-    if (v.is_partial()) return "#f28e2b";
-    static const char* blues[] = {"#08519c", "#3182bd", "#6baed6", "#9ecae1", "#c6dbef"};
-    return blues[std::min(v.dim, std::int8_t(4))];
-  };
-  std::string s = "<svg xmlns='http://www.w3.org/2000/svg' width='" + std::to_string(int(width)) + "' height='" +
-                  std::to_string(int(height)) + "' font-family='sans-serif' font-size='11'>\n";
-  s += "<text x='4' y='16'>" + g.name + " on " + to_string(pp.options().mesh) + " (" + to_string(r.strategy) +
-       "): predicted step " + std::to_string(r.time) + " s</text>\n";
-  for (int a = 0; a < axes; ++a)
-    s += "<text x='4' y='" + std::to_string(int(top + band * a + 15)) + "'>mesh axis " + std::to_string(a) + "</text>\n";
-  s += "<text x='4' y='" + std::to_string(int(top + band * axes + 20)) + "'>comm time</text>\n";
-  for (int i = 0; i < n; ++i) {
-    const signature& sig = at(pp.op_candidates(i), at(r.pick, i));
-    const double x = left + w * i;
-    for (int a = 0; a < axes; ++a) {
-      sbp v = sig.outputs[0][a];
-      s += "<rect x='" + std::to_string(x) + "' y='" + std::to_string(top + band * a) + "' width='" +
-           std::to_string(w - 1) + "' height='" + std::to_string(band - 2) + "' fill='" + colour(v) + "'><title>" +
-           at(rows, i).name + ": " + at(rows, i).signature + "</title></rect>\n";
-    }
-    const double h = bars * at(rows, i).comm_s / max_comm;
-    const double base = top + band * axes + 10 + bars;
-    s += "<rect x='" + std::to_string(x) + "' y='" + std::to_string(base - h) + "' width='" + std::to_string(w - 1) +
-         "' height='" + std::to_string(h) + "' fill='#e15759'><title>" + at(rows, i).name + ": " +
-         std::to_string(at(rows, i).comm_s) + " s</title></rect>\n";
+namespace detail {
+
+inline std::string svg_num(double v) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%.1f", v);
+  return b;
+}
+inline std::string svg_escape(const std::string& s) {
+  std::string r;
+  for (char c : s) {
+    if (c == '<') r += "&lt;";
+    else if (c == '>') r += "&gt;";
+    else if (c == '&') r += "&amp;";
+    else if (c == '\'') r += "&apos;";
+    else r += c;
   }
+  return r;
+}
+inline std::string svg_time(double s) {
+  char b[32];
+  if (s >= 1) std::snprintf(b, sizeof b, "%.3g s", s);
+  else if (s >= 1e-3) std::snprintf(b, sizeof b, "%.3g ms", s * 1e3);
+  else std::snprintf(b, sizeof b, "%.3g us", s * 1e6);
+  return b;
+}
+inline std::string svg_bytes(double v) {
+  const char* units[] = {"B", "KB", "MB", "GB", "TB"};
+  int u = 0;
+  while (v >= 1000 && u < 4) v /= 1000, ++u;
+  char b[32];
+  std::snprintf(b, sizeof b, "%.3g %s", v, units[u]);
+  return b;
+}
+inline std::string svg_text(double x, double y, const std::string& t, const char* extra = "") {
+  return "<text x='" + svg_num(x) + "' y='" + svg_num(y) + "'" + extra + ">" + svg_escape(t) + "</text>\n";
+}
+inline std::string svg_rect(double x, double y, double w, double h, const std::string& fill, const std::string& title = "") {
+  std::string r = "<rect x='" + svg_num(x) + "' y='" + svg_num(y) + "' width='" + svg_num(std::max(0.0, w)) + "' height='" +
+                  svg_num(std::max(0.0, h)) + "' fill='" + fill + "'";
+  return title.empty() ? r + "/>\n" : r + "><title>" + svg_escape(title) + "</title></rect>\n";
+}
+inline std::string sbp_colour(sbp v) {
+  if (v.is_broadcast()) return "#d0d0d0";
+  if (v.is_partial()) return "#f28e2b";
+  static const char* blues[] = {"#08519c", "#3182bd", "#6baed6", "#9ecae1", "#c6dbef"};
+  return blues[std::min(int(v.dim), 4)];
+}
+/// A "nice" tick step for an axis spanning `span`: 1, 2 or 5 times a power of ten.
+inline double nice_step(double span) {
+  const double raw = span / 5, p = std::pow(10.0, std::floor(std::log10(raw)));
+  for (double m : {1.0, 2.0, 5.0, 10.0})
+    if (m * p >= raw) return m * p;
+  return 10 * p;
+}
+
+}  // namespace detail
+
+/// The picture of result r of pp (rows from plan_rows), with `others` (name, result) drawn
+/// beside it in the comparison of predicted steps.
+inline std::string plan_svg(const plan_problem& pp, const plan_result& r, const std::vector<plan_row>& rows,
+                            const std::vector<std::pair<std::string, plan_result>>& others = {}) {
+  using namespace detail;
+  const graph& g = pp.model();
+  const int n = int(rows.size()), axes = pp.options().mesh.size();
+  // which rows to draw: consecutive repeated blocks laid out alike draw once
+  auto key_of = [&](int first, int last) {
+    std::string k;
+    for (int i = first; i < last; ++i) {
+      const signature& s = at(pp.op_candidates(i), at(r.pick, i));
+      k += std::string(to_string(at(g.ops, i).kind)) + to_string(s.outputs[0]);
+      for (const nd_sbp& p : s.params) k += to_string(p);
+      for (int id : at(g.ops, i).param_ids) k += to_string(at(pp.param_candidates(id), at(r.pick, pp.param_node(id))).storage);
+    }
+    return k;
+  };
+  auto block_end = [&](int i) {
+    int e = i;
+    while (e < n && at(g.block, e) == at(g.block, i)) ++e;
+    return e;
+  };
+  auto prefix = [&](int i) { return at(rows, i).name.substr(0, at(rows, i).name.find('.')); };
+  struct line {
+    int op = -1;          // a row of op `op`, or (op < 0) a group heading
+    std::string heading;
+  };
+  std::vector<line> lines;
+  for (int i = 0; i < n;) {
+    if (at(g.block, i) < 0) {
+      lines.push_back({i, {}});
+      ++i;
+      continue;
+    }
+    const int end = block_end(i);
+    const std::string key = key_of(i, end);
+    int run = 1, next = end, last = i;
+    while (next < n && at(g.block, next) >= 0 && key_of(next, block_end(next)) == key) {
+      last = next;
+      next = block_end(next);
+      ++run;
+    }
+    if (run > 1) lines.push_back({-1, prefix(i) + "-" + prefix(last) + " x" + std::to_string(run) + ": laid out alike, times per block"});
+    for (int k = i; k < end; ++k) lines.push_back({k, {}});
+    i = next;
+  }
+
+  const double row_h = 16, top = 74, name_w = 170, cell = 30, gap = 28;
+  const double act_x = name_w, w_x = act_x + cell * axes + gap, time_x = w_x + cell * axes + gap, time_w = 420;
+  double max_t = 1e-12;
+  for (const plan_row& row : rows) max_t = std::max(max_t, std::max(row.compute_s, row.comm_s));
+  const double tick = nice_step(max_t), axis_max = std::ceil(max_t / tick) * tick;
+  auto tx = [&](double t) { return time_x + time_w * t / axis_max; };
+  const double table_h = row_h * double(lines.size());
+  const double mem_y = top + table_h + 40, cmp_y = mem_y + 70;
+  const double width = time_x + time_w + 40;
+  const double height = cmp_y + 24.0 * double(others.size() + 1) + 40;
+
+  std::string s = "<svg xmlns='http://www.w3.org/2000/svg' width='" + svg_num(width) + "' height='" + svg_num(height) +
+                  "' font-family='sans-serif' font-size='11'>\n";
+  s += svg_rect(0, 0, width, height, "#ffffff");
+  s += svg_text(8, 16,
+                g.name + " on mesh " + to_string(pp.options().mesh) + ", " + std::string(to_string(pp.options().type)) + ", " +
+                    to_string(r.strategy) + " plan: predicted step " + svg_time(r.time),
+                " font-weight='bold' font-size='13'");
+  s += svg_text(8, 32,
+                "compute " + svg_time(r.totals.compute()) + ", communication " + svg_time(r.totals.comm()) +
+                    " (gradient synchronisation " + (pp.overlap() == overlap_rule::none ? "does not overlap" : "overlaps") +
+                    " backward); " + std::to_string(pp.options().microbatches) + " micro-batch" +
+                    (pp.options().microbatches == 1 ? "" : "es") + ", recompute " + std::string(to_string(pp.options().recompute)));
+  // column headings
+  s += svg_text(8, top - 20, "op (kind)");
+  s += svg_text(act_x, top - 32, "output");
+  s += svg_text(act_x, top - 20, "layout");
+  s += svg_text(w_x, top - 32, "weight");
+  s += svg_text(w_x, top - 20, "storage");
+  for (int a = 0; a < axes; ++a) {
+    s += svg_text(act_x + cell * a + 4, top - 6, "ax" + std::to_string(a), " font-size='9'");
+    s += svg_text(w_x + cell * a + 4, top - 6, "ax" + std::to_string(a), " font-size='9'");
+  }
+  s += svg_text(time_x, top - 32, "time per step: compute (blue, forward + backward),");
+  s += svg_text(time_x, top - 20, "communication (red, the op's incoming boxings)");
+  // time axis with ticks
+  for (double t = 0; t <= axis_max * (1 + 1e-9); t += tick) {
+    s += "<line x1='" + svg_num(tx(t)) + "' y1='" + svg_num(top - 2) + "' x2='" + svg_num(tx(t)) + "' y2='" +
+         svg_num(top + table_h) + "' stroke='#eeeeee'/>\n";
+    s += svg_text(tx(t) - 8, top + table_h + 12, svg_time(t), " font-size='9'");
+  }
+  for (std::size_t k = 0; k < lines.size(); ++k) {
+    const double y = top + row_h * double(k);
+    const line& l = lines[k];
+    if (l.op < 0) {
+      s += svg_text(8, y + 12, l.heading, " font-style='italic' fill='#555555'");
+      continue;
+    }
+    const int i = l.op;
+    const plan_row& row = at(rows, i);
+    const signature& sig = at(pp.op_candidates(i), at(r.pick, i));
+    s += svg_text(8, y + 12, row.name + " (" + row.op + ")");
+    for (int a = 0; a < axes; ++a) {
+      const sbp v = sig.outputs[0][a];
+      s += svg_rect(act_x + cell * a, y + 1, cell - 2, row_h - 2, sbp_colour(v), row.name + ": " + row.signature);
+      s += svg_text(act_x + cell * a + 3, y + 12, to_string(v), v.is_split() && v.dim < 2 ? " font-size='9' fill='#ffffff'" : " font-size='9'");
+    }
+    if (!at(g.ops, i).param_ids.empty()) {
+      const int id = at(g.ops, i).param_ids[0];
+      const nd_sbp st = at(pp.param_candidates(id), at(r.pick, pp.param_node(id))).storage;
+      for (int a = 0; a < axes; ++a) {
+        s += svg_rect(w_x + cell * a, y + 1, cell - 2, row_h - 2, sbp_colour(st[a]),
+                      at(g.params, id).name + " stored " + to_string(st) + ", used as " + to_string(sig.params[0]));
+        s += svg_text(w_x + cell * a + 3, y + 12, to_string(st[a]),
+                      st[a].is_split() && st[a].dim < 2 ? " font-size='9' fill='#ffffff'" : " font-size='9'");
+      }
+    }
+    s += svg_rect(time_x, y + 2, tx(row.compute_s) - time_x, 5, "#4e79a7", row.name + " compute " + svg_time(row.compute_s));
+    s += svg_rect(time_x, y + 8, tx(row.comm_s) - time_x, 5, "#e15759",
+                  row.name + " communication " + svg_time(row.comm_s) + " (" + svg_bytes(row.comm_bytes) + " sent per device)");
+  }
+  // memory per device against the limit, by purpose
+  const memory_breakdown mem = pp.memory_of(r.pick);
+  const double limit = pp.make_objective().memory_limit, peak = r.totals.peak_memory();
+  const double mem_scale = (width - 200) / std::max(limit, peak);
+  s += svg_text(8, mem_y - 8, "peak memory per device: " + svg_bytes(peak) + " of " + svg_bytes(limit) + " allowed" +
+                                  (r.feasible ? "" : " (OVER THE LIMIT)"), " font-weight='bold'");
+  const std::pair<const char*, std::int64_t> parts[] = {{"parameters", mem.params},   {"gradients", mem.grads},
+                                                         {"optimizer", mem.optimizer}, {"activations", mem.activations},
+                                                         {"transient", mem.transient}};
+  const char* fills[] = {"#59a14f", "#edc948", "#b07aa1", "#76b7b2", "#ff9da7"};
+  double x = 8;
+  for (int k = 0; k < 5; ++k) {
+    const double w = double(parts[k].second) * mem_scale;
+    s += svg_rect(x, mem_y, w, 16, fills[k], std::string(parts[k].first) + " " + svg_bytes(double(parts[k].second)));
+    s += svg_rect(8 + 150 * k, mem_y + 24, 10, 10, fills[k]);
+    s += svg_text(8 + 150 * k + 14, mem_y + 33, std::string(parts[k].first) + " " + svg_bytes(double(parts[k].second)));
+    x += w;
+  }
+  s += "<line x1='" + svg_num(8 + limit * mem_scale) + "' y1='" + svg_num(mem_y - 4) + "' x2='" + svg_num(8 + limit * mem_scale) +
+       "' y2='" + svg_num(mem_y + 20) + "' stroke='#000000' stroke-width='2'><title>memory limit</title></line>\n";
+  // predicted step beside the other plans
+  s += svg_text(8, cmp_y - 8, "predicted step per plan", " font-weight='bold'");
+  std::vector<std::pair<std::string, const plan_result*>> all{{to_string(r.strategy), &r}};
+  for (const auto& [name, o] : others) all.push_back({name, &o});
+  double slowest = 0;
+  for (const auto& [name, o] : all) slowest = std::max(slowest, o->time);
+  for (std::size_t k = 0; k < all.size(); ++k) {
+    const double y = cmp_y + 24.0 * double(k);
+    const plan_result& o = *all[k].second;
+    const double w = (width - 320) * o.time / std::max(slowest, 1e-30);
+    s += svg_text(8, y + 12, all[k].first);
+    s += svg_rect(110, y, w, 16, k == 0 ? "#4e79a7" : "#bab0ac", all[k].first + " " + svg_time(o.time));
+    char ratio[32];
+    std::snprintf(ratio, sizeof ratio, "%.2fx", o.time / r.time);
+    s += svg_text(116 + w, y + 12, svg_time(o.time) + (k == 0 ? "" : "  (" + std::string(ratio) + " " +
+                                                                    to_string(r.strategy) + "'s)") +
+                                       (o.feasible ? "" : "  over the memory limit"));
+  }
+  // legend of layouts
   const double ly = height - 14;
   const char* names[] = {"B", "P", "S(0)", "S(1)", "S(2)"};
   const sbp vals[] = {B, P, S(0), S(1), S(2)};
   for (int k = 0; k < 5; ++k) {
-    s += "<rect x='" + std::to_string(left + 60 * k) + "' y='" + std::to_string(ly - 10) +
-         "' width='12' height='12' fill='" + colour(vals[k]) + "'/><text x='" + std::to_string(left + 60 * k + 16) +
-         "' y='" + std::to_string(ly) + "'>" + names[k] + "</text>\n";
+    s += svg_rect(8 + 60 * k, ly - 10, 12, 12, sbp_colour(vals[k]));
+    s += svg_text(8 + 60 * k + 16, ly, names[k]);
   }
   return s + "</svg>\n";
 }

@@ -126,6 +126,24 @@ if r.returncode == 0:
 r = run("--model", small.replace("batch=8", "batch=2"), "--mesh", "4", "--compare", "dp")
 check("the table says 'not applicable'", r.returncode == 0 and "vs dp        not applicable: " in r.stdout, r.stdout[-400:])
 
+# the picture: well-formed SVG with op names, weight layouts, a time axis, memory against the
+# limit and the compared plans; 24 repeated blocks drawn once
+import xml.etree.ElementTree as ET
+svg24 = os.path.join(tmp, "gpt24.svg")
+r = run("--model", "gpt:layers=24,hidden=1024,heads=16,seq=1024,batch=8,vocab=50257", "--mesh", "2x4", "--compare",
+        "dp,megatron", "--svg", svg24)
+text = open(svg24).read() if r.returncode == 0 else ""
+try:
+    ET.fromstring(text)
+    well_formed = True
+except ET.ParseError:
+    well_formed = False
+check("--svg writes well-formed SVG", well_formed)
+for needle in ["h0.attn.q (linear)", "lm_head (linear)", "weight", "h0-h23 x24", "peak memory per device",
+               "predicted step per plan", ">dp<", ">megatron<", " ms<"]:
+    check(f"the SVG shows '{needle}'", needle in text)
+check("the SVG draws one block of 24", "h5.attn.q" not in text)
+
 # the 24-layer GPT's table: repeated blocks laid out alike print once; --all-ops prints every op
 gpt24 = "gpt:layers=24,hidden=1024,heads=16,seq=1024,batch=8,vocab=50257"
 r = run("--model", gpt24, "--mesh", "2x4", "--compare", "dp,megatron,zero")
