@@ -205,8 +205,9 @@ expect_error("a plan file missing a field names the field", ["--diff", auto_f, b
 expect_error("--model or --diff is required", ["--mesh", "4"], "--model is required")
 # models as files: every zoo model exported and read back plans identically
 model_f = os.path.join(tmp, "model.json")
-for spec in [small, "vgg11:image=32,classes=16,batch=8,fc=32", "mlp:layers=3,hidden=64,batch=32,in=32,out=8",
-             "bert:layers=2,hidden=64,heads=4,seq=32,batch=8,vocab=128"]:
+for spec in [small, "vgg11:image=32,classes=16,batch=8,fc=32", "vgg13:image=32,classes=16,batch=8,fc=32",
+             "vgg16:image=32,classes=16,batch=8,fc=32", "vgg19:image=32,classes=16,batch=8,fc=32",
+             "mlp:layers=3,hidden=64,batch=32,in=32,out=8", "bert:layers=2,hidden=64,heads=4,seq=32,batch=8,vocab=128"]:
     a = run("--model", spec, "--mesh", "2x2", "--export-model", model_f, "--json")
     b = run("--model", model_f, "--mesh", "2x2", "--json")
     ok = a.returncode == 0 and b.returncode == 0
@@ -244,6 +245,10 @@ expect_error("a model file missing a field names it",
 expect_error("a model file with an absurd shape is refused before allocating",
              ["--model", broken(lambda m: m["params"][0].update(shape=[1000000000, 1000000000]), "huge"), "--mesh", "2"],
              "more than 2^48 elements")
+malformed = os.path.join(tmp, "malformed.json")
+open(malformed, "w").write('{"format": "autoddl-model", "version": 1, "inputs": [')
+expect_error("a malformed model file", ["--model", malformed, "--mesh", "2"], "is not valid JSON")
+expect_error("a malformed plan file", ["--diff", auto_f, malformed], "is not valid JSON")
 expect_error("a missing model file", ["--model", os.path.join(tmp, "none.json"), "--mesh", "2"], "cannot read model file")
 
 print(("FAIL" if failures else "ok  ") + f" {len(failures)} failures")
