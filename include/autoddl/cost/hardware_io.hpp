@@ -260,7 +260,7 @@ inline hardware parse_hardware(std::string_view json_text, const std::string& fi
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(json_text.begin(), json_text.end());
-  } catch (const nlohmann::json::parse_error& e) {
+  } catch (const nlohmann::json::exception& e) {  // parse_error, or out_of_range for a number beyond a double
     throw parse_error("hardware profile '" + file + "' is not valid JSON (" + e.what() + "); fix the syntax there");
   }
   return detail::profile_reader(file).read(j);

@@ -50,7 +50,7 @@ transformer_config read_transformer(const model_spec& s, const transformer_prese
   }
   if (!p) fail<parse_error>("model spec '" + s.text + "': unknown size '" + size + "'; valid sizes: " + join(names));
   transformer_config c;
-  c.layers = r.count("layers", p->layers);
+  c.layers = r.count("layers", p->layers, max_model_layers);
   c.hidden = r.count("hidden", p->hidden);
   c.heads = r.count("heads", p->heads);
   c.seq = r.count("seq", p->seq);

@@ -42,7 +42,7 @@ inline graph build_model(std::string_view spec) {
   if (s.model == "mlp") {
     detail::spec_reader r(s, {"layers", "hidden", "batch", "in", "out"});
     mlp_config c;
-    c.layers = r.count("layers", 3);
+    c.layers = r.count("layers", 3, detail::max_model_layers);
     c.hidden = r.count("hidden", 256);
     c.batch = r.count("batch", 32);
     c.in = r.count("in", 784);

@@ -32,10 +32,12 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <span>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <vector>
 
 #include "autoddl/backend/shard.hpp"
@@ -266,18 +268,45 @@ struct manifest_reader {
   template <class V>
   V get(const nlohmann::json& j, const char* field) const {
     const nlohmann::json& v = need(j, field);
-    try {
-      return v.get<V>();
-    } catch (const nlohmann::json::exception&) {
-      detail::fail<error>("checkpoint manifest " + file + ": field '" + field + "' has the wrong type (" + v.dump() + ")");
+    if constexpr (std::is_integral_v<V>) {
+      return whole<V>(v, field);
+    } else if constexpr (std::is_same_v<V, std::vector<int>> || std::is_same_v<V, std::vector<std::int64_t>>) {
+      if (!v.is_array()) wrong_type(v, field);
+      V r;
+      for (const nlohmann::json& e : v) r.push_back(whole<typename V::value_type>(e, field));
+      return r;
+    } else {
+      try {
+        return v.get<V>();
+      } catch (const nlohmann::json::exception&) {
+        wrong_type(v, field);
+      }
     }
+  }
+  /// A JSON integer that I holds: nlohmann's get<I> of a float or of an integer beyond I's
+  /// range is undefined behaviour or wraps, so both are refused here.
+  template <class I>
+  I whole(const nlohmann::json& v, const char* field) const {
+    const bool fits = v.is_number_unsigned() ? v.get<std::uint64_t>() <= std::uint64_t(std::numeric_limits<I>::max())
+                      : v.is_number_integer() ? v.get<std::int64_t>() >= std::int64_t(std::numeric_limits<I>::min()) &&
+                                                   v.get<std::int64_t>() <= std::int64_t(std::numeric_limits<I>::max())
+                                              : false;
+    if (!fits)
+      detail::fail<error>("checkpoint manifest " + file + ": field '" + field + "' must hold whole numbers from " +
+                          std::to_string(std::numeric_limits<I>::min()) + " to " + std::to_string(std::numeric_limits<I>::max()) +
+                          " (got " + v.dump() + ")");
+    return v.get<I>();
+  }
+  [[noreturn]] void wrong_type(const nlohmann::json& v, const char* field) const {
+    detail::fail<error>("checkpoint manifest " + file + ": field '" + field + "' has the wrong type (" + v.dump() + ")");
   }
   std::uint64_t number_text(const nlohmann::json& j, const char* field) const {
     const std::string s = get<std::string>(j, field);
-    try {
+    try {  // decimal digits only: stoull alone would take "-1" (as 2^64 - 1), " 1" and "+1"
       std::size_t used = 0;
-      const unsigned long long v = std::stoull(s, &used);
-      if (used == s.size()) return v;
+      const bool digits = !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
+      const unsigned long long v = digits ? std::stoull(s, &used) : 0;
+      if (digits && used == s.size()) return v;
     } catch (const std::exception&) {
     }
     detail::fail<error>("checkpoint manifest " + file + ": field '" + field + "' is not a number ('" + s + "')");
@@ -321,11 +350,14 @@ inline checkpoint_manifest parse_manifest(std::string_view text, const std::file
   for (const nlohmann::json& p : r.need(j, "params")) {
     m.param_names.push_back(r.get<std::string>(p, "name"));
     m.shapes.push_back(r.get<std::vector<std::int64_t>>(p, "shape"));
-    std::int64_t elems = 1;  // every dim and the element count stay below 2^48
-    for (std::int64_t d : m.shapes.back())
-      if (d < 0 || d > (std::int64_t(1) << 48) || (elems *= std::max<std::int64_t>(d, 1)) > (std::int64_t(1) << 48))
+    const std::int64_t limit = std::int64_t(1) << 48;  // every dim and the element count stay below 2^48
+    std::int64_t elems = 1;
+    for (std::int64_t d : m.shapes.back()) {
+      if (d < 0 || d > limit || elems > limit / std::max<std::int64_t>(d, 1))  // (checked before multiplying)
         detail::fail<error>("checkpoint manifest " + path.string() + ": parameter '" + m.param_names.back() +
                     "' has an impossible shape");
+      elems *= std::max<std::int64_t>(d, 1);
+    }
     m.storage.push_back(r.get<std::string>(p, "storage"));
   }
   for (const nlohmann::json& rj : r.need(j, "ranks")) {

@@ -91,8 +91,12 @@ constexpr void check_divisible(const tensor_shape& shape, const layout& l) {
 }
 
 /// The shape of each device's shard. Example: [12,64] under [S(0),S(1)]@2x4 -> [6,16].
+/// A layout without a mesh that splits a dim has no known shards: layout_error.
 constexpr tensor_shape local_shape(const tensor_shape& shape, const layout& l) {
   check_divisible(shape, l);
+  if (!l.has_mesh() && l.sbp.min_tensor_rank() > 0)
+    detail::fail<layout_error>("layout " + to_string(l) + " splits a dim but names no mesh, so its shards are unknown; "
+                               "give its mesh, one size per SBP entry (e.g. [S(0),B]@2x4)");
   tensor_shape r = shape;
   for (int d = 0; d < shape.rank(); ++d)
     if (r[d] != dyn) r[d] /= split_factor(l.sbp, l.mesh, d);

@@ -64,6 +64,10 @@ constexpr std::string to_string(const mesh_shape& m) {
   return r;
 }
 
+/// The most devices a parsed mesh may have (per axis and in all), so that device counts and split
+/// factors stay far from overflow.
+inline constexpr std::int64_t max_mesh_devices = std::int64_t(1) << 24;
+
 namespace detail {
 constexpr mesh_shape parse_mesh_at(cursor& c) {
   mesh_shape m;
@@ -72,7 +76,10 @@ constexpr mesh_shape parse_mesh_at(cursor& c) {
     if (v < 1)
       fail<parse_error>("expected a positive device count " + c.where() + "; write a mesh as 8, 2x4 or 2x2x2");
     if (m.size() == max_mesh_axes) fail<parse_error>("a mesh has at most " + itos(max_mesh_axes) + " axes " + c.where());
-    if (v > (1 << 24)) fail<parse_error>("mesh axis of " + itos(v) + " devices is too large " + c.where());
+    if (v > max_mesh_devices) fail<parse_error>("mesh axis of " + itos(v) + " devices is too large " + c.where());
+    if (m.devices() * v > max_mesh_devices)
+      fail<parse_error>("a mesh of " + itos(m.devices() * v) + " devices is too large " + c.where() + "; at most " +
+                        itos(max_mesh_devices) + " devices in all");
     m.push_back(int(v));
     c.skip_space();
     if (c.peek() == 'x' || c.peek() == 'X') { ++c.i; continue; }

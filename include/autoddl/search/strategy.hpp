@@ -107,6 +107,9 @@ constexpr std::string to_string(const plan_strategy& s) {
   return r;
 }
 
+/// The largest tp, dp or mbs a strategy's text may give (each is kept in an int).
+inline constexpr std::int64_t max_strategy_knob = 2147483647;
+
 /// Parses the text form. Example: parse_strategy("megatron:tp=8") == strategy::megatron{.tp = 8}.
 /// Throws parse_error naming the strategy or knob that is wrong and what is valid.
 constexpr plan_strategy parse_strategy(std::string_view text) {
@@ -134,9 +137,12 @@ constexpr plan_strategy parse_strategy(std::string_view text) {
                                   "'; megatron takes tp=T, dp=D, mbs=B, recompute=none|selective|full and sp=1");
       detail::cursor c{value};
       const std::int64_t n = c.number();
-      if (n < (key == "sp" ? 0 : 1) || !c.done() || (key == "sp" && n > 1))
-        detail::fail<parse_error>(std::string(key) + " in strategy '" + std::string(text) + "' must be " +
-                                  (key == "sp" ? "0 or 1" : "a positive integer") + ", got '" + std::string(value) + "'");
+      if (n < (key == "sp" ? 0 : 1) || !c.done() || (key == "sp" && n > 1) || n > max_strategy_knob) {
+        std::string rule = "0 or 1";
+        if (key != "sp") rule = "a positive integer up to " + detail::itos(max_strategy_knob);
+        detail::fail<parse_error>(std::string(key) + " in strategy '" + std::string(text) + "' must be " + rule + ", got '" +
+                                  std::string(value) + "'");
+      }
       if (key == "tp") m.tp = int(n);
       if (key == "dp") m.dp = int(n);
       if (key == "mbs") m.mbs = int(n);

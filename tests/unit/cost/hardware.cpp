@@ -91,6 +91,13 @@ TEST_CASE("each kind of invalid profile names the file and the field", "[cost][h
   CHECK(parse_hardware(replaced(good, "\"beta\": 1e10", "\"beta\": 1e10, \"gamma\": 2e-10")).inter_node.gamma == 2e-10);
 }
 
+TEST_CASE("a number beyond a double is invalid JSON, not another exception (fuzz regression)", "[cost][hardware][errors]") {
+  // nlohmann-json throws out_of_range, not parse_error, for 1e999: parse_hardware once let it out
+  // (tests/fuzz/regressions/hardware/number-beyond-double-escapes-as-out-of-range.json).
+  CHECK_THAT(error_of(replaced(good, "\"beta\": 1e10", "\"beta\": 1e999")),
+             ContainsSubstring("'p.json' is not valid JSON") && ContainsSubstring("number overflow"));
+}
+
 TEST_CASE("every shipped preset loads by name, cites sources, and prices its links", "[cost][hardware]") {
   for (const char* name : {"piz-daint", "dgx1-v100", "dgx-a100", "dgx-h100", "cpu-local"}) {
     INFO(name);

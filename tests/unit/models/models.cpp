@@ -123,3 +123,20 @@ TEST_CASE("bad specs are errors that list the valid choices", "[models][errors]"
   CHECK_THROWS_WITH(build_model("gpt:hidden=100,heads=12"), ContainsSubstring("heads=12 does not divide hidden=100"));
   CHECK_THROWS_WITH(build_model("vgg16:image=100"), ContainsSubstring("divisible by 32"));
 }
+
+TEST_CASE("specs too large to describe are errors before anything is built (fuzz regressions)", "[models][errors]") {
+  // tests/fuzz/regressions/model_spec/: each once overflowed std::int64_t or ran for hours.
+  CHECK_THROWS_WITH(build_model("mlp:layers=100000000"),
+                    ContainsSubstring("layers=100000000 is more than autoddl builds; use layers of at most 4096"));
+  CHECK_THROWS_WITH(build_model("gpt:layers=4097"), ContainsSubstring("use layers of at most 4096"));
+  CHECK(build_model("mlp:layers=4096,hidden=8,in=8,out=2,batch=2").params.size() == 2 * 4097);  // the most layers build
+  // [2^40, 2^40] = 2^80 elements: refused, not overflowed (2^53 is the most a tensor may hold)
+  CHECK_THROWS_WITH(build_model("gpt:hidden=1099511627776,heads=1,vocab=1099511627776"),
+                    ContainsSubstring("parameter 'wte' of shape [1099511627776,1099511627776] holds more than "
+                                      "9007199254740992 elements"));
+  CHECK_THROWS_WITH(build_model("vgg11:image=1099511627776"),
+                    ContainsSubstring("input 0 of shape [8,3,1099511627776,1099511627776] holds more than"));
+  CHECK_THROWS_WITH(build_model("mlp:layers=2,hidden=4294967296,in=4294967296"), ContainsSubstring("parameter 'fc0.W'"));
+  // within the limits: a model described, never allocated (autoddl-train refuses it by its memory check)
+  CHECK(param_count(build_model("gpt:layers=2,hidden=32,heads=4,seq=16,batch=8,vocab=1000000000000")) > 32'000'000'000'000);
+}

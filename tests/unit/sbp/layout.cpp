@@ -13,6 +13,14 @@ TEST_CASE("local shapes divide each split dim by the mesh axes that split it", "
   CHECK(split_factor(nd_sbp{S(1), S(1), B}, mesh_shape{2, 3, 5}, 1) == 6);
 }
 
+TEST_CASE("a layout without a mesh has no local shape when it splits (fuzz regression)", "[sbp][shape][errors]") {
+  // local_shape once divided by the extent of a mesh axis that was not there (zero):
+  // tests/fuzz/regressions/layout/local-shape-without-mesh-divides-by-zero
+  CHECK_THROWS_WITH(local_shape({12, 64}, parse_layout("[S(0),B]")),
+                    ContainsSubstring("layout [S(0),B] splits a dim but names no mesh"));
+  CHECK(local_shape({12, 64}, parse_layout("[B,P]")) == tensor_shape{12, 64});  // nothing split: the whole tensor
+}
+
 TEST_CASE("an uneven split is an error naming the shape, the layout and the dim", "[sbp][shape][errors]") {
   CHECK_THROWS_AS(check_divisible({12, 64}, parse_layout("[S(0),B]@8x1")), layout_error);
   CHECK_THROWS_WITH(check_divisible({12, 64}, parse_layout("[S(0),B]@8x1")),

@@ -55,3 +55,12 @@ TEST_CASE("malformed layouts name the problem", "[sbp][notation][errors]") {
   CHECK_THROWS_WITH(parse_layout("[S(0),B]@8"), ContainsSubstring("has 2 SBP entries for a mesh of 1 axes"));
   CHECK_THROWS_AS(parse_layout("[S(0)]@"), parse_error);
 }
+
+TEST_CASE("a mesh of more devices than an int64 product holds is refused (fuzz regression)", "[sbp][notation][errors]") {
+  // 1372809x89x096412x2800967 once overflowed devices() (tests/fuzz/regressions/mesh/device-count-overflows)
+  CHECK_THROWS_WITH(parse_mesh("1372809x89x096412x2800967"), ContainsSubstring("devices is too large"));
+  CHECK_THROWS_WITH(parse_mesh("4096x4097"), ContainsSubstring("a mesh of 16781312 devices is too large"));
+  CHECK_THROWS_AS(parse_layout("[S(0),S(0)]@65536x65536"), parse_error);
+  CHECK(parse_mesh("4096x4096").devices() == 16777216);  // the most devices a mesh may have
+  CHECK(parse_mesh("16777216").devices() == 16777216);
+}

@@ -266,6 +266,14 @@ TEST_CASE("Megatron-LM's knobs: tp inside the innermost axis, dp, mbs, recompute
   CHECK_THROWS_WITH(build_model(gpt_spec, 3), ContainsSubstring("--microbatches 3 does not divide the batch of 8"));
 }
 
+TEST_CASE("megatron knobs beyond an int are refused, not wrapped (fuzz regression)", "[search][strategy][errors]") {
+  // tp=462949672929 once became a negative tp (tests/fuzz/regressions/strategy/tp-beyond-int-wraps)
+  CHECK_THROWS_WITH(parse_strategy("megatron:tp=462949672929"),
+                    ContainsSubstring("tp in strategy 'megatron:tp=462949672929' must be a positive integer up to 2147483647"));
+  CHECK_THROWS_AS(parse_strategy("megatron:mbs=2147483648"), parse_error);
+  CHECK(std::get<strategy::megatron>(parse_strategy("megatron:dp=2147483647")).dp == 2147483647);
+}
+
 TEST_CASE("sequence parallelism: layernorms, dropouts and residual adds split the sequence on the tensor axis",
           "[search][strategy]") {
   // Korthikanti et al. 2022, section 4.2.2: with sp=1 those ops of every block take S(1) (the

@@ -9,15 +9,35 @@
 
 namespace autoddl::detail {
 
+/// The most elements one tensor of a built model, and all its parameters together, may hold:
+/// element counts stay exact in a double and their bytes fit in std::int64_t.
+inline constexpr std::int64_t max_model_elements = std::int64_t(1) << 53;
+
+/// The elements of s, or -1 when they exceed max_model_elements (checked before each product,
+/// so sizes from a hostile spec never overflow).
+inline std::int64_t bounded_elements(const tensor_shape& s) {
+  std::int64_t r = 1;
+  for (std::int64_t d : s) {
+    if (d > 0 && r > max_model_elements / d) return -1;
+    r *= d;
+  }
+  return r;
+}
+
 class graph_builder {
  public:
   explicit graph_builder(std::string name) { g_.name = std::move(name); }
 
   tensor_ref input(tensor_shape s) {
+    check_size("input " + itos(std::int64_t(g_.inputs.size())), s);
     g_.inputs.push_back(s);
     return {-1, int(g_.inputs.size()) - 1};
   }
   int param(std::string name, tensor_shape s) {
+    param_elements_ += check_size("parameter '" + name + "'", s);
+    if (param_elements_ > max_model_elements)
+      fail<error>("model '" + g_.name + "': its parameters hold more than " + itos(max_model_elements) +
+                  " elements in all; choose smaller sizes");
     g_.params.push_back({std::move(name), s});
     return int(g_.params.size()) - 1;
   }
@@ -30,6 +50,7 @@ class graph_builder {
     for (tensor_ref t : ins) n.inputs.push_back(shape_of(g_, t));
     for (int id : params) n.params.push_back(at(g_.params, id).shape);
     n.outputs = infer_outputs(n);
+    for (const tensor_shape& o : n.outputs) check_size("the output of op '" + n.name + "'", o);
     g_.ops.push_back(std::move(n));
     g_.op_inputs.push_back(std::move(ins));
     g_.block.push_back(block_);
@@ -62,8 +83,18 @@ class graph_builder {
   const graph& current() const { return g_; }
 
  private:
+  /// The elements of a tensor of the model; error when there are too many to describe.
+  std::int64_t check_size(const std::string& what, const tensor_shape& s) const {
+    const std::int64_t n = bounded_elements(s);
+    if (n < 0)
+      fail<error>("model '" + g_.name + "': " + what + " of shape " + to_string(s) + " holds more than " +
+                  itos(max_model_elements) + " elements; choose smaller sizes");
+    return n;
+  }
+
   graph g_;
   int block_ = -1, pos_ = 0;
+  std::int64_t param_elements_ = 0;
 };
 
 }  // namespace autoddl::detail

@@ -12,6 +12,9 @@
 
 namespace autoddl::detail {
 
+/// The most repeated layers a model spec may ask for: the graph holds every op of every layer.
+inline constexpr std::int64_t max_model_layers = 4096;
+
 inline std::string join(const std::vector<std::string>& v) {
   std::string r;
   for (const std::string& s : v) r += (r.empty() ? "" : " ") + s;
@@ -69,8 +72,8 @@ class spec_reader {
     const std::string* v = find(key);
     return v ? *v : dflt;
   }
-  /// A positive integer value, or dflt when the key is absent.
-  std::int64_t count(std::string_view key, std::int64_t dflt) const {
+  /// A positive integer value up to `most`, or dflt when the key is absent.
+  std::int64_t count(std::string_view key, std::int64_t dflt, std::int64_t most = std::int64_t(1) << 40) const {
     const std::string* v = find(key);
     if (!v) return dflt;
     cursor c{*v};
@@ -80,6 +83,9 @@ class spec_reader {
                         " is not a whole number; write e.g. " + std::string(key) + "=" + itos(dflt));
     if (n == 0)
       fail<error>("model spec '" + s_.text + "': " + std::string(key) + "=0 makes no model; use a size of at least 1");
+    if (n > most)
+      fail<error>("model spec '" + s_.text + "': " + std::string(key) + "=" + itos(n) + " is more than autoddl builds; use " +
+                  std::string(key) + " of at most " + itos(most));
     return n;
   }
   /// A probability in [0, 1) written as a decimal ("0.1", "0"), or dflt when the key is absent.
