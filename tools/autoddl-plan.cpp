@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "autoddl/cost/hardware_io.hpp"
+#include "autoddl/models/model_file.hpp"
 #include "autoddl/models/zoo.hpp"
 #include "autoddl/search/micro_batches.hpp"
 #include "autoddl/search/plan_file.hpp"
@@ -138,7 +139,7 @@ int main(int argc, char** argv) {
     if (!export_model.empty()) {
       std::ofstream f(export_model);
       if (!f) throw error("cannot write the model to '" + export_model + "'");
-      f << model_file_json(build_model(model)).dump(1) << "\n";
+      f << model_file_json(load_model(model)).dump(1) << "\n";
       if (!f) throw error("cannot write the model to '" + export_model + "'");
     }
     const plan_strategy chosen = parse_strategy(strategy);
@@ -153,8 +154,8 @@ int main(int argc, char** argv) {
     step_settings pin;
     if (microbatches_s != "auto") pin.microbatches = autoddl::tools::parse_count("--microbatches", microbatches_s);
     if (recompute_s != "auto") pin.recompute = parse_recompute(recompute_s);
-    const std::int64_t batch = graph_batch(build_model(model));
-    auto build = [&](int m) { return build_model(model, m); };
+    const std::int64_t batch = graph_batch(load_model(model));
+    auto build = [&](int m) { return load_model(model, m); };
     micro_batched_plan chosen_plan = plan_micro_batched(build, batch, o, chosen, pin, seed);
     const plan_problem& pp = *chosen_plan.problem;
     plan_result r = chosen_plan.result;

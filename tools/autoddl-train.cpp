@@ -31,6 +31,7 @@
 #include "autoddl/backend/cpu.hpp"
 #include "autoddl/backend/mpi.hpp"
 #include "autoddl/cost/hardware_io.hpp"
+#include "autoddl/models/model_file.hpp"
 #include "autoddl/models/zoo.hpp"
 #include "autoddl/runtime/checkpoint.hpp"
 #include "autoddl/runtime/gather.hpp"
@@ -163,12 +164,12 @@ prepared prepare(const settings& s, int ranks) {
   if (s.plan) {  // exactly the file's layouts and schedule
     p.o.microbatches = s.plan->microbatches;
     p.o.recompute = s.plan->recompute;
-    check_microbatches(p.o.microbatches, graph_batch(build_model(s.model)));
-    p.pp = std::make_unique<plan_problem>(build_model(s.model, p.o.microbatches), p.o);
+    check_microbatches(p.o.microbatches, graph_batch(load_model(s.model)));
+    p.pp = std::make_unique<plan_problem>(load_model(s.model, p.o.microbatches), p.o);
     p.plan = result_of(*p.pp, pick_of(*p.pp, *s.plan), strategy);
   } else {
-    micro_batched_plan chosen = plan_micro_batched([&](int m) { return build_model(s.model, m); },
-                                                   graph_batch(build_model(s.model)), p.o, strategy, pin, s.seed);
+    micro_batched_plan chosen = plan_micro_batched([&](int m) { return load_model(s.model, m); },
+                                                   graph_batch(load_model(s.model)), p.o, strategy, pin, s.seed);
     p.pp = std::move(chosen.problem);
     p.plan = std::move(chosen.result);
   }

@@ -1,6 +1,6 @@
 #pragma once
 // Models as files: a user's own network as JSON, planned and trained like a zoo model
-// (build_model("path/to/model.json")), and any zoo model written in that format
+// (load_model("path/to/model.json"); load_model takes zoo specs too), and any zoo model written in that format
 // (autoddl-plan --export-model m.json).
 //
 //   {"format": "autoddl-model", "version": 1, "name": "my-mlp",
@@ -33,6 +33,7 @@
 
 #include "autoddl/error.hpp"
 #include "autoddl/models/graph.hpp"
+#include "autoddl/models/zoo.hpp"
 #include "autoddl/ops/shapes.hpp"
 
 namespace autoddl {
@@ -284,6 +285,13 @@ inline graph read_model_file(const std::string& path, int microbatches = 1) {
   if (!in) detail::fail<error>("cannot read model file '" + path + "'");
   const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   return parse_model_file(text, path, microbatches);
+}
+
+/// A model by spec: a model file when the spec ends in .json, else a zoo model (build_model);
+/// `microbatches` micro-batches (the graph is one of them).
+inline graph load_model(std::string_view spec, int microbatches = 1) {
+  if (is_model_file(spec)) return read_model_file(std::string(spec), microbatches);
+  return build_model(spec, microbatches);
 }
 
 }  // namespace autoddl

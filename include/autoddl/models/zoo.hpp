@@ -7,13 +7,14 @@
 //   vgg11 vgg13 vgg16 vgg19   image (224), classes (1000), batch (8), fc (4096)
 //   mlp    layers (3), hidden (256), batch (32), in (784), out (10)
 // Explicit keys override a preset. Builders only describe shapes: nothing is allocated.
-// A spec ending in .json is a model file (models/model_file.hpp): a user's own network.
+// A model file (a user's own network as JSON) is read by load_model (models/model_file.hpp),
+// which takes zoo specs too; it is not in this header because nlohmann-json's <memory> brings
+// POSIX ::link along (mesh/link.hpp).
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "autoddl/models/mlp.hpp"
-#include "autoddl/models/model_file.hpp"
 #include "autoddl/models/transformer.hpp"
 #include "autoddl/models/vgg.hpp"
 
@@ -24,7 +25,6 @@ inline std::vector<std::string> model_names() { return {"gpt", "bert", "vgg11", 
 /// Builds the graph a spec names. Throws parse_error for an unknown model or key (listing the
 /// valid ones) and error for sizes that make no model (0, heads not dividing hidden, ...).
 inline graph build_model(std::string_view spec) {
-  if (is_model_file(spec)) return read_model_file(std::string(spec));
   detail::model_spec s = detail::parse_spec(spec);
   if (s.model == "gpt") return build_gpt(detail::read_transformer(s, detail::gpt_presets, "gpt2"));
   if (s.model == "bert") return build_bert(detail::read_transformer(s, detail::bert_presets, "bert-base"));
@@ -61,7 +61,6 @@ inline std::int64_t graph_batch(const graph& g) { return g.inputs.empty() ? 1 : 
 ///   build_model("mlp:batch=32", 4) == build_model("mlp:batch=8")
 /// Throws error when microbatches is below 1 or does not divide the batch.
 inline graph build_model(std::string_view spec, int microbatches) {
-  if (is_model_file(spec)) return read_model_file(std::string(spec), microbatches);
   graph full = build_model(spec);  // validates the spec first
   if (microbatches == 1) return full;
   const std::int64_t batch = graph_batch(full);
