@@ -17,23 +17,17 @@ import shutil
 import signal
 import subprocess
 import sys
+
+from mpi_cli import cli_test
 import tempfile
 import time
 
 mpirun, train = sys.argv[1], sys.argv[2]
-base = [mpirun, "--allow-run-as-root", "--oversubscribe"]
 gpt = "gpt:layers=2,hidden=32,heads=4,seq=16,batch=8,vocab=64"
-failures = []
 
 
-def run(np, *args, timeout=240):
-    return subprocess.run(base + ["-np", str(np), train, *args], capture_output=True, text=True, timeout=timeout)
-
-
-def check(what, ok, detail=""):
-    print(("ok   " if ok else "FAIL ") + what + ("" if ok else ": " + detail))
-    if not ok:
-        failures.append(what)
+t = cli_test(mpirun, train)
+run, check, failures, base = t.run, t.check, t.failures, t.base
 
 
 def trained(np, mesh, *args):

@@ -8,21 +8,15 @@ import os
 import subprocess
 import sys
 
+from mpi_cli import cli_test
+
 mpirun, train = sys.argv[1], sys.argv[2]
 planner = sys.argv[3] if len(sys.argv) > 3 else None
-base = [mpirun, "--allow-run-as-root", "--oversubscribe"]
 model = "gpt:layers=2,hidden=32,heads=4,seq=16,batch=8,vocab=64"
-failures = []
 
 
-def run(np, *args, timeout=240):
-    return subprocess.run(base + ["-np", str(np), train, *args], capture_output=True, text=True, timeout=timeout)
-
-
-def check(what, ok, detail=""):
-    print(("ok   " if ok else "FAIL ") + what + ("" if ok else ": " + detail))
-    if not ok:
-        failures.append(what)
+t = cli_test(mpirun, train)
+run, check, failures, base = t.run, t.check, t.failures, t.base
 
 
 r = run(4, "--model", model, "--mesh", "2x2", "--steps", "3", "--check-serial", "--optimizer", "sgd", "--json")
