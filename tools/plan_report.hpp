@@ -131,31 +131,15 @@ inline void print_human(const plan_problem& pp, const plan_result& r, const std:
     }
     return k;
   };
-  const int n = int(rows.size());
-  auto block_end = [&](int i) {  // one past the last op of the block op i is in
-    int e = i;
-    while (e < n && at(g.block, e) == at(g.block, i)) ++e;
-    return e;
-  };
-  auto prefix = [&](int i) { return at(rows, i).name.substr(0, at(rows, i).name.find('.')); };
-  for (int i = 0; i < n;) {
-    if (at(g.block, i) < 0 || all_ops) {
-      print_row(at(rows, i++));
-      continue;
+  if (all_ops)
+    for (const plan_row& row : rows) print_row(row);
+  else
+    for (const op_run& run : fold_repeated_blocks(g, block_key)) {
+      if (run.count > 1)
+        fmt::print("{}-{} x{}: the same layouts in every block; per block:\n", block_prefix(at(rows, run.first).name),
+                   block_prefix(at(rows, run.last_first).name), run.count);
+      for (int k = run.first; k < run.end; ++k) print_row(at(rows, k));
     }
-    const int end = block_end(i);
-    const std::string key = block_key(i, end);
-    int run = 1, next = end, last = i;  // the blocks after this one laid out alike
-    while (next < n && at(g.block, next) >= 0 && block_key(next, block_end(next)) == key) {
-      last = next;
-      next = block_end(next);
-      ++run;
-    }
-    if (run > 1)
-      fmt::print("{}-{} x{}: the same layouts in every block; per block:\n", prefix(i), prefix(last), run);
-    for (int k = i; k < end; ++k) print_row(at(rows, k));
-    i = next;
-  }
   fmt::print("\npredicted step {}  = compute {} + communication {} (gradient sync overlaps backward: {})\n",
              seconds(r.time), seconds(r.totals.compute()), seconds(r.totals.comm()),
              pp.overlap() == overlap_rule::none ? "no" : "yes");

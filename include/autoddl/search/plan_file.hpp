@@ -272,10 +272,7 @@ inline plan_result result_of(const plan_problem& pp, std::vector<int> pick, plan
   plan_result r;
   r.strategy = s;
   r.pick = std::move(pick);
-  const objective obj = pp.make_objective();
-  r.totals = pp.untied().evaluate(r.pick);
-  r.time = obj.time(r.totals);
-  r.feasible = obj.feasible(r.totals);
+  price_pick(pp, r);
   return r;
 }
 

@@ -109,4 +109,45 @@ inline std::vector<plan_row> plan_rows(const plan_problem& pp, const plan_result
   return rows;
 }
 
+/// A stretch of a model's ops as the table and the picture show them: one op outside repeated
+/// blocks (count 1, no block), or a repeated block [first, end) followed by count - 1 more blocks
+/// laid out alike (the last of them starting at op last_first).
+struct op_run {
+  int first = 0, end = 0, count = 1, last_first = 0;
+  bool block = false;
+};
+
+/// The ops of g split into runs, consecutive repeated blocks with equal key(first, end) folded.
+template <class Key>
+std::vector<op_run> fold_repeated_blocks(const graph& g, Key&& key) {
+  const int n = int(g.ops.size());
+  auto block_end = [&](int i) {
+    int e = i;
+    while (e < n && at(g.block, e) == at(g.block, i)) ++e;
+    return e;
+  };
+  std::vector<op_run> runs;
+  for (int i = 0; i < n;) {
+    if (at(g.block, i) < 0) {
+      runs.push_back({i, i + 1, 1, i, false});
+      ++i;
+      continue;
+    }
+    op_run r{i, block_end(i), 1, i, true};
+    const auto k = key(r.first, r.end);
+    int next = r.end;
+    while (next < n && at(g.block, next) >= 0 && key(next, block_end(next)) == k) {
+      r.last_first = next;
+      next = block_end(next);
+      ++r.count;
+    }
+    runs.push_back(r);
+    i = next;
+  }
+  return runs;
+}
+
+/// The block part of an op name: "h3" of "h3.attn.q".
+inline std::string block_prefix(const std::string& op_name) { return op_name.substr(0, op_name.find('.')); }
+
 }  // namespace autoddl

@@ -126,6 +126,14 @@ inline void solve_expert(const plan_problem& pp, const plan_strategy& s, plan_re
 ///   solve_plan(pp, strategy::automatic{});   solve_plan(pp, strategy::megatron{.tp = 4});
 /// Throws layout_error when s does not fit pp's mesh or model (check_strategy).
 /// with_gap = false skips the auto plan's exact reference (attach_optimal_gap adds it later).
+/// Prices r.pick as the search does: totals, predicted step time, feasibility.
+inline void price_pick(const plan_problem& pp, plan_result& r) {
+  const objective obj = pp.make_objective();
+  r.totals = pp.untied().evaluate(r.pick);
+  r.time = obj.time(r.totals);
+  r.feasible = obj.feasible(r.totals);
+}
+
 inline plan_result solve_plan(const plan_problem& pp, const plan_strategy& s, std::uint64_t seed = 1,
                               bool with_gap = true) {
   const auto t0 = std::chrono::steady_clock::now();
@@ -155,10 +163,7 @@ inline plan_result solve_plan(const plan_problem& pp, const plan_strategy& s, st
   } else {
     detail::solve_expert(pp, s, r);
   }
-  const objective obj = pp.make_objective();
-  r.totals = pp.untied().evaluate(r.pick);
-  r.time = obj.time(r.totals);
-  r.feasible = obj.feasible(r.totals);
+  price_pick(pp, r);
   if (!std::holds_alternative<strategy::automatic>(s))
     r.search_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return r;

@@ -85,7 +85,7 @@ inline std::string plan_svg(const plan_problem& pp, const plan_result& r, const 
                             const std::vector<std::pair<std::string, plan_result>>& others = {}) {
   using namespace detail;
   const graph& g = pp.model();
-  const int n = int(rows.size()), axes = pp.options().mesh.size();
+  const int axes = pp.options().mesh.size();
   // which rows to draw: consecutive repeated blocks laid out alike draw once
   auto key_of = [&](int first, int last) {
     std::string k;
@@ -97,34 +97,16 @@ inline std::string plan_svg(const plan_problem& pp, const plan_result& r, const 
     }
     return k;
   };
-  auto block_end = [&](int i) {
-    int e = i;
-    while (e < n && at(g.block, e) == at(g.block, i)) ++e;
-    return e;
-  };
-  auto prefix = [&](int i) { return at(rows, i).name.substr(0, at(rows, i).name.find('.')); };
   struct line {
     int op = -1;          // a row of op `op`, or (op < 0) a group heading
     std::string heading;
   };
   std::vector<line> lines;
-  for (int i = 0; i < n;) {
-    if (at(g.block, i) < 0) {
-      lines.push_back({i, {}});
-      ++i;
-      continue;
-    }
-    const int end = block_end(i);
-    const std::string key = key_of(i, end);
-    int run = 1, next = end, last = i;
-    while (next < n && at(g.block, next) >= 0 && key_of(next, block_end(next)) == key) {
-      last = next;
-      next = block_end(next);
-      ++run;
-    }
-    if (run > 1) lines.push_back({-1, prefix(i) + "-" + prefix(last) + " x" + std::to_string(run) + ": laid out alike, times per block"});
-    for (int k = i; k < end; ++k) lines.push_back({k, {}});
-    i = next;
+  for (const op_run& run : fold_repeated_blocks(g, key_of)) {
+    if (run.count > 1)
+      lines.push_back({-1, block_prefix(at(rows, run.first).name) + "-" + block_prefix(at(rows, run.last_first).name) + " x" +
+                               std::to_string(run.count) + ": laid out alike, times per block"});
+    for (int k = run.first; k < run.end; ++k) lines.push_back({k, {}});
   }
 
   const double row_h = 16, top = 74, name_w = 170, cell = 30, gap = 28;
