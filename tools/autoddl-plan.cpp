@@ -58,10 +58,13 @@ void diff_plans(const std::string& a_path, const std::string& b_path, bool json)
     ops.push_back({{"name", x.name}, {"kind", x.kind}, {"a", layouts_text(x)}, {"b", layouts_text(y)}});
   }
   for (std::size_t p = 0; p < a.params.size() && p < b.params.size(); ++p)
-    if (!(a.params[p].storage == b.params[p].storage) || !(a.params[p].grad_sum == b.params[p].grad_sum))
+    if (!(a.params[p].storage == b.params[p].storage) || !(a.params[p].grad_sum == b.params[p].grad_sum) ||
+        !(a.params[p].update == b.params[p].update))
       params.push_back({{"name", a.params[p].name},
-                        {"a", to_string(a.params[p].storage) + " summed " + to_string(a.params[p].grad_sum)},
-                        {"b", to_string(b.params[p].storage) + " summed " + to_string(b.params[p].grad_sum)}});
+                        {"a", to_string(a.params[p].storage) + " summed " + to_string(a.params[p].grad_sum) +
+                                  " updated " + to_string(a.params[p].update)},
+                        {"b", to_string(b.params[p].storage) + " summed " + to_string(b.params[p].grad_sum) +
+                                  " updated " + to_string(b.params[p].update)}});
   const plan_prediction &pa = a.predicted, &pb = b.predicted;
   if (json) {
     nlohmann::json j = {{"a", a_path}, {"b", b_path}, {"ops_differing", ops}, {"params_differing", params}};

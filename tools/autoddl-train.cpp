@@ -164,6 +164,7 @@ prepared prepare(const settings& s, int ranks) {
   if (s.plan) {  // exactly the file's layouts and schedule
     p.o.microbatches = s.plan->microbatches;
     p.o.recompute = s.plan->recompute;
+    p.o.zero1_layouts = uses_zero1_layouts(strategy);
     check_microbatches(p.o.microbatches, graph_batch(load_model(s.model)));
     p.pp = std::make_unique<plan_problem>(load_model(s.model, p.o.microbatches), p.o);
     p.plan = result_of(*p.pp, pick_of(*p.pp, *s.plan), strategy);
@@ -216,9 +217,10 @@ void read_plan_option(settings& s, const CLI::App& app) {
 struct restored {
   std::vector<float> param, m, v;
 };
-restored read_state(checkpoint_reader<float>& r, int q, const shard_info& want, optimizer opt) {
-  restored x{r.read(q, "param", want), r.read(q, "m", want), {}};
-  if (opt == optimizer::adam) x.v = r.read(q, "v", want);
+/// `want`: the parameter's block in storage; `state`: the optimizer state's (update layout).
+restored read_state(checkpoint_reader<float>& r, int q, const shard_info& want, const shard_info& state, optimizer opt) {
+  restored x{r.read(q, "param", want), r.read(q, "m", state), {}};
+  if (opt == optimizer::adam) x.v = r.read(q, "v", state);
   return x;
 }
 
@@ -227,7 +229,8 @@ template <class Trainer>
 void restore(Trainer& t, const prepared& p, const graph& g, const mesh_shape& mesh, const mesh_coord& coords) {
   checkpoint_reader<float> r(p.resume_folder, p.resume_manifest);
   for (std::size_t q = 0; q < g.params.size(); ++q) {
-    const restored x = read_state(r, int(q), make_shard(g.params[q].shape, t.storage(int(q)), mesh, coords), p.to.opt);
+    const restored x = read_state(r, int(q), make_shard(g.params[q].shape, t.storage(int(q)), mesh, coords),
+                                  make_shard(g.params[q].shape, t.update_layout(int(q)), mesh, coords), p.to.opt);
     t.restore_shard(int(q), x.param, x.m, x.v);
   }
   t.restore_steps_done(p.resume_manifest.steps_done);
@@ -296,7 +299,7 @@ class serial_check {
     const double gfloor = rank_ == 0 ? 1e-3 * max_abs(sg) : 0, pfloor = rank_ == 0 ? 1e-3 * max_abs(sp) : 0;
     for (std::size_t q = 0; q < g_.params.size(); ++q) {
       auto gp = gather_to_root(comm, t.param_shard(int(q)), g_.params[q].shape, t.storage(int(q)));
-      auto gg = gather_to_root(comm, t.grad_shard(int(q)), g_.params[q].shape, t.storage(int(q)));
+      auto gg = gather_to_root(comm, t.grad_shard(int(q)), g_.params[q].shape, t.update_layout(int(q)));
       if (rank_ != 0) continue;
       const double ep = max_rel_error(gp, sp[q], pfloor), eg = max_rel_error(gg, sg[q], gfloor);
       if (ep >= err_params) { err_params = ep; worst_param_name = g_.params[q].name; }
@@ -339,7 +342,7 @@ void report(const settings& s, const prepared& p, const run_record& run, const s
     j["microbatches"] = p.o.microbatches;
     j["recompute"] = std::string(to_string(p.o.recompute));
     j["peak_bytes_per_device"] = run.peak_bytes;
-    j["predicted_peak_bytes_per_device"] = plan.totals.peak_memory();
+    j["predicted_peak_bytes_per_device"] = replay_step_memory(pp, plan.pick).peak();
     j["max_rel_err_vs_serial"] = check ? nlohmann::json(check->worst()) : nlohmann::json(nullptr);
     if (check)
       j["rel_err_vs_serial"] = {{"loss_all_steps", check->err_loss}, {"gradients_step1", check->err_grads},
@@ -365,9 +368,9 @@ void report(const settings& s, const prepared& p, const run_record& run, const s
              tools::seconds(plan.time), med / plan.time);
   fmt::print("bytes sent per device per step: {} (predicted {:.0f}{})\n", run.bytes, plan.totals.bytes,
              double(run.bytes) == plan.totals.bytes ? ", equal" : ", DIFFERENT");
+  const double replayed = double(replay_step_memory(pp, plan.pick).peak());
   fmt::print("peak memory per device: measured {}  predicted {}  (measured/predicted {:.2f})\n",
-             tools::si(double(run.peak_bytes), "B"), tools::si(plan.totals.peak_memory(), "B"),
-             double(run.peak_bytes) / plan.totals.peak_memory());
+             tools::si(double(run.peak_bytes), "B"), tools::si(replayed, "B"), double(run.peak_bytes) / replayed);
   if (check)
     fmt::print("largest relative difference from serial training: {:.2e} (loss over all steps {:.2e}, gradients "
                "of step 1 {:.2e} at {}, parameters after step 1 {:.2e} at {})\n",
@@ -385,8 +388,9 @@ std::string save_checkpoint(const settings& s, const prepared& p, const Trainer&
   for (std::size_t q = 0; q < p.g.params.size(); ++q) {
     const shard_info block = make_shard(p.g.params[q].shape, t.storage(int(q)), p.o.mesh, coords);
     shards.push_back({int(q), "param", block, t.param_shard(int(q))});
-    shards.push_back({int(q), "m", block, t.moment_shard(int(q), 0)});
-    if (p.to.opt == optimizer::adam) shards.push_back({int(q), "v", block, t.moment_shard(int(q), 1)});
+    const shard_info state = make_shard(p.g.params[q].shape, t.update_layout(int(q)), p.o.mesh, coords);
+    shards.push_back({int(q), "m", state, t.moment_shard(int(q), 0)});
+    if (p.to.opt == optimizer::adam) shards.push_back({int(q), "v", state, t.moment_shard(int(q), 1)});
   }
   const std::string mine = to_json(write_rank_shards(folder, rank, shards)).dump();
   // rank 0 gathers every rank's record, then writes the manifest last

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "autoddl/search/report.hpp"
+#include "autoddl/search/step_memory.hpp"
 
 namespace autoddl::tools {
 
@@ -41,6 +42,17 @@ inline std::string kernel_prices_line(const plan_problem& pp, const std::string&
   return s;
 }
 
+/// The step's replayed peak (search/step_memory.hpp) and where it falls, one line:
+/// "over the step: peak 1.2 GB at the backward of h3.mlp.fc1 (the sum above never lives at once)".
+inline std::string step_peak_line(const plan_problem& pp, const plan_result& r) {
+  const step_memory m = replay_step_memory(pp, r.pick);
+  const std::string where = m.peak_op < 0 ? "the gradient synchronisation"
+                                          : std::string(m.peak_in_backward ? "the backward of " : "the forward of ") +
+                                                at(pp.model().ops, m.peak_op).name;
+  return "over the step: peak " + si(double(m.peak()), "B") + " at " + where +
+         " (stored state plus what lives then; the breakdown above adds every term as if all lived at once)";
+}
+
 inline nlohmann::json plan_json(const plan_problem& pp, const plan_result& r, const std::vector<plan_row>& rows,
                          const std::string& model_spec, const std::string& hw_name) {
   const graph& g = pp.model();
@@ -61,6 +73,8 @@ inline nlohmann::json plan_json(const plan_problem& pp, const plan_result& r, co
   j["comm_s"] = r.totals.comm();
   j["comm_bytes_per_device"] = r.totals.bytes;
   j["memory_bytes_per_device"] = r.totals.peak_memory();
+  const step_memory step = replay_step_memory(pp, r.pick);
+  j["step_peak_bytes_per_device"] = step.peak();
   j["memory_limit_bytes"] = pp.make_objective().memory_limit;
   const memory_breakdown mem = pp.memory_of(r.pick);
   j["memory_breakdown_bytes"] = {{"parameters", mem.params}, {"gradients", mem.grads}, {"optimizer", mem.optimizer},
@@ -150,6 +164,7 @@ inline void print_human(const plan_problem& pp, const plan_result& r, const std:
   fmt::print("memory per device: parameters {}, gradients {}, optimizer {}, activations {}, transient {}\n",
              si(double(mem.params), "B"), si(double(mem.grads), "B"), si(double(mem.optimizer), "B"),
              si(double(mem.activations), "B"), si(double(mem.transient), "B"));
+  fmt::print("{}\n", step_peak_line(pp, r));
   fmt::print("{}\n", kernel_prices_line(pp, hw_name));
   if (r.optimal_gap)
     fmt::print("gap to the exact optimum (additive objective, series-parallel DP): {:.3f}%\n", *r.optimal_gap * 100);

@@ -61,7 +61,7 @@ class opaque_buffer {
  private:
   friend class opaque_device;
   explicit opaque_buffer(std::size_t n) : data_(n, T{}) {}
-  std::vector<T> data_;
+  buffer_t<cpu_device, T> data_;  // counted as cpu_device's buffers are (bytes_in_use)
 };
 
 // Each primitive: flip the spans back and run cpu_device's.

@@ -32,6 +32,7 @@
 #include <vector>
 
 #include "autoddl/error.hpp"
+#include "autoddl/index.hpp"
 #include "autoddl/models/graph.hpp"
 #include "autoddl/models/zoo.hpp"
 #include "autoddl/ops/shapes.hpp"
@@ -168,6 +169,130 @@ inline nlohmann::json model_file_json(const graph& g) {
           {"params", params}, {"ops", ops}, {"loss", g.ops.at(std::size_t(g.loss_op)).name}};
 }
 
+namespace detail {
+
+/// Builds a graph from a parsed model file, section by section (inputs, parameters, ops, loss).
+class model_file_builder {
+ public:
+  model_file_builder(const model_reader& r, const std::string& file, int microbatches)
+      : r_(r), file_(file), m_(microbatches) {}
+
+  graph build(const nlohmann::json& j) {
+    g_.name = j.contains("name") && j["name"].is_string() ? j["name"].get<std::string>() : file_;
+    for (const nlohmann::json& in : r_.list(j, "inputs", "")) add_input(in);
+    for (const nlohmann::json& p : r_.list(j, "params", "")) add_param(p);
+    for (const nlohmann::json& o : r_.list(j, "ops", "")) add_op(o);
+    const std::string loss = r_.text(j, "loss", "");
+    auto it = tensors_.find(loss);
+    if (it == tensors_.end() || it->second.op < 0) r_.bad("", "field 'loss' names no op ('" + loss + "')");
+    g_.loss_op = it->second.op;
+    validate(g_);  // blocks repeat, the loss is a scalar, parameters match their uses
+    return std::move(g_);
+  }
+
+ private:
+  // An input: its batch dim (dim 0, the same for every input) divided into the micro-batches.
+  void add_input(const nlohmann::json& in) {
+    const std::string name = r_.text(in, "name", "an input");
+    const std::string where = "input '" + name + "'";
+    tensor_shape s = r_.shape(in, where);
+    if (s.rank() == 0) r_.bad(where, "an input needs a batch dim (dim 0)");
+    if (batch_ == 0) batch_ = s[0];
+    if (s[0] != batch_) r_.bad(where, "dim 0 is the batch: " + itos(s[0]) + " differs from the first input's " + itos(batch_));
+    if (m_ < 1 || s[0] % m_ != 0)
+      fail<error>("--microbatches " + itos(m_) + " does not divide the batch of " + itos(s[0]) +
+                  "; choose a divisor of the batch (1 trains the whole batch at once)");
+    s[0] /= m_;
+    if (!tensors_.emplace(name, tensor_ref{-1, int(g_.inputs.size())}).second) r_.bad(where, "the name is used twice");
+    g_.inputs.push_back(s);
+  }
+
+  void add_param(const nlohmann::json& p) {
+    const std::string name = r_.text(p, "name", "a parameter");
+    if (!param_ids_.emplace(name, int(g_.params.size())).second) r_.bad("parameter '" + name + "'", "the name is used twice");
+    g_.params.push_back({name, r_.shape(p, "parameter '" + name + "'")});
+  }
+
+  void add_op(const nlohmann::json& o) {
+    op_node n;
+    n.name = r_.text(o, "name", "op " + std::to_string(g_.ops.size()));
+    const std::string where = "op '" + n.name + "'";
+    read_kind_and_attrs(o, n, where);
+    std::vector<tensor_ref> refs;
+    for (const nlohmann::json& in : r_.list(o, "inputs", where)) {
+      refs.push_back(input_ref(in, where));
+      n.inputs.push_back(shape_of(g_, refs.back()));
+    }
+    if (o.contains("params"))
+      for (const nlohmann::json& pn : r_.list(o, "params", where)) {
+        if (!pn.is_string()) r_.bad(where, "field 'params' lists parameter names (strings)");
+        auto it = param_ids_.find(pn.get<std::string>());
+        if (it == param_ids_.end()) r_.bad(where, "parameter '" + pn.get<std::string>() + "' is not in 'params'");
+        n.param_ids.push_back(it->second);
+        n.params.push_back(at(g_.params, it->second).shape);
+      }
+    try {
+      n.outputs = infer_outputs(n);
+    } catch (const layout_error& e) {
+      fail<layout_error>("model file " + file_ + ": " + e.what());
+    }
+    const int blk = o.contains("block") ? int(r_.integer(o["block"], "block", where, 0, 1 << 20)) : -1;
+    const int pos = o.contains("block_pos") ? int(r_.integer(o["block_pos"], "block_pos", where, 0, 1 << 20)) : -1;
+    if ((blk < 0) != (pos < 0)) r_.bad(where, "give both 'block' and 'block_pos', or neither");
+    if (!tensors_.emplace(n.name, tensor_ref{int(g_.ops.size()), 0}).second) r_.bad(where, "the name is used twice");
+    g_.ops.push_back(std::move(n));
+    g_.op_inputs.push_back(std::move(refs));
+    g_.block.push_back(blk);
+    g_.block_pos.push_back(pos);
+  }
+
+  void read_kind_and_attrs(const nlohmann::json& o, op_node& n, const std::string& where) const {
+    const std::string kind = r_.text(o, "op", where);
+    bool known = false;
+    for (op_kind k : all_op_kinds())
+      if (to_string(k) == kind) n.kind = k, known = true;
+    if (!known) r_.bad(where, "unknown op '" + kind + "' in field 'op' (see ops/op.hpp's catalogue)");
+    if (o.contains("attrs")) read_attrs(r_, o["attrs"], n.attrs, where);
+    if (n.kind == op_kind::reshape && n.attrs.target.rank() > 0) {
+      if (n.attrs.target[0] % m_ != 0) r_.bad(where, "attrs.target dim 0 (the batch) does not split into the micro-batches");
+      n.attrs.target[0] /= m_;
+    }
+  }
+
+  // "name" (a graph input or an op's output 0) or "name:k" (output k of op name).
+  tensor_ref input_ref(const nlohmann::json& in, const std::string& where) const {
+    if (!in.is_string()) r_.bad(where, "field 'inputs' lists names (strings)");
+    std::string name = in.get<std::string>();
+    int index = 0;
+    if (!tensors_.count(name) && name.find(':') != std::string::npos) {
+      const std::string k = name.substr(name.rfind(':') + 1);
+      if (k.empty() || k.size() > 2 || k.find_first_not_of("0123456789") != std::string::npos)
+        r_.bad(where, "input '" + name + "' is not a graph input or an earlier op");
+      index = std::stoi(k);
+      name = name.substr(0, name.rfind(':'));
+    }
+    auto it = tensors_.find(name);
+    if (it == tensors_.end()) r_.bad(where, "input '" + in.get<std::string>() + "' is not a graph input or an earlier op");
+    tensor_ref t = it->second;
+    if (t.op >= 0) {
+      if (index >= int(at(g_.ops, t.op).outputs.size()))
+        r_.bad(where, "input '" + in.get<std::string>() + "': op '" + name + "' has no output " + std::to_string(index));
+      t.index = index;
+    }
+    return t;
+  }
+
+  const model_reader& r_;
+  const std::string& file_;
+  int m_;
+  graph g_;
+  std::map<std::string, tensor_ref> tensors_;  // name -> producer
+  std::map<std::string, int> param_ids_;
+  std::int64_t batch_ = 0;
+};
+
+}  // namespace detail
+
 /// Parses a model file's text into a graph with `microbatches` micro-batches (dim 0 of every
 /// input and of every reshape target divided by it). @throws parse_error naming the file, the
 /// op and the field; layout_error (from shape inference) naming the op.
@@ -183,95 +308,7 @@ inline graph parse_model_file(std::string_view text, const std::string& file, in
     r.bad("", "is not an autoddl model (its 'format' is not \"autoddl-model\")");
   if (!j.contains("version") || j["version"] != model_file_version)
     r.bad("", "has a format version this autoddl does not read (it reads " + std::to_string(model_file_version) + ")");
-  graph g;
-  g.name = j.contains("name") && j["name"].is_string() ? j["name"].get<std::string>() : file;
-  std::map<std::string, tensor_ref> tensors;  // name -> producer
-  std::int64_t batch = 0;
-  for (const nlohmann::json& in : r.list(j, "inputs", "")) {
-    const std::string name = r.text(in, "name", "an input");
-    const std::string where = "input '" + name + "'";
-    tensor_shape s = r.shape(in, where);
-    if (s.rank() == 0) r.bad(where, "an input needs a batch dim (dim 0)");
-    if (batch == 0) batch = s[0];
-    if (s[0] != batch) r.bad(where, "dim 0 is the batch: " + detail::itos(s[0]) + " differs from the first input's " + detail::itos(batch));
-    if (microbatches < 1 || s[0] % microbatches != 0)
-      detail::fail<error>("--microbatches " + detail::itos(microbatches) + " does not divide the batch of " + detail::itos(s[0]) +
-                  "; choose a divisor of the batch (1 trains the whole batch at once)");
-    s[0] /= microbatches;
-    if (!tensors.emplace(name, tensor_ref{-1, int(g.inputs.size())}).second) r.bad(where, "the name is used twice");
-    g.inputs.push_back(s);
-  }
-  std::map<std::string, int> param_ids;
-  for (const nlohmann::json& p : r.list(j, "params", "")) {
-    const std::string name = r.text(p, "name", "a parameter");
-    if (!param_ids.emplace(name, int(g.params.size())).second) r.bad("parameter '" + name + "'", "the name is used twice");
-    g.params.push_back({name, r.shape(p, "parameter '" + name + "'")});
-  }
-  for (const nlohmann::json& o : r.list(j, "ops", "")) {
-    op_node n;
-    n.name = r.text(o, "name", "op " + std::to_string(g.ops.size()));
-    const std::string where = "op '" + n.name + "'";
-    const std::string kind = r.text(o, "op", where);
-    bool known = false;
-    for (op_kind k : detail::all_op_kinds())
-      if (to_string(k) == kind) n.kind = k, known = true;
-    if (!known) r.bad(where, "unknown op '" + kind + "' in field 'op' (see ops/op.hpp's catalogue)");
-    if (o.contains("attrs")) detail::read_attrs(r, o["attrs"], n.attrs, where);
-    if (n.kind == op_kind::reshape && n.attrs.target.rank() > 0) {
-      if (n.attrs.target[0] % microbatches != 0) r.bad(where, "attrs.target dim 0 (the batch) does not split into the micro-batches");
-      n.attrs.target[0] /= microbatches;
-    }
-    std::vector<tensor_ref> refs;
-    for (const nlohmann::json& in : r.list(o, "inputs", where)) {
-      if (!in.is_string()) r.bad(where, "field 'inputs' lists names (strings)");
-      std::string name = in.get<std::string>();
-      int index = 0;
-      if (!tensors.count(name) && name.find(':') != std::string::npos) {
-        const std::string k = name.substr(name.rfind(':') + 1);
-        if (k.empty() || k.size() > 2 || k.find_first_not_of("0123456789") != std::string::npos)
-          r.bad(where, "input '" + name + "' is not a graph input or an earlier op");
-        index = std::stoi(k);
-        name = name.substr(0, name.rfind(':'));
-      }
-      auto it = tensors.find(name);
-      if (it == tensors.end()) r.bad(where, "input '" + in.get<std::string>() + "' is not a graph input or an earlier op");
-      tensor_ref t = it->second;
-      if (t.op >= 0) {
-        if (index >= int(g.ops.at(std::size_t(t.op)).outputs.size()))
-          r.bad(where, "input '" + in.get<std::string>() + "': op '" + name + "' has no output " + std::to_string(index));
-        t.index = index;
-      }
-      refs.push_back(t);
-      n.inputs.push_back(shape_of(g, t));
-    }
-    if (o.contains("params"))
-      for (const nlohmann::json& pn : r.list(o, "params", where)) {
-        if (!pn.is_string()) r.bad(where, "field 'params' lists parameter names (strings)");
-        auto it = param_ids.find(pn.get<std::string>());
-        if (it == param_ids.end()) r.bad(where, "parameter '" + pn.get<std::string>() + "' is not in 'params'");
-        n.param_ids.push_back(it->second);
-        n.params.push_back(g.params.at(std::size_t(it->second)).shape);
-      }
-    try {
-      n.outputs = infer_outputs(n);
-    } catch (const layout_error& e) {
-      detail::fail<layout_error>("model file " + file + ": " + e.what());
-    }
-    const int blk = o.contains("block") ? int(r.integer(o["block"], "block", where, 0, 1 << 20)) : -1;
-    const int pos = o.contains("block_pos") ? int(r.integer(o["block_pos"], "block_pos", where, 0, 1 << 20)) : -1;
-    if ((blk < 0) != (pos < 0)) r.bad(where, "give both 'block' and 'block_pos', or neither");
-    if (!tensors.emplace(n.name, tensor_ref{int(g.ops.size()), 0}).second) r.bad(where, "the name is used twice");
-    g.ops.push_back(std::move(n));
-    g.op_inputs.push_back(std::move(refs));
-    g.block.push_back(blk);
-    g.block_pos.push_back(pos);
-  }
-  const std::string loss = r.text(j, "loss", "");
-  auto it = tensors.find(loss);
-  if (it == tensors.end() || it->second.op < 0) r.bad("", "field 'loss' names no op ('" + loss + "')");
-  g.loss_op = it->second.op;
-  validate(g);  // blocks repeat, the loss is a scalar, parameters match their uses
-  return g;
+  return detail::model_file_builder(r, file, microbatches).build(j);
 }
 
 /// Whether a model spec names a file rather than a zoo model.

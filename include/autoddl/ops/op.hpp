@@ -5,6 +5,7 @@
 //
 // Example, a linear layer on a 2x4 mesh in the notation:
 //   X[S(0),B] W[B,S(1)] b[B,S(0)] -> Y[S(0),S(1)]
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -33,6 +34,13 @@ enum class op_kind : std::uint8_t {
   add,             ///< residual add of two same-shape tensors
   reshape,         ///< to attrs.target, same number of elements
 };
+
+
+/// Whether input i of an op of kind k holds indices (std::int64_t), not values: the token ids
+/// of an embedding and the labels of a cross-entropy. They travel in operands::indices.
+constexpr bool is_index_input(op_kind k, std::size_t i) {
+  return (k == op_kind::embedding && i == 0) || (k == op_kind::cross_entropy && i == 1);
+}
 
 
 struct op_attrs {

@@ -314,6 +314,60 @@ struct manifest_reader {
 };
 }  // namespace detail
 
+namespace detail {
+// A parameter's name, global shape (every dim and the element count below 2^48) and storage.
+inline void read_manifest_param(const manifest_reader& r, const nlohmann::json& p, checkpoint_manifest& m) {
+  m.param_names.push_back(r.get<std::string>(p, "name"));
+  m.shapes.push_back(r.get<std::vector<std::int64_t>>(p, "shape"));
+  const std::int64_t limit = std::int64_t(1) << 48;
+  std::int64_t elems = 1;
+  for (std::int64_t d : m.shapes.back()) {
+    if (d < 0 || d > limit || elems > limit / std::max<std::int64_t>(d, 1))  // (checked before multiplying)
+      fail<error>("checkpoint manifest " + r.file + ": parameter '" + m.param_names.back() + "' has an impossible shape");
+    elems *= std::max<std::int64_t>(d, 1);
+  }
+  m.storage.push_back(r.get<std::string>(p, "storage"));
+}
+
+// Whether shard s lies inside its parameter's global shape and its rank file's bytes.
+inline bool shard_inside(const checkpoint_shard& s, const checkpoint_manifest& m, std::int64_t file_bytes) {
+  bool inside = s.param >= 0 && std::size_t(s.param) < m.shapes.size() && s.shape.size() == at(m.shapes, s.param).size() &&
+                s.offset.size() == s.shape.size();
+  for (std::size_t d = 0; inside && d < s.shape.size(); ++d) {
+    const std::int64_t g = at(m.shapes, s.param)[d];
+    inside = s.offset[d] >= 0 && s.shape[d] >= 0 && s.offset[d] <= g && s.shape[d] <= g - s.offset[d];
+  }
+  return inside && s.byte_offset >= 0 && s.bytes >= 0 && s.byte_offset <= file_bytes && s.bytes <= file_bytes - s.byte_offset;
+}
+
+// One rank's shard file: its name (inside the folder), size and shards (each checked).
+inline checkpoint_rank_file read_rank_file(const manifest_reader& r, const nlohmann::json& rj, const checkpoint_manifest& m) {
+  checkpoint_rank_file rf;
+  rf.rank = r.get<int>(rj, "rank");
+  rf.file = r.get<std::string>(rj, "file");
+  if (rf.file.empty() || rf.file.find('/') != std::string::npos || rf.file.find("..") != std::string::npos)
+    fail<error>("checkpoint manifest " + r.file + " names a shard file outside its folder ('" + rf.file + "')");
+  rf.bytes = r.get<std::int64_t>(rj, "bytes");
+  if (!r.need(rj, "shards").is_array())
+    fail<error>("checkpoint manifest " + r.file + ": field 'shards' of " + rf.file + " must be an array");
+  for (const nlohmann::json& sj : r.need(rj, "shards")) {
+    checkpoint_shard s;
+    s.param = r.get<int>(sj, "param");
+    s.tensor = r.get<std::string>(sj, "tensor");
+    s.offset = r.get<std::vector<std::int64_t>>(sj, "offset");
+    s.shape = r.get<std::vector<std::int64_t>>(sj, "shape");
+    s.byte_offset = r.get<std::int64_t>(sj, "byte_offset");
+    s.bytes = r.get<std::int64_t>(sj, "bytes");
+    s.checksum = r.number_text(sj, "fnv1a64");
+    if (!shard_inside(s, m, rf.bytes))
+      fail<error>("checkpoint manifest " + r.file + ": a shard of " + rf.file + " is inconsistent (parameter " +
+                  std::to_string(s.param) + ", bytes " + std::to_string(s.byte_offset) + "+" + std::to_string(s.bytes) + ")");
+    rf.shards.push_back(std::move(s));
+  }
+  return rf;
+}
+}  // namespace detail
+
 /// Parses and checks a manifest's text; `path` names it in errors.
 /// @throws autoddl::error naming the file and the field.
 inline checkpoint_manifest parse_manifest(std::string_view text, const std::filesystem::path& path) {
@@ -347,50 +401,8 @@ inline checkpoint_manifest parse_manifest(std::string_view text, const std::file
   m.pick = r.get<std::vector<int>>(plan, "pick");
   if (!r.need(j, "params").is_array() || !r.need(j, "ranks").is_array())
     detail::fail<error>("checkpoint manifest " + path.string() + ": fields 'params' and 'ranks' must be arrays");
-  for (const nlohmann::json& p : r.need(j, "params")) {
-    m.param_names.push_back(r.get<std::string>(p, "name"));
-    m.shapes.push_back(r.get<std::vector<std::int64_t>>(p, "shape"));
-    const std::int64_t limit = std::int64_t(1) << 48;  // every dim and the element count stay below 2^48
-    std::int64_t elems = 1;
-    for (std::int64_t d : m.shapes.back()) {
-      if (d < 0 || d > limit || elems > limit / std::max<std::int64_t>(d, 1))  // (checked before multiplying)
-        detail::fail<error>("checkpoint manifest " + path.string() + ": parameter '" + m.param_names.back() +
-                    "' has an impossible shape");
-      elems *= std::max<std::int64_t>(d, 1);
-    }
-    m.storage.push_back(r.get<std::string>(p, "storage"));
-  }
-  for (const nlohmann::json& rj : r.need(j, "ranks")) {
-    checkpoint_rank_file rf;
-    rf.rank = r.get<int>(rj, "rank");
-    rf.file = r.get<std::string>(rj, "file");
-    if (rf.file.empty() || rf.file.find('/') != std::string::npos || rf.file.find("..") != std::string::npos)
-      detail::fail<error>("checkpoint manifest " + path.string() + " names a shard file outside its folder ('" + rf.file + "')");
-    rf.bytes = r.get<std::int64_t>(rj, "bytes");
-    if (!r.need(rj, "shards").is_array())
-      detail::fail<error>("checkpoint manifest " + path.string() + ": field 'shards' of " + rf.file + " must be an array");
-    for (const nlohmann::json& sj : r.need(rj, "shards")) {
-      checkpoint_shard s;
-      s.param = r.get<int>(sj, "param");
-      s.tensor = r.get<std::string>(sj, "tensor");
-      s.offset = r.get<std::vector<std::int64_t>>(sj, "offset");
-      s.shape = r.get<std::vector<std::int64_t>>(sj, "shape");
-      s.byte_offset = r.get<std::int64_t>(sj, "byte_offset");
-      s.bytes = r.get<std::int64_t>(sj, "bytes");
-      s.checksum = r.number_text(sj, "fnv1a64");
-      bool inside = s.param >= 0 && std::size_t(s.param) < m.shapes.size() &&
-                    s.shape.size() == m.shapes[std::size_t(s.param)].size() && s.offset.size() == s.shape.size();
-      for (std::size_t d = 0; inside && d < s.shape.size(); ++d) {
-        const std::int64_t g = m.shapes[std::size_t(s.param)][d];
-        inside = s.offset[d] >= 0 && s.shape[d] >= 0 && s.offset[d] <= g && s.shape[d] <= g - s.offset[d];
-      }
-      if (!inside || s.byte_offset < 0 || s.bytes < 0 || s.byte_offset > rf.bytes || s.bytes > rf.bytes - s.byte_offset)
-        detail::fail<error>("checkpoint manifest " + path.string() + ": a shard of " + rf.file + " is inconsistent (parameter " +
-                    std::to_string(s.param) + ", bytes " + std::to_string(s.byte_offset) + "+" + std::to_string(s.bytes) + ")");
-      rf.shards.push_back(std::move(s));
-    }
-    m.ranks.push_back(std::move(rf));
-  }
+  for (const nlohmann::json& p : r.need(j, "params")) detail::read_manifest_param(r, p, m);
+  for (const nlohmann::json& rj : r.need(j, "ranks")) m.ranks.push_back(detail::read_rank_file(r, rj, m));
   return m;
 }
 

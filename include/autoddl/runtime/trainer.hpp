@@ -54,7 +54,7 @@
 #include "autoddl/runtime/boxing.hpp"
 #include "autoddl/runtime/data.hpp"
 #include "autoddl/runtime/op_kernels.hpp"
-#include "autoddl/runtime/step_schedule.hpp"
+#include "autoddl/search/step_schedule.hpp"
 #include "autoddl/search/planner.hpp"
 
 namespace autoddl {
@@ -117,11 +117,15 @@ class trainer {
     return at(problem_.param_candidates(p), at(pick_, problem_.param_node(p)));
   }
   const nd_sbp& storage(int p) const { return param_layouts(p).storage; }
-  /// This device's shard of parameter p (storage layout) and of its last gradient, downloaded.
+  /// The layout of parameter p's synchronised gradient and optimizer state (== storage except
+  /// under ZeRO stages 1 and 2, where it is storage with its B axes split).
+  const nd_sbp& update_layout(int p) const { return param_layouts(p).update; }
+  /// This device's shard of parameter p (storage layout) and of its last gradient (update
+  /// layout), downloaded.
   std::vector<T> param_shard(int p) const { return host_copy(at(params_, p)); }
   std::vector<T> grad_shard(int p) const { return host_copy(at(grads_, p)); }
-  /// Parameter p's optimizer state on this device, downloaded: k = 0 Adam's first moment (SGD's
-  /// velocity), k = 1 Adam's second moment (empty for SGD).
+  /// Parameter p's optimizer state on this device (update layout), downloaded: k = 0 Adam's first
+  /// moment (SGD's velocity), k = 1 Adam's second moment (empty for SGD).
   std::vector<T> moment_shard(int p, int k) const { return host_copy(at(k == 0 ? first_moment_ : second_moment_, p)); }
   /// Optimizer steps taken so far (Adam's bias correction counts them).
   std::int64_t steps_done() const { return steps_done_; }
@@ -332,11 +336,16 @@ class trainer {
     first_moment_.resize(std::size_t(np));
     second_moment_.resize(std::size_t(np));
     for (int p = 0; p < np; ++p) {
-      sync_paths_.push_back(problem_.param_sync_path(p, at(pick_, problem_.param_node(p))));
-      const shard_info s = make_shard(at(model_.params, p).shape, storage(p), comm_.shape(), comm_.coords());
+      const int c = at(pick_, problem_.param_node(p));
+      const tensor_shape& shape = at(model_.params, p).shape;
+      sync_paths_.push_back(problem_.param_sync_path(p, c));
+      gather_paths_.push_back(problem_.param_gather_path(p, c));
+      slice_paths_.push_back(problem_.box(storage(p), update_layout(p), shape));
+      const shard_info s = make_shard(shape, storage(p), comm_.shape(), comm_.coords());
       at(params_, p) = uploaded(init_param_shard<T>(model_, p, s, options_.seed));
-      at(first_moment_, p) = dev_.template alloc<T>(at(params_, p).size());
-      if (options_.opt == optimizer::adam) at(second_moment_, p) = dev_.template alloc<T>(at(params_, p).size());
+      const std::size_t state = std::size_t(local_shape(shape, layout{update_layout(p), comm_.shape()}).elements());
+      at(first_moment_, p) = dev_.template alloc<T>(state);
+      if (options_.opt == optimizer::adam) at(second_moment_, p) = dev_.template alloc<T>(state);
     }
   }
 
@@ -525,7 +534,7 @@ class trainer {
     for (std::size_t p = 0; p < grads_.size(); ++p) {
       const param_choice& pc = param_layouts(int(p));
       if (grad_sums_[p].empty()) {  // a parameter no op reached this step
-        grads_[p] = dev_.template alloc<T>(params_[p].size());
+        grads_[p] = dev_.template alloc<T>(first_moment_[p].size());
         continue;
       }
       grads_[p] = sync_paths_[p].size() == 0 ? std::move(grad_sums_[p])
@@ -556,19 +565,32 @@ class trainer {
                         "this check off)");
   }
 
-  // SGD with momentum or Adam, on each device's storage shard.
+  // SGD with momentum or Adam on each device's shard in the update layout: the storage shard
+  // itself, or (ZeRO stages 1 and 2) this device's slice of it, updated and then gathered back.
   void optimizer_update() {
     ++steps_done_;
     optimizer_step os;
     os.lr = options_.lr;
     os.step = steps_done_;
     for (std::size_t p = 0; p < params_.size(); ++p) {
-      const std::span<const T> g = view(std::as_const(grads_[p]));
-      if (options_.opt == optimizer::adam)
-        dev_.adam(os, g, view(first_moment_[p]), view(second_moment_[p]), view(params_[p]));
-      else
-        dev_.sgd_momentum(os, g, view(first_moment_[p]), view(params_[p]));
+      const boxing_path& gather = at(gather_paths_, p);
+      if (gather.size() == 0) {
+        update_shard(os, p, view(params_[p]));
+        continue;
+      }
+      const param_choice& pc = param_layouts(int(p));
+      const tensor_shape& shape = at(model_.params, p).shape;
+      buffer slice = run_boxing<T>(dev_, comm_, clone(params_[p]), shape, pc.storage, at(slice_paths_, p));
+      update_shard(os, p, view(slice));
+      params_[p] = run_boxing<T>(dev_, comm_, std::move(slice), shape, pc.update, gather);
     }
+  }
+  void update_shard(const optimizer_step& os, std::size_t p, std::span<T> param) {
+    const std::span<const T> g = view(std::as_const(grads_[p]));
+    if (options_.opt == optimizer::adam)
+      dev_.adam(os, g, view(first_moment_[p]), view(second_moment_[p]), param);
+    else
+      dev_.sgd_momentum(os, g, view(first_moment_[p]), param);
   }
 
   // The device's bytes in use now.
@@ -693,7 +715,9 @@ class trainer {
   train_options options_;
   std::vector<std::vector<int>> edge_of_input_, edge_of_param_;  ///< per op slot: its edge of problem_
   std::vector<std::pair<boxing_path, boxing_path>> paths_;       ///< per edge: forward, backward
-  std::vector<boxing_path> sync_paths_;                           ///< per parameter: summing layout -> storage
+  std::vector<boxing_path> sync_paths_;    ///< per parameter: summing layout -> update layout
+  std::vector<boxing_path> slice_paths_;   ///< per parameter: storage -> update layout (a local slice)
+  std::vector<boxing_path> gather_paths_;  ///< per parameter: update layout -> storage (ZeRO 1, 2)
   std::vector<input_kind> input_kinds_;
   std::vector<buffer> params_, grads_;  ///< storage shards of parameters and their gradients
   std::vector<buffer> grad_sums_;       ///< per parameter: its uses' gradients, summed

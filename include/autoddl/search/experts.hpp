@@ -100,25 +100,16 @@ inline nd_sbp expert_storage(expert e, const nd_sbp& comp, const tensor_shape& s
   nd_sbp st = comp;
   for (int a = 0; a < st.size(); ++a)
     if (st[a].is_partial()) st[a] = B;
-  if (e == expert::zero) {
-    for (int a = 0; a < st.size(); ++a) {
-      if (!st[a].is_broadcast()) continue;
-      for (int d = 0; d < shape.rank(); ++d) {
-        nd_sbp t = st.with(a, S(d));
-        if (divides(shape, layout{t, mesh}) && single_axis_step_exact(st, a, S(d))) {
-          st = t;
-          break;
-        }
-      }
-    }
-  }
+  if (e == expert::zero) st = zero_shard(st, shape, mesh);
   return st;
 }
 
 }  // namespace detail
 
-/// The expert plan e of pp; sp: sequence parallelism on megatron's tensor-parallel axis.
-inline expert_plan make_expert_plan(const plan_problem& pp, expert e, bool sp = false) {
+/// The expert plan e of pp; sp: sequence parallelism on megatron's tensor-parallel axis;
+/// zero_stage: which of ZeRO's stages (1: optimizer state sharded, 2: and gradients, 3: and
+/// parameters; strategy::zero).
+inline expert_plan make_expert_plan(const plan_problem& pp, expert e, bool sp = false, int zero_stage = 3) {
   const graph& g = pp.model();
   const choice_problem& cp = pp.untied();
   const int nops = int(g.ops.size());
@@ -128,16 +119,24 @@ inline expert_plan make_expert_plan(const plan_problem& pp, expert e, bool sp = 
   // incoming edges per op node
   std::vector<std::vector<int>> in_edges(std::size_t(cp.nodes()));
   for (std::size_t k = 0; k < cp.edges().size(); ++k) at(in_edges, cp.edges()[k].v).push_back(int(k));
+  const bool zero_12 = e == expert::zero && zero_stage < 3;
+  if (zero_12 && zero_stage == 1 && !pp.options().zero1_layouts)
+    detail::fail<layout_error>("zero:stage=1 needs ZeRO-1's layouts in the problem (plan_options::zero1_layouts; "
+                               "plan_micro_batched sets it for that strategy)");
   auto storage_pick = [&](int p, const nd_sbp& comp) {
-    nd_sbp want = detail::expert_storage(e, comp, at(g.params, p).shape, pp.options().mesh);
-    // a tied weight's gradient contributions are summed, then synchronised once (DDP, Megatron-LM)
+    const tensor_shape& shape = at(g.params, p).shape;
+    const nd_sbp want = detail::expert_storage(zero_12 ? expert::dp : e, comp, shape, pp.options().mesh);
+    const nd_sbp update = zero_12 ? zero_shard(want, shape, pp.options().mesh) : want;
+    // a tied weight's gradient contributions are summed, then synchronised once (DDP, Megatron-LM);
+    // ZeRO-1 sums every gradient whole, then reduce-scatters it; ZeRO-2 as backward makes it
     const auto& cands = pp.param_candidates(p);
-    const nd_sbp sum = pp.tied_param(p) ? reduce_layout(want) : want;
+    nd_sbp sum = pp.tied_param(p) ? reduce_layout(update) : update;
+    if (zero_12 && zero_stage == 1 && !(update == want)) sum = reduce_layout(want);
     for (int c = 0; c < int(cands.size()); ++c)
-      if (at(cands, c) == param_choice{want, sum}) return c;
+      if (at(cands, c) == param_choice{want, sum, update}) return c;
     const nd_sbp all_b = nd_sbp::filled(axes, B);
     for (int c = 0; c < int(cands.size()); ++c)
-      if (at(cands, c).storage == all_b && at(cands, c).grad_sum == (pp.tied_param(p) ? reduce_layout(all_b) : all_b)) return c;
+      if (at(cands, c) == param_choice{all_b, pp.tied_param(p) ? reduce_layout(all_b) : all_b, all_b}) return c;
     return 0;
   };
   for (int i = 0; i < nops; ++i) {

@@ -94,6 +94,7 @@ inline micro_batched_plan plan_micro_batched(const std::function<graph(int)>& bu
   }
   plan_options planning = base;
   planning.mesh = planning_mesh(s, base.mesh);
+  planning.zero1_layouts = base.zero1_layouts || uses_zero1_layouts(s);
   if (pin.microbatches) check_microbatches(*pin.microbatches, batch);
   const std::vector<int> counts = pin.microbatches ? std::vector<int>{*pin.microbatches} : divisors(batch);
   std::vector<recompute_mode> modes{recompute_mode::none, recompute_mode::selective, recompute_mode::full};

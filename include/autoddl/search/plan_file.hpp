@@ -43,7 +43,7 @@ struct op_layouts {
 /// A parameter's storage and gradient-summing layouts.
 struct param_layouts_entry {
   std::string name;
-  nd_sbp storage, grad_sum;
+  nd_sbp storage, grad_sum, update;  ///< update: optimizer state (ZeRO 1, 2); files without it: storage
 };
 
 /// The predicted figures a plan file carries (what the plan was chosen for).
@@ -92,7 +92,8 @@ inline nlohmann::json plan_file_json(const plan_problem& pp, const plan_result& 
   nlohmann::json params = nlohmann::json::array();
   for (std::size_t p = 0; p < g.params.size(); ++p) {
     const param_choice& c = at(pp.param_candidates(int(p)), at(r.pick, pp.param_node(int(p))));
-    params.push_back({{"name", g.params[p].name}, {"storage", detail::sbp_json(c.storage)}, {"grad_sum", detail::sbp_json(c.grad_sum)}});
+    params.push_back({{"name", g.params[p].name}, {"storage", detail::sbp_json(c.storage)}, {"grad_sum", detail::sbp_json(c.grad_sum)},
+                      {"update", detail::sbp_json(c.update)}});
   }
   return {{"format", plan_file_format},
           {"version", plan_file_version},
@@ -211,6 +212,8 @@ inline plan_file parse_plan_file(std::string_view text, const std::string& file)
     e.name = r.get<std::string>(q, "name");
     e.storage = r.sbp(r.need(q, "storage"), "parameter '" + e.name + "' storage");
     e.grad_sum = r.sbp(r.need(q, "grad_sum"), "parameter '" + e.name + "' grad_sum");
+    // optional: the optimizer state's layout (ZeRO stages 1 and 2); absent means the storage
+    e.update = q.contains("update") ? r.sbp(q.at("update"), "parameter '" + e.name + "' update") : e.storage;
     p.params.push_back(std::move(e));
   }
   if (j.contains("predicted") && j["predicted"].is_object()) {
@@ -259,10 +262,11 @@ inline std::vector<int> pick_of(const plan_problem& pp, const plan_file& f) {
     const auto& cands = pp.param_candidates(int(p));
     int& slot = pick[std::size_t(pp.param_node(int(p)))];
     for (std::size_t c = 0; c < cands.size() && slot < 0; ++c)
-      if (cands[c].storage == e.storage && cands[c].grad_sum == e.grad_sum) slot = int(c);
+      if (cands[c] == param_choice{e.storage, e.grad_sum, e.update}) slot = int(c);
     if (slot < 0)
-      detail::fail<layout_error>("the plan's storage " + to_string(e.storage) + " and summing layout " + to_string(e.grad_sum) +
-                         " of parameter '" + e.name + "' are not candidates of it");
+      detail::fail<layout_error>("the plan's storage " + to_string(e.storage) + ", summing layout " + to_string(e.grad_sum) +
+                         " and update layout " + to_string(e.update) + " of parameter '" + e.name +
+                         "' are not candidates of it");
   }
   return pick;
 }

@@ -45,6 +45,7 @@
 #include <vector>
 
 #include "autoddl/cost/boxing_copies.hpp"
+#include "autoddl/sbp/boxing.hpp"
 #include "autoddl/cost/collective_cost.hpp"
 #include "autoddl/cost/compute.hpp"
 #include "autoddl/cost/dtype.hpp"
@@ -63,15 +64,38 @@
 
 namespace autoddl {
 
-/// A parameter's stored layout and the layout its gradient contributions are summed in before
-/// they are boxed to storage (== storage for a parameter with one use: nothing to sum).
-/// Example: GPT's wte under data parallelism on mesh 8: storage [B], summed in [P], so the
-/// embedding's and the LM head's gradients (both [P]) add locally and one all-reduce follows.
+/// A parameter's stored layout, the layout its gradient contributions are summed in before they
+/// are synchronised (== update for a parameter with one use: nothing to sum), and the layout of
+/// its optimizer state, which the synchronised gradient takes and the optimizer updates (==
+/// storage, or under ZeRO stages 1 and 2 storage with its B axes split, zero_shard: the device
+/// updates its slice of the stored parameter, then the slices are all-gathered to storage).
+/// Example: GPT's wte under data parallelism on mesh 8: storage [B], summed in [P], updated in
+/// [B], so the embedding's and the LM head's gradients (both [P]) add locally and one
+/// all-reduce follows. ZeRO-2 of a linear weight on mesh 8: storage [B], summed and updated in
+/// [S(0)]: each gradient is reduce-scattered as backward makes it.
 struct param_choice {
   nd_sbp storage;
   nd_sbp grad_sum;
+  nd_sbp update;
   friend constexpr bool operator==(const param_choice&, const param_choice&) = default;
 };
+
+/// `st` with each B axis split on the first dim that divides evenly in one step (ZeRO's
+/// partitioning over the data-parallel devices); axes that cannot split, or have one device,
+/// stay B. zero_shard([B, S(1)], [64, 32], 2x2) == [S(0), S(1)].
+inline nd_sbp zero_shard(nd_sbp st, const tensor_shape& shape, const mesh_shape& mesh) {
+  for (int a = 0; a < st.size(); ++a) {
+    if (!st[a].is_broadcast() || mesh[a] == 1) continue;
+    for (int d = 0; d < shape.rank(); ++d) {
+      nd_sbp t = st.with(a, S(d));
+      if (divides(shape, layout{t, mesh}) && single_axis_step_exact(st, a, S(d))) {
+        st = t;
+        break;
+      }
+    }
+  }
+  return st;
+}
 
 /// The layout one synchronisation away from `storage`: P on its B axes (all-reduce to B), the
 /// storage's split on its S axes (nothing left to do there). reduce_layout([B,S(0)]) == [P,S(0)].
@@ -101,6 +125,10 @@ struct plan_options {
   int microbatches = 1;
   /// What the repeated blocks recompute in backward (cost/memory.hpp).
   recompute_mode recompute = recompute_mode::none;
+  /// Also offer ZeRO-1's parameter layouts (each gradient summed whole, then reduce-scattered
+  /// once; param_choice). They send what ZeRO-2's send and hold more, so the search is not
+  /// offered them unless a plan asks for them (strategy zero:stage=1 sets this).
+  bool zero1_layouts = false;
 };
 
 /// The layout-choice problem of one model on one mesh, and everything needed to read a pick.
@@ -170,7 +198,13 @@ class plan_problem {
   /// uses boxed from the summing layout to storage (empty for a parameter with one use).
   boxing_path param_sync_path(int p, int c) const {
     const param_choice& pc = param_candidate(p, c);
-    return box(pc.grad_sum, pc.storage, at(g_.params, p).shape);
+    return box(pc.grad_sum, pc.update, at(g_.params, p).shape);
+  }
+  /// Parameter p's updated slices gathered back to storage after the optimizer (ZeRO stages 1
+  /// and 2; empty where the update layout is the storage).
+  boxing_path param_gather_path(int p, int c) const {
+    const param_choice& pc = param_candidate(p, c);
+    return box(pc.update, pc.storage, at(g_.params, p).shape);
   }
 
   /// The forward and backward boxing paths of edge e under picks cu, cv: for a parameter edge,
@@ -245,7 +279,9 @@ class plan_problem {
       t.bytes *= 2;
     }
     scale_per_micro_batch(t);
-    t.memory = op_memory(op, c, w).total();
+    const memory_breakdown m = op_memory(op, c, w);
+    t.memory = double(m.total() - m.transient);
+    t.transient = double(m.transient);
     return t;
   }
 
@@ -256,8 +292,11 @@ class plan_problem {
     return o_.recompute == recompute_mode::selective && at(g_.ops, op).kind == op_kind::attention;
   }
 
-  /// Bytes op `op` keeps under candidate c (all activations): what its backward reads, less what
-  /// recomputation drops, plus its outputs that a recomputed block reads from outside.
+  /// Bytes op `op` keeps under candidate c (activations): what its backward reads, less what
+  /// recomputation drops, plus its outputs that a recomputed block reads from outside; and what
+  /// its backward holds for a moment (transient): its output's gradient beside the gradients it
+  /// makes for its inputs and parameters (the logits' gradient of a language model's head is
+  /// the largest buffer of many plans).
   memory_breakdown op_memory(int op, int c, const op_work& w) const {
     memory_breakdown m;
     const op_node& n = at(g_.ops, op);
@@ -265,6 +304,11 @@ class plan_problem {
     auto bytes = [&](const tensor_shape& t, const nd_sbp& l) {
       return double(local_shape(t, layout{l, o_.mesh}).elements()) * elem_;
     };
+    double backward_set = bytes(n.outputs[0], sig.outputs[0]);
+    for (std::size_t j = 0; j < n.inputs.size(); ++j)
+      if (at(g_.op_inputs, op)[j].op >= 0) backward_set += bytes(n.inputs[j], sig.inputs[j]);
+    for (std::size_t j = 0; j < n.params.size(); ++j) backward_set += bytes(n.params[j], sig.params[j]);
+    m.transient = std::int64_t(backward_set);
     auto input_readers = [&](std::size_t j) {  // backwards reading input j's buffer (1: a model input)
       const tensor_ref r = at(at(g_.op_inputs, op), j);
       return r.op < 0 ? 1 : at(at(readers_, r.op), r.index);
@@ -337,7 +381,7 @@ class plan_problem {
   cost_terms param_terms(int p, int c) const {
     const param_choice& pc = param_candidate(p, c);
     const tensor_shape& shape = at(g_.params, p).shape;
-    const double elems = double(local_shape(shape, layout{pc.storage, o_.mesh}).elements());
+    const double elems = double(local_shape(shape, layout{pc.update, o_.mesh}).elements());
     cost_terms t;
     t.memory = double(param_memory(p, c).total());
     const boxing_path sync = param_sync_path(p, c);
@@ -345,19 +389,30 @@ class plan_problem {
     t.compute_bwd = optimizer_time(elems);
     t.bytes = double(sync.bytes_per_device());
     t.transient = path_buffer(sync);
-    if (!(pc.grad_sum == pc.storage))  // the sum's buffer, held from the last use to the sync
+    if (!(pc.grad_sum == pc.update))  // the sum's buffer, held from the last use to the sync
       t.transient = std::max(t.transient, double(local_shape(shape, layout{pc.grad_sum, o_.mesh}).elements()) * elem_);
+    const boxing_path gather = param_gather_path(p, c);
+    if (gather.size() > 0) {  // after the optimizer, before the next forward: nothing hides it
+      t.comm_fwd = gather.cost + path_copy_time(gather, o_.hw.measured.copy);
+      t.bytes += double(gather.bytes_per_device());
+      t.transient = std::max({t.transient, path_buffer(gather), elems * elem_});  // the updated slice
+    }
     return t;
   }
 
   /// Parameter p's stored shard, its gradient and its optimizer state under candidate c.
+  /// ZeRO (Rajbhandari et al. 2020, section 5.1) per device for Psi parameters on N_d devices
+  /// with K bytes of optimizer state per element: stage 1 (2 + 2) Psi + K Psi / N_d, stage 2
+  /// 2 Psi + (2 + K) Psi / N_d, stage 3 (2 + 2 + K) Psi / N_d (2-byte parameters and gradients).
+  /// A gradient summed whole before one reduce-scatter (stage 1) is held whole through backward.
   memory_breakdown param_memory(int p, int c) const {
     const param_choice& pc = param_candidate(p, c);
-    const std::int64_t elems = local_shape(at(g_.params, p).shape, layout{pc.storage, o_.mesh}).elements();
+    const tensor_shape& shape = at(g_.params, p).shape;
+    auto elems = [&](const nd_sbp& l) { return local_shape(shape, layout{l, o_.mesh}).elements(); };
     memory_breakdown m;
-    m.params = elems * elem_;
-    m.grads = elems * elem_;
-    m.optimizer = optimizer_state_bytes(o_.opt, elems, o_.type);
+    m.params = elems(pc.storage) * elem_;
+    m.grads = std::max(elems(pc.update), at(uses_, p) > 1 ? 0 : elems(pc.grad_sum)) * elem_;
+    m.optimizer = optimizer_state_bytes(o_.opt, elems(pc.update), o_.type);
     return m;
   }
 
@@ -579,10 +634,15 @@ inline void plan_problem::build_param_candidates() {
         }
       all = std::move(next);
     }
+    const bool tied = at(uses_, p) > 1;
     for (const auto& v : all) {
       if (!divides(s, layout{v, o_.mesh})) continue;
-      at(param_sigs_, p).push_back({v, v});
-      if (at(uses_, p) > 1 && !(reduce_layout(v) == v)) at(param_sigs_, p).push_back({v, reduce_layout(v)});
+      at(param_sigs_, p).push_back({v, v, v});
+      if (tied && !(reduce_layout(v) == v)) at(param_sigs_, p).push_back({v, reduce_layout(v), v});
+      const nd_sbp z = zero_shard(v, s, o_.mesh);
+      if (z == v) continue;
+      at(param_sigs_, p).push_back({v, tied ? reduce_layout(z) : z, z});         // ZeRO-2
+      if (o_.zero1_layouts) at(param_sigs_, p).push_back({v, reduce_layout(v), z});  // ZeRO-1
     }
   }
 }

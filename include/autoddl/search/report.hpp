@@ -93,7 +93,9 @@ inline std::vector<plan_row> plan_rows(const plan_problem& pp, const plan_result
       const int p = info.from_node - nops;
       const param_choice& st = at(pp.param_candidates(p), at(r.pick, ed.u));
       row.signature += " | " + at(g.params, p).name + " stored " + to_string(st.storage);
-      if (!(st.grad_sum == st.storage)) row.signature += " (gradients summed in " + to_string(st.grad_sum) + ", synced once)";
+      if (!(st.grad_sum == st.update)) row.signature += " (gradients summed in " + to_string(st.grad_sum) + ", synced once)";
+      if (!(st.update == st.storage))
+        row.signature += " (optimizer state and gradient in " + to_string(st.update) + ", updated slices gathered)";
       // storage, gradient and optimizer bytes are counted at the parameter's first user
       bool first = true;
       for (std::size_t e2 = 0; e2 < e; ++e2)

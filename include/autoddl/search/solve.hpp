@@ -71,6 +71,7 @@ inline std::vector<std::vector<int>> expert_starts(const plan_problem& pp) {
     if (e == expert::two_d && pp.options().mesh.size() != 2) continue;
     expert_picks.push_back(make_expert_plan(pp, e).pick);
   }
+  expert_picks.push_back(make_expert_plan(pp, expert::zero, false, 2).pick);  // ZeRO-2 (ZeRO-1 sends as much, holds more)
   return expert_picks;
 }
 
@@ -106,7 +107,8 @@ inline void solve_expert(const plan_problem& pp, const plan_strategy& s, plan_re
   expert e = expert_of(s);
   const auto* mg = std::get_if<strategy::megatron>(&s);
   if (mg && mg->tp == 1) e = expert::dp;  // no tensor parallelism: data parallel on every axis
-  expert_plan ep = make_expert_plan(pp, e, mg && mg->sp);
+  const auto* z = std::get_if<strategy::zero>(&s);
+  expert_plan ep = make_expert_plan(pp, e, mg && mg->sp, z ? z->stage : 3);
   if ((e == expert::dp || e == expert::zero) && !ep.relaxed.empty()) {
     const graph& g = pp.model();
     fail<layout_error>("the " + to_string(s) + " plan splits the batch over all " + itos(pp.options().mesh.devices()) +

@@ -2,7 +2,8 @@
 // How a plan is chosen, as a value: the search (`strategy::automatic`), an expert plan spelled
 // with the experts' own knobs, or an exact reference. The command line and plan files write the
 // same values as text, parsed here and printed back by to_string:
-//   auto | dp | megatron[:tp=T,dp=D,mbs=B,recompute=none|selective|full,sp=1] | zero | owt | 2d
+//   auto | dp | megatron[:tp=T,dp=D,mbs=B,recompute=none|selective|full,sp=1] | zero[:stage=1|2|3]
+//   | owt | 2d
 //   | exact | exhaustive
 //   solve_plan(pp, strategy::megatron{.tp = 4})  ==  solve_plan(pp, parse_strategy("megatron:tp=4"))
 // Knobs are checked for their syntax when parsed, and against the mesh when a plan is made
@@ -51,9 +52,18 @@ struct megatron {
   bool sp = false;
   friend constexpr bool operator==(const megatron&, const megatron&) = default;
 };
-/// ZeRO (Rajbhandari et al. 2020), stage 3: data parallel with parameters, gradients and
-/// optimizer state stored sharded, gathered before use.
+/// ZeRO (Rajbhandari et al. 2020, "ZeRO: Memory Optimizations Toward Training Trillion
+/// Parameter Models", section 5): data parallel with model state partitioned over the
+/// data-parallel devices, by stage:
+///   1  optimizer state sharded (P_os): each device updates its slice of the parameters, which
+///      are then all-gathered; gradients are summed whole, then reduce-scattered once;
+///   2  gradients too (P_os+g): each gradient is reduce-scattered as backward produces it;
+///   3  parameters too (P_os+g+p, the default): stored sharded, gathered before each use.
+/// Every stage sends what data parallelism sends (a reduce-scatter and an all-gather, as one
+/// all-reduce): stage 3's executor gathers each weight once per step and keeps the copy for its
+/// backward (the paper gathers it again there, 1.5x, to hold less).
 struct zero {
+  int stage = 3;
   friend constexpr bool operator==(zero, zero) = default;
 };
 /// "One weird trick" (Krizhevsky 2014, arXiv:1404.5997): convolutions data parallel, the fully
@@ -104,6 +114,7 @@ constexpr std::string to_string(const plan_strategy& s) {
     if (m->sp) add("sp=1");
     r += k;
   }
+  if (const auto* z = std::get_if<strategy::zero>(&s); z && z->stage != 3) r += ":stage=" + detail::itos(z->stage);
   return r;
 }
 
@@ -117,7 +128,8 @@ constexpr plan_strategy parse_strategy(std::string_view text) {
   const std::string_view name = text.substr(0, colon);
   const std::string_view knobs = colon == std::string_view::npos ? std::string_view{} : text.substr(colon + 1);
   const std::string valid =
-      "valid: auto, dp, megatron[:tp=T,dp=D,mbs=B,recompute=none|selective|full,sp=1], zero, owt, 2d, exact, exhaustive";
+      "valid: auto, dp, megatron[:tp=T,dp=D,mbs=B,recompute=none|selective|full,sp=1], zero[:stage=1|2|3], owt, 2d, "
+      "exact, exhaustive";
   if (name == "megatron") {
     strategy::megatron m;
     std::string_view rest = knobs;
@@ -150,6 +162,11 @@ constexpr plan_strategy parse_strategy(std::string_view text) {
     }
     return m;
   }
+  if (name == "zero" && colon != std::string_view::npos) {
+    if (knobs != "stage=1" && knobs != "stage=2" && knobs != "stage=3")
+      detail::fail<parse_error>("zero takes one knob, stage=1, 2 or 3 (ZeRO's stages), got '" + std::string(text) + "'");
+    return strategy::zero{knobs.back() - '0'};
+  }
   if (!knobs.empty() || colon != std::string_view::npos)
     detail::fail<parse_error>("strategy '" + std::string(name) + "' takes no knobs, got '" + std::string(text) + "'; " +
                               valid);
@@ -180,6 +197,12 @@ inline std::vector<plan_strategy> parse_strategy_list(std::string_view text) {
   std::vector<plan_strategy> r;
   for (const std::string& s : items) r.push_back(parse_strategy(s));
   return r;
+}
+
+/// Whether s asks for ZeRO-1's parameter layouts (plan_options::zero1_layouts).
+constexpr bool uses_zero1_layouts(const plan_strategy& s) {
+  const auto* z = std::get_if<strategy::zero>(&s);
+  return z && z->stage == 1;
 }
 
 /// The tensor-parallel size of a megatron plan on `mesh` (its tp, or the innermost axis).

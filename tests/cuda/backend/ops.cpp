@@ -37,9 +37,10 @@ op_result run_cpu(const op_node& op, const sim::global_operands& g, const std::v
   in.indices = g.indices;
   auto f = op_forward(dev, ctx, in);
   auto gr = op_backward(dev, ctx, in, f, std::span<const double>(dy));
-  op_result r{f.outputs[0], {}, {}};
-  for (auto& v : gr.inputs) r.dinputs.push_back(v);
-  for (auto& v : gr.params) r.dparams.push_back(v);
+  auto host = [](const auto& v) { return std::vector<double>(v.begin(), v.end()); };  // from a device buffer
+  op_result r{host(f.outputs[0]), {}, {}};
+  for (auto& v : gr.inputs) r.dinputs.push_back(host(v));
+  for (auto& v : gr.params) r.dparams.push_back(host(v));
   return r;
 }
 

@@ -55,9 +55,10 @@ struct boxer {
   std::vector<double> box(std::vector<double> x, const nd_sbp& from, const nd_sbp& to) {
     const boxing_path p = boxing_cost({from, to, mesh.shape, shape, 8}, mesh);
     const std::int64_t before = comm.bytes_sent();
-    x = run_boxing<double>(dev, comm, std::move(x), shape, from, p);
+    const buffer_t<cpu_device, double> y =
+        run_boxing<double>(dev, comm, buffer_t<cpu_device, double>(x.begin(), x.end()), shape, from, p);
     unpriced_bytes += comm.bytes_sent() - before - p.bytes_per_device();
-    return x;
+    return {y.begin(), y.end()};
   }
   // Whether the shard, laid out `l`, settles to the whole global tensor on every device.
   bool settles_to_global(const std::vector<double>& x, const nd_sbp& l) {

@@ -129,7 +129,8 @@ try:
         # another strategy, and other rank counts: resharded, equal within 1e-5
         for np, mesh, strategy, what in [(4, "2x2", "megatron", "another strategy (megatron on 2x2)"),
                                          (2, "2", "auto", "4 -> 2 ranks"),
-                                         (4, "4", "zero", "another mesh (4, zero)")]:
+                                         (4, "4", "zero", "another mesh (4, zero)"),
+                                         (2, "2", "zero:stage=2", "ZeRO-2 on 2 ranks (optimizer state in slices)")]:
             out = os.path.join(work, "re-" + mesh + strategy)
             j, r = trained(np, mesh, "--strategy", strategy, "--steps", "4", "--resume", half_dir, "--checkpoint-dir", out)
             check(what + ": resuming succeeds", j is not None, r.stderr[-1500:])

@@ -248,7 +248,10 @@ inline run_result run(const op_node& op, const signature& sig, const mesh_shape&
   double mm = 0;
   auto gather = [&](const tensor_shape& shape, const nd_sbp& sbp, auto pick) {
     std::vector<std::vector<double>> locals;
-    for (std::size_t d = 0; d < n; ++d) locals.push_back(pick(runs[d]));
+    for (std::size_t d = 0; d < n; ++d) {
+      const auto v = pick(runs[d]);  // a device buffer (counting allocator) or a host vector
+      locals.emplace_back(v.begin(), v.end());
+    }
     host_tensor t = reassemble(shape, sbp, mesh, locals, mm);
     out.b_mismatch = std::max(out.b_mismatch, mm);
     return t;

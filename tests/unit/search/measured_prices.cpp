@@ -82,7 +82,7 @@ TEST_CASE("a profile without a kernel table prices every op analytically", "[sea
   CHECK(k.analytical == k.total());
 }
 
-TEST_CASE("the optimizer update is priced at the measured rate over each storage shard", "[search][measured]") {
+TEST_CASE("the optimizer update is priced at the measured rate over each update shard", "[search][measured]") {
   plan_options o = two_ranks();
   o.opt = optimizer::sgd_momentum;
   o.hw.measured.sgd_momentum = {1e-6, 2e-9};
@@ -90,7 +90,7 @@ TEST_CASE("the optimizer update is priced at the measured rate over each storage
   for (int p = 0; p < int(pp.model().params.size()); ++p)
     for (int c = 0; c < int(pp.param_candidates(p).size()); ++c) {
       const double elems = double(local_shape(pp.model().params[std::size_t(p)].shape,
-                                              layout{pp.param_candidates(p)[std::size_t(c)].storage, o.mesh}).elements());
+                                              layout{pp.param_candidates(p)[std::size_t(c)].update, o.mesh}).elements());
       CHECK(std::abs(pp.param_terms(p, c).compute_bwd - (1e-6 + 2e-9 * elems)) <= 1e-15);
     }
 }

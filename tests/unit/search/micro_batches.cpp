@@ -300,3 +300,58 @@ TEST_CASE("sequence parallelism: layernorms, dropouts and residual adds split th
   }
 }
 
+
+// ZeRO (Rajbhandari et al. 2020, section 5.1, figure 1): per device, Psi parameters on N_d
+// data-parallel devices, 2-byte parameters and gradients, K = 12 bytes of mixed-precision Adam
+// state per parameter: stage 1 (2 + 2) Psi + K Psi / N_d; stage 2 2 Psi + (2 + K) Psi / N_d;
+// stage 3 (2 + 2 + K) Psi / N_d. Stages 1 and 2 send what data parallelism sends (a
+// reduce-scatter and an all-gather move what one all-reduce moves, section 7.2.1).
+TEST_CASE("ZeRO stages 1, 2 and 3 hold the paper's model-state bytes; 1 and 2 send what dp sends", "[search][strategy][zero]") {
+  for (const char* text : {"zero:stage=1", "zero:stage=2", "zero"}) CHECK(to_string(parse_strategy(text)) == text);
+  CHECK(parse_strategy("zero:stage=3") == parse_strategy("zero"));
+  CHECK_THROWS_WITH(parse_strategy("zero:stage=4"), ContainsSubstring("zero takes one knob, stage=1, 2 or 3"));
+  CHECK_THROWS_WITH(parse_strategy("zero:tp=2"), ContainsSubstring("zero takes one knob"));
+  {
+    plan_options bare;
+    bare.mesh = mesh_shape{4};
+    bare.hw = load_hardware("dgx-a100");
+    plan_problem no_zero1(build_model("mlp:layers=2,hidden=16,batch=8,in=8,out=4"), bare);
+    CHECK_THROWS_WITH(solve_plan(no_zero1, parse_strategy("zero:stage=1")), ContainsSubstring("needs ZeRO-1's layouts"));
+  }
+
+  const graph g = build_model("mlp:layers=3,hidden=64,batch=16,in=16,out=8");
+  double psi = 0;
+  for (const auto& p : g.params) psi += double(p.shape.elements());
+  const double nd = 8, k = 12;
+  plan_options o;
+  o.mesh = mesh_shape{8};
+  o.hw = load_hardware("dgx-a100");
+  o.type = dtype::bf16;
+  o.opt = optimizer::adam;
+  o.memory_limit = 1e30;
+  o.zero1_layouts = true;  // (plan_micro_batched sets it for zero:stage=1)
+  plan_problem pp(g, o);
+  struct expected {
+    const char* strategy;
+    double params, grads, optimizer;
+  };
+  for (const expected& e : {expected{"zero:stage=1", 2 * psi, 2 * psi, k * psi / nd},
+                            expected{"zero:stage=2", 2 * psi, 2 * psi / nd, k * psi / nd},
+                            expected{"zero", 2 * psi / nd, 2 * psi / nd, k * psi / nd}}) {
+    INFO(e.strategy);
+    const plan_result r = solve_plan(pp, parse_strategy(e.strategy));
+    memory_breakdown m;
+    for (int p = 0; p < int(g.params.size()); ++p) m += pp.param_memory(p, at(r.pick, pp.param_node(p)));
+    CHECK(double(m.params) == e.params);
+    CHECK(double(m.grads) == e.grads);
+    CHECK(double(m.optimizer) == e.optimizer);
+  }
+  const double dp_bytes = solve_plan(pp, strategy::dp{}).totals.bytes;
+  CHECK(solve_plan(pp, parse_strategy("zero:stage=1")).totals.bytes == dp_bytes);
+  CHECK(solve_plan(pp, parse_strategy("zero:stage=2")).totals.bytes == dp_bytes);
+  // stage 3 gathers each weight once per step and keeps the copy to its backward (the paper
+  // gathers twice, 1.5x): an all-gather and a reduce-scatter, as much again
+  CHECK(solve_plan(pp, parse_strategy("zero")).totals.bytes == dp_bytes);
+  // the search starts from ZeRO-2 too: never worse than it
+  CHECK(solve_plan(pp, strategy::automatic{}).time <= solve_plan(pp, parse_strategy("zero:stage=2")).time * (1 + 1e-9));
+}

@@ -1,5 +1,7 @@
 #pragma once
-// cpu_device: the Device of autoddl/backend/device.hpp on the host. Buffers are std::vector<T>,
+// cpu_device: the Device of autoddl/backend/device.hpp on the host. Buffers are std::vector<T>
+// with a counting allocator (bytes_in_use is exactly what the device's buffers hold, as
+// cudaMallocAsync's pool accounting is on the GPU),
 // GEMMs go to CBLAS (OpenBLAS) when present (autoddl/backend/cpu/gemm.hpp), everything else is
 // plain loops in the element type. Single-threaded apart from BLAS: an MPI rank per core.
 #include <algorithm>
@@ -10,7 +12,7 @@
 #include <limits>
 #include <span>
 #include <type_traits>
-#include <vector>
+#include <vector>  // std::allocator (<memory> and <atomic> would bring POSIX ::link along)
 #if defined(__GLIBC__)
 #include <malloc.h>
 #endif
@@ -80,9 +82,39 @@ inline void check_rows(std::int64_t rows, std::int64_t cols, std::int64_t ld, st
 }
 }  // namespace detail
 
+namespace detail {
+/// Bytes held by cpu_device buffers allocated on this thread, less those freed on it (a device
+/// and its buffers live on one thread: an MPI rank, or one simulated device of a test).
+inline std::int64_t& cpu_buffer_bytes() {
+  thread_local std::int64_t n = 0;
+  return n;
+}
+/// std::allocator that adds what it hands out to cpu_buffer_bytes and takes back what returns.
+template <class T>
+struct counted_allocator {
+  using value_type = T;
+  counted_allocator() = default;
+  template <class U>
+  constexpr counted_allocator(const counted_allocator<U>&) noexcept {}
+  T* allocate(std::size_t n) {
+    T* p = std::allocator<T>{}.allocate(n);
+    cpu_buffer_bytes() += std::int64_t(n * sizeof(T));
+    return p;
+  }
+  void deallocate(T* p, std::size_t n) noexcept {
+    cpu_buffer_bytes() -= std::int64_t(n * sizeof(T));
+    std::allocator<T>{}.deallocate(p, n);
+  }
+  template <class U>
+  friend constexpr bool operator==(const counted_allocator&, const counted_allocator<U>&) noexcept {
+    return true;
+  }
+};
+}  // namespace detail
+
 struct cpu_device {
   template <class T>
-  using buffer = std::vector<T>;
+  using buffer = std::vector<T, detail::counted_allocator<T>>;
 
   cpu_device() {
 #if defined(__GLIBC__)
@@ -123,16 +155,9 @@ struct cpu_device {
     return acc == T(0);
   }
   void synchronize() const {}
-  /// The heap bytes in use (glibc mallinfo2: uordblks + hblkhd; 0 elsewhere): buffers are
-  /// std::vector, so this is the device's allocator, with the host's own allocations beside.
-  std::int64_t bytes_in_use() const {
-#if defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 33))
-    const struct mallinfo2 mi = mallinfo2();
-    return std::int64_t(mi.uordblks + mi.hblkhd);
-#else
-    return 0;
-#endif
-  }
+  /// The bytes the cpu_device buffers of this thread hold now (counted by their allocator; host
+  /// vectors beside them, kernel contexts and schedules, are not device memory).
+  std::int64_t bytes_in_use() const { return detail::cpu_buffer_bytes(); }
   template <class T>
   void fill(std::span<T> y, T v) { std::fill(y.begin(), y.end(), v); }
 

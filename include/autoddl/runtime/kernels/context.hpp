@@ -85,12 +85,6 @@ inline signature all_broadcast(const op_node& op, int mesh_axes) {
   return s;
 }
 
-/// Whether input i of an op of kind k holds indices (std::int64_t), not values: the token ids
-/// of an embedding and the labels of a cross-entropy. They travel in operands::indices.
-constexpr bool is_index_input(op_kind k, std::size_t i) {
-  return (k == op_kind::embedding && i == 0) || (k == op_kind::cross_entropy && i == 1);
-}
-
 /// Views of one device's local shards, in op_node order. An index input's entry in `inputs` is
 /// an empty span; its values are in `indices`.
 template <class T>

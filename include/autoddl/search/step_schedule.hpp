@@ -1,5 +1,5 @@
 #pragma once
-// What a training step keeps and reruns, op by op (runtime/trainer.hpp executes it): which ops
+// What a training step keeps and reruns, op by op (runtime/trainer.hpp executes it, search/step_memory.hpp replays its allocations): which ops
 // rerun their forward in backward under the plan's recomputation, and which op outputs must
 // outlive their consumers' forwards. It depends only on the graph, the recomputation and which
 // input edges box (a boxed input is a copy; an unboxed one is read in place from its producer).

@@ -1,0 +1,335 @@
+#pragma once
+// The memory one device holds during a training step, over time: the executor's allocations and
+// frees (runtime/trainer.hpp) replayed in order with the plan's local sizes, and the high-water
+// mark sampled where the executor samples it (after every op's forward, recomputation and
+// backward, and every gradient synchronisation).
+//
+// The planner's breakdown (plan_problem::memory_of) is additive: every kept activation, every
+// gradient and the largest transient at once, which is what the search can update locally when a
+// coordinate moves. The step never holds all of them at once: backward frees an op's activations
+// as its gradients appear, and a convolution net's large weight gradients arrive when most
+// activations are gone. The replay finds when the peak happens and what is live then, so
+//   replay_step_memory(pp, pick).peak() <= pp.memory_of(pick).total()  (less the transient's
+//   excess), and it is the figure to compare with a measured peak (Device::bytes_in_use).
+//
+// What lives, as the executor holds it:
+//   stored      parameter shards and optimizer state, between steps (param_memory);
+//   per micro-batch: boxed input copies, model inputs (token ids and labels are int64), op
+//               outputs until their last reader, saved products (attention probabilities) and
+//               row statistics (layernorm, cross-entropy: statistic_t), output gradients (dy);
+//   per step:   gathered parameters (boxed at micro-batch 0, freed at the last one's backward),
+//               gradient accumulators in the compute layout, summed gradients, the synchronised
+//               gradients (freed when the next step begins).
+// What a kernel or a boxing path allocates and frees inside itself is not sampled (nor priced
+// here: the breakdown's transient term bounds it).
+#include <cstdint>
+#include <optional>
+#include <utility>
+#include <vector>
+
+#include "autoddl/index.hpp"
+#include "autoddl/ops/work.hpp"
+#include "autoddl/search/planner.hpp"
+#include "autoddl/search/step_schedule.hpp"
+
+namespace autoddl {
+
+/// One device's memory over a step (bytes).
+struct step_memory {
+  std::int64_t stored = 0;     ///< parameter shards and optimizer state
+  std::int64_t peak_live = 0;  ///< the step's own buffers at their high-water mark
+  int peak_op = -1;            ///< the op at whose boundary the mark was reached (-1: synchronisation)
+  bool peak_in_backward = false;
+  std::int64_t peak() const { return stored + peak_live; }
+};
+
+namespace detail {
+
+class step_memory_replay {
+ public:
+  step_memory_replay(const plan_problem& pp, const std::vector<int>& pick)
+      : pp_(pp), g_(pp.model()), pick_(pick), mesh_(pp.options().mesh), elem_(bytes_of(pp.options().type)) {
+    index_edges();
+    schedule_.emplace(g_, pp.options().recompute, boxed_inputs());
+  }
+
+  step_memory run() {
+    const int np = int(g_.params.size());
+    for (int p = 0; p < np; ++p) {
+      const memory_breakdown m = pp_.param_memory(p, at(pick_, pp_.param_node(p)));
+      r_.stored += m.params + m.optimizer;
+    }
+    const int nops = int(g_.ops.size());
+    gathered_.assign(std::size_t(nops), 0);
+    param_acc_.assign(std::size_t(nops), std::vector<std::int64_t>{});
+    grad_sums_.assign(std::size_t(np), 0);
+    const int m = pp_.options().microbatches;
+    for (int k = 0; k < m; ++k) micro_batch(k, k == m - 1);
+    synchronise();
+    return r_;
+  }
+
+ private:
+  struct buffers {  // one micro-batch's, per op
+    std::vector<std::vector<std::int64_t>> inputs;  // boxed copies and model inputs
+    std::vector<std::int64_t> outputs, saved, dy;
+    std::vector<int> pending;
+  };
+
+  const signature& sig(int i) const { return pp_.op_candidate(i, at(pick_, i)); }
+  std::int64_t local(const tensor_shape& s, const nd_sbp& l) const { return local_shape(s, layout{l, mesh_}).elements(); }
+  std::int64_t input_bytes(int i, std::size_t j) const {
+    const std::int64_t e = local(at(g_.ops, i).inputs[j], sig(i).inputs[j]);
+    return e * (is_index_input(at(g_.ops, i).kind, j) ? 8 : elem_);
+  }
+  std::int64_t output_bytes(int i) const {
+    std::int64_t b = 0;
+    for (std::size_t k = 0; k < at(g_.ops, i).outputs.size(); ++k) b += local(at(g_.ops, i).outputs[k], sig(i).outputs[k]);
+    return b * elem_;
+  }
+  std::int64_t param_compute_bytes(int i, std::size_t j) const {
+    const op_node& n = at(g_.ops, i);
+    return local(at(g_.params, n.param_ids[j]).shape, sig(i).params[j]) * elem_;
+  }
+  std::int64_t grad_sum_bytes(int p) const {
+    const param_choice& pc = pp_.param_candidate(p, at(pick_, pp_.param_node(p)));
+    return local(at(g_.params, p).shape, pc.grad_sum) * elem_;
+  }
+  std::int64_t update_bytes(int p) const {
+    const param_choice& pc = pp_.param_candidate(p, at(pick_, pp_.param_node(p)));
+    return local(at(g_.params, p).shape, pc.update) * elem_;
+  }
+  // Saved products and row statistics of op i's forward (runtime/kernels: attention keeps its
+  // probabilities [b, heads, sq, sk]; layernorm mean and rstd; cross-entropy max, sum, target).
+  std::int64_t saved_bytes(int i) const {
+    const op_node& n = at(g_.ops, i);
+    const std::int64_t stat = statistic_bytes(int(elem_));
+    if (n.kind == op_kind::attention) {
+      const tensor_shape q = local_shape(n.inputs[0], layout{sig(i).inputs[0], mesh_});
+      const tensor_shape k = local_shape(n.inputs[1], layout{sig(i).inputs[1], mesh_});
+      const std::int64_t heads = n.attrs.heads * q[2] / n.inputs[0][2];
+      return q[0] * heads * q[1] * k[1] * elem_;
+    }
+    const tensor_shape x = local_shape(n.inputs[0], layout{sig(i).inputs[0], mesh_});
+    const std::int64_t rows = x[x.rank() - 1] ? x.elements() / x[x.rank() - 1] : 0;
+    if (n.kind == op_kind::layernorm) return 2 * rows * stat;
+    if (n.kind == op_kind::cross_entropy) return 3 * rows * stat;
+    return 0;
+  }
+
+  void add(std::int64_t b) { live_ += b; }
+  void drop(std::int64_t& b) {
+    live_ -= b;
+    b = 0;
+  }
+  void sample(int op, bool backward) {
+    if (live_ <= r_.peak_live) return;
+    r_.peak_live = live_;
+    r_.peak_op = op;
+    r_.peak_in_backward = backward;
+  }
+
+  void index_edges() {
+    const int nops = int(g_.ops.size());
+    edge_of_input_.resize(std::size_t(nops));
+    edge_of_param_.resize(std::size_t(nops));
+    for (int i = 0; i < nops; ++i) {
+      at(edge_of_input_, i).assign(at(g_.op_inputs, i).size(), -1);
+      at(edge_of_param_, i).assign(at(g_.ops, i).param_ids.size(), -1);
+    }
+    const auto& infos = pp_.edge_infos();
+    const auto& edges = pp_.untied().edges();
+    for (std::size_t e = 0; e < infos.size(); ++e) {
+      paths_.push_back(pp_.edge_paths(int(e), at(pick_, edges[e].u), at(pick_, edges[e].v)));
+      auto& slots = infos[e].param ? edge_of_param_ : edge_of_input_;
+      at(at(slots, infos[e].to_node), infos[e].tensor_index) = int(e);
+    }
+  }
+  bool boxes(int i, std::size_t j) const {
+    const int e = at(edge_of_input_, i)[j];
+    return e >= 0 && at(paths_, e).first.size() > 0;
+  }
+  std::vector<std::vector<bool>> boxed_inputs() const {
+    std::vector<std::vector<bool>> r;
+    for (int i = 0; i < int(edge_of_input_.size()); ++i) {
+      r.emplace_back();
+      for (std::size_t j = 0; j < at(edge_of_input_, i).size(); ++j) r.back().push_back(boxes(i, j));
+    }
+    return r;
+  }
+
+  void micro_batch(int k, bool last) {
+    const int nops = int(g_.ops.size());
+    buffers b;
+    b.inputs.resize(std::size_t(nops));
+    b.outputs.assign(std::size_t(nops), 0);
+    b.saved.assign(std::size_t(nops), 0);
+    b.dy.assign(std::size_t(nops), 0);
+    b.pending = schedule_->consumer_slots();
+    for (int i = 0; i < nops; ++i) {
+      forward_op(b, i, k);
+      release_after_forward(b, i, b.pending, false);
+      drop_recomputed(b, i);
+      sample(i, false);
+    }
+    backward(b, last);
+  }
+
+  void forward_op(buffers& b, int i, int k) {
+    const op_node& n = at(g_.ops, i);
+    auto& in = at(b.inputs, i);
+    in.assign(n.inputs.size(), 0);
+    for (std::size_t j = 0; j < n.inputs.size(); ++j) {
+      const bool model_input = at(g_.op_inputs, i)[j].op < 0;
+      if (model_input || boxes(i, j)) add(in[j] = input_bytes(i, j));
+    }
+    for (std::size_t j = 0; j < n.param_ids.size() && k == 0; ++j)
+      if (at(paths_, at(edge_of_param_, i)[j]).first.size() > 0) {
+        const std::int64_t bytes = param_compute_bytes(i, j);
+        at(gathered_, i) += bytes;
+        add(bytes);
+      }
+    run_forward(b, i);
+  }
+  // op_forward: new outputs and saved products replace what op i held.
+  void run_forward(buffers& b, int i) {
+    drop(at(b.outputs, i));
+    drop(at(b.saved, i));
+    add(at(b.outputs, i) = output_bytes(i));
+    add(at(b.saved, i) = saved_bytes(i));
+  }
+
+  // As the executor's release_after_forward: unread copies, then producers nobody holds.
+  void release_after_forward(buffers& b, int i, std::vector<int>& pending, bool rerun) {
+    const step_schedule& sc = *schedule_;
+    auto& in = at(b.inputs, i);
+    for (std::size_t j = 0; j < in.size(); ++j)
+      if (!sc.reads(i).input(j) && (rerun || !sc.reruns_from(i, j))) drop(in[j]);
+    auto free_unheld = [&](int p) {
+      if (!sc.held(p, rerun)) drop(at(b.outputs, p));
+    };
+    for (std::size_t j = 0; j < at(g_.op_inputs, i).size(); ++j) {
+      const int p = at(g_.op_inputs, i)[j].op;
+      if (p < 0 || (rerun && !sc.inside_block(i, j))) continue;
+      if (--at(pending, p) == 0) free_unheld(p);
+    }
+    if (at(pending, i) == 0 && i != g_.loss_op) free_unheld(i);
+  }
+
+  void drop_recomputed(buffers& b, int i) {
+    const step_schedule& sc = *schedule_;
+    if (!sc.recomputes(i)) return;
+    if (sc.selectively_recomputed(i)) {
+      drop(at(b.saved, i));
+      return;
+    }
+    if (!sc.last_of_block(i)) return;
+    for (int o : sc.block_ops(at(g_.block, i))) {
+      drop(at(b.saved, o));
+      if (!sc.read_outside_block(o)) drop(at(b.outputs, o));
+      for (std::size_t j = 0; j < at(b.inputs, o).size(); ++j)
+        if (sc.inside_block(o, j)) drop(at(b.inputs, o)[j]);
+    }
+  }
+
+  void recompute_block(buffers& b, int blk) {
+    std::vector<int> pending = schedule_->block_consumer_slots();
+    for (int o : schedule_->block_ops(blk)) {
+      for (std::size_t j = 0; j < at(b.inputs, o).size(); ++j)
+        if (schedule_->inside_block(o, j) && boxes(o, j)) {
+          drop(at(b.inputs, o)[j]);
+          add(at(b.inputs, o)[j] = input_bytes(o, j));
+        }
+      run_forward(b, o);
+      release_after_forward(b, o, pending, true);
+      sample(o, true);
+    }
+  }
+
+  void backward(buffers& b, bool last) {
+    const int nops = int(g_.ops.size());
+    add(at(b.dy, g_.loss_op) = output_bytes(g_.loss_op));
+    for (int i = nops - 1; i >= 0; --i) {
+      if (schedule_->fully_recomputed(i) && schedule_->last_of_block(i)) recompute_block(b, at(g_.block, i));
+      if (at(b.dy, i) == 0) add(at(b.dy, i) = output_bytes(i));
+      if (schedule_->selectively_recomputed(i)) run_forward(b, i);
+      backward_op(b, i, last);
+    }
+  }
+
+  // Op i's backward: its input gradients (dual of the input layout: the input's local size) go
+  // to their producers' dy, its parameter gradients to the accumulators; then its buffers go.
+  void backward_op(buffers& b, int i, bool last) {
+    const op_node& n = at(g_.ops, i);
+    std::int64_t grads = 0;
+    for (std::size_t j = 0; j < n.inputs.size(); ++j)
+      if (at(g_.op_inputs, i)[j].op >= 0) grads += local(n.inputs[j], sig(i).inputs[j]) * elem_;
+    for (std::size_t j = 0; j < n.param_ids.size(); ++j) grads += param_compute_bytes(i, j);
+    add(grads);
+    sample(i, true);
+    for (std::size_t j = 0; j < n.inputs.size(); ++j) {
+      const int p = at(g_.op_inputs, i)[j].op;
+      if (p < 0) continue;
+      live_ -= local(n.inputs[j], sig(i).inputs[j]) * elem_;
+      if (at(b.dy, p) == 0) add(at(b.dy, p) = output_bytes(p));  // the boxed gradient becomes p's dy
+    }
+    for (std::size_t j = 0; j < n.param_ids.size(); ++j) {
+      live_ -= param_compute_bytes(i, j);
+      add_param_gradient(i, j, last);
+    }
+    drop(at(b.dy, i));
+    drop(at(b.outputs, i));
+    drop(at(b.saved, i));
+    for (std::int64_t& x : at(b.inputs, i)) drop(x);
+    if (last) drop(at(gathered_, i));
+    sample(i, true);
+  }
+
+  void add_param_gradient(int i, std::size_t j, bool last) {
+    const int p = at(g_.ops, i).param_ids[j];
+    if (at(paths_, at(edge_of_param_, i)[j]).second.size() == 0) {
+      if (at(grad_sums_, p) == 0) add(at(grad_sums_, p) = grad_sum_bytes(p));
+      return;
+    }
+    auto& acc = at(param_acc_, i);
+    if (acc.size() <= j) acc.resize(j + 1, 0);
+    if (acc[j] == 0) add(acc[j] = param_compute_bytes(i, j));
+    if (!last) return;
+    drop(acc[j]);
+    if (at(grad_sums_, p) == 0) add(at(grad_sums_, p) = grad_sum_bytes(p));
+  }
+
+  // Each summed gradient synchronised to the update layout replaces the sum. (The optimizer's
+  // slices of ZeRO stages 1 and 2 are freed before the next sample.)
+  void synchronise() {
+    for (int p = 0; p < int(g_.params.size()); ++p) {
+      drop(at(grad_sums_, p));
+      add(update_bytes(p));
+      sample(-1, true);
+    }
+  }
+
+  const plan_problem& pp_;
+  const graph& g_;
+  const std::vector<int>& pick_;
+  mesh_shape mesh_;
+  std::int64_t elem_;
+  std::vector<std::vector<int>> edge_of_input_, edge_of_param_;
+  std::vector<std::pair<boxing_path, boxing_path>> paths_;
+  std::optional<step_schedule> schedule_;
+  std::vector<std::int64_t> gathered_, grad_sums_;
+  std::vector<std::vector<std::int64_t>> param_acc_;
+  std::int64_t live_ = 0;
+  step_memory r_;
+};
+
+}  // namespace detail
+
+/// The step's memory on one device under `pick` (per node of pp.untied()), replayed in the
+/// executor's order. Example: a data-parallel MLP's peak is its stored state plus the first
+/// micro-batch's activations at the loss, plus the output gradients then.
+inline step_memory replay_step_memory(const plan_problem& pp, const std::vector<int>& pick) {
+  return detail::step_memory_replay(pp, pick).run();
+}
+
+}  // namespace autoddl
