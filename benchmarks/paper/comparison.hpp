@@ -24,7 +24,7 @@ struct plan_time {
   double seconds = std::numeric_limits<double>::quiet_NaN();  ///< NaN: not applicable
   bool feasible = true;                                         ///< fits the memory limit
   double spread = std::numeric_limits<double>::quiet_NaN();   ///< measured rows: IQR, seconds
-  std::string note;                                             ///< why not applicable, schedule
+  std::string note{};                                           ///< why not applicable, schedule
   bool applicable() const { return std::isfinite(seconds); }
   bool usable() const { return applicable() && feasible; }
 };

@@ -52,10 +52,10 @@ inline std::string escape(const std::string& s) {
   return r;
 }
 
-// A tick label without trailing zeros: 0.5, 2, 1000, 1.5e+04 for large values.
+// A tick label without trailing zeros: 0.5, 2, 1000, 200000; 2e+06 from a million up.
 inline std::string tick_text(double v) {
   char b[48];
-  if (std::abs(v) >= 1e5) std::snprintf(b, sizeof b, "%.0e", v);
+  if (std::abs(v) >= 1e6) std::snprintf(b, sizeof b, "%.0e", v);
   else std::snprintf(b, sizeof b, "%g", v);
   return b;
 }
@@ -175,8 +175,9 @@ struct figure {
          detail::escape(p.x_label) + "</text>\n";
     s += "<text transform=\"translate(" + num(x0 - 52) + "," + num(y0 + panel_h / 2) +
          ") rotate(-90)\" text-anchor=\"middle\">" + detail::escape(p.y_label) + "</text>\n";
-    // lines: a NaN point breaks the line
-    for (const line& l : p.lines) {
+    // lines, the first drawn last (on top): a NaN point breaks the line
+    for (auto it = p.lines.rbegin(); it != p.lines.rend(); ++it) {
+      const line& l = *it;
       const std::string style = "fill=\"none\" stroke=\"" + l.colour + "\" stroke-width=\"2\"" +
                                 (l.dashed ? " stroke-dasharray=\"6,4\"" : "");
       std::string pts;
