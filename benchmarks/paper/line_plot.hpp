@@ -1,6 +1,6 @@
 #pragma once
 // A small self-contained SVG writer for the paper comparison's figures: panels of line plots
-// side by side in one picture, each panel with its own axes, ticks, grid, title and legend.
+// in a grid (`columns` per row) in one picture, each panel with its own axes, ticks, grid, title and legend.
 //   figure f{"VGG-16 on dgx1-v100"};
 //   panel& p = f.add("4 images per GPU", "nodes", "step time (ms)");
 //   p.log_x = p.log_y = true;
@@ -96,6 +96,7 @@ struct figure {
   std::string title;
   std::vector<panel> panels;
   double panel_w = 420, panel_h = 300;
+  std::size_t columns = 2;  ///< panels per row; further panels wrap to the next row
 
   panel& add(std::string t, std::string xl, std::string yl) {
     panel p;
@@ -109,13 +110,16 @@ struct figure {
     std::size_t legend_rows = 0;
     for (const panel& p : panels) legend_rows = std::max(legend_rows, (p.lines.size() + 1) / 2);
     const double cell_w = margin_l + panel_w + margin_r, cell_h = margin_t + panel_h + 44 + legend_h * double(legend_rows);
-    const double w = cell_w * double(panels.size()) + gap, h = cell_h + 40;
+    const std::size_t cols = std::max<std::size_t>(1, std::min(columns, panels.size()));
+    const std::size_t rows = (panels.size() + cols - 1) / cols;
+    const double w = cell_w * double(cols) + gap, h = cell_h * double(rows) + 40;
     std::string s = "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" + detail::num(w, 0) + "\" height=\"" +
                     detail::num(h, 0) + "\" font-family=\"sans-serif\" font-size=\"12\">\n";
     s += "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n";
     s += "<text x=\"" + detail::num(w / 2) + "\" y=\"24\" text-anchor=\"middle\" font-size=\"16\" font-weight=\"bold\">" +
          detail::escape(title) + "</text>\n";
-    for (std::size_t i = 0; i < panels.size(); ++i) s += panel_svg(panels[i], gap / 2 + cell_w * double(i) + margin_l, 40 + margin_t);
+    for (std::size_t i = 0; i < panels.size(); ++i)
+      s += panel_svg(panels[i], gap / 2 + cell_w * double(i % cols) + margin_l, 40 + margin_t + cell_h * double(i / cols));
     return s + "</svg>\n";
   }
 

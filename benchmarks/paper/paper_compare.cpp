@@ -1,7 +1,7 @@
 // The AutoDDL abstract's comparison, priced by autoddl's planner: auto against the expert plans
 // a practitioner would use, on a Multi-Node-Single-GPU system (piz-daint) and two
 // Multi-Node-Multi-GPU systems (dgx1-v100, dgx-a100), for VGG-16 and two Transformers at two
-// per-GPU batch sizes, 2 to 128 nodes, with and without gradient-sync overlap.
+// or three per-GPU batch sizes, 2 to 128 nodes, with and without gradient-sync overlap.
 //   build/benchmarks/paper_compare predicted OUT [--quick]
 //       prices every row; writes OUT/predicted.md (tables and the summary beside the abstract's
 //       figures), OUT/predicted.json (every row) and OUT/results-<system>-<model>.svg
@@ -61,7 +61,7 @@ const std::vector<system_setup> systems = {
 };
 
 const std::vector<model_setup> models = {
-    {"VGG-16", "VGG", "vgg16", "vgg16", dtype::fp32, {4, 32}, {"dp", "owt", "zero"}},
+    {"VGG-16", "VGG", "vgg16", "vgg16", dtype::fp32, {1, 4, 32}, {"dp", "owt", "zero"}},
     {"GPT-2 medium", "Transformer", "gpt2-medium", "gpt:size=gpt2-medium", dtype::fp16, {1, 8}, {"dp", "megatron", "zero"}},
     {"BERT-large", "Transformer", "bert-large", "bert:size=bert-large", dtype::fp16, {4, 32}, {"dp", "megatron", "zero"}},
 };
@@ -164,11 +164,11 @@ std::string figure_svg(const std::vector<paper::row>& rows, const system_setup& 
   paper::panel& red = f.add("auto's reduction against the best expert", "nodes", "reduction of step time (%)");
   red.log_x = true;
   red.y_marks = {0};
-  const char* colours[] = {"#1f77b4", "#d62728"};
+  const char* colours[] = {"#1f77b4", "#d62728", "#2ca02c"};
   for (std::size_t k = 0; k < m.per_gpu_batches.size(); ++k)
     for (bool overlap : {true, false}) {
       const int per = m.per_gpu_batches[k];
-      paper::line l{std::to_string(per) + "/GPU" + (overlap ? "" : ", no overlap"), colours[k % 2], !overlap, {}};
+      paper::line l{std::to_string(per) + "/GPU" + (overlap ? "" : ", no overlap"), colours[k % 3], !overlap, {}};
       for (const paper::row* r : select(rows, sys.name, m.label, overlap, per)) {
         const paper::plan_time* b = r->best_expert();
         l.points.push_back({double(r->nodes), b && r->automatic().applicable()
