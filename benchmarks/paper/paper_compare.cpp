@@ -5,9 +5,10 @@
 //   build/benchmarks/paper_compare predicted OUT [--quick]
 //       prices every row; writes OUT/predicted.md (tables and the summary beside the abstract's
 //       figures), OUT/predicted.json (every row) and OUT/results-<system>-<model>.svg
-//   build/benchmarks/paper_compare measured OUT ROWS.jsonl
+//   build/benchmarks/paper_compare measured OUT ROWS.jsonl [HARDWARE]
 //       reads bench_step_prediction --json rows (mpirun -np 2, interleaved rounds) and writes
-//       OUT/measured.md: the same table shape, measured and predicted side by side
+//       OUT/measured.md: the same table shape, measured and predicted side by side (HARDWARE: the
+//       profile bench_step_prediction priced with, named in the table; default cpu-local)
 // Every plan, auto and expert, is planned as autoddl-plan --compare plans it
 // (plan_micro_batched: the micro-batch count and the recomputation chosen where the plan leaves
 // them open). scripts/paper runs both modes.
@@ -274,7 +275,7 @@ void predicted(const fs::path& out, bool quick) {
 }
 
 // bench_step_prediction --json rows: model, mesh, ranks, plan, predicted_s, measured_s, spread_s.
-void measured(const fs::path& out, const fs::path& jsonl) {
+void measured(const fs::path& out, const fs::path& jsonl, const std::string& hardware) {
   std::ifstream f(jsonl);
   if (!f) throw error("cannot read '" + jsonl.string() + "'");
   std::vector<paper::row> meas, pred;
@@ -286,12 +287,12 @@ void measured(const fs::path& out, const fs::path& jsonl) {
     for (auto* rows : {&meas, &pred}) {
       if (rows->empty() || rows->back().spec != spec || rows->back().mesh != mesh) {
         paper::row r;
-        r.system = "cpu-local";
+        r.system = hardware;
         r.model = spec.substr(0, spec.find(':'));
         r.spec = spec;
         r.mesh = mesh;
         r.nodes = j.at("ranks");
-        r.overlap = false;  // the CPU executor overlaps nothing (cpu-local: "overlap": "none")
+        r.overlap = false;  // the CPU executor overlaps nothing (cpu-local*: "overlap": "none")
         const graph g = build_model(spec);
         r.per_gpu_batch = int(graph_batch(g) / r.nodes);
         rows->push_back(std::move(r));
@@ -309,7 +310,7 @@ void measured(const fs::path& out, const fs::path& jsonl) {
     for (const paper::plan_time& p : meas[i].plans)
       if (p.plan != "auto") experts.push_back(p.plan);
     md += "### " + meas[i].spec + ", mesh " + meas[i].mesh + "\n\nMeasured (median ± IQR of the interleaved steps):\n\n" +
-          paper::markdown_table({&meas[i]}, experts, 2) + "\nPredicted (cpu-local profile):\n\n" +
+          paper::markdown_table({&meas[i]}, experts, 2) + "\nPredicted (profile " + hardware + "):\n\n" +
           paper::markdown_table({&pred[i]}, experts, 2) + "\n";
   }
   fs::create_directories(out);
@@ -324,7 +325,7 @@ int main(int argc, char** argv) {
     const std::vector<std::string> a(argv + 1, argv + argc);
     if (a.size() >= 2 && a[0] == "predicted" && (a.size() == 2 || (a.size() == 3 && a[2] == "--quick")))
       return predicted(a[1], a.size() == 3);
-    if (a.size() == 3 && a[0] == "measured") return measured(a[1], a[2]);
-    throw error("usage: paper_compare predicted OUT [--quick] | paper_compare measured OUT ROWS.jsonl");
+    if ((a.size() == 3 || a.size() == 4) && a[0] == "measured") return measured(a[1], a[2], a.size() == 4 ? a[3] : "cpu-local");
+    throw error("usage: paper_compare predicted OUT [--quick] | paper_compare measured OUT ROWS.jsonl [HARDWARE]");
   });
 }

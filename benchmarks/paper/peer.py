@@ -86,8 +86,8 @@ def main():
                 samples[alt].append(got[alt])
             for alt in ratios:
                 ratios[alt].append(got[alt] / got["pytorch ddp"])
-            print(f"{model} round {r + 1}/{a.rounds}: " + ", ".join(f"{k} {v * 1e3:.1f} ms" for k, v in got.items()),
-                  flush=True)
+            print(f"{model} round {r + 1}/{a.rounds}: " + ", ".join(f"{k} {v * 1e3:.1f} ms" for k, v in got.items()) +
+                  f" (load average {loadavg()})", flush=True)
         results[model] = {"step_s": samples, "ratio_to_pytorch": ratios}
     load = f"{load_before} before, {loadavg()} after"
     (out / "peer.json").write_text(json.dumps({"torch": version, "rounds": a.rounds, "steps": a.steps,
