@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <initializer_list>
 #include <limits>
 #include <set>
 #include <string>
@@ -75,19 +76,24 @@ inline std::vector<double> linear_ticks(double lo, double hi) {
   return t;
 }
 
-// 1-2-5 ticks per decade covering [lo, hi] (lo > 0); only powers of ten over many decades;
-// linear steps within about a decade.
+// 1-2-5 ticks per decade covering [lo, hi] (lo > 0); only powers of ten over more than three
+// decades; 1, 1.5, 2, 3, 4, 5, 6, 8 within about a decade, or round linear steps where those
+// give fewer than three ticks.
 inline std::vector<double> log_ticks(double lo, double hi) {
-  if (std::log10(hi / lo) < 1.2) return linear_ticks(lo, hi);  // under about a decade: round linear steps
-  std::vector<double> t;
-  const bool sparse = std::log10(hi / lo) > 3;
-  for (int e = int(std::floor(std::log10(lo))); e <= int(std::ceil(std::log10(hi))); ++e)
-    for (double m : {1.0, 2.0, 5.0}) {
-      if (sparse && m != 1.0) continue;
-      const double v = m * std::pow(10, e);
-      if (v >= lo * (1 - 1e-9) && v <= hi * (1 + 1e-9)) t.push_back(v);
-    }
-  return t;
+  auto ticks = [&](std::initializer_list<double> mantissas) {
+    std::vector<double> t;
+    for (int e = int(std::floor(std::log10(lo))); e <= int(std::ceil(std::log10(hi))); ++e)
+      for (double m : mantissas) {
+        const double v = m * std::pow(10, e);
+        if (v >= lo * (1 - 1e-9) && v <= hi * (1 + 1e-9)) t.push_back(v);
+      }
+    return t;
+  };
+  const double decades = std::log10(hi / lo);
+  if (decades > 3) return ticks({1.0});
+  if (decades >= 1.2) return ticks({1.0, 2.0, 5.0});
+  std::vector<double> t = ticks({1.0, 1.5, 2.0, 3.0, 4.0, 5.0, 6.0, 8.0});  // about a decade: denser
+  return t.size() >= 3 ? t : linear_ticks(lo, hi);
 }
 
 }  // namespace detail

@@ -81,7 +81,9 @@ TEST_CASE("ticks fall on round values", "[paper][plot]") {
   CHECK(detail::log_ticks(1, 1e5) == std::vector<double>{1, 10, 100, 1000, 10000, 100000});
   CHECK(detail::tick_text(200000) == "200000");
   CHECK(detail::tick_text(2e6) == "2e+06");
-  CHECK(detail::log_ticks(30, 60) == std::vector<double>{30, 35, 40, 45, 50, 55, 60});  // within a decade: linear
+  CHECK(detail::log_ticks(30, 60) == std::vector<double>{30, 40, 50, 60});  // within a decade: denser
+  CHECK(detail::log_ticks(17.8, 178) == std::vector<double>{20, 30, 40, 50, 60, 80, 100, 150});
+  CHECK(detail::log_ticks(316, 562) == std::vector<double>{350, 400, 450, 500, 550});  // too few: linear
 }
 
 TEST_CASE("a missing point breaks its line, and every line has a legend entry", "[paper][plot]") {
