@@ -175,41 +175,32 @@ class plan_problem {
 
   /// The forward and backward boxing paths of edge e under picks cu, cv: for a parameter edge,
   /// storage -> compute layout, and the gradient dual(compute) -> the summing layout.
-  std::pair<boxing_path, boxing_path> edge_paths(int e, int cu, int cv) const {
+  std::pair<const boxing_path&, const boxing_path&> edge_paths(int e, int cu, int cv) const {
     const edge_info& ei = at(edges_, e);
+    const int shape = at(edge_shape_, e);
+    std::lock_guard<std::mutex> lock(box_memo_mutex_);
     if (ei.param) {
       const int p = ei.from_node - int(g_.ops.size());
       const param_choice& store = param_candidate(p, cu);
-      const nd_sbp comp = at(op_candidate(ei.to_node, cv).params, ei.tensor_index);
-      const tensor_shape& s = at(g_.params, p).shape;
-      return {box(store.storage, comp, s), box(dual(comp), store.grad_sum, s)};
+      const nd_sbp& comp = at(op_candidate(ei.to_node, cv).params, ei.tensor_index);
+      return {box_locked(store.storage, comp, shape), box_locked(dual(comp), store.grad_sum, shape)};
     }
-    const nd_sbp out =
-        at(op_candidate(ei.from_node, cu).outputs, ei.producer_output);
-    const nd_sbp in = at(op_candidate(ei.to_node, cv).inputs, ei.tensor_index);
-    const tensor_shape& s = at(at(g_.ops, ei.from_node).outputs, ei.producer_output);
-    return {box(out, in, s), box(dual(in), dual(out), s)};
+    const nd_sbp& out = at(op_candidate(ei.from_node, cu).outputs, ei.producer_output);
+    const nd_sbp& in = at(op_candidate(ei.to_node, cv).inputs, ei.tensor_index);
+    return {box_locked(out, in, shape), box_locked(dual(in), dual(out), shape)};
   }
 
   /// The priced path from -> to for a tensor of shape s (boxing_cost on this problem's mesh),
   /// memoised: the search asks for the same (layouts, shape) across repeated layers and
   /// candidate pairs many times over, and each answer is a shortest-path search.
-  boxing_path box(const nd_sbp& from, const nd_sbp& to, const tensor_shape& s) const {
-    std::string key;
-    key.reserve(2 * std::size_t(max_mesh_axes) + 8 * std::size_t(max_tensor_rank) + 2);
-    auto put = [&key](const nd_sbp& v) {
-      for (int i = 0; i < v.size(); ++i) key.push_back(char(int(v[i].kind) * 16 + v[i].dim + 1));
-      key.push_back('|');
-    };
-    put(from);
-    put(to);
-    for (int d = 0; d < s.rank(); ++d) {
-      const std::int64_t x = s[d];
-      key.append(reinterpret_cast<const char*>(&x), sizeof x);
-    }
+  const boxing_path& box(const nd_sbp& from, const nd_sbp& to, const tensor_shape& s) const {
     std::lock_guard<std::mutex> lock(box_memo_mutex_);
-    if (auto it = box_memo_.find(key); it != box_memo_.end()) return it->second;
-    return box_memo_.emplace(std::move(key), boxing_cost({from, to, o_.mesh, s, elem_}, dmesh_)).first->second;
+    return box_locked(from, to, shape_id_locked(s));
+  }
+  /// Shortest-path trees searched so far (one per source, target P axes and shape).
+  std::size_t boxing_trees() const {
+    std::lock_guard<std::mutex> lock(box_memo_mutex_);
+    return box_trees_.size();
   }
   /// Distinct (layouts, shape) pairs priced so far (box's memo).
   std::size_t boxings_priced() const {
@@ -396,7 +387,7 @@ class plan_problem {
     }
     // buffers: a path's largest intermediate is a transient; what edge_memory keeps lives on
     t.transient = std::max(path_buffer(fwd), path_buffer(bwd));
-    t.memory = double(edge_memory(e, cu, cv).total());
+    t.memory = double(edge_memory(e, cu, cv, fwd, bwd).total());
     return t;
   }
 
@@ -411,9 +402,12 @@ class plan_problem {
   // its gradient accumulated in the compute layout, less the share of the stored gradient it
   // turns into (grads); the boxed copy of a fully recomputed block's input (activations).
   memory_breakdown edge_memory(int e, int cu, int cv) const {
+    auto [fwd, bwd] = edge_paths(e, cu, cv);
+    return edge_memory(e, cu, cv, fwd, bwd);
+  }
+  memory_breakdown edge_memory(int e, int cu, int cv, const boxing_path& fwd, const boxing_path& bwd) const {
     const edge_info& ei = at(edges_, e);
     memory_breakdown m;
-    auto [fwd, bwd] = edge_paths(e, cu, cv);
     if (ei.param) {
       const tensor_shape& s = at(g_.params, ei.from_node - int(g_.ops.size())).shape;
       const nd_sbp comp = at(op_candidate(ei.to_node, cv).params, ei.tensor_index);
@@ -469,6 +463,35 @@ class plan_problem {
     return m;
   }
 
+  // An nd-SBP as a number below 10^max_mesh_axes (B 0, P 1, S(d) 2 + d; 10 > 2 + max_tensor_rank).
+  static std::uint64_t layout_code(const nd_sbp& v) {
+    std::uint64_t c = 0;
+    for (int i = 0; i < v.size(); ++i)
+      c = c * 10 + (v[i].is_broadcast() ? 0 : v[i].is_partial() ? 1 : 2 + std::uint64_t(v[i].dim));
+    return c * 10 + std::uint64_t(v.size());  // the length too: [B] and [B,B] differ
+  }
+  int shape_id_locked(const tensor_shape& s) const {
+    const auto f = std::find(shapes_.begin(), shapes_.end(), s);
+    if (f != shapes_.end()) return int(f - shapes_.begin());
+    shapes_.push_back(s);
+    return int(shapes_.size()) - 1;
+  }
+  // box() with box_memo_mutex_ held and the shape interned. boxing_cost's path, read from one
+  // shortest-path tree per (source, target P axes, shape): the same path (cost/boxing_path.hpp,
+  // boxing_tree), one search for every target.
+  const boxing_path& box_locked(const nd_sbp& from, const nd_sbp& to, int shape) const {
+    static_assert(2 + max_tensor_rank <= 10 && max_mesh_axes <= 5, "layout_code needs a wider digit or key");
+    const std::uint64_t key = (std::uint64_t(shape) << 40) | (layout_code(from) << 20) | layout_code(to);
+    if (auto it = box_memo_.find(key); it != box_memo_.end()) return it->second;
+    const unsigned pm = partial_axes_of(to);
+    const std::uint64_t tree_key = (std::uint64_t(shape) << 40) | (layout_code(from) << 20) | pm;
+    auto tree = box_trees_.find(tree_key);
+    if (tree == box_trees_.end())
+      tree = box_trees_.emplace(tree_key, cheapest_boxing_tree(from, pm, o_.mesh, at(shapes_, shape), elem_,
+                                                               alpha_beta_cost{dmesh_})).first;
+    return box_memo_.emplace(key, merge_ring_all_reduce(tree->second.path_to(to), dmesh_)).first->second;
+  }
+
   void build();
   void build_op_candidates();
   void build_param_candidates();
@@ -492,7 +515,10 @@ class plan_problem {
   std::vector<edge_info> edges_;
   choice_problem tied_, untied_;
   mutable std::mutex box_memo_mutex_;
-  mutable std::unordered_map<std::string, boxing_path> box_memo_;
+  std::vector<int> edge_shape_;  ///< per edge: its tensor's id in shapes_
+  mutable std::vector<tensor_shape> shapes_;  ///< the shapes box() has seen, interned
+  mutable std::unordered_map<std::uint64_t, boxing_path> box_memo_;   ///< by (shape, from, to)
+  mutable std::unordered_map<std::uint64_t, boxing_tree> box_trees_;  ///< by (shape, source, target P axes)
 };
 
 inline void plan_problem::build() {
@@ -633,10 +659,33 @@ inline void plan_problem::add_edges(const std::vector<int>& param_key) {
     if (fresh) ++next_class;
     return it->second;
   };
-  auto add = [&](edge_info ei, int c) {
+  // Ports: an activation edge's price depends on the producer's output layout and the
+  // consumer's input layout only, a parameter edge's on the parameter's candidate and the user's
+  // compute layout; signatures that agree there share one price (edge_terms). One map per
+  // (op, role, tensor index), registered in both problems under the same id.
+  std::map<std::tuple<int, int, int>, int> port_ids;
+  auto ports = [&](int op, int role, int index) {  // role 0: output, 1: input, 2: parameter
+    auto [it, fresh] = port_ids.try_emplace({op, role, index}, 0);
+    if (!fresh) return it->second;
+    std::vector<nd_sbp> seen;
+    std::vector<int> port_of;
+    for (const signature& sig : at(op_sigs_, op)) {
+      const nd_sbp& l = at(role == 0 ? sig.outputs : role == 1 ? sig.inputs : sig.params, index);
+      const auto f = std::find(seen.begin(), seen.end(), l);
+      port_of.push_back(int(f - seen.begin()));
+      if (f == seen.end()) seen.push_back(l);
+    }
+    it->second = tied_.add_ports(port_of);
+    if (untied_.add_ports(std::move(port_of)) != it->second) detail::fail("port maps out of step");
+    return it->second;
+  };
+  auto add = [&](edge_info ei, int c, int u_ports) {
     edges_.push_back(ei);
-    tied_.add_edge(ei.from_node, ei.to_node, c);
-    untied_.add_edge(ei.from_node, ei.to_node, c);
+    edge_shape_.push_back(shape_id_locked(ei.param ? at(g_.params, ei.from_node - int(g_.ops.size())).shape
+                                                   : at(at(g_.ops, ei.from_node).outputs, ei.producer_output)));
+    const int v_ports = ports(ei.to_node, ei.param ? 2 : 1, ei.tensor_index);
+    tied_.add_edge(ei.from_node, ei.to_node, c, u_ports, v_ports);
+    untied_.add_edge(ei.from_node, ei.to_node, c, u_ports, v_ports);
   };
   for (int i = 0; i < int(g_.ops.size()); ++i) {
     for (std::size_t j = 0; j < at(g_.op_inputs, i).size(); ++j) {
@@ -644,12 +693,13 @@ inline void plan_problem::add_edges(const std::vector<int>& param_key) {
       if (r.op < 0) continue;  // model inputs are loaded in whatever layout the consumer takes
       const bool share = op_key(r.op) >= 0 && op_key(i) >= 0;
       add({r.op, i, false, int(j), r.index},
-          cls({0, op_key(r.op), op_key(i), int(j), r.index, at(g_.block, i) - at(g_.block, r.op)}, share));
+          cls({0, op_key(r.op), op_key(i), int(j), r.index, at(g_.block, i) - at(g_.block, r.op)}, share),
+          ports(r.op, 0, r.index));
     }
     for (std::size_t j = 0; j < at(g_.ops, i).param_ids.size(); ++j) {
       const int p = at(g_.ops, i).param_ids[j];
       const bool share = at(param_key, p) >= 0 && op_key(i) >= 0;
-      add({param_node(p), i, true, int(j), 0}, cls({1, at(param_key, p), op_key(i), int(j), 0, 0}, share));
+      add({param_node(p), i, true, int(j), 0}, cls({1, at(param_key, p), op_key(i), int(j), 0, 0}, share), -1);
     }
   }
 }
