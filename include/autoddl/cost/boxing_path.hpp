@@ -69,6 +69,7 @@ struct boxing_tree {
   int alphabet = 0;            ///< 0 = B, 1 = P, 2 + d = S(d)
   std::vector<double> dist;  ///< per state id: cost of the cheapest path from `from`
   std::vector<int> prev;     ///< per state id: the state before it on that path (-1: none)
+  std::vector<std::int8_t> prev_axis;  ///< per state id: the axis of the step from prev
 
   constexpr int encode(const nd_sbp& v) const {
     int id = 0;
@@ -85,17 +86,19 @@ struct boxing_tree {
     }
     return s;
   }
-  /// The single-axis step from state u to state v (they differ on one axis).
-  constexpr boxing_step step(int u, int v) const {
-    const nd_sbp su = decode(u), sv = decode(v);
-    int axis = 0;
-    while (axis < su.size() && su[axis] == sv[axis]) ++axis;
-    return make_step(su, mesh, axis, sv[axis], shape.elements() * elem_bytes, elem_bytes);
+  /// The single-axis step into state v from its prev.
+  constexpr boxing_step step_into(int v) const {
+    const int axis = prev_axis[std::size_t(v)];
+    int c = v;
+    for (int i = 0; i < axis; ++i) c /= alphabet;
+    c %= alphabet;
+    return make_step(decode(prev[std::size_t(v)]), mesh, axis, c == 0 ? B : c == 1 ? P : S(c - 2),
+                     shape.elements() * elem_bytes, elem_bytes);
   }
   /// The cheapest path to `to` (cost = its distance under the tree's step cost).
   /// @pre to's P axes are the tree's partial_axes, to divides shape (else layout_error).
   constexpr boxing_path path_to(const nd_sbp& to) const {
-    check_divisible(shape, layout{to, mesh});
+    if (!divides(shape, layout{to, mesh})) check_divisible(shape, layout{to, mesh});
     if (to.size() != mesh.size())
       detail::fail<layout_error>("boxing " + to_string(from) + " -> " + to_string(to) + " on mesh " +
                                  to_string(mesh) + " needs one SBP per mesh axis");
@@ -114,7 +117,7 @@ struct boxing_tree {
     out.n = len;
     out.cost = dist[std::size_t(dst)];
     for (int v = dst, i = len - 1; v != src; v = prev[std::size_t(v)], --i)
-      out.steps[std::size_t(i)] = step(prev[std::size_t(v)], v);
+      out.steps[std::size_t(i)] = step_into(v);
     return out;
   }
 };
@@ -135,7 +138,7 @@ template <class StepCost>
 constexpr boxing_tree boxing_search(const nd_sbp& from, unsigned partial_axes, const mesh_shape& mesh,
                                     const tensor_shape& shape, int elem_bytes, StepCost& cost, int stop) {
   const int k = mesh.size();
-  boxing_tree t{from, partial_axes, mesh, shape, elem_bytes, 2 + shape.rank(), {}, {}};
+  boxing_tree t{from, partial_axes, mesh, shape, elem_bytes, 2 + shape.rank(), {}, {}, {}};
   const int a = t.alphabet;
   auto letter = [](int c) { return c == 0 ? B : c == 1 ? P : S(c - 2); };
   int states = 1;
@@ -144,6 +147,15 @@ constexpr boxing_tree boxing_search(const nd_sbp& from, unsigned partial_axes, c
   constexpr double inf = std::numeric_limits<double>::infinity();
   t.dist.assign(std::size_t(states), inf);
   t.prev.assign(std::size_t(states), -1);
+  t.prev_axis.assign(std::size_t(states), 0);
+  std::vector<std::int8_t> divides_state(std::size_t(states), -1);  // divides(shape, state): -1 not yet known
+  auto fits_shape = [&](int id) {
+    auto& f = divides_state[std::size_t(id)];
+    if (f < 0) f = divides(shape, layout{t.decode(id), mesh}) ? 1 : 0;
+    return f == 1;
+  };
+  int place[max_mesh_axes] = {};  // alphabet^axis: a state id's digit of each axis
+  for (int i = 0, w = 1; i < k; ++i, w *= a) place[i] = w;
   std::vector<int> detours(std::size_t(states), 0);  // tie-break: steps into P the target lacks
   std::vector<char> done(std::size_t(states), 0);
   const int src = t.encode(from);
@@ -179,16 +191,16 @@ constexpr boxing_tree boxing_search(const nd_sbp& from, unsigned partial_axes, c
       for (int c = 0; c < a; ++c) {
         sbp to = letter(c);
         if (to == su[axis] || !single_axis_step_exact(su, axis, to)) continue;
-        nd_sbp sv = su.with(axis, to);
-        if (!divides(shape, layout{sv, mesh})) continue;
+        const int v = u + (c - u / place[axis] % a) * place[axis];
+        if (!fits_shape(v)) continue;
         boxing_step st = make_step(su, mesh, axis, to, total, elem_bytes);
         double d = t.dist[std::size_t(u)] + double(cost(st));
-        int v = t.encode(sv);
         int dt = detours[std::size_t(u)] + (to.is_partial() && !(partial_axes >> axis & 1u) ? 1 : 0);
         if (d < t.dist[std::size_t(v)] || (d == t.dist[std::size_t(v)] && dt < detours[std::size_t(v)])) {
           t.dist[std::size_t(v)] = d;
           detours[std::size_t(v)] = dt;
           t.prev[std::size_t(v)] = u;
+          t.prev_axis[std::size_t(v)] = std::int8_t(axis);
           heap.push_back({d, dt, v});
           std::push_heap(heap.begin(), heap.end(), later);
         }
@@ -199,6 +211,107 @@ constexpr boxing_tree boxing_search(const nd_sbp& from, unsigned partial_axes, c
 }
 
 }  // namespace detail
+
+/// Every exact single-axis step between the nd-SBPs that divide one shape on one mesh, priced
+/// once: the graph a boxing search walks, for searches from many sources (boxing_tree). Arcs
+/// leave each state in the order the search tries them (axis, then target letter B, P, S(0)...).
+struct boxing_graph {
+  struct arc {
+    int to = 0;         ///< state id (boxing_tree::encode)
+    int axis = 0;
+    bool into_p = false;  ///< the step makes `axis` P
+    double cost = 0;
+  };
+  mesh_shape mesh;
+  tensor_shape shape;
+  int elem_bytes = 4;
+  int alphabet = 0;
+  std::vector<int> first;  ///< arcs of state u: arcs[first[u] .. first[u + 1])
+  std::vector<arc> arcs;
+};
+
+template <class StepCost = bytes_cost>
+constexpr boxing_graph make_boxing_graph(const mesh_shape& mesh, const tensor_shape& shape, int elem_bytes,
+                                         StepCost cost = {}) {
+  const int k = mesh.size(), a = 2 + shape.rank();
+  boxing_graph g{mesh, shape, elem_bytes, a, {}, {}};
+  boxing_tree codec{nd_sbp{}, 0, mesh, shape, elem_bytes, a, {}, {}, {}};
+  int states = 1;
+  for (int i = 0; i < k; ++i) states *= a;
+  int place[max_mesh_axes] = {};
+  for (int i = 0, w = 1; i < k; ++i, w *= a) place[i] = w;
+  std::vector<char> divides_state(static_cast<std::size_t>(states));
+  for (int id = 0; id < states; ++id) divides_state[std::size_t(id)] = divides(shape, layout{codec.decode(id), mesh});
+  const std::int64_t total = shape.elements() * elem_bytes;
+  g.first.assign(std::size_t(states) + 1, 0);
+  for (int u = 0; u < states; ++u) {
+    g.first[std::size_t(u)] = int(g.arcs.size());
+    if (!divides_state[std::size_t(u)]) continue;
+    const nd_sbp su = codec.decode(u);
+    for (int axis = 0; axis < k; ++axis)
+      for (int c = 0; c < a; ++c) {
+        const sbp to = c == 0 ? B : c == 1 ? P : S(c - 2);
+        if (to == su[axis] || !single_axis_step_exact(su, axis, to)) continue;
+        const int v = u + (c - u / place[axis] % a) * place[axis];
+        if (!divides_state[std::size_t(v)]) continue;
+        g.arcs.push_back({v, axis, to.is_partial(), double(cost(make_step(su, mesh, axis, to, total, elem_bytes)))});
+      }
+  }
+  g.first[std::size_t(states)] = int(g.arcs.size());
+  return g;
+}
+
+/// cheapest_boxing_tree over a graph built once for its mesh and shape: the same tree.
+/// @pre from divides g.shape and has one entry per axis of g.mesh (else layout_error).
+constexpr boxing_tree cheapest_boxing_tree(const boxing_graph& g, const nd_sbp& from, unsigned partial_axes) {
+  check_divisible(g.shape, layout{from, g.mesh});
+  if (from.size() != g.mesh.size())
+    detail::fail<layout_error>("boxing from " + to_string(from) + " on mesh " + to_string(g.mesh) +
+                               " needs one SBP per mesh axis");
+  boxing_tree t{from, partial_axes, g.mesh, g.shape, g.elem_bytes, g.alphabet, {}, {}, {}};
+  const std::size_t states = g.first.size() - 1;
+  constexpr double inf = std::numeric_limits<double>::infinity();
+  t.dist.assign(states, inf);
+  t.prev.assign(states, -1);
+  t.prev_axis.assign(states, 0);
+  std::vector<int> detours(states, 0);
+  std::vector<char> done(states, 0);
+  const int src = t.encode(from);
+  t.dist[std::size_t(src)] = 0;
+  struct entry {  // as in detail::boxing_search: least (distance, detours, id) first
+    double d;
+    int detours, id;
+  };
+  auto later = [](const entry& x, const entry& y) {
+    if (x.d != y.d) return x.d > y.d;
+    if (x.detours != y.detours) return x.detours > y.detours;
+    return x.id > y.id;
+  };
+  std::vector<entry> heap{{0.0, 0, src}};
+  while (!heap.empty()) {
+    std::pop_heap(heap.begin(), heap.end(), later);
+    const entry e = heap.back();
+    heap.pop_back();
+    const int u = e.id;
+    if (done[std::size_t(u)] || e.d != t.dist[std::size_t(u)] || e.detours != detours[std::size_t(u)]) continue;
+    done[std::size_t(u)] = 1;
+    for (int i = g.first[std::size_t(u)]; i < g.first[std::size_t(u) + 1]; ++i) {
+      const boxing_graph::arc& r = g.arcs[std::size_t(i)];
+      const double d = t.dist[std::size_t(u)] + r.cost;
+      const int v = r.to;
+      const int dt = detours[std::size_t(u)] + (r.into_p && !(partial_axes >> r.axis & 1u) ? 1 : 0);
+      if (d < t.dist[std::size_t(v)] || (d == t.dist[std::size_t(v)] && dt < detours[std::size_t(v)])) {
+        t.dist[std::size_t(v)] = d;
+        detours[std::size_t(v)] = dt;
+        t.prev[std::size_t(v)] = u;
+        t.prev_axis[std::size_t(v)] = std::int8_t(r.axis);
+        heap.push_back({d, dt, v});
+        std::push_heap(heap.begin(), heap.end(), later);
+      }
+    }
+  }
+  return t;
+}
 
 /// Every cheapest path from `from` to the targets whose P axes are `partial_axes`
 /// (partial_axes_of(target)): one search for many targets.
@@ -225,7 +338,7 @@ constexpr boxing_path cheapest_boxing(const boxing_request& req, StepCost cost =
                                to_string(req.mesh) + " needs one SBP per mesh axis");
   if (req.from == req.to) return boxing_path{};
   const unsigned pm = partial_axes_of(req.to);
-  boxing_tree probe{req.from, pm, req.mesh, req.shape, req.elem_bytes, 2 + req.shape.rank(), {}, {}};
+  boxing_tree probe{req.from, pm, req.mesh, req.shape, req.elem_bytes, 2 + req.shape.rank(), {}, {}, {}};
   const boxing_tree t = detail::boxing_search(req.from, pm, req.mesh, req.shape, req.elem_bytes, cost, probe.encode(req.to));
   return t.path_to(req.to);
 }

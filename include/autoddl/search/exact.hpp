@@ -175,20 +175,27 @@ class sp_reduction {
   }
 
   void eliminate_series(int b, int a, int c) {
-    const sp_matrix eab = edge_from(a, b), ebc = edge_from(b, c);
-    const int ka = p_.candidates(a), kc = p_.candidates(c);
+    const sp_matrix eab = edge_from(a, b), ecb = edge_from(c, b);  // [a][b] and [c][b]: rows of b
+    const int ka = p_.candidates(a), kb = p_.candidates(b), kc = p_.candidates(c);
     sp_matrix m(ka, kc);
     sp_undo un{b, a, c, std::vector<int>(std::size_t(ka) * std::size_t(kc)), kc};
-    for (int x = 0; x < ka; ++x)
+    const std::vector<double>& ub = at(unary_, b);
+    std::vector<double> row(static_cast<std::size_t>(kb));
+    for (int x = 0; x < ka; ++x) {
+      for (int y = 0; y < kb; ++y) row[std::size_t(y)] = eab.at(x, y) + ub[std::size_t(y)];
       for (int z = 0; z < kc; ++z) {
+        const double* col = &ecb.v[std::size_t(z) * std::size_t(kb)];
         double best = std::numeric_limits<double>::infinity();
-        for (int y = 0; y < p_.candidates(b); ++y)
-          if (const double v = eab.at(x, y) + at(at(unary_, b), y) + ebc.at(y, z); v < best) {
+        int arg = 0;
+        for (int y = 0; y < kb; ++y)
+          if (const double v = row[std::size_t(y)] + col[y]; v < best) {
             best = v;
-            un.best[std::size_t(x) * std::size_t(kc) + std::size_t(z)] = y;
+            arg = y;
           }
+        un.best[std::size_t(x) * std::size_t(kc) + std::size_t(z)] = arg;
         m.at(x, z) = best;
       }
+    }
     drop_edge(a, b);
     drop_edge(b, c);
     add_matrix(a, c, m);

@@ -103,6 +103,15 @@ struct plan_options {
   recompute_mode recompute = recompute_mode::none;
 };
 
+/// What the price of an edge needs of a boxing path (planner's memo per path target).
+struct path_summary {
+  double seconds = 0;       ///< path.cost: alpha-beta seconds of its collectives
+  double copy_seconds = 0;  ///< path_copy_time: the copies beside them
+  std::int64_t bytes = 0;   ///< bytes_per_device
+  double buffer = 0;        ///< largest per-device buffer a step touches (plan_problem::path_buffer)
+  int steps = 0;
+};
+
 /// The layout-choice problem of one model on one mesh, and everything needed to read a pick.
 class plan_problem {
  public:
@@ -175,7 +184,7 @@ class plan_problem {
 
   /// The forward and backward boxing paths of edge e under picks cu, cv: for a parameter edge,
   /// storage -> compute layout, and the gradient dual(compute) -> the summing layout.
-  std::pair<const boxing_path&, const boxing_path&> edge_paths(int e, int cu, int cv) const {
+  std::pair<boxing_path, boxing_path> edge_paths(int e, int cu, int cv) const {
     const edge_info& ei = at(edges_, e);
     const int shape = at(edge_shape_, e);
     std::lock_guard<std::mutex> lock(box_memo_mutex_);
@@ -190,10 +199,10 @@ class plan_problem {
     return {box_locked(out, in, shape), box_locked(dual(in), dual(out), shape)};
   }
 
-  /// The priced path from -> to for a tensor of shape s (boxing_cost on this problem's mesh),
-  /// memoised: the search asks for the same (layouts, shape) across repeated layers and
-  /// candidate pairs many times over, and each answer is a shortest-path search.
-  const boxing_path& box(const nd_sbp& from, const nd_sbp& to, const tensor_shape& s) const {
+  /// The priced path from -> to for a tensor of shape s (boxing_cost on this problem's mesh).
+  /// Memoised by shortest-path tree: the search asks for every target of the same source and
+  /// shape across repeated layers and candidate pairs, and one search answers them all.
+  boxing_path box(const nd_sbp& from, const nd_sbp& to, const tensor_shape& s) const {
     std::lock_guard<std::mutex> lock(box_memo_mutex_);
     return box_locked(from, to, shape_id_locked(s));
   }
@@ -202,12 +211,6 @@ class plan_problem {
     std::lock_guard<std::mutex> lock(box_memo_mutex_);
     return box_trees_.size();
   }
-  /// Distinct (layouts, shape) pairs priced so far (box's memo).
-  std::size_t boxings_priced() const {
-    std::lock_guard<std::mutex> lock(box_memo_mutex_);
-    return box_memo_.size();
-  }
-
   /// The terms of op `op` alone under candidate c (compute, activations, statistic all-reduces).
   /// Compute is the profile's measured kernel time where its table has this kernel, the
   /// per-op-kind fit of the table where it has that kind, else the analytical formula
@@ -366,28 +369,28 @@ class plan_problem {
  private:
   cost_terms edge_terms(int e, int cu, int cv) const {
     const edge_info& ei = at(edges_, e);
-    auto [fwd, bwd] = edge_paths(e, cu, cv);
+    const auto [fwd, bwd] = edge_summaries(e, cu, cv);
     cost_terms t;
     // Copies beside the collectives (cost/boxing_copies.hpp), on the step's own comm term; the
     // forward boxing starts from a copy of the source shard (the trainer passes the producer's
     // output or the stored parameter by value), the backward one moves its gradient.
     const copy_rate& copy = o_.hw.measured.copy;
-    t.comm_fwd = fwd.cost + path_copy_time(fwd, copy);
-    if (fwd.size() > 0 && copy.measured()) t.comm_fwd += copy.time(source_bytes(e, cu));
-    const double bwd_s = bwd.cost + path_copy_time(bwd, copy);
+    t.comm_fwd = fwd.seconds + fwd.copy_seconds;
+    if (fwd.steps > 0 && copy.measured()) t.comm_fwd += copy.time(source_bytes(e, cu));
+    const double bwd_s = bwd.seconds + bwd.copy_seconds;
     if (ei.param) t.comm_grad = bwd_s;
     else t.comm_bwd = bwd_s;
-    t.bytes = double(fwd.bytes_per_device() + bwd.bytes_per_device());
+    t.bytes = double(fwd.bytes + bwd.bytes);
     if (!ei.param) {
       if (recomputed_inside(e)) {  // the forward boxing reruns with the block's forward
         t.comm_bwd += t.comm_fwd;
-        t.bytes += double(fwd.bytes_per_device());
+        t.bytes += double(fwd.bytes);
       }
       scale_per_micro_batch(t);
     }
     // buffers: a path's largest intermediate is a transient; what edge_memory keeps lives on
-    t.transient = std::max(path_buffer(fwd), path_buffer(bwd));
-    t.memory = double(edge_memory(e, cu, cv, fwd, bwd).total());
+    t.transient = std::max(fwd.buffer, bwd.buffer);
+    t.memory = double(edge_memory(e, cu, cv, fwd.steps > 0, bwd.steps > 0).total());
     return t;
   }
 
@@ -403,17 +406,18 @@ class plan_problem {
   // turns into (grads); the boxed copy of a fully recomputed block's input (activations).
   memory_breakdown edge_memory(int e, int cu, int cv) const {
     auto [fwd, bwd] = edge_paths(e, cu, cv);
-    return edge_memory(e, cu, cv, fwd, bwd);
+    return edge_memory(e, cu, cv, fwd.size() > 0, bwd.size() > 0);
   }
-  memory_breakdown edge_memory(int e, int cu, int cv, const boxing_path& fwd, const boxing_path& bwd) const {
+  // edge_memory given whether the forward and the backward path box at all.
+  memory_breakdown edge_memory(int e, int cu, int cv, bool fwd_boxes, bool bwd_boxes) const {
     const edge_info& ei = at(edges_, e);
     memory_breakdown m;
     if (ei.param) {
       const tensor_shape& s = at(g_.params, ei.from_node - int(g_.ops.size())).shape;
       const nd_sbp comp = at(op_candidate(ei.to_node, cv).params, ei.tensor_index);
       const std::int64_t bytes = local_shape(s, layout{comp, o_.mesh}).elements() * elem_;
-      if (fwd.size() > 0) m.params = bytes;
-      if (bwd.size() > 0 && o_.microbatches > 1) {
+      if (fwd_boxes) m.params = bytes;
+      if (bwd_boxes && o_.microbatches > 1) {
         // the accumulator becomes the summed, then the stored gradient (moved, not copied): it
         // replaces this use's share of the storage gradient param_memory counts
         const int p = ei.from_node - int(g_.ops.size());
@@ -424,7 +428,7 @@ class plan_problem {
     }
     const int consumer_block = at(g_.block, ei.to_node);
     if (o_.recompute == recompute_mode::full && consumer_block >= 0 && at(g_.block, ei.from_node) != consumer_block &&
-        fwd.size() > 0) {
+        fwd_boxes) {
       const nd_sbp& in = at(op_candidate(ei.to_node, cv).inputs, ei.tensor_index);
       m.activations = local_shape(at(at(g_.ops, ei.from_node).outputs, ei.producer_output), layout{in, o_.mesh}).elements() * elem_;
     }
@@ -479,17 +483,47 @@ class plan_problem {
   // box() with box_memo_mutex_ held and the shape interned. boxing_cost's path, read from one
   // shortest-path tree per (source, target P axes, shape): the same path (cost/boxing_path.hpp,
   // boxing_tree), one search for every target.
-  const boxing_path& box_locked(const nd_sbp& from, const nd_sbp& to, int shape) const {
+  const boxing_tree& tree_locked(const nd_sbp& from, const nd_sbp& to, int shape) const {
     static_assert(2 + max_tensor_rank <= 10 && max_mesh_axes <= 5, "layout_code needs a wider digit or key");
-    const std::uint64_t key = (std::uint64_t(shape) << 40) | (layout_code(from) << 20) | layout_code(to);
-    if (auto it = box_memo_.find(key); it != box_memo_.end()) return it->second;
     const unsigned pm = partial_axes_of(to);
     const std::uint64_t tree_key = (std::uint64_t(shape) << 40) | (layout_code(from) << 20) | pm;
     auto tree = box_trees_.find(tree_key);
-    if (tree == box_trees_.end())
-      tree = box_trees_.emplace(tree_key, cheapest_boxing_tree(from, pm, o_.mesh, at(shapes_, shape), elem_,
-                                                               alpha_beta_cost{dmesh_})).first;
-    return box_memo_.emplace(key, merge_ring_all_reduce(tree->second.path_to(to), dmesh_)).first->second;
+    if (tree == box_trees_.end()) {
+      if (box_graphs_.size() <= std::size_t(shape)) box_graphs_.resize(std::size_t(shape) + 1);
+      auto& graph = at(box_graphs_, shape);
+      if (!graph) graph = make_boxing_graph(o_.mesh, at(shapes_, shape), elem_, alpha_beta_cost{dmesh_});
+      tree = box_trees_.emplace(tree_key, cheapest_boxing_tree(*graph, from, pm)).first;
+    }
+    return tree->second;
+  }
+  boxing_path box_locked(const nd_sbp& from, const nd_sbp& to, int shape) const {
+    return merge_ring_all_reduce(tree_locked(from, to, shape).path_to(to), dmesh_);
+  }
+  // What edge_terms needs of box(from, to, shape), memoised by (shape, from, to).
+  const path_summary& summary_locked(const nd_sbp& from, const nd_sbp& to, int shape) const {
+    const std::uint64_t key = (std::uint64_t(shape) << 40) | (layout_code(from) << 20) | layout_code(to);
+    auto it = box_summaries_.find(key);
+    if (it == box_summaries_.end()) {
+      const boxing_path p = box_locked(from, to, shape);
+      it = box_summaries_.emplace(key, path_summary{p.cost, path_copy_time(p, o_.hw.measured.copy),
+                                                    p.bytes_per_device(), path_buffer(p), p.size()}).first;
+    }
+    return it->second;
+  }
+  // The forward and backward summaries of edge e under picks cu, cv (edge_paths' paths).
+  std::pair<path_summary, path_summary> edge_summaries(int e, int cu, int cv) const {
+    const edge_info& ei = at(edges_, e);
+    const int shape = at(edge_shape_, e);
+    std::lock_guard<std::mutex> lock(box_memo_mutex_);
+    if (ei.param) {
+      const int p = ei.from_node - int(g_.ops.size());
+      const param_choice& store = param_candidate(p, cu);
+      const nd_sbp& comp = at(op_candidate(ei.to_node, cv).params, ei.tensor_index);
+      return {summary_locked(store.storage, comp, shape), summary_locked(dual(comp), store.grad_sum, shape)};
+    }
+    const nd_sbp& out = at(op_candidate(ei.from_node, cu).outputs, ei.producer_output);
+    const nd_sbp& in = at(op_candidate(ei.to_node, cv).inputs, ei.tensor_index);
+    return {summary_locked(out, in, shape), summary_locked(dual(in), dual(out), shape)};
   }
 
   void build();
@@ -517,8 +551,9 @@ class plan_problem {
   mutable std::mutex box_memo_mutex_;
   std::vector<int> edge_shape_;  ///< per edge: its tensor's id in shapes_
   mutable std::vector<tensor_shape> shapes_;  ///< the shapes box() has seen, interned
-  mutable std::unordered_map<std::uint64_t, boxing_path> box_memo_;   ///< by (shape, from, to)
-  mutable std::unordered_map<std::uint64_t, boxing_tree> box_trees_;  ///< by (shape, source, target P axes)
+  mutable std::vector<std::optional<boxing_graph>> box_graphs_;  ///< per shape id
+  mutable std::unordered_map<std::uint64_t, boxing_tree> box_trees_;
+  mutable std::unordered_map<std::uint64_t, path_summary> box_summaries_;  ///< by (shape, from, to)  ///< by (shape, source, target P axes)
 };
 
 inline void plan_problem::build() {
@@ -554,6 +589,7 @@ inline void plan_problem::build() {
   untied_.set_pair_cost(pair);
   tied_.finalize();
   untied_.finalize();
+  untied_.share_pair_memo(tied_);  // same edges, classes and ports: price each pair once
 }
 
 // Every op's candidates: signatures(op, mesh), or the ones its allow-list names.
