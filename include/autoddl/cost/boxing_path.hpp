@@ -261,56 +261,90 @@ constexpr boxing_graph make_boxing_graph(const mesh_shape& mesh, const tensor_sh
   return g;
 }
 
-/// cheapest_boxing_tree over a graph built once for its mesh and shape: the same tree.
-/// @pre from divides g.shape and has one entry per axis of g.mesh (else layout_error).
-constexpr boxing_tree cheapest_boxing_tree(const boxing_graph& g, const nd_sbp& from, unsigned partial_axes) {
-  check_divisible(g.shape, layout{from, g.mesh});
-  if (from.size() != g.mesh.size())
-    detail::fail<layout_error>("boxing from " + to_string(from) + " on mesh " + to_string(g.mesh) +
-                               " needs one SBP per mesh axis");
-  boxing_tree t{from, partial_axes, g.mesh, g.shape, g.elem_bytes, g.alphabet, {}, {}, {}};
-  const std::size_t states = g.first.size() - 1;
-  constexpr double inf = std::numeric_limits<double>::infinity();
-  t.dist.assign(states, inf);
-  t.prev.assign(states, -1);
-  t.prev_axis.assign(states, 0);
-  std::vector<int> detours(states, 0);
-  std::vector<char> done(states, 0);
-  const int src = t.encode(from);
-  t.dist[std::size_t(src)] = 0;
-  struct entry {  // as in detail::boxing_search: least (distance, detours, id) first
-    double d;
-    int detours, id;
-  };
-  auto later = [](const entry& x, const entry& y) {
-    if (x.d != y.d) return x.d > y.d;
-    if (x.detours != y.detours) return x.detours > y.detours;
-    return x.id > y.id;
-  };
-  std::vector<entry> heap{{0.0, 0, src}};
-  while (!heap.empty()) {
-    std::pop_heap(heap.begin(), heap.end(), later);
-    const entry e = heap.back();
-    heap.pop_back();
-    const int u = e.id;
-    if (done[std::size_t(u)] || e.d != t.dist[std::size_t(u)] || e.detours != detours[std::size_t(u)]) continue;
-    done[std::size_t(u)] = 1;
-    for (int i = g.first[std::size_t(u)]; i < g.first[std::size_t(u) + 1]; ++i) {
-      const boxing_graph::arc& r = g.arcs[std::size_t(i)];
-      const double d = t.dist[std::size_t(u)] + r.cost;
-      const int v = r.to;
-      const int dt = detours[std::size_t(u)] + (r.into_p && !(partial_axes >> r.axis & 1u) ? 1 : 0);
-      if (d < t.dist[std::size_t(v)] || (d == t.dist[std::size_t(v)] && dt < detours[std::size_t(v)])) {
-        t.dist[std::size_t(v)] = d;
-        detours[std::size_t(v)] = dt;
-        t.prev[std::size_t(v)] = u;
-        t.prev_axis[std::size_t(v)] = std::int8_t(r.axis);
-        heap.push_back({d, dt, v});
-        std::push_heap(heap.begin(), heap.end(), later);
+/// A boxing_tree searched on demand over a boxing_graph: settle(v) continues the search until
+/// state v is finished, so a source asked for a few near targets never walks the whole graph.
+/// The states finish in the same order as in one full search and a finished state never changes
+/// (see boxing_tree), so every path read is the one the full tree holds.
+class boxing_tree_search {
+ public:
+  /// @pre from divides g.shape and has one entry per axis of g.mesh (else layout_error); g
+  /// outlives the search.
+  constexpr boxing_tree_search(const boxing_graph& g, const nd_sbp& from, unsigned partial_axes)
+      : g_(&g), t_{from, partial_axes, g.mesh, g.shape, g.elem_bytes, g.alphabet, {}, {}, {}} {
+    check_divisible(g.shape, layout{from, g.mesh});
+    if (from.size() != g.mesh.size())
+      detail::fail<layout_error>("boxing from " + to_string(from) + " on mesh " + to_string(g.mesh) +
+                                 " needs one SBP per mesh axis");
+    const std::size_t states = g.first.size() - 1;
+    t_.dist.assign(states, std::numeric_limits<double>::infinity());
+    t_.prev.assign(states, -1);
+    t_.prev_axis.assign(states, 0);
+    detours_.assign(states, 0);
+    done_.assign(states, 0);
+    const int src = t_.encode(from);
+    t_.dist[std::size_t(src)] = 0;
+    heap_.push_back({0.0, 0, src});
+  }
+  /// Continues until state `stop` is finished (-1: every reachable state).
+  constexpr void settle(int stop) {
+    while (!heap_.empty() && (stop < 0 || !done_[std::size_t(stop)])) {
+      std::pop_heap(heap_.begin(), heap_.end(), later);
+      const entry e = heap_.back();
+      heap_.pop_back();
+      const int u = e.id;
+      if (done_[std::size_t(u)] || e.d != t_.dist[std::size_t(u)] || e.detours != detours_[std::size_t(u)]) continue;
+      done_[std::size_t(u)] = 1;
+      for (int i = g_->first[std::size_t(u)]; i < g_->first[std::size_t(u) + 1]; ++i) {
+        const boxing_graph::arc& r = g_->arcs[std::size_t(i)];
+        const double d = t_.dist[std::size_t(u)] + r.cost;
+        const int v = r.to;
+        const int dt = detours_[std::size_t(u)] + (r.into_p && !(t_.partial_axes >> r.axis & 1u) ? 1 : 0);
+        if (d < t_.dist[std::size_t(v)] || (d == t_.dist[std::size_t(v)] && dt < detours_[std::size_t(v)])) {
+          t_.dist[std::size_t(v)] = d;
+          detours_[std::size_t(v)] = dt;
+          t_.prev[std::size_t(v)] = u;
+          t_.prev_axis[std::size_t(v)] = std::int8_t(r.axis);
+          heap_.push_back({d, dt, v});
+          std::push_heap(heap_.begin(), heap_.end(), later);
+        }
       }
     }
   }
-  return t;
+  /// The cheapest path to `to` (boxing_tree::path_to), searching as far as it needs.
+  constexpr boxing_path path_to(const nd_sbp& to) {
+    if (to.size() == g_->mesh.size() && divides(g_->shape, layout{to, g_->mesh})) settle(t_.encode(to));
+    return t_.path_to(to);
+  }
+  constexpr const boxing_tree& tree() const { return t_; }
+  constexpr boxing_tree take() && { return std::move(t_); }
+  /// Bytes the search holds (its tree and its state).
+  constexpr std::size_t footprint() const {
+    return t_.dist.size() * (sizeof(double) + sizeof(int) + 2 + sizeof(int)) + heap_.capacity() * sizeof(entry);
+  }
+
+ private:
+  struct entry {  // least (distance, detours, id) first, as in detail::boxing_search
+    double d;
+    int detours, id;
+  };
+  static constexpr bool later(const entry& x, const entry& y) {
+    if (x.d != y.d) return x.d > y.d;
+    if (x.detours != y.detours) return x.detours > y.detours;
+    return x.id > y.id;
+  }
+  const boxing_graph* g_;
+  boxing_tree t_;
+  std::vector<int> detours_;
+  std::vector<char> done_;
+  std::vector<entry> heap_;
+};
+
+/// cheapest_boxing_tree over a graph built once for its mesh and shape: the same tree.
+/// @pre from divides g.shape and has one entry per axis of g.mesh (else layout_error).
+constexpr boxing_tree cheapest_boxing_tree(const boxing_graph& g, const nd_sbp& from, unsigned partial_axes) {
+  boxing_tree_search s(g, from, partial_axes);
+  s.settle(-1);
+  return std::move(s).take();
 }
 
 /// Every cheapest path from `from` to the targets whose P axes are `partial_axes`

@@ -107,10 +107,25 @@ class descent_state {
     base.transient = max_outside_both(gu, gv);
     std::vector<cost_terms> b(static_cast<std::size_t>(kv));
     for (int cv = 0; cv < kv; ++cv) at(b, cv) = own(gv, cv, gu);
+    // Each term's least over gv's picks: with a monotone objective, a + least ranks no higher
+    // than any pair (cu, cv) (the cross edges only add), so a cu whose bound cannot improve is
+    // skipped whole; the pairs tried in order and the one returned stay the same.
+    cost_terms least = b.empty() ? cost_terms{} : b[0];
+    for (const cost_terms& x : b) {
+      least.compute_fwd = std::min(least.compute_fwd, x.compute_fwd);
+      least.compute_bwd = std::min(least.compute_bwd, x.compute_bwd);
+      least.comm_fwd = std::min(least.comm_fwd, x.comm_fwd);
+      least.comm_bwd = std::min(least.comm_bwd, x.comm_bwd);
+      least.comm_grad = std::min(least.comm_grad, x.comm_grad);
+      least.memory = std::min(least.memory, x.memory);
+      least.transient = std::min(least.transient, x.transient);
+      least.bytes = std::min(least.bytes, x.bytes);
+    }
     int bu = cu0, bv = cv0;
     for (int cu = 0; cu < ku; ++cu) {
       if (cu == cu0) continue;
       const cost_terms a = base + own(gu, cu, gv);
+      if (obj.monotone && obj.rank(a + least) >= best_rank * (1 - 1e-12)) continue;
       for (int cv = 0; cv < kv; ++cv) {
         cost_terms t = a + at(b, cv);
         for (const auto& [e, k] : cross) {

@@ -37,6 +37,7 @@
 #include <cmath>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -150,7 +151,7 @@ class plan_problem {
     return objective{[r](const cost_terms& t) {
                        return step_time(step_terms{t.compute_fwd, t.compute_bwd, t.comm_fwd, t.comm_bwd, t.comm_grad}, r);
                      },
-                     o_.memory_limit > 0 ? o_.memory_limit : o_.hw.device.memory_bytes};
+                     o_.memory_limit > 0 ? o_.memory_limit : o_.hw.device.memory_bytes, /*monotone=*/true};
   }
   /// The additive objective of the exact references (nothing overlapped), same memory limit.
   objective serial_objective() const {
@@ -483,7 +484,7 @@ class plan_problem {
   // box() with box_memo_mutex_ held and the shape interned. boxing_cost's path, read from one
   // shortest-path tree per (source, target P axes, shape): the same path (cost/boxing_path.hpp,
   // boxing_tree), one search for every target.
-  const boxing_tree& tree_locked(const nd_sbp& from, const nd_sbp& to, int shape) const {
+  boxing_tree_search& tree_locked(const nd_sbp& from, const nd_sbp& to, int shape) const {
     static_assert(2 + max_tensor_rank <= 10 && max_mesh_axes <= 5, "layout_code needs a wider digit or key");
     const unsigned pm = partial_axes_of(to);
     const std::uint64_t tree_key = (std::uint64_t(shape) << 40) | (layout_code(from) << 20) | pm;
@@ -491,11 +492,18 @@ class plan_problem {
     if (tree == box_trees_.end()) {
       if (box_graphs_.size() <= std::size_t(shape)) box_graphs_.resize(std::size_t(shape) + 1);
       auto& graph = at(box_graphs_, shape);
-      if (!graph) graph = make_boxing_graph(o_.mesh, at(shapes_, shape), elem_, alpha_beta_cost{dmesh_});
-      tree = box_trees_.emplace(tree_key, cheapest_boxing_tree(*graph, from, pm)).first;
+      if (!graph)
+        graph = std::make_unique<boxing_graph>(make_boxing_graph(o_.mesh, at(shapes_, shape), elem_, alpha_beta_cost{dmesh_}));
+      if (box_tree_bytes_ > max_tree_bytes) {  // searches are cheap to redo, memory is not
+        box_trees_.clear();
+        box_tree_bytes_ = 0;
+      }
+      tree = box_trees_.emplace(tree_key, boxing_tree_search(*graph, from, pm)).first;
+      box_tree_bytes_ += tree->second.footprint();
     }
     return tree->second;
   }
+  static constexpr std::size_t max_tree_bytes = std::size_t(256) << 20;
   boxing_path box_locked(const nd_sbp& from, const nd_sbp& to, int shape) const {
     return merge_ring_all_reduce(tree_locked(from, to, shape).path_to(to), dmesh_);
   }
@@ -547,12 +555,14 @@ class plan_problem {
   std::vector<std::vector<char>> read_by_other_block_;  ///< per op output: read by an op of another block
   std::vector<std::vector<int>> readers_;  ///< per op output: backwards that read it (at least 1)
   std::vector<edge_info> edges_;
+  std::vector<std::vector<cost_terms>> unary_;  ///< per node: its candidates' own terms (add_nodes)
   choice_problem tied_, untied_;
   mutable std::mutex box_memo_mutex_;
   std::vector<int> edge_shape_;  ///< per edge: its tensor's id in shapes_
   mutable std::vector<tensor_shape> shapes_;  ///< the shapes box() has seen, interned
-  mutable std::vector<std::optional<boxing_graph>> box_graphs_;  ///< per shape id
-  mutable std::unordered_map<std::uint64_t, boxing_tree> box_trees_;
+  mutable std::vector<std::unique_ptr<boxing_graph>> box_graphs_;  ///< per shape id; searches point into them
+  mutable std::unordered_map<std::uint64_t, boxing_tree_search> box_trees_;  ///< searched on demand
+  mutable std::size_t box_tree_bytes_ = 0;
   mutable std::unordered_map<std::uint64_t, path_summary> box_summaries_;  ///< by (shape, from, to)  ///< by (shape, source, target P axes)
 };
 
@@ -672,16 +682,19 @@ inline std::vector<int> plan_problem::param_tie_keys() const {
 // One node per op and per parameter, with its candidates' own terms; tied by key when param_key
 // is given (the tied problem), each its own group otherwise.
 inline void plan_problem::add_nodes(choice_problem& cp, const std::vector<int>* param_key) {
-  for (int i = 0; i < int(g_.ops.size()); ++i) {
-    std::vector<cost_terms> u;
-    for (int c = 0; c < int(at(op_sigs_, i).size()); ++c) u.push_back(op_terms(i, c));
-    cp.add_node(std::move(u), param_key ? op_key(i) : -1);
+  if (unary_.empty()) {  // priced once, for both problems
+    for (int i = 0; i < int(g_.ops.size()); ++i) {
+      std::vector<cost_terms>& u = unary_.emplace_back();
+      for (int c = 0; c < int(at(op_sigs_, i).size()); ++c) u.push_back(op_terms(i, c));
+    }
+    for (int p = 0; p < int(g_.params.size()); ++p) {
+      std::vector<cost_terms>& u = unary_.emplace_back();
+      for (int c = 0; c < int(at(param_sigs_, p).size()); ++c) u.push_back(param_terms(p, c));
+    }
   }
-  for (int p = 0; p < int(g_.params.size()); ++p) {
-    std::vector<cost_terms> u;
-    for (int c = 0; c < int(at(param_sigs_, p).size()); ++c) u.push_back(param_terms(p, c));
-    cp.add_node(std::move(u), param_key ? at(*param_key, p) : -1);
-  }
+  for (int i = 0; i < int(g_.ops.size()); ++i) cp.add_node(at(unary_, i), param_key ? op_key(i) : -1);
+  for (int p = 0; p < int(g_.params.size()); ++p)
+    cp.add_node(at(unary_, param_node(p)), param_key ? at(*param_key, p) : -1);
 }
 
 // Activation edges (producer -> consumer) and parameter edges (parameter -> user), with edge

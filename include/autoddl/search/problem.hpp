@@ -215,6 +215,10 @@ class choice_problem {
 struct objective {
   std::function<double(const cost_terms&)> time;  ///< predicted step time from the totals
   double memory_limit = 0;                        ///< bytes per device; 0: no limit
+  /// Whether `time` never decreases when a term grows (and terms are never negative), so a
+  /// partial sum of a plan's terms bounds its rank from below and the descent may skip picks by
+  /// that bound. step_time and serial_time are; a made-up objective need not be.
+  bool monotone = false;
 
   bool feasible(const cost_terms& t) const { return memory_limit <= 0 || t.peak_memory() <= memory_limit; }
   /// Infeasible plans rank after feasible ones, by how far they exceed the limit.

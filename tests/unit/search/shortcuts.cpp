@@ -70,12 +70,15 @@ TEST_CASE("a boxing tree gives every target the path cheapest_boxing finds for i
       for (unsigned pm = 0; pm < (1u << mesh.size()); ++pm) {
         const boxing_tree lazy = cheapest_boxing_tree(from, pm, mesh, shape, 4, alpha_beta_cost{dm});
         const boxing_tree built = cheapest_boxing_tree(g, from, pm);
-        for (const nd_sbp& to : layouts) {
+        boxing_tree_search on_demand(g, from, pm);  // asked for targets far and near, in reverse
+        for (auto to_it = layouts.rbegin(); to_it != layouts.rend(); ++to_it) {
+          const nd_sbp& to = *to_it;
           if (partial_axes_of(to) != pm) continue;
           const boxing_path alone = cheapest_boxing({from, to, mesh, shape, 4}, alpha_beta_cost{dm});
           INFO(m << " " << to_string(from) << " -> " << to_string(to));
           CHECK(same_path(lazy.path_to(to), alone));
           CHECK(same_path(built.path_to(to), alone));
+          CHECK(same_path(on_demand.path_to(to), alone));
           ++compared;
         }
       }
