@@ -327,11 +327,14 @@ class boxing_tree_search {
     double d;
     int detours, id;
   };
-  static constexpr bool later(const entry& x, const entry& y) {
-    if (x.d != y.d) return x.d > y.d;
-    if (x.detours != y.detours) return x.detours > y.detours;
-    return x.id > y.id;
-  }
+  struct later_t {  // an object, not a function pointer, so the heap's comparisons inline
+    constexpr bool operator()(const entry& x, const entry& y) const {
+      if (x.d != y.d) return x.d > y.d;
+      if (x.detours != y.detours) return x.detours > y.detours;
+      return x.id > y.id;
+    }
+  };
+  static constexpr later_t later{};
   const boxing_graph* g_;
   boxing_tree t_;
   std::vector<int> detours_;

@@ -12,7 +12,7 @@
 // blocks and tied embeddings reduce completely; a graph that does not returns nullopt. Relaxing
 // the ties can only lower the optimum, so for a tied search this is a lower bound and
 // (descent - optimum) / optimum an upper bound on the descent's true gap.
-// series_parallel_optimum_within() gives up after a wall-time budget (the planner's: 1 s or 10 %
+// series_parallel_optimum_within() gives up after a wall-time budget (the planner's: 0.25 s or 10 %
 // of its search, whichever is longer), so the reference never costs more than the search.
 #include <algorithm>
 #include <chrono>
