@@ -263,3 +263,47 @@ TEST_CASE("ports and folded repeats price every move of the descent as the full 
     CHECK(with->pick == without->pick);
   }
 }
+
+TEST_CASE("joint moves bounded by a monotone objective pick what the full scan of pairs picks", "[search][descent]") {
+  for (std::uint64_t seed = 1; seed <= 60; ++seed) {
+    const auto t = make_tables(seed);
+    INFO("seed " << seed);
+    const choice_problem p = make_problem(t, /*tie=*/true, /*ports=*/true);
+    for (int kind = 0; kind < 2; ++kind) {
+      objective full{[](const cost_terms& x) { return x.compute() + x.comm_fwd + x.comm_bwd + std::max(x.compute_bwd, x.comm_grad); },
+                     kind == 0 ? 0.0 : 40.0};
+      objective bounded = full;
+      bounded.monotone = true;
+      std::mt19937_64 rng(seed);
+      std::vector<int> start(static_cast<std::size_t>(p.groups()));
+      for (int g = 0; g < p.groups(); ++g) start[std::size_t(g)] = int(rng() % std::uint64_t(p.group_candidates(g)));
+      const descent_result a = descend(p, full, start, /*joint=*/true);
+      const descent_result b = descend(p, bounded, start, /*joint=*/true);
+      INFO("memory limit " << full.memory_limit);
+      CHECK(a.pick == b.pick);
+      CHECK(a.totals.serial_time() == b.totals.serial_time());
+    }
+  }
+}
+
+TEST_CASE("the series-parallel DP by classes of picks finds the optimum every pick on its own finds", "[search][exact]") {
+  int checked_exhaustive = 0;
+  for (std::uint64_t seed = 1; seed <= 60; ++seed) {
+    const auto t = make_tables(seed);
+    INFO("seed " << seed);
+    const choice_problem with = make_problem(t, /*tie=*/false, /*ports=*/true);
+    const choice_problem without = make_problem(t, /*tie=*/false, /*ports=*/false);
+    const auto a = series_parallel_optimum(with);
+    const auto b = series_parallel_optimum(without);
+    REQUIRE(a.has_value() == b.has_value());
+    if (!a) continue;
+    CHECK(std::abs(a->time - b->time) <= 1e-9 * (1 + b->time));
+    CHECK(std::abs(with.evaluate(a->pick).serial_time() - a->time) <= 1e-9 * (1 + a->time));
+    const objective serial{[](const cost_terms& x) { return x.serial_time(); }, 0};
+    if (const auto ex = exhaustive(without, serial, 2e5)) {  // brute force where it is small enough
+      CHECK(std::abs(ex->time - a->time) <= 1e-9 * (1 + a->time));
+      ++checked_exhaustive;
+    }
+  }
+  CHECK(checked_exhaustive >= 5);
+}
