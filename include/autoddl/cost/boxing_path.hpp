@@ -54,45 +54,112 @@ struct bytes_cost {
   constexpr double operator()(const boxing_step& s) const { return double(s.bytes_per_device()); }
 };
 
-/// The cheapest exact path from req.from to req.to. Intermediate states must divide req.shape.
-/// @pre from and to have one entry per mesh axis and divide req.shape (else layout_error).
-template <class StepCost = bytes_cost>
-constexpr boxing_path cheapest_boxing(const boxing_request& req, StepCost cost = {}) {
-  const int k = req.mesh.size();
-  const int rank = req.shape.rank();
-  check_divisible(req.shape, layout{req.from, req.mesh});
-  check_divisible(req.shape, layout{req.to, req.mesh});
-  if (req.from.size() != k || req.to.size() != k)
-    detail::fail<layout_error>("boxing " + to_string(req.from) + " -> " + to_string(req.to) + " on mesh " +
-                               to_string(req.mesh) + " needs one SBP per mesh axis");
-  boxing_path out;
-  if (req.from == req.to) return out;
+/// Shortest paths from one nd-SBP to every reachable one, for targets with one set of P axes:
+/// the tie-break among equal costs (fewer steps into P the target lacks) depends on the target
+/// only through which of its axes are P. A path read from the tree is the path cheapest_boxing
+/// returns for that target: both run the same search, and a state once finished never changes
+/// (costs are non-negative and ties go to fewer detours, then the smaller state id), so searching
+/// past the target leaves its path alone. The planner prices many targets from one source with it.
+struct boxing_tree {
+  nd_sbp from;
+  unsigned partial_axes = 0;  ///< bit i: axis i of the targets is P
+  mesh_shape mesh;
+  tensor_shape shape;
+  int elem_bytes = 4;
+  int alphabet = 0;            ///< 0 = B, 1 = P, 2 + d = S(d)
+  std::vector<double> dist;  ///< per state id: cost of the cheapest path from `from`
+  std::vector<int> prev;     ///< per state id: the state before it on that path (-1: none)
+  std::vector<std::int8_t> prev_axis;  ///< per state id: the axis of the step from prev
 
-  // Alphabet: 0 = B, 1 = P, 2 + d = S(d).
-  const int a = 2 + rank;
+  constexpr int encode(const nd_sbp& v) const {
+    int id = 0;
+    for (int i = v.size() - 1; i >= 0; --i)
+      id = id * alphabet + (v[i].is_broadcast() ? 0 : v[i].is_partial() ? 1 : 2 + v[i].dim);
+    return id;
+  }
+  constexpr nd_sbp decode(int id) const {
+    nd_sbp s;
+    for (int i = 0; i < mesh.size(); ++i) {
+      const int c = id % alphabet;
+      s.push_back(c == 0 ? B : c == 1 ? P : S(c - 2));
+      id /= alphabet;
+    }
+    return s;
+  }
+  /// The single-axis step into state v from its prev.
+  constexpr boxing_step step_into(int v) const {
+    const int axis = prev_axis[std::size_t(v)];
+    int c = v;
+    for (int i = 0; i < axis; ++i) c /= alphabet;
+    c %= alphabet;
+    return make_step(decode(prev[std::size_t(v)]), mesh, axis, c == 0 ? B : c == 1 ? P : S(c - 2),
+                     shape.elements() * elem_bytes, elem_bytes);
+  }
+  /// The cheapest path to `to` (cost = its distance under the tree's step cost).
+  /// @pre to's P axes are the tree's partial_axes, to divides shape (else layout_error).
+  constexpr boxing_path path_to(const nd_sbp& to) const {
+    if (!divides(shape, layout{to, mesh})) check_divisible(shape, layout{to, mesh});
+    if (to.size() != mesh.size())
+      detail::fail<layout_error>("boxing " + to_string(from) + " -> " + to_string(to) + " on mesh " +
+                                 to_string(mesh) + " needs one SBP per mesh axis");
+    for (int i = 0; i < to.size(); ++i)
+      if (to[i].is_partial() != bool(partial_axes >> i & 1u))
+        detail::fail<layout_error>("boxing_tree::path_to(" + to_string(to) + ") from a tree searched for other P axes");
+    boxing_path out;
+    const int src = encode(from), dst = encode(to);
+    if (src == dst) return out;
+    if (dist[std::size_t(dst)] == std::numeric_limits<double>::infinity())
+      detail::fail<layout_error>("no exact boxing path from " + to_string(from) + " to " + to_string(to) +
+                                 " on mesh " + to_string(mesh) + " for shape " + to_string(shape));
+    int len = 0;
+    for (int v = dst; v != src; v = prev[std::size_t(v)]) ++len;
+    if (len > max_boxing_steps) detail::fail<layout_error>("boxing path longer than max_boxing_steps");
+    out.n = len;
+    out.cost = dist[std::size_t(dst)];
+    for (int v = dst, i = len - 1; v != src; v = prev[std::size_t(v)], --i)
+      out.steps[std::size_t(i)] = step_into(v);
+    return out;
+  }
+};
+
+/// The P axes of an nd-SBP as bits (bit i: axis i is P): what a boxing_tree is searched for.
+constexpr unsigned partial_axes_of(const nd_sbp& v) {
+  unsigned m = 0;
+  for (int i = 0; i < v.size(); ++i)
+    if (v[i].is_partial()) m |= 1u << i;
+  return m;
+}
+
+namespace detail {
+
+/// Dijkstra from `from` over exact single-axis steps; stops once state `stop` is finished
+/// (-1: searches every reachable state).
+template <class StepCost>
+constexpr boxing_tree boxing_search(const nd_sbp& from, unsigned partial_axes, const mesh_shape& mesh,
+                                    const tensor_shape& shape, int elem_bytes, StepCost& cost, int stop) {
+  const int k = mesh.size();
+  boxing_tree t{from, partial_axes, mesh, shape, elem_bytes, 2 + shape.rank(), {}, {}, {}};
+  const int a = t.alphabet;
   auto letter = [](int c) { return c == 0 ? B : c == 1 ? P : S(c - 2); };
-  auto code = [](sbp v) { return v.is_broadcast() ? 0 : v.is_partial() ? 1 : 2 + v.dim; };
   int states = 1;
   for (int i = 0; i < k; ++i) states *= a;
-  auto decode = [&](int id) {
-    nd_sbp s;
-    for (int i = 0; i < k; ++i) { s.push_back(letter(id % a)); id /= a; }
-    return s;
-  };
-  auto encode = [&](const nd_sbp& s) {
-    int id = 0;
-    for (int i = k - 1; i >= 0; --i) id = id * a + code(s[i]);
-    return id;
-  };
-  const std::int64_t total = req.shape.elements() * req.elem_bytes;
+  const std::int64_t total = shape.elements() * elem_bytes;
   constexpr double inf = std::numeric_limits<double>::infinity();
-  std::vector<double> dist(std::size_t(states), inf);
+  t.dist.assign(std::size_t(states), inf);
+  t.prev.assign(std::size_t(states), -1);
+  t.prev_axis.assign(std::size_t(states), 0);
+  std::vector<std::int8_t> divides_state(std::size_t(states), -1);  // divides(shape, state): -1 not yet known
+  auto fits_shape = [&](int id) {
+    auto& f = divides_state[std::size_t(id)];
+    if (f < 0) f = divides(shape, layout{t.decode(id), mesh}) ? 1 : 0;
+    return f == 1;
+  };
+  int place[max_mesh_axes] = {};  // alphabet^axis: a state id's digit of each axis
+  for (int i = 0, w = 1; i < k; ++i, w *= a) place[i] = w;
   std::vector<int> detours(std::size_t(states), 0);  // tie-break: steps into P the target lacks
-  std::vector<int> prev(std::size_t(states), -1);
-  std::vector<boxing_step> via(static_cast<std::size_t>(states));
   std::vector<char> done(std::size_t(states), 0);
-  const int src = encode(req.from), dst = encode(req.to);
-  dist[std::size_t(src)] = 0;
+  const int src = t.encode(from);
+  t.dist[std::size_t(src)] = 0;
   // The next state is the unfinished one of least (distance, detours, id): a binary heap of
   // (distance, detours, id) entries, an entry dropped when popped stale (its state finished or
   // improved since). The order is the same as a scan over all states, so are the paths.
@@ -112,45 +179,205 @@ constexpr boxing_path cheapest_boxing(const boxing_request& req, StepCost cost =
       std::pop_heap(heap.begin(), heap.end(), later);
       const entry e = heap.back();
       heap.pop_back();
-      if (!done[std::size_t(e.id)] && e.d == dist[std::size_t(e.id)] && e.detours == detours[std::size_t(e.id)]) {
+      if (!done[std::size_t(e.id)] && e.d == t.dist[std::size_t(e.id)] && e.detours == detours[std::size_t(e.id)]) {
         u = e.id;
         break;
       }
     }
-    if (u < 0 || u == dst) break;
+    if (u < 0 || u == stop) break;
     done[std::size_t(u)] = 1;
-    const nd_sbp su = decode(u);
+    const nd_sbp su = t.decode(u);
     for (int axis = 0; axis < k; ++axis) {
       for (int c = 0; c < a; ++c) {
         sbp to = letter(c);
         if (to == su[axis] || !single_axis_step_exact(su, axis, to)) continue;
-        nd_sbp sv = su.with(axis, to);
-        if (!divides(req.shape, layout{sv, req.mesh})) continue;
-        boxing_step st = make_step(su, req.mesh, axis, to, total, req.elem_bytes);
-        double d = dist[std::size_t(u)] + double(cost(st));
-        int v = encode(sv);
-        int dt = detours[std::size_t(u)] + (to.is_partial() && !req.to[axis].is_partial() ? 1 : 0);
-        if (d < dist[std::size_t(v)] || (d == dist[std::size_t(v)] && dt < detours[std::size_t(v)])) {
-          dist[std::size_t(v)] = d;
+        const int v = u + (c - u / place[axis] % a) * place[axis];
+        if (!fits_shape(v)) continue;
+        boxing_step st = make_step(su, mesh, axis, to, total, elem_bytes);
+        double d = t.dist[std::size_t(u)] + double(cost(st));
+        int dt = detours[std::size_t(u)] + (to.is_partial() && !(partial_axes >> axis & 1u) ? 1 : 0);
+        if (d < t.dist[std::size_t(v)] || (d == t.dist[std::size_t(v)] && dt < detours[std::size_t(v)])) {
+          t.dist[std::size_t(v)] = d;
           detours[std::size_t(v)] = dt;
-          prev[std::size_t(v)] = u;
-          via[std::size_t(v)] = st;
+          t.prev[std::size_t(v)] = u;
+          t.prev_axis[std::size_t(v)] = std::int8_t(axis);
           heap.push_back({d, dt, v});
           std::push_heap(heap.begin(), heap.end(), later);
         }
       }
     }
   }
-  if (dist[std::size_t(dst)] == inf)
-    detail::fail<layout_error>("no exact boxing path from " + to_string(req.from) + " to " + to_string(req.to) +
-                               " on mesh " + to_string(req.mesh) + " for shape " + to_string(req.shape));
-  int len = 0;
-  for (int v = dst; v != src; v = prev[std::size_t(v)]) ++len;
-  if (len > max_boxing_steps) detail::fail<layout_error>("boxing path longer than max_boxing_steps");
-  out.n = len;
-  out.cost = dist[std::size_t(dst)];
-  for (int v = dst, i = len - 1; v != src; v = prev[std::size_t(v)], --i) out.steps[std::size_t(i)] = via[std::size_t(v)];
-  return out;
+  return t;
+}
+
+}  // namespace detail
+
+/// Every exact single-axis step between the nd-SBPs that divide one shape on one mesh, priced
+/// once: the graph a boxing search walks, for searches from many sources (boxing_tree). Arcs
+/// leave each state in the order the search tries them (axis, then target letter B, P, S(0)...).
+struct boxing_graph {
+  struct arc {
+    int to = 0;         ///< state id (boxing_tree::encode)
+    int axis = 0;
+    bool into_p = false;  ///< the step makes `axis` P
+    double cost = 0;
+  };
+  mesh_shape mesh;
+  tensor_shape shape;
+  int elem_bytes = 4;
+  int alphabet = 0;
+  std::vector<int> first;  ///< arcs of state u: arcs[first[u] .. first[u + 1])
+  std::vector<arc> arcs;
+};
+
+template <class StepCost = bytes_cost>
+constexpr boxing_graph make_boxing_graph(const mesh_shape& mesh, const tensor_shape& shape, int elem_bytes,
+                                         StepCost cost = {}) {
+  const int k = mesh.size(), a = 2 + shape.rank();
+  boxing_graph g{mesh, shape, elem_bytes, a, {}, {}};
+  boxing_tree codec{nd_sbp{}, 0, mesh, shape, elem_bytes, a, {}, {}, {}};
+  int states = 1;
+  for (int i = 0; i < k; ++i) states *= a;
+  int place[max_mesh_axes] = {};
+  for (int i = 0, w = 1; i < k; ++i, w *= a) place[i] = w;
+  std::vector<char> divides_state(static_cast<std::size_t>(states));
+  for (int id = 0; id < states; ++id) divides_state[std::size_t(id)] = divides(shape, layout{codec.decode(id), mesh});
+  const std::int64_t total = shape.elements() * elem_bytes;
+  g.first.assign(std::size_t(states) + 1, 0);
+  for (int u = 0; u < states; ++u) {
+    g.first[std::size_t(u)] = int(g.arcs.size());
+    if (!divides_state[std::size_t(u)]) continue;
+    const nd_sbp su = codec.decode(u);
+    for (int axis = 0; axis < k; ++axis)
+      for (int c = 0; c < a; ++c) {
+        const sbp to = c == 0 ? B : c == 1 ? P : S(c - 2);
+        if (to == su[axis] || !single_axis_step_exact(su, axis, to)) continue;
+        const int v = u + (c - u / place[axis] % a) * place[axis];
+        if (!divides_state[std::size_t(v)]) continue;
+        g.arcs.push_back({v, axis, to.is_partial(), double(cost(make_step(su, mesh, axis, to, total, elem_bytes)))});
+      }
+  }
+  g.first[std::size_t(states)] = int(g.arcs.size());
+  return g;
+}
+
+/// A boxing_tree searched on demand over a boxing_graph: settle(v) continues the search until
+/// state v is finished, so a source asked for a few near targets never walks the whole graph.
+/// The states finish in the same order as in one full search and a finished state never changes
+/// (see boxing_tree), so every path read is the one the full tree holds.
+class boxing_tree_search {
+ public:
+  /// @pre from divides g.shape and has one entry per axis of g.mesh (else layout_error); g
+  /// outlives the search.
+  constexpr boxing_tree_search(const boxing_graph& g, const nd_sbp& from, unsigned partial_axes)
+      : g_(&g), t_{from, partial_axes, g.mesh, g.shape, g.elem_bytes, g.alphabet, {}, {}, {}} {
+    check_divisible(g.shape, layout{from, g.mesh});
+    if (from.size() != g.mesh.size())
+      detail::fail<layout_error>("boxing from " + to_string(from) + " on mesh " + to_string(g.mesh) +
+                                 " needs one SBP per mesh axis");
+    const std::size_t states = g.first.size() - 1;
+    t_.dist.assign(states, std::numeric_limits<double>::infinity());
+    t_.prev.assign(states, -1);
+    t_.prev_axis.assign(states, 0);
+    detours_.assign(states, 0);
+    done_.assign(states, 0);
+    const int src = t_.encode(from);
+    t_.dist[std::size_t(src)] = 0;
+    heap_.push_back({0.0, 0, src});
+  }
+  /// Continues until state `stop` is finished (-1: every reachable state).
+  constexpr void settle(int stop) {
+    while (!heap_.empty() && (stop < 0 || !done_[std::size_t(stop)])) {
+      std::pop_heap(heap_.begin(), heap_.end(), later);
+      const entry e = heap_.back();
+      heap_.pop_back();
+      const int u = e.id;
+      if (done_[std::size_t(u)] || e.d != t_.dist[std::size_t(u)] || e.detours != detours_[std::size_t(u)]) continue;
+      done_[std::size_t(u)] = 1;
+      for (int i = g_->first[std::size_t(u)]; i < g_->first[std::size_t(u) + 1]; ++i) {
+        const boxing_graph::arc& r = g_->arcs[std::size_t(i)];
+        const double d = t_.dist[std::size_t(u)] + r.cost;
+        const int v = r.to;
+        const int dt = detours_[std::size_t(u)] + (r.into_p && !(t_.partial_axes >> r.axis & 1u) ? 1 : 0);
+        if (d < t_.dist[std::size_t(v)] || (d == t_.dist[std::size_t(v)] && dt < detours_[std::size_t(v)])) {
+          t_.dist[std::size_t(v)] = d;
+          detours_[std::size_t(v)] = dt;
+          t_.prev[std::size_t(v)] = u;
+          t_.prev_axis[std::size_t(v)] = std::int8_t(r.axis);
+          heap_.push_back({d, dt, v});
+          std::push_heap(heap_.begin(), heap_.end(), later);
+        }
+      }
+    }
+  }
+  /// The cheapest path to `to` (boxing_tree::path_to), searching as far as it needs.
+  constexpr boxing_path path_to(const nd_sbp& to) {
+    if (to.size() == g_->mesh.size() && divides(g_->shape, layout{to, g_->mesh})) settle(t_.encode(to));
+    return t_.path_to(to);
+  }
+  constexpr const boxing_tree& tree() const { return t_; }
+  constexpr boxing_tree take() && { return std::move(t_); }
+  /// Bytes the search holds (its tree and its state).
+  constexpr std::size_t footprint() const {
+    return t_.dist.size() * (sizeof(double) + sizeof(int) + 2 + sizeof(int)) + heap_.capacity() * sizeof(entry);
+  }
+
+ private:
+  struct entry {  // least (distance, detours, id) first, as in detail::boxing_search
+    double d;
+    int detours, id;
+  };
+  struct later_t {  // an object, not a function pointer, so the heap's comparisons inline
+    constexpr bool operator()(const entry& x, const entry& y) const {
+      if (x.d != y.d) return x.d > y.d;
+      if (x.detours != y.detours) return x.detours > y.detours;
+      return x.id > y.id;
+    }
+  };
+  static constexpr later_t later{};
+  const boxing_graph* g_;
+  boxing_tree t_;
+  std::vector<int> detours_;
+  std::vector<char> done_;
+  std::vector<entry> heap_;
+};
+
+/// cheapest_boxing_tree over a graph built once for its mesh and shape: the same tree.
+/// @pre from divides g.shape and has one entry per axis of g.mesh (else layout_error).
+constexpr boxing_tree cheapest_boxing_tree(const boxing_graph& g, const nd_sbp& from, unsigned partial_axes) {
+  boxing_tree_search s(g, from, partial_axes);
+  s.settle(-1);
+  return std::move(s).take();
+}
+
+/// Every cheapest path from `from` to the targets whose P axes are `partial_axes`
+/// (partial_axes_of(target)): one search for many targets.
+/// @pre from has one entry per mesh axis and divides shape (else layout_error).
+template <class StepCost = bytes_cost>
+constexpr boxing_tree cheapest_boxing_tree(const nd_sbp& from, unsigned partial_axes, const mesh_shape& mesh,
+                                           const tensor_shape& shape, int elem_bytes, StepCost cost = {}) {
+  check_divisible(shape, layout{from, mesh});
+  if (from.size() != mesh.size())
+    detail::fail<layout_error>("boxing from " + to_string(from) + " on mesh " + to_string(mesh) +
+                               " needs one SBP per mesh axis");
+  return detail::boxing_search(from, partial_axes, mesh, shape, elem_bytes, cost, -1);
+}
+
+/// The cheapest exact path from req.from to req.to. Intermediate states must divide req.shape.
+/// @pre from and to have one entry per mesh axis and divide req.shape (else layout_error).
+template <class StepCost = bytes_cost>
+constexpr boxing_path cheapest_boxing(const boxing_request& req, StepCost cost = {}) {
+  const int k = req.mesh.size();
+  check_divisible(req.shape, layout{req.from, req.mesh});
+  check_divisible(req.shape, layout{req.to, req.mesh});
+  if (req.from.size() != k || req.to.size() != k)
+    detail::fail<layout_error>("boxing " + to_string(req.from) + " -> " + to_string(req.to) + " on mesh " +
+                               to_string(req.mesh) + " needs one SBP per mesh axis");
+  if (req.from == req.to) return boxing_path{};
+  const unsigned pm = partial_axes_of(req.to);
+  boxing_tree probe{req.from, pm, req.mesh, req.shape, req.elem_bytes, 2 + req.shape.rank(), {}, {}, {}};
+  const boxing_tree t = detail::boxing_search(req.from, pm, req.mesh, req.shape, req.elem_bytes, cost, probe.encode(req.to));
+  return t.path_to(req.to);
 }
 
 }  // namespace autoddl

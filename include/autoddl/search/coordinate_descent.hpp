@@ -43,22 +43,36 @@ class descent_state {
     rescan();
   }
 
+  const choice_problem& problem() const { return p_; }
   const std::vector<int>& pick() const { return pick_; }
   const cost_terms& totals() const { return totals_; }
 
   /// Totals if group g picked c (others unchanged).
   cost_terms totals_with(int g, int c) const {
-    const int cur = at(pick_, g);
-    if (c == cur) return totals_;
+    if (c == at(pick_, g)) return totals_;
+    return without(g) + part(g, c);
+  }
+
+  /// The totals less everything group g's pick touches: totals_with(g, c) == without(g) +
+  /// part(g, c) for every c, so trying k picks computes this once.
+  cost_terms without(int g) const {
     cost_terms t = totals_;
-    t.subtract_additive(part(g, cur));
-    // transient: the max over every item this change leaves alone, then the new items. The
-    // running maximum serves unless the group holds every copy of it; then scan the others.
+    t.subtract_additive(part(g, at(pick_, g)));
+    // transient: the max over every item this change leaves alone. The running maximum serves
+    // unless the group holds every copy of it; then scan the others.
     int held = 0;
     for (int n : p_.group_nodes(g)) held += at(node_tr_, n) == top_;
     for (int e : p_.group_edges(g)) held += at(edge_tr_, e) == top_;
     t.transient = held < top_count_ ? top_ : max_outside(g);
-    t += part(g, c);  // adds, and takes the max with the new items' transients
+    return t;
+  }
+
+  /// The part of the totals that depends on group g when it picks c (its nodes and edges, the
+  /// repeats of identical blocks priced once and counted).
+  cost_terms part(int g, int c) const {
+    cost_terms t;
+    for (const auto& [n, k] : p_.group_unary_items(g)) t.add_times(p_.unary(n, c), k);
+    for (const auto& [e, k] : p_.group_edge_items(g)) t.add_times(pair_at(e, g, c), k);
     return t;
   }
 
@@ -76,36 +90,47 @@ class descent_state {
       const auto& ed = at(p_.edges(), e);
       return p_.group_of(ed.u) == g ? p_.group_of(ed.v) : p_.group_of(ed.u);
     };
-    std::vector<int> cross;  // edges joining gu and gv
-    for (int e : p_.group_edges(gu))
-      if (other(e, gu) == gv) cross.push_back(e);
+    std::vector<choice_problem::repeated> cross;  // edges joining gu and gv
+    for (const auto& it : p_.group_edge_items(gu))
+      if (other(it.item, gu) == gv) cross.push_back(it);
+    auto own = [&](int g, int c, int skip) {  // g's nodes and its edges not leading to `skip`
+      cost_terms t;
+      for (const auto& [n, k] : p_.group_unary_items(g)) t.add_times(p_.unary(n, c), k);
+      for (const auto& [e, k] : p_.group_edge_items(g))
+        if (other(e, g) != skip) t.add_times(pair_at(e, g, c), k);
+      return t;
+    };
     // What neither group owns: the totals less both groups' parts, transient the max outside.
     cost_terms base = totals_;
     base.subtract_additive(part(gu, cu0));
-    cost_terms v_own;  // gv's part without the cross edges (already left with gu's part)
-    for (int n : p_.group_nodes(gv)) v_own += p_.unary(n, cv0);
-    for (int e : p_.group_edges(gv))
-      if (other(e, gv) != gu) v_own += pair_at(e, gv, cv0);
-    base.subtract_additive(v_own);
+    base.subtract_additive(own(gv, cv0, gu));  // gv's part without the cross edges (left with gu's)
     base.transient = max_outside_both(gu, gv);
-    auto own = [&](int g, int c, int skip) {  // g's nodes and its edges not leading to `skip`
-      cost_terms t;
-      for (int n : p_.group_nodes(g)) t += p_.unary(n, c);
-      for (int e : p_.group_edges(g))
-        if (other(e, g) != skip) t += pair_at(e, g, c);
-      return t;
-    };
     std::vector<cost_terms> b(static_cast<std::size_t>(kv));
     for (int cv = 0; cv < kv; ++cv) at(b, cv) = own(gv, cv, gu);
+    // Each term's least over gv's picks: with a monotone objective, a + least ranks no higher
+    // than any pair (cu, cv) (the cross edges only add), so a cu whose bound cannot improve is
+    // skipped whole; the pairs tried in order and the one returned stay the same.
+    cost_terms least = b.empty() ? cost_terms{} : b[0];
+    for (const cost_terms& x : b) {
+      least.compute_fwd = std::min(least.compute_fwd, x.compute_fwd);
+      least.compute_bwd = std::min(least.compute_bwd, x.compute_bwd);
+      least.comm_fwd = std::min(least.comm_fwd, x.comm_fwd);
+      least.comm_bwd = std::min(least.comm_bwd, x.comm_bwd);
+      least.comm_grad = std::min(least.comm_grad, x.comm_grad);
+      least.memory = std::min(least.memory, x.memory);
+      least.transient = std::min(least.transient, x.transient);
+      least.bytes = std::min(least.bytes, x.bytes);
+    }
     int bu = cu0, bv = cv0;
     for (int cu = 0; cu < ku; ++cu) {
       if (cu == cu0) continue;
       const cost_terms a = base + own(gu, cu, gv);
+      if (obj.monotone && obj.rank(a + least) >= best_rank * (1 - 1e-12)) continue;
       for (int cv = 0; cv < kv; ++cv) {
         cost_terms t = a + at(b, cv);
-        for (int e : cross) {
+        for (const auto& [e, k] : cross) {
           const auto& ed = at(p_.edges(), e);
-          t += p_.pair(e, p_.group_of(ed.u) == gu ? cu : cv, p_.group_of(ed.v) == gu ? cu : cv);
+          t.add_times(p_.pair(e, p_.group_of(ed.u) == gu ? cu : cv, p_.group_of(ed.v) == gu ? cu : cv), k);
         }
         const double rk = obj.rank(t);
         if (rk < best_rank * (1 - 1e-12)) {
@@ -141,16 +166,6 @@ class descent_state {
  private:
   int pick_of(int node, int g, int c) const {
     return p_.group_of(node) == g ? c : at(pick_, p_.group_of(node));
-  }
-  // The part of the totals that depends on group g when it picks c (its nodes and edges).
-  cost_terms part(int g, int c) const {
-    cost_terms t;
-    for (int n : p_.group_nodes(g)) t += p_.unary(n, c);
-    for (int e : p_.group_edges(g)) {
-      const auto& ed = at(p_.edges(), e);
-      t += p_.pair(e, pick_of(ed.u, g, c), pick_of(ed.v, g, c));
-    }
-    return t;
   }
   // Pair cost of edge e (incident to group g) when g picks c and the other end keeps its pick.
   const cost_terms& pair_at(int e, int g, int c) const {
@@ -199,6 +214,23 @@ class descent_state {
   int top_count_ = 0;                      // how many items hold it
 };
 
+/// Group g's best pick with the others fixed: the current one unless another ranks lower by
+/// more than a relative 1e-12 (the first such in index order on ties).
+inline int best_single(const descent_state& s, const objective& obj, int g) {
+  int best = at(s.pick(), g);
+  double best_rank = obj.rank(s.totals());
+  const cost_terms base = s.without(g);
+  for (int c = 0; c < s.problem().group_candidates(g); ++c) {
+    if (c == at(s.pick(), g)) continue;
+    const double rk = obj.rank(base + s.part(g, c));
+    if (rk < best_rank * (1 - 1e-12)) {
+      best_rank = rk;
+      best = c;
+    }
+  }
+  return best;
+}
+
 }  // namespace detail
 
 /// Descends from one start. Deterministic: groups in index order, ties keep the current pick.
@@ -214,16 +246,7 @@ inline descent_result descend(const choice_problem& p, const objective& obj, std
     changed = false;
     ++r.sweeps;
     for (int g = 0; g < p.groups(); ++g) {
-      int best = at(s.pick(), g);
-      double best_rank = obj.rank(s.totals());
-      for (int c = 0; c < p.group_candidates(g); ++c) {
-        if (c == at(s.pick(), g)) continue;
-        double rk = obj.rank(s.totals_with(g, c));
-        if (rk < best_rank * (1 - 1e-12)) {
-          best_rank = rk;
-          best = c;
-        }
-      }
+      const int best = detail::best_single(s, obj, g);
       if (best != at(s.pick(), g)) {
         s.set(g, best);
         changed = true;
@@ -260,12 +283,7 @@ inline descent_result descend(const choice_problem& p, const objective& obj, std
       single = false;
       ++r.sweeps;
       for (int g = 0; g < p.groups(); ++g) {
-        int best = at(s.pick(), g);
-        double best_rank = obj.rank(s.totals());
-        for (int c = 0; c < p.group_candidates(g); ++c) {
-          double rk = obj.rank(s.totals_with(g, c));
-          if (rk < best_rank * (1 - 1e-12)) { best_rank = rk; best = c; }
-        }
+        const int best = detail::best_single(s, obj, g);
         if (best != at(s.pick(), g)) { s.set(g, best); single = true; }
       }
     }
@@ -277,8 +295,9 @@ inline descent_result descend(const choice_problem& p, const objective& obj, std
   r.runner_up.assign(std::size_t(p.groups()), 0.0);
   for (int g = 0; g < p.groups(); ++g) {
     double second = std::numeric_limits<double>::infinity();
+    const cost_terms base = s.without(g);
     for (int c = 0; c < p.group_candidates(g); ++c)
-      if (c != at(r.pick, g)) second = std::min(second, obj.rank(s.totals_with(g, c)));
+      if (c != at(r.pick, g)) second = std::min(second, obj.rank(base + s.part(g, c)));
     at(r.runner_up, g) = second;
   }
   return r;

@@ -12,7 +12,7 @@
 // blocks and tied embeddings reduce completely; a graph that does not returns nullopt. Relaxing
 // the ties can only lower the optimum, so for a tied search this is a lower bound and
 // (descent - optimum) / optimum an upper bound on the descent's true gap.
-// series_parallel_optimum_within() gives up after a wall-time budget (the planner's: 1 s or 10 %
+// series_parallel_optimum_within() gives up after a wall-time budget (the planner's: 0.25 s or 10 %
 // of its search, whichever is longer), so the reference never costs more than the search.
 #include <algorithm>
 #include <chrono>
@@ -60,27 +60,42 @@ inline std::optional<exact_result> exhaustive(const choice_problem& p, const obj
 
 namespace detail {
 
-/// A dense cost matrix between the picks of two nodes, [row pick][column pick].
+/// A cost matrix between the picks of two nodes, [row pick][column pick], stored per class of
+/// picks: rows (columns) of one class are equal, so v holds one value per pair of classes.
+/// Classes start as the edge's ports (choice_problem::add_ports) and refine as edges merge.
 struct sp_matrix {
-  int rows = 0, cols = 0;
-  std::vector<double> v;
-  sp_matrix() = default;
-  sp_matrix(int r, int c) : rows(r), cols(c), v(std::size_t(r) * std::size_t(c), 0.0) {}
-  double& at(int r, int c) { return v[std::size_t(r) * std::size_t(cols) + std::size_t(c)]; }
-  double at(int r, int c) const { return v[std::size_t(r) * std::size_t(cols) + std::size_t(c)]; }
+  int rows = 0, cols = 0;            ///< picks of the row node, of the column node
+  std::vector<int> row_class, col_class;
+  int row_classes = 0, col_classes = 0;
+  std::vector<double> v;             ///< [row class][column class]
+  double at(int r, int c) const {
+    return v[std::size_t(row_class[std::size_t(r)]) * std::size_t(col_classes) + std::size_t(col_class[std::size_t(c)])];
+  }
+  double cls(int rc, int cc) const { return v[std::size_t(rc) * std::size_t(col_classes) + std::size_t(cc)]; }
+  sp_matrix transposed() const {
+    sp_matrix t{cols, rows, col_class, row_class, col_classes, row_classes, std::vector<double>(v.size())};
+    for (int r = 0; r < row_classes; ++r)
+      for (int c = 0; c < col_classes; ++c) t.v[std::size_t(c) * std::size_t(row_classes) + std::size_t(r)] = cls(r, c);
+    return t;
+  }
 };
 
-// Undoes one elimination: the best pick of `node` given the picks of its neighbours a (and c).
+// Undoes one elimination: the best pick of `node` given the picks of its neighbours a (and c),
+// by their classes in the eliminated edges (a_class, c_class; empty: the pick itself).
 struct sp_undo {
   int node = 0, a = -1, c = -1;
-  std::vector<int> best;  // leaf: [x]; series: [x * kc + z]; isolated: [0]
+  std::vector<int> best;  // leaf: [class of x]; series: [class of x * kc + class of z]; isolated: [0]
   int kc = 1;
+  std::vector<int> a_class, c_class;
 };
 
 /// Series-parallel reduction of a choice problem's additive costs: repeatedly eliminate a node
 /// of degree <= 2 (isolated: take its best pick; leaf: fold its best response into the
 /// neighbour's unary costs; series: fold it into an edge between its two neighbours, merged in
 /// parallel with any existing one), then pick the nodes back in reverse elimination order.
+/// Work goes by classes of picks, not picks: a leaf's best response is found once per class of
+/// its neighbour, a series node's once per pair of classes; every value is the same sum in the
+/// same order as the dense reduction, so optimum and picks are too.
 class sp_reduction {
  public:
   using clock = std::chrono::steady_clock;
@@ -91,9 +106,22 @@ class sp_reduction {
     for (std::size_t e = 0; e < p.edges().size(); ++e) {
       if (past_deadline()) return;
       const choice_edge& ed = p.edges()[e];
-      sp_matrix m(p.candidates(ed.u), p.candidates(ed.v));
-      for (int x = 0; x < m.rows; ++x)
-        for (int y = 0; y < m.cols; ++y) m.at(x, y) = p.pair(int(e), x, y).serial_time();
+      sp_matrix m{p.candidates(ed.u), p.candidates(ed.v), {}, {}, p.ports(int(e), 0), p.ports(int(e), 1), {}};
+      std::vector<int> row_pick(std::size_t(m.row_classes), -1), col_pick(std::size_t(m.col_classes), -1);
+      for (int x = 0; x < m.rows; ++x) {
+        m.row_class.push_back(p.port(int(e), 0, x));
+        if (row_pick[std::size_t(m.row_class.back())] < 0) row_pick[std::size_t(m.row_class.back())] = x;
+      }
+      for (int y = 0; y < m.cols; ++y) {
+        m.col_class.push_back(p.port(int(e), 1, y));
+        if (col_pick[std::size_t(m.col_class.back())] < 0) col_pick[std::size_t(m.col_class.back())] = y;
+      }
+      m.v.assign(std::size_t(m.row_classes) * std::size_t(m.col_classes), 0.0);
+      for (int r = 0; r < m.row_classes; ++r)
+        for (int c = 0; c < m.col_classes; ++c)
+          if (row_pick[std::size_t(r)] >= 0 && col_pick[std::size_t(c)] >= 0)
+            m.v[std::size_t(r) * std::size_t(m.col_classes) + std::size_t(c)] =
+                p.pair(int(e), row_pick[std::size_t(r)], col_pick[std::size_t(c)]).serial_time();
       add_matrix(ed.u, ed.v, m);
     }
   }
@@ -104,6 +132,7 @@ class sp_reduction {
   /// The optimum, or nullopt when some step finds no node of degree <= 2 (not series-parallel)
   /// or the deadline passed.
   std::optional<exact_result> solve() {
+    if (timed_out_) return std::nullopt;
     std::vector<char> alive(std::size_t(p_.nodes()), 1);
     for (int left = p_.nodes(); left > 0; --left) {
       if (past_deadline()) return std::nullopt;
@@ -122,27 +151,51 @@ class sp_reduction {
   }
 
  private:
-  void add_matrix(int a, int b, const sp_matrix& m) {  // m indexed [a][b]; a == b adds the diagonal
+  void add_matrix(int a, int b, const sp_matrix& m0) {  // m0 indexed [a][b]; a == b adds the diagonal
     if (a == b) {
-      for (int x = 0; x < m.rows; ++x) at(at(unary_, a), x) += m.at(x, x);
+      for (int x = 0; x < m0.rows; ++x) at(at(unary_, a), x) += m0.at(x, x);
       return;
     }
-    const bool swap = a > b;
-    const int lo = swap ? b : a, hi = swap ? a : b;
+    const sp_matrix m = a > b ? m0.transposed() : m0;  // [lo][hi]
+    const int lo = std::min(a, b), hi = std::max(a, b);
     auto [it, fresh] = adj_.try_emplace({lo, hi});
-    if (fresh) it->second = sp_matrix(p_.candidates(lo), p_.candidates(hi));
-    for (int x = 0; x < m.rows; ++x)
-      for (int y = 0; y < m.cols; ++y) (swap ? it->second.at(y, x) : it->second.at(x, y)) += m.at(x, y);
+    if (fresh) {
+      it->second = m;
+    } else {  // parallel edges add: classes of the sum are pairs of classes of the two
+      const sp_matrix& o = it->second;
+      sp_matrix s{o.rows, o.cols, {}, {}, 0, 0, {}};
+      std::vector<std::pair<int, int>> rpairs, cpairs;
+      auto refine = [](const std::vector<int>& c1, const std::vector<int>& c2, int n2, std::vector<int>& out,
+                       std::vector<std::pair<int, int>>& pairs) {
+        std::vector<int> id(c1.size() * std::size_t(n2) + 1, -1);
+        for (std::size_t x = 0; x < c1.size(); ++x) {
+          int& slot = id[std::size_t(c1[x]) * std::size_t(n2) + std::size_t(c2[x])];
+          if (slot < 0) {
+            slot = int(pairs.size());
+            pairs.push_back({c1[x], c2[x]});
+          }
+          out.push_back(slot);
+        }
+      };
+      refine(o.row_class, m.row_class, m.row_classes, s.row_class, rpairs);
+      refine(o.col_class, m.col_class, m.col_classes, s.col_class, cpairs);
+      s.row_classes = int(rpairs.size());
+      s.col_classes = int(cpairs.size());
+      s.v.resize(std::size_t(s.row_classes) * std::size_t(s.col_classes));
+      for (int r = 0; r < s.row_classes; ++r)
+        for (int c = 0; c < s.col_classes; ++c)
+          s.v[std::size_t(r) * std::size_t(s.col_classes) + std::size_t(c)] =
+              o.cls(rpairs[std::size_t(r)].first, cpairs[std::size_t(c)].first) +
+              m.cls(rpairs[std::size_t(r)].second, cpairs[std::size_t(c)].second);
+      it->second = std::move(s);
+    }
     at(nbr_, lo)[hi] = true;
     at(nbr_, hi)[lo] = true;
   }
 
   sp_matrix edge_from(int a, int b) const {  // oriented [a][b]
     const sp_matrix& mm = adj_.at({std::min(a, b), std::max(a, b)});
-    sp_matrix r(p_.candidates(a), p_.candidates(b));
-    for (int x = 0; x < r.rows; ++x)
-      for (int y = 0; y < r.cols; ++y) r.at(x, y) = a < b ? mm.at(x, y) : mm.at(y, x);
-    return r;
+    return a < b ? mm : mm.transposed();
   }
 
   void drop_edge(int a, int b) {
@@ -151,44 +204,78 @@ class sp_reduction {
     at(nbr_, b).erase(a);
   }
 
+  // The picks y of an eliminated node that can be the first best response, in index order: y
+  // has classes (c1[y], c2[y]) on its two edges, so its value is (e1 + ub[y]) + e2 for e1, e2
+  // fixed by the classes; a later y whose classes match an earlier one with ub no greater can
+  // never be strictly better (rounding is monotone), so it is skipped.
+  static std::vector<int> worth_trying(const std::vector<double>& ub, const std::vector<int>& c1, int n1,
+                                       const std::vector<int>& c2, int n2) {
+    std::vector<double> least(std::size_t(n1) * std::size_t(n2), std::numeric_limits<double>::infinity());
+    std::vector<int> ys;
+    for (std::size_t y = 0; y < ub.size(); ++y) {
+      double& l = least[std::size_t(c1[y]) * std::size_t(n2) + std::size_t(c2[y])];
+      if (ys.empty() || ub[y] < l) {
+        l = std::min(l, ub[y]);
+        ys.push_back(int(y));
+      }
+    }
+    return ys;
+  }
+
   void eliminate_isolated(int b) {
     const auto& ub = at(unary_, b);
     const int arg = int(std::min_element(ub.begin(), ub.end()) - ub.begin());
     constant_ += at(ub, arg);
-    undo_.push_back({b, -1, -1, {arg}, 1});
+    undo_.push_back({b, -1, -1, {arg}, 1, {}, {}});
   }
 
   void eliminate_leaf(int b, int a) {
     const sp_matrix e = edge_from(a, b);
-    sp_undo un{b, a, -1, std::vector<int>(std::size_t(p_.candidates(a))), 1};
-    for (int x = 0; x < p_.candidates(a); ++x) {
+    const std::vector<double>& ub = at(unary_, b);
+    sp_undo un{b, a, -1, std::vector<int>(std::size_t(e.row_classes)), 1, e.row_class, {}};
+    std::vector<double> best_of(std::size_t(e.row_classes));
+    const std::vector<int> ys = worth_trying(ub, e.col_class, e.col_classes, std::vector<int>(ub.size(), 0), 1);
+    for (int r = 0; r < e.row_classes; ++r) {
       double best = std::numeric_limits<double>::infinity();
-      for (int y = 0; y < p_.candidates(b); ++y)
-        if (const double v = e.at(x, y) + at(at(unary_, b), y); v < best) {
+      for (int y : ys)
+        if (const double v = e.cls(r, e.col_class[std::size_t(y)]) + ub[std::size_t(y)]; v < best) {
           best = v;
-          at(un.best, x) = y;
+          un.best[std::size_t(r)] = y;
         }
-      at(at(unary_, a), x) += best;
+      best_of[std::size_t(r)] = best;
     }
+    for (int x = 0; x < e.rows; ++x) at(at(unary_, a), x) += best_of[std::size_t(e.row_class[std::size_t(x)])];
     drop_edge(a, b);
     undo_.push_back(std::move(un));
   }
 
   void eliminate_series(int b, int a, int c) {
-    const sp_matrix eab = edge_from(a, b), ebc = edge_from(b, c);
-    const int ka = p_.candidates(a), kc = p_.candidates(c);
-    sp_matrix m(ka, kc);
-    sp_undo un{b, a, c, std::vector<int>(std::size_t(ka) * std::size_t(kc)), kc};
-    for (int x = 0; x < ka; ++x)
-      for (int z = 0; z < kc; ++z) {
+    const sp_matrix eab = edge_from(a, b), ecb = edge_from(c, b);  // [a][b] and [c][b]
+    const int kb = p_.candidates(b);
+    const int ra = eab.row_classes, rc = ecb.row_classes;
+    sp_matrix m{eab.rows, ecb.rows, eab.row_class, ecb.row_class, ra, rc,
+                std::vector<double>(std::size_t(ra) * std::size_t(rc))};
+    sp_undo un{b, a, c, std::vector<int>(std::size_t(ra) * std::size_t(rc)), rc, eab.row_class, ecb.row_class};
+    const std::vector<double>& ub = at(unary_, b);
+    const std::vector<int> ys = worth_trying(ub, eab.col_class, eab.col_classes, ecb.col_class, ecb.col_classes);
+    const std::size_t ny = ys.size();
+    std::vector<double> row(ny), col(ny);
+    (void)kb;
+    for (int x = 0; x < ra; ++x) {
+      for (std::size_t i = 0; i < ny; ++i) row[i] = eab.cls(x, eab.col_class[std::size_t(ys[i])]) + ub[std::size_t(ys[i])];
+      for (int z = 0; z < rc; ++z) {
+        for (std::size_t i = 0; i < ny; ++i) col[i] = ecb.cls(z, ecb.col_class[std::size_t(ys[i])]);
         double best = std::numeric_limits<double>::infinity();
-        for (int y = 0; y < p_.candidates(b); ++y)
-          if (const double v = eab.at(x, y) + at(at(unary_, b), y) + ebc.at(y, z); v < best) {
+        int arg = 0;
+        for (std::size_t i = 0; i < ny; ++i)
+          if (const double v = row[i] + col[i]; v < best) {
             best = v;
-            un.best[std::size_t(x) * std::size_t(kc) + std::size_t(z)] = y;
+            arg = ys[i];
           }
-        m.at(x, z) = best;
+        un.best[std::size_t(x) * std::size_t(rc) + std::size_t(z)] = arg;
+        m.v[std::size_t(x) * std::size_t(rc) + std::size_t(z)] = best;
       }
+    }
     drop_edge(a, b);
     drop_edge(b, c);
     add_matrix(a, c, m);
@@ -200,8 +287,10 @@ class sp_reduction {
     r.time = constant_;
     r.pick.assign(std::size_t(p_.nodes()), 0);
     for (auto it = undo_.rbegin(); it != undo_.rend(); ++it) {
-      const int x = it->a >= 0 ? at(r.pick, it->a) : 0;
-      const int z = it->c >= 0 ? at(r.pick, it->c) : 0;
+      int x = it->a >= 0 ? at(r.pick, it->a) : 0;
+      int z = it->c >= 0 ? at(r.pick, it->c) : 0;
+      if (!it->a_class.empty()) x = at(it->a_class, x);
+      if (!it->c_class.empty()) z = at(it->c_class, z);
       at(r.pick, it->node) = it->best[std::size_t(x) * std::size_t(it->kc) + std::size_t(z)];
     }
     return r;

@@ -37,6 +37,7 @@
 #include <cmath>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -131,6 +132,15 @@ struct plan_options {
   bool zero1_layouts = false;
 };
 
+/// What the price of an edge needs of a boxing path (planner's memo per path target).
+struct path_summary {
+  double seconds = 0;       ///< path.cost: alpha-beta seconds of its collectives
+  double copy_seconds = 0;  ///< path_copy_time: the copies beside them
+  std::int64_t bytes = 0;   ///< bytes_per_device
+  double buffer = 0;        ///< largest per-device buffer a step touches (plan_problem::path_buffer)
+  int steps = 0;
+};
+
 /// The layout-choice problem of one model on one mesh, and everything needed to read a pick.
 class plan_problem {
  public:
@@ -169,7 +179,7 @@ class plan_problem {
     return objective{[r](const cost_terms& t) {
                        return step_time(step_terms{t.compute_fwd, t.compute_bwd, t.comm_fwd, t.comm_bwd, t.comm_grad}, r);
                      },
-                     o_.memory_limit > 0 ? o_.memory_limit : o_.hw.device.memory_bytes};
+                     o_.memory_limit > 0 ? o_.memory_limit : o_.hw.device.memory_bytes, /*monotone=*/true};
   }
   /// The additive objective of the exact references (nothing overlapped), same memory limit.
   objective serial_objective() const {
@@ -211,46 +221,31 @@ class plan_problem {
   /// storage -> compute layout, and the gradient dual(compute) -> the summing layout.
   std::pair<boxing_path, boxing_path> edge_paths(int e, int cu, int cv) const {
     const edge_info& ei = at(edges_, e);
+    const int shape = at(edge_shape_, e);
+    std::lock_guard<std::mutex> lock(box_memo_mutex_);
     if (ei.param) {
       const int p = ei.from_node - int(g_.ops.size());
       const param_choice& store = param_candidate(p, cu);
-      const nd_sbp comp = at(op_candidate(ei.to_node, cv).params, ei.tensor_index);
-      const tensor_shape& s = at(g_.params, p).shape;
-      return {box(store.storage, comp, s), box(dual(comp), store.grad_sum, s)};
+      const nd_sbp& comp = at(op_candidate(ei.to_node, cv).params, ei.tensor_index);
+      return {box_locked(store.storage, comp, shape), box_locked(dual(comp), store.grad_sum, shape)};
     }
-    const nd_sbp out =
-        at(op_candidate(ei.from_node, cu).outputs, ei.producer_output);
-    const nd_sbp in = at(op_candidate(ei.to_node, cv).inputs, ei.tensor_index);
-    const tensor_shape& s = at(at(g_.ops, ei.from_node).outputs, ei.producer_output);
-    return {box(out, in, s), box(dual(in), dual(out), s)};
+    const nd_sbp& out = at(op_candidate(ei.from_node, cu).outputs, ei.producer_output);
+    const nd_sbp& in = at(op_candidate(ei.to_node, cv).inputs, ei.tensor_index);
+    return {box_locked(out, in, shape), box_locked(dual(in), dual(out), shape)};
   }
 
-  /// The priced path from -> to for a tensor of shape s (boxing_cost on this problem's mesh),
-  /// memoised: the search asks for the same (layouts, shape) across repeated layers and
-  /// candidate pairs many times over, and each answer is a shortest-path search.
+  /// The priced path from -> to for a tensor of shape s (boxing_cost on this problem's mesh).
+  /// Memoised by shortest-path tree: the search asks for every target of the same source and
+  /// shape across repeated layers and candidate pairs, and one search answers them all.
   boxing_path box(const nd_sbp& from, const nd_sbp& to, const tensor_shape& s) const {
-    std::string key;
-    key.reserve(2 * std::size_t(max_mesh_axes) + 8 * std::size_t(max_tensor_rank) + 2);
-    auto put = [&key](const nd_sbp& v) {
-      for (int i = 0; i < v.size(); ++i) key.push_back(char(int(v[i].kind) * 16 + v[i].dim + 1));
-      key.push_back('|');
-    };
-    put(from);
-    put(to);
-    for (int d = 0; d < s.rank(); ++d) {
-      const std::int64_t x = s[d];
-      key.append(reinterpret_cast<const char*>(&x), sizeof x);
-    }
     std::lock_guard<std::mutex> lock(box_memo_mutex_);
-    if (auto it = box_memo_.find(key); it != box_memo_.end()) return it->second;
-    return box_memo_.emplace(std::move(key), boxing_cost({from, to, o_.mesh, s, elem_}, dmesh_)).first->second;
+    return box_locked(from, to, shape_id_locked(s));
   }
-  /// Distinct (layouts, shape) pairs priced so far (box's memo).
-  std::size_t boxings_priced() const {
+  /// Shortest-path trees searched so far (one per source, target P axes and shape).
+  std::size_t boxing_trees() const {
     std::lock_guard<std::mutex> lock(box_memo_mutex_);
-    return box_memo_.size();
+    return box_trees_.size();
   }
-
   /// The terms of op `op` alone under candidate c (compute, activations, statistic all-reduces).
   /// Compute is the profile's measured kernel time where its table has this kernel, the
   /// per-op-kind fit of the table where it has that kind, else the analytical formula
@@ -430,28 +425,28 @@ class plan_problem {
  private:
   cost_terms edge_terms(int e, int cu, int cv) const {
     const edge_info& ei = at(edges_, e);
-    auto [fwd, bwd] = edge_paths(e, cu, cv);
+    const auto [fwd, bwd] = edge_summaries(e, cu, cv);
     cost_terms t;
     // Copies beside the collectives (cost/boxing_copies.hpp), on the step's own comm term; the
     // forward boxing starts from a copy of the source shard (the trainer passes the producer's
     // output or the stored parameter by value), the backward one moves its gradient.
     const copy_rate& copy = o_.hw.measured.copy;
-    t.comm_fwd = fwd.cost + path_copy_time(fwd, copy);
-    if (fwd.size() > 0 && copy.measured()) t.comm_fwd += copy.time(source_bytes(e, cu));
-    const double bwd_s = bwd.cost + path_copy_time(bwd, copy);
+    t.comm_fwd = fwd.seconds + fwd.copy_seconds;
+    if (fwd.steps > 0 && copy.measured()) t.comm_fwd += copy.time(source_bytes(e, cu));
+    const double bwd_s = bwd.seconds + bwd.copy_seconds;
     if (ei.param) t.comm_grad = bwd_s;
     else t.comm_bwd = bwd_s;
-    t.bytes = double(fwd.bytes_per_device() + bwd.bytes_per_device());
+    t.bytes = double(fwd.bytes + bwd.bytes);
     if (!ei.param) {
       if (recomputed_inside(e)) {  // the forward boxing reruns with the block's forward
         t.comm_bwd += t.comm_fwd;
-        t.bytes += double(fwd.bytes_per_device());
+        t.bytes += double(fwd.bytes);
       }
       scale_per_micro_batch(t);
     }
     // buffers: a path's largest intermediate is a transient; what edge_memory keeps lives on
-    t.transient = std::max(path_buffer(fwd), path_buffer(bwd));
-    t.memory = double(edge_memory(e, cu, cv).total());
+    t.transient = std::max(fwd.buffer, bwd.buffer);
+    t.memory = double(edge_memory(e, cu, cv, fwd.steps > 0, bwd.steps > 0).total());
     return t;
   }
 
@@ -466,15 +461,19 @@ class plan_problem {
   // its gradient accumulated in the compute layout, less the share of the stored gradient it
   // turns into (grads); the boxed copy of a fully recomputed block's input (activations).
   memory_breakdown edge_memory(int e, int cu, int cv) const {
+    auto [fwd, bwd] = edge_paths(e, cu, cv);
+    return edge_memory(e, cu, cv, fwd.size() > 0, bwd.size() > 0);
+  }
+  // edge_memory given whether the forward and the backward path box at all.
+  memory_breakdown edge_memory(int e, int cu, int cv, bool fwd_boxes, bool bwd_boxes) const {
     const edge_info& ei = at(edges_, e);
     memory_breakdown m;
-    auto [fwd, bwd] = edge_paths(e, cu, cv);
     if (ei.param) {
       const tensor_shape& s = at(g_.params, ei.from_node - int(g_.ops.size())).shape;
       const nd_sbp comp = at(op_candidate(ei.to_node, cv).params, ei.tensor_index);
       const std::int64_t bytes = local_shape(s, layout{comp, o_.mesh}).elements() * elem_;
-      if (fwd.size() > 0) m.params = bytes;
-      if (bwd.size() > 0 && o_.microbatches > 1) {
+      if (fwd_boxes) m.params = bytes;
+      if (bwd_boxes && o_.microbatches > 1) {
         // the accumulator becomes the summed, then the stored gradient (moved, not copied): it
         // replaces this use's share of the storage gradient param_memory counts
         const int p = ei.from_node - int(g_.ops.size());
@@ -485,7 +484,7 @@ class plan_problem {
     }
     const int consumer_block = at(g_.block, ei.to_node);
     if (o_.recompute == recompute_mode::full && consumer_block >= 0 && at(g_.block, ei.from_node) != consumer_block &&
-        fwd.size() > 0) {
+        fwd_boxes) {
       const nd_sbp& in = at(op_candidate(ei.to_node, cv).inputs, ei.tensor_index);
       m.activations = local_shape(at(at(g_.ops, ei.from_node).outputs, ei.producer_output), layout{in, o_.mesh}).elements() * elem_;
     }
@@ -524,6 +523,72 @@ class plan_problem {
     return m;
   }
 
+  // An nd-SBP as a number below 10^max_mesh_axes (B 0, P 1, S(d) 2 + d; 10 > 2 + max_tensor_rank).
+  static std::uint64_t layout_code(const nd_sbp& v) {
+    std::uint64_t c = 0;
+    for (int i = 0; i < v.size(); ++i)
+      c = c * 10 + (v[i].is_broadcast() ? 0 : v[i].is_partial() ? 1 : 2 + std::uint64_t(v[i].dim));
+    return c * 10 + std::uint64_t(v.size());  // the length too: [B] and [B,B] differ
+  }
+  int shape_id_locked(const tensor_shape& s) const {
+    const auto f = std::find(shapes_.begin(), shapes_.end(), s);
+    if (f != shapes_.end()) return int(f - shapes_.begin());
+    shapes_.push_back(s);
+    return int(shapes_.size()) - 1;
+  }
+  // box() with box_memo_mutex_ held and the shape interned. boxing_cost's path, read from one
+  // shortest-path tree per (source, target P axes, shape): the same path (cost/boxing_path.hpp,
+  // boxing_tree), one search for every target.
+  boxing_tree_search& tree_locked(const nd_sbp& from, const nd_sbp& to, int shape) const {
+    static_assert(2 + max_tensor_rank <= 10 && max_mesh_axes <= 5, "layout_code needs a wider digit or key");
+    const unsigned pm = partial_axes_of(to);
+    const std::uint64_t tree_key = (std::uint64_t(shape) << 40) | (layout_code(from) << 20) | pm;
+    auto tree = box_trees_.find(tree_key);
+    if (tree == box_trees_.end()) {
+      if (box_graphs_.size() <= std::size_t(shape)) box_graphs_.resize(std::size_t(shape) + 1);
+      auto& graph = at(box_graphs_, shape);
+      if (!graph)
+        graph = std::make_unique<boxing_graph>(make_boxing_graph(o_.mesh, at(shapes_, shape), elem_, alpha_beta_cost{dmesh_}));
+      if (box_tree_bytes_ > max_tree_bytes) {  // searches are cheap to redo, memory is not
+        box_trees_.clear();
+        box_tree_bytes_ = 0;
+      }
+      tree = box_trees_.emplace(tree_key, boxing_tree_search(*graph, from, pm)).first;
+      box_tree_bytes_ += tree->second.footprint();
+    }
+    return tree->second;
+  }
+  static constexpr std::size_t max_tree_bytes = std::size_t(256) << 20;
+  boxing_path box_locked(const nd_sbp& from, const nd_sbp& to, int shape) const {
+    return merge_ring_all_reduce(tree_locked(from, to, shape).path_to(to), dmesh_);
+  }
+  // What edge_terms needs of box(from, to, shape), memoised by (shape, from, to).
+  const path_summary& summary_locked(const nd_sbp& from, const nd_sbp& to, int shape) const {
+    const std::uint64_t key = (std::uint64_t(shape) << 40) | (layout_code(from) << 20) | layout_code(to);
+    auto it = box_summaries_.find(key);
+    if (it == box_summaries_.end()) {
+      const boxing_path p = box_locked(from, to, shape);
+      it = box_summaries_.emplace(key, path_summary{p.cost, path_copy_time(p, o_.hw.measured.copy),
+                                                    p.bytes_per_device(), path_buffer(p), p.size()}).first;
+    }
+    return it->second;
+  }
+  // The forward and backward summaries of edge e under picks cu, cv (edge_paths' paths).
+  std::pair<path_summary, path_summary> edge_summaries(int e, int cu, int cv) const {
+    const edge_info& ei = at(edges_, e);
+    const int shape = at(edge_shape_, e);
+    std::lock_guard<std::mutex> lock(box_memo_mutex_);
+    if (ei.param) {
+      const int p = ei.from_node - int(g_.ops.size());
+      const param_choice& store = param_candidate(p, cu);
+      const nd_sbp& comp = at(op_candidate(ei.to_node, cv).params, ei.tensor_index);
+      return {summary_locked(store.storage, comp, shape), summary_locked(dual(comp), store.grad_sum, shape)};
+    }
+    const nd_sbp& out = at(op_candidate(ei.from_node, cu).outputs, ei.producer_output);
+    const nd_sbp& in = at(op_candidate(ei.to_node, cv).inputs, ei.tensor_index);
+    return {summary_locked(out, in, shape), summary_locked(dual(in), dual(out), shape)};
+  }
+
   void build();
   void build_op_candidates();
   void build_param_candidates();
@@ -545,9 +610,15 @@ class plan_problem {
   std::vector<std::vector<char>> read_by_other_block_;  ///< per op output: read by an op of another block
   std::vector<std::vector<int>> readers_;  ///< per op output: backwards that read it (at least 1)
   std::vector<edge_info> edges_;
+  std::vector<std::vector<cost_terms>> unary_;  ///< per node: its candidates' own terms (add_nodes)
   choice_problem tied_, untied_;
   mutable std::mutex box_memo_mutex_;
-  mutable std::unordered_map<std::string, boxing_path> box_memo_;
+  std::vector<int> edge_shape_;  ///< per edge: its tensor's id in shapes_
+  mutable std::vector<tensor_shape> shapes_;  ///< the shapes box() has seen, interned
+  mutable std::vector<std::unique_ptr<boxing_graph>> box_graphs_;  ///< per shape id; searches point into them
+  mutable std::unordered_map<std::uint64_t, boxing_tree_search> box_trees_;  ///< searched on demand
+  mutable std::size_t box_tree_bytes_ = 0;
+  mutable std::unordered_map<std::uint64_t, path_summary> box_summaries_;  ///< by (shape, from, to)  ///< by (shape, source, target P axes)
 };
 
 inline void plan_problem::build() {
@@ -583,6 +654,7 @@ inline void plan_problem::build() {
   untied_.set_pair_cost(pair);
   tied_.finalize();
   untied_.finalize();
+  untied_.share_pair_memo(tied_);  // same edges, classes and ports: price each pair once
 }
 
 // Every op's candidates: signatures(op, mesh), or the ones its allow-list names.
@@ -670,16 +742,19 @@ inline std::vector<int> plan_problem::param_tie_keys() const {
 // One node per op and per parameter, with its candidates' own terms; tied by key when param_key
 // is given (the tied problem), each its own group otherwise.
 inline void plan_problem::add_nodes(choice_problem& cp, const std::vector<int>* param_key) {
-  for (int i = 0; i < int(g_.ops.size()); ++i) {
-    std::vector<cost_terms> u;
-    for (int c = 0; c < int(at(op_sigs_, i).size()); ++c) u.push_back(op_terms(i, c));
-    cp.add_node(std::move(u), param_key ? op_key(i) : -1);
+  if (unary_.empty()) {  // priced once, for both problems
+    for (int i = 0; i < int(g_.ops.size()); ++i) {
+      std::vector<cost_terms>& u = unary_.emplace_back();
+      for (int c = 0; c < int(at(op_sigs_, i).size()); ++c) u.push_back(op_terms(i, c));
+    }
+    for (int p = 0; p < int(g_.params.size()); ++p) {
+      std::vector<cost_terms>& u = unary_.emplace_back();
+      for (int c = 0; c < int(at(param_sigs_, p).size()); ++c) u.push_back(param_terms(p, c));
+    }
   }
-  for (int p = 0; p < int(g_.params.size()); ++p) {
-    std::vector<cost_terms> u;
-    for (int c = 0; c < int(at(param_sigs_, p).size()); ++c) u.push_back(param_terms(p, c));
-    cp.add_node(std::move(u), param_key ? at(*param_key, p) : -1);
-  }
+  for (int i = 0; i < int(g_.ops.size()); ++i) cp.add_node(at(unary_, i), param_key ? op_key(i) : -1);
+  for (int p = 0; p < int(g_.params.size()); ++p)
+    cp.add_node(at(unary_, param_node(p)), param_key ? at(*param_key, p) : -1);
 }
 
 // Activation edges (producer -> consumer) and parameter edges (parameter -> user), with edge
@@ -693,10 +768,33 @@ inline void plan_problem::add_edges(const std::vector<int>& param_key) {
     if (fresh) ++next_class;
     return it->second;
   };
-  auto add = [&](edge_info ei, int c) {
+  // Ports: an activation edge's price depends on the producer's output layout and the
+  // consumer's input layout only, a parameter edge's on the parameter's candidate and the user's
+  // compute layout; signatures that agree there share one price (edge_terms). One map per
+  // (op, role, tensor index), registered in both problems under the same id.
+  std::map<std::tuple<int, int, int>, int> port_ids;
+  auto ports = [&](int op, int role, int index) {  // role 0: output, 1: input, 2: parameter
+    auto [it, fresh] = port_ids.try_emplace({op, role, index}, 0);
+    if (!fresh) return it->second;
+    std::vector<nd_sbp> seen;
+    std::vector<int> port_of;
+    for (const signature& sig : at(op_sigs_, op)) {
+      const nd_sbp& l = at(role == 0 ? sig.outputs : role == 1 ? sig.inputs : sig.params, index);
+      const auto f = std::find(seen.begin(), seen.end(), l);
+      port_of.push_back(int(f - seen.begin()));
+      if (f == seen.end()) seen.push_back(l);
+    }
+    it->second = tied_.add_ports(port_of);
+    if (untied_.add_ports(std::move(port_of)) != it->second) detail::fail("port maps out of step");
+    return it->second;
+  };
+  auto add = [&](edge_info ei, int c, int u_ports) {
     edges_.push_back(ei);
-    tied_.add_edge(ei.from_node, ei.to_node, c);
-    untied_.add_edge(ei.from_node, ei.to_node, c);
+    edge_shape_.push_back(shape_id_locked(ei.param ? at(g_.params, ei.from_node - int(g_.ops.size())).shape
+                                                   : at(at(g_.ops, ei.from_node).outputs, ei.producer_output)));
+    const int v_ports = ports(ei.to_node, ei.param ? 2 : 1, ei.tensor_index);
+    tied_.add_edge(ei.from_node, ei.to_node, c, u_ports, v_ports);
+    untied_.add_edge(ei.from_node, ei.to_node, c, u_ports, v_ports);
   };
   for (int i = 0; i < int(g_.ops.size()); ++i) {
     for (std::size_t j = 0; j < at(g_.op_inputs, i).size(); ++j) {
@@ -704,12 +802,13 @@ inline void plan_problem::add_edges(const std::vector<int>& param_key) {
       if (r.op < 0) continue;  // model inputs are loaded in whatever layout the consumer takes
       const bool share = op_key(r.op) >= 0 && op_key(i) >= 0;
       add({r.op, i, false, int(j), r.index},
-          cls({0, op_key(r.op), op_key(i), int(j), r.index, at(g_.block, i) - at(g_.block, r.op)}, share));
+          cls({0, op_key(r.op), op_key(i), int(j), r.index, at(g_.block, i) - at(g_.block, r.op)}, share),
+          ports(r.op, 0, r.index));
     }
     for (std::size_t j = 0; j < at(g_.ops, i).param_ids.size(); ++j) {
       const int p = at(g_.ops, i).param_ids[j];
       const bool share = at(param_key, p) >= 0 && op_key(i) >= 0;
-      add({param_node(p), i, true, int(j), 0}, cls({1, at(param_key, p), op_key(i), int(j), 0, 0}, share));
+      add({param_node(p), i, true, int(j), 0}, cls({1, at(param_key, p), op_key(i), int(j), 0, 0}, share), -1);
     }
   }
 }

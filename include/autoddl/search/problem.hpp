@@ -4,8 +4,10 @@
 // by the pair of picks (boxing between them); nodes of one group pick the same index (identical
 // repeated blocks share a decision). Pair costs are computed on demand and memoised per edge
 // class (edges between corresponding ops of identical blocks share one class).
+#include <algorithm>
 #include <cstddef>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -19,7 +21,9 @@ namespace autoddl {
 struct choice_edge {
   int u = 0;
   int v = 0;
-  int cls = 0;  ///< edges of one class have equal pair costs for equal picks
+  int cls = 0;       ///< edges of one class have equal pair costs for equal picks
+  int u_ports = -1;  ///< port map of u's candidates on this edge (add_ports), -1: every pick its own
+  int v_ports = -1;  ///< likewise for v
 };
 
 class choice_problem {
@@ -35,7 +39,37 @@ class choice_problem {
     return id;
   }
   /// Adds an edge u-v whose cost pair(edge, pick of u, pick of v) is shared by class `cls`.
-  void add_edge(int u, int v, int cls) { edges_.push_back({u, v, cls}); }
+  /// u_ports, v_ports (from add_ports, or -1): which picks of u (of v) the pair cost cannot tell
+  /// apart, so that one price serves them all.
+  void add_edge(int u, int v, int cls, int u_ports = -1, int v_ports = -1) {
+    edges_.push_back({u, v, cls, u_ports, v_ports});
+  }
+  /// Registers a port map: port_of[c] is the port of candidate c on an edge. Two candidates with
+  /// one port must give every pair cost of the edges that use the map equal terms (e.g. two
+  /// signatures of an op with the same output layout, on the edge that carries that output).
+  /// Returns the map's id for add_edge. Example: {0, 1, 0}: candidates 0 and 2 box alike.
+  int add_ports(std::vector<int> port_of) {
+    int n = 0;
+    for (int x : port_of) {
+      if (x < 0) detail::fail("a port map gives every candidate a port of at least 0");
+      n = std::max(n, x + 1);
+    }
+    port_maps_.push_back(std::move(port_of));
+    port_counts_.push_back(n);
+    return int(port_maps_.size()) - 1;
+  }
+  /// The port of candidate c of edge e's end u (side 0) or v (side 1); c itself without a map.
+  int port(int e, int side, int c) const {
+    const choice_edge& ed = at(edges_, e);
+    const int m = side == 0 ? ed.u_ports : ed.v_ports;
+    return m < 0 ? c : at(at(port_maps_, m), c);
+  }
+  /// How many ports edge e's end u (side 0) or v (side 1) has: its candidates without a map.
+  int ports(int e, int side) const {
+    const choice_edge& ed = at(edges_, e);
+    const int m = side == 0 ? ed.u_ports : ed.v_ports;
+    return m < 0 ? candidates(side == 0 ? ed.u : ed.v) : at(port_counts_, m);
+  }
   void set_pair_cost(pair_fn f) { pair_ = std::move(f); }
 
   /// Freezes the groups: call once after the last add_node.
@@ -65,9 +99,25 @@ class choice_problem {
       at(incident_, gu).push_back(int(e));
       if (gv != gu) at(incident_, gv).push_back(int(e));
     }
+    build_group_items();
     int classes = 0;
     for (const auto& e : edges_) classes = std::max(classes, e.cls + 1);
-    memo_.assign(std::size_t(classes), {});
+    memo_ = std::make_shared<pair_memo>(std::size_t(classes));
+    for (const auto& e : edges_)
+      for (int m : {e.u_ports, e.v_ports})
+        if (m >= 0 && at(port_maps_, m).size() != std::size_t(candidates(m == e.u_ports ? e.u : e.v)))
+          detail::fail("a port map must give a port to every candidate of the node it serves");
+  }
+
+  /// Uses o's memo of pair costs from now on (both finalized). @pre o has the same edges with
+  /// the same classes, ports and pair costs, e.g. the same problem with other groups.
+  void share_pair_memo(const choice_problem& o) {
+    if (o.edges_.size() != edges_.size() || !o.memo_ || !memo_ || o.memo_->size() != memo_->size())
+      detail::fail("share_pair_memo needs two finalized problems with the same edges and classes");
+    for (std::size_t e = 0; e < edges_.size(); ++e)
+      if (o.edges_[e].cls != edges_[e].cls || o.ports(int(e), 0) != ports(int(e), 0) || o.ports(int(e), 1) != ports(int(e), 1))
+        detail::fail("share_pair_memo needs two finalized problems with the same edges and classes");
+    memo_ = o.memo_;
   }
 
   int nodes() const { return int(unary_.size()); }
@@ -80,15 +130,27 @@ class choice_problem {
   const std::vector<choice_edge>& edges() const { return edges_; }
   const cost_terms& unary(int node, int c) const { return at(at(unary_, node), c); }
 
-  /// Pair cost of edge e for picks cu (of e.u) and cv (of e.v), memoised per class.
+  /// A group's nodes and incident edges with the repeats folded: `count` items price alike under
+  /// every pick, `item` stands for them (nodes with equal candidate costs; edges of one class
+  /// between the same two groups). Identical repeated blocks tie into one group, so a group of
+  /// 96 layers' q projections prices as one node and a handful of edges, times 96.
+  struct repeated {
+    int item = 0;
+    int count = 1;
+  };
+  const std::vector<repeated>& group_unary_items(int g) const { return at(unary_items_, g); }
+  const std::vector<repeated>& group_edge_items(int g) const { return at(edge_items_, g); }
+
+  /// Pair cost of edge e for picks cu (of e.u) and cv (of e.v), memoised per class and pair of
+  /// ports (picks of one port share the price).
   const cost_terms& pair(int e, int cu, int cv) const {
     const choice_edge& ed = at(edges_, e);
-    auto& m = at(memo_, ed.cls);
-    const int ku = candidates(ed.u), kv = candidates(ed.v);
+    auto& m = at(*memo_, ed.cls);
+    const int ku = ports(e, 0), kv = ports(e, 1);
     if (m.empty()) m.resize(std::size_t(ku) * std::size_t(kv));
     if (m.size() != std::size_t(ku) * std::size_t(kv))
-      detail::fail("edges of one class must join nodes with the same candidate counts");
-    auto& slot = m[std::size_t(cu) * std::size_t(kv) + std::size_t(cv)];
+      detail::fail("edges of one class must join nodes with the same candidate and port counts");
+    auto& slot = m[std::size_t(port(e, 0, cu)) * std::size_t(kv) + std::size_t(port(e, 1, cv))];
     if (!slot) slot = pair_ ? pair_(e, cu, cv) : cost_terms{};
     return *slot;
   }
@@ -106,17 +168,57 @@ class choice_problem {
   std::vector<std::vector<cost_terms>> unary_;
   std::vector<int> group_key_;
   std::vector<choice_edge> edges_;
+  std::vector<std::vector<int>> port_maps_;
+  std::vector<int> port_counts_;
   pair_fn pair_;
   std::vector<int> group_of_;
   std::vector<std::vector<int>> groups_;
   std::vector<std::vector<int>> incident_;
-  mutable std::vector<std::vector<std::optional<cost_terms>>> memo_;
+  std::vector<std::vector<repeated>> unary_items_, edge_items_;
+
+  void build_group_items() {
+    unary_items_.assign(groups_.size(), {});
+    edge_items_.assign(groups_.size(), {});
+    auto same = [](const cost_terms& a, const cost_terms& b) {
+      return a.compute_fwd == b.compute_fwd && a.compute_bwd == b.compute_bwd && a.comm_fwd == b.comm_fwd &&
+             a.comm_bwd == b.comm_bwd && a.comm_grad == b.comm_grad && a.memory == b.memory &&
+             a.transient == b.transient && a.bytes == b.bytes;
+    };
+    for (std::size_t g = 0; g < groups_.size(); ++g) {
+      auto& items = unary_items_[g];
+      for (int n : groups_[g]) {
+        auto f = std::find_if(items.begin(), items.end(), [&](const repeated& r) {
+          return std::equal(unary_[std::size_t(r.item)].begin(), unary_[std::size_t(r.item)].end(),
+                            unary_[std::size_t(n)].begin(), unary_[std::size_t(n)].end(), same);
+        });
+        if (f == items.end()) items.push_back({n, 1});
+        else ++f->count;
+      }
+      auto& eitems = edge_items_[g];
+      for (int e : incident_[g]) {
+        const choice_edge& ed = edges_[std::size_t(e)];
+        auto f = std::find_if(eitems.begin(), eitems.end(), [&](const repeated& r) {
+          const choice_edge& o = edges_[std::size_t(r.item)];
+          return o.cls == ed.cls && group_of_[std::size_t(o.u)] == group_of_[std::size_t(ed.u)] &&
+                 group_of_[std::size_t(o.v)] == group_of_[std::size_t(ed.v)];
+        });
+        if (f == eitems.end()) eitems.push_back({e, 1});
+        else ++f->count;
+      }
+    }
+  }
+  using pair_memo = std::vector<std::vector<std::optional<cost_terms>>>;
+  std::shared_ptr<pair_memo> memo_;  ///< per class, per (port of u, port of v)
 };
 
 /// What the search minimises and what it must respect.
 struct objective {
   std::function<double(const cost_terms&)> time;  ///< predicted step time from the totals
   double memory_limit = 0;                        ///< bytes per device; 0: no limit
+  /// Whether `time` never decreases when a term grows (and terms are never negative), so a
+  /// partial sum of a plan's terms bounds its rank from below and the descent may skip picks by
+  /// that bound. step_time and serial_time are; a made-up objective need not be.
+  bool monotone = false;
 
   bool feasible(const cost_terms& t) const { return memory_limit <= 0 || t.peak_memory() <= memory_limit; }
   /// Infeasible plans rank after feasible ones, by how far they exceed the limit.

@@ -8,7 +8,7 @@
 //               Krizhevsky 2014: convolutions data parallel, fully connected layers model parallel)
 //   exact       series-parallel DP optimum of the additive objective (nothing overlapped)
 //   exhaustive  every tied assignment (tiny models only)
-// optimal_gap: when the DP solves the model within its budget (1 s or 10 % of the search), the
+// optimal_gap: when the DP solves the model within its budget (0.25 s or 10 % of the search), the
 // descent is rerun on the additive objective and compared with the DP optimum,
 // (descent - optimum) / optimum; the DP relaxes the memory limit, so this bounds the true gap
 // from above. Over budget: no gap, and a note says so.
@@ -49,8 +49,11 @@ inline descent_result auto_descent(const plan_problem& pp, const objective& obj,
     for (int gi = 0; gi < t.groups(); ++gi) at(s, gi) = at(ep, t.group_nodes(gi)[0]);
     starts.push_back(std::move(s));
   }
-  descent_result tied = coordinate_descent(t, obj, starts, 1, seed);
-  tied = descend(t, obj, tied.pick, /*joint=*/true);  // joint moves from the best start only
+  // joint moves from every start: one that single moves leave behind can end best (a 3-layer
+  // MLP on 2x2x2, dgx-a100 bf16: 33 % above the optimum with joint moves from the best start only,
+  // 0.01 % with them from every start); each start ends where it would have with joint moves
+  // after the fact, so the best of them is never worse than before
+  const descent_result tied = coordinate_descent(t, obj, starts, 1, seed, /*joint=*/true);
   descent_result best = descend(pp.untied(), obj, pp.untie(tied.pick));
   // An expert plan that still beats the result is descended too, so auto is never predicted
   // slower than any expert plan (descent never makes its start worse).
@@ -86,10 +89,11 @@ inline void solve_auto(const plan_problem& pp, std::uint64_t seed, plan_result& 
 }  // namespace detail
 
 /// The gap of r (an auto plan of pp) on the additive objective, where the exact reference fits
-/// its budget (1 s or 10 % of the search, whichever is longer): the report never costs much
-/// more than the search. Over budget: no gap, and a note says so.
+/// its budget (0.25 s or 10 % of the search, whichever is longer): the report never costs much
+/// more than the search (issue 19: the whole plan of a small model on a 3-D mesh in 0.5 s).
+/// Over budget: no gap, and a note says so.
 inline void attach_optimal_gap(const plan_problem& pp, std::uint64_t seed, plan_result& r) {
-  const double budget = std::max(1.0, 0.1 * r.search_s);
+  const double budget = std::max(0.25, 0.1 * r.search_s);
   const bounded_exact ex = series_parallel_optimum_within(pp.untied(), budget);
   if (ex.result) {
     descent_result ds = detail::auto_descent(pp, pp.serial_objective(), seed, detail::expert_starts(pp));
@@ -97,7 +101,7 @@ inline void attach_optimal_gap(const plan_problem& pp, std::uint64_t seed, plan_
     r.optimal_gap = ex.result->time > 0 ? (got - ex.result->time) / ex.result->time : 0.0;
   } else if (ex.timed_out) {
     r.notes.push_back("no gap to the exact optimum: the series-parallel DP did not finish within its budget of " +
-                      std::to_string(budget).substr(0, 4) + " s (1 s or 10 % of the search)");
+                      std::to_string(budget).substr(0, 4) + " s (0.25 s or 10 % of the search)");
   }
 }
 

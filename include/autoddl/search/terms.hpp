@@ -28,6 +28,20 @@ struct cost_terms {
     return *this;
   }
   friend constexpr cost_terms operator+(cost_terms a, const cost_terms& b) { return a += b; }
+  /// `count` items of terms o: the additive terms times count, the transient once (a max).
+  constexpr cost_terms& add_times(const cost_terms& o, int count) {
+    if (count == 1) return *this += o;
+    const double c = double(count);
+    compute_fwd += c * o.compute_fwd;
+    compute_bwd += c * o.compute_bwd;
+    comm_fwd += c * o.comm_fwd;
+    comm_bwd += c * o.comm_bwd;
+    comm_grad += c * o.comm_grad;
+    memory += c * o.memory;
+    transient = std::max(transient, o.transient);
+    bytes += c * o.bytes;
+    return *this;
+  }
   /// Everything but `transient` subtracts; the caller owns the max of transients.
   constexpr cost_terms& subtract_additive(const cost_terms& o) {
     compute_fwd -= o.compute_fwd;
