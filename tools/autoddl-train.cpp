@@ -165,6 +165,7 @@ prepared prepare(const settings& s, int ranks) {
     p.o.microbatches = s.plan->microbatches;
     p.o.recompute = s.plan->recompute;
     p.o.zero1_layouts = uses_zero1_layouts(strategy);
+    p.o.zero2_layouts = uses_zero2_layouts(strategy);
     check_microbatches(p.o.microbatches, graph_batch(load_model(s.model)));
     p.pp = std::make_unique<plan_problem>(load_model(s.model, p.o.microbatches), p.o);
     p.plan = result_of(*p.pp, pick_of(*p.pp, *s.plan), strategy);

@@ -120,9 +120,10 @@ inline expert_plan make_expert_plan(const plan_problem& pp, expert e, bool sp = 
   std::vector<std::vector<int>> in_edges(std::size_t(cp.nodes()));
   for (std::size_t k = 0; k < cp.edges().size(); ++k) at(in_edges, cp.edges()[k].v).push_back(int(k));
   const bool zero_12 = e == expert::zero && zero_stage < 3;
-  if (zero_12 && zero_stage == 1 && !pp.options().zero1_layouts)
-    detail::fail<layout_error>("zero:stage=1 needs ZeRO-1's layouts in the problem (plan_options::zero1_layouts; "
-                               "plan_micro_batched sets it for that strategy)");
+  if (zero_12 && !(zero_stage == 1 ? pp.options().zero1_layouts : pp.options().zero2_layouts))
+    detail::fail<layout_error>("zero:stage=" + detail::itos(zero_stage) + " needs ZeRO-" + detail::itos(zero_stage) +
+                               "'s layouts in the problem (plan_options::zero" + detail::itos(zero_stage) +
+                               "_layouts; plan_micro_batched sets it for that strategy)");
   auto storage_pick = [&](int p, const nd_sbp& comp) {
     const tensor_shape& shape = at(g.params, p).shape;
     const nd_sbp want = detail::expert_storage(zero_12 ? expert::dp : e, comp, shape, pp.options().mesh);

@@ -95,6 +95,7 @@ inline micro_batched_plan plan_micro_batched(const std::function<graph(int)>& bu
   plan_options planning = base;
   planning.mesh = planning_mesh(s, base.mesh);
   planning.zero1_layouts = base.zero1_layouts || uses_zero1_layouts(s);
+  planning.zero2_layouts = base.zero2_layouts || uses_zero2_layouts(s);
   if (pin.microbatches) check_microbatches(*pin.microbatches, batch);
   const std::vector<int> counts = pin.microbatches ? std::vector<int>{*pin.microbatches} : divisors(batch);
   std::vector<recompute_mode> modes{recompute_mode::none, recompute_mode::selective, recompute_mode::full};
@@ -144,10 +145,11 @@ inline micro_batched_plan plan_micro_batched(const std::function<graph(int)>& bu
       if (more && counts.size() > 1) consider(solve(counts[1], r));
       continue;
     }
-    // over the limit: what shrinks with m (activations) and what does not, from this plan
+    // over the limit: what shrinks with m (activations, and the transient buffers, mostly an
+    // op's backward working set) and what does not, from this plan
     const memory_breakdown mem = first.problem->memory_of(first.result.pick);
-    const double fixed = double(mem.total() - mem.activations);
-    const double act = double(mem.activations) * double(counts.front());
+    const double fixed = double(mem.total() - mem.activations - mem.transient);
+    const double act = double(mem.activations + mem.transient) * double(counts.front());
     consider(std::move(first));
     std::size_t k = 1;
     while (k < counts.size() && fixed + act / double(counts[k]) > limit) ++k;

@@ -7,7 +7,6 @@
 #include <algorithm>
 #include <cstddef>
 #include <functional>
-#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -102,7 +101,8 @@ class choice_problem {
     build_group_items();
     int classes = 0;
     for (const auto& e : edges_) classes = std::max(classes, e.cls + 1);
-    memo_ = std::make_shared<pair_memo>(std::size_t(classes));
+    own_memo_.assign(std::size_t(classes), {});
+    memo_source_ = nullptr;
     for (const auto& e : edges_)
       for (int m : {e.u_ports, e.v_ports})
         if (m >= 0 && at(port_maps_, m).size() != std::size_t(candidates(m == e.u_ports ? e.u : e.v)))
@@ -112,12 +112,12 @@ class choice_problem {
   /// Uses o's memo of pair costs from now on (both finalized). @pre o has the same edges with
   /// the same classes, ports and pair costs, e.g. the same problem with other groups.
   void share_pair_memo(const choice_problem& o) {
-    if (o.edges_.size() != edges_.size() || !o.memo_ || !memo_ || o.memo_->size() != memo_->size())
+    if (o.edges_.size() != edges_.size() || o.memo().size() != memo().size())
       detail::fail("share_pair_memo needs two finalized problems with the same edges and classes");
     for (std::size_t e = 0; e < edges_.size(); ++e)
       if (o.edges_[e].cls != edges_[e].cls || o.ports(int(e), 0) != ports(int(e), 0) || o.ports(int(e), 1) != ports(int(e), 1))
         detail::fail("share_pair_memo needs two finalized problems with the same edges and classes");
-    memo_ = o.memo_;
+    memo_source_ = &o.memo_owner();
   }
 
   int nodes() const { return int(unary_.size()); }
@@ -145,7 +145,7 @@ class choice_problem {
   /// ports (picks of one port share the price).
   const cost_terms& pair(int e, int cu, int cv) const {
     const choice_edge& ed = at(edges_, e);
-    auto& m = at(*memo_, ed.cls);
+    auto& m = at(memo(), ed.cls);
     const int ku = ports(e, 0), kv = ports(e, 1);
     if (m.empty()) m.resize(std::size_t(ku) * std::size_t(kv));
     if (m.size() != std::size_t(ku) * std::size_t(kv))
@@ -208,7 +208,12 @@ class choice_problem {
     }
   }
   using pair_memo = std::vector<std::vector<std::optional<cost_terms>>>;
-  std::shared_ptr<pair_memo> memo_;  ///< per class, per (port of u, port of v)
+  /// Per class, per (port of u, port of v): this problem's own, or (share_pair_memo) the one of
+  /// memo_source_, which must outlive this problem (a plan_problem holds both).
+  mutable pair_memo own_memo_;
+  const choice_problem* memo_source_ = nullptr;
+  const choice_problem& memo_owner() const { return memo_source_ ? memo_source_->memo_owner() : *this; }
+  pair_memo& memo() const { return memo_owner().own_memo_; }
 };
 
 /// What the search minimises and what it must respect.

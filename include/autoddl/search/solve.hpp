@@ -74,7 +74,8 @@ inline std::vector<std::vector<int>> expert_starts(const plan_problem& pp) {
     if (e == expert::two_d && pp.options().mesh.size() != 2) continue;
     expert_picks.push_back(make_expert_plan(pp, e).pick);
   }
-  expert_picks.push_back(make_expert_plan(pp, expert::zero, false, 2).pick);  // ZeRO-2 (ZeRO-1 sends as much, holds more)
+  if (pp.options().zero2_layouts)  // ZeRO-2 (ZeRO-1 sends as much, holds more)
+    expert_picks.push_back(make_expert_plan(pp, expert::zero, false, 2).pick);
   return expert_picks;
 }
 

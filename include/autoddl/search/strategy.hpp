@@ -204,6 +204,11 @@ constexpr bool uses_zero1_layouts(const plan_strategy& s) {
   const auto* z = std::get_if<strategy::zero>(&s);
   return z && z->stage == 1;
 }
+/// Whether s asks for ZeRO-2's parameter layouts (plan_options::zero2_layouts; ZeRO-1 too).
+constexpr bool uses_zero2_layouts(const plan_strategy& s) {
+  const auto* z = std::get_if<strategy::zero>(&s);
+  return z && z->stage <= 2;
+}
 
 /// The tensor-parallel size of a megatron plan on `mesh` (its tp, or the innermost axis).
 constexpr int tensor_parallel_size(const strategy::megatron& m, const mesh_shape& mesh) {

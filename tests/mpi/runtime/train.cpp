@@ -126,7 +126,8 @@ void check_model(const std::string& spec, int plans, optimizer opt, schedule sc 
     o.microbatches = sc.microbatches;
     o.recompute = sc.recompute;
     o.opt = opt;              // priced with the optimizer state the trainer keeps
-    o.zero1_layouts = true;   // random plans draw ZeRO-1's parameter layouts too
+    o.zero1_layouts = true;   // random plans draw ZeRO-1's and ZeRO-2's parameter layouts too
+    o.zero2_layouts = true;
     plan_problem pp(g, o);
     for (int k = 0; k < plans; ++k) {
       const std::uint64_t seed = 1000 * std::uint64_t(ranks) + 17 * std::uint64_t(k) + std::uint64_t(m.size()) +

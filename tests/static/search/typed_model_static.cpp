@@ -33,7 +33,7 @@ static_assert(megatron_mlp::boxings[0].producer.view() == "linear3" && megatron_
 
 // priced by the compiler: the all-reduce of a [8,128,256] fp32 tensor held 2 ways (T = 512 KiB)
 // over 4 devices moves 2*3/4*T = 786432 bytes per device, forward, and again for its gradient.
-constexpr device_mesh dgx_2x4{{2, 4}, {link{5e-6, 12.5e9, "ib"}, link{2e-6, 150e9, "nvlink"}}};
+constexpr device_mesh dgx_2x4{{2, 4}, {autoddl::link{5e-6, 12.5e9, "ib"}, autoddl::link{2e-6, 150e9, "nvlink"}}};
 static_assert(static_boxing_bytes<megatron_mlp>(dgx_2x4) == 2 * 786432);
 
 // One vocabulary, two binding times: the compile-time candidate list is the runtime one.

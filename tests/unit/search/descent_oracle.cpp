@@ -26,6 +26,8 @@
 
 #include "autoddl/search/coordinate_descent.hpp"
 
+#include "terms_oracle.hpp"
+
 using namespace autoddl;
 
 namespace {
@@ -117,16 +119,7 @@ choice_problem make_problem(const std::shared_ptr<const tables>& t, bool tie) {
 // Totals of a per-group pick, from the tables: additive terms summed, transient the max.
 cost_terms totals_of(const tables& t, const std::vector<int>& pick) {
   cost_terms s;
-  auto add = [&](const cost_terms& x) {
-    s.compute_fwd += x.compute_fwd;
-    s.compute_bwd += x.compute_bwd;
-    s.comm_fwd += x.comm_fwd;
-    s.comm_bwd += x.comm_bwd;
-    s.comm_grad += x.comm_grad;
-    s.memory += x.memory;
-    s.bytes += x.bytes;
-    s.transient = std::max(s.transient, x.transient);
-  };
+  auto add = [&](const cost_terms& x) { test::add_terms(s, x); };
   auto at = [&](int node) { return std::size_t(pick[std::size_t(t.group[std::size_t(node)])]); };
   for (std::size_t i = 0; i < t.unary.size(); ++i) add(t.unary[i][at(int(i))]);
   for (std::size_t e = 0; e < t.edges.size(); ++e) add(t.pair[e][at(t.edges[e].first)][at(t.edges[e].second)]);

@@ -317,6 +317,7 @@ TEST_CASE("ZeRO stages 1, 2 and 3 hold the paper's model-state bytes; 1 and 2 se
     bare.hw = load_hardware("dgx-a100");
     plan_problem no_zero1(build_model("mlp:layers=2,hidden=16,batch=8,in=8,out=4"), bare);
     CHECK_THROWS_WITH(solve_plan(no_zero1, parse_strategy("zero:stage=1")), ContainsSubstring("needs ZeRO-1's layouts"));
+    CHECK_THROWS_WITH(solve_plan(no_zero1, parse_strategy("zero:stage=2")), ContainsSubstring("needs ZeRO-2's layouts"));
   }
 
   const graph g = build_model("mlp:layers=3,hidden=64,batch=16,in=16,out=8");
@@ -329,7 +330,7 @@ TEST_CASE("ZeRO stages 1, 2 and 3 hold the paper's model-state bytes; 1 and 2 se
   o.type = dtype::bf16;
   o.opt = optimizer::adam;
   o.memory_limit = 1e30;
-  o.zero1_layouts = true;  // (plan_micro_batched sets it for zero:stage=1)
+  o.zero1_layouts = o.zero2_layouts = true;  // (plan_micro_batched sets them for zero:stage=1 and 2)
   plan_problem pp(g, o);
   struct expected {
     const char* strategy;
@@ -352,6 +353,6 @@ TEST_CASE("ZeRO stages 1, 2 and 3 hold the paper's model-state bytes; 1 and 2 se
   // stage 3 gathers each weight once per step and keeps the copy to its backward (the paper
   // gathers twice, 1.5x): an all-gather and a reduce-scatter, as much again
   CHECK(solve_plan(pp, parse_strategy("zero")).totals.bytes == dp_bytes);
-  // the search starts from ZeRO-2 too: never worse than it
+  // offered ZeRO-2's layouts, the search starts from that plan too: never worse than it
   CHECK(solve_plan(pp, strategy::automatic{}).time <= solve_plan(pp, parse_strategy("zero:stage=2")).time * (1 + 1e-9));
 }

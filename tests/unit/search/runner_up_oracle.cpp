@@ -17,22 +17,15 @@
 #include "autoddl/models/zoo.hpp"
 #include "autoddl/search/solve.hpp"
 
+#include "terms_oracle.hpp"
+
 using namespace autoddl;
 
 namespace {
 
 cost_terms totals_of(const choice_problem& p, const std::vector<int>& pick) {
   cost_terms s;
-  auto add = [&](const cost_terms& x) {
-    s.compute_fwd += x.compute_fwd;
-    s.compute_bwd += x.compute_bwd;
-    s.comm_fwd += x.comm_fwd;
-    s.comm_bwd += x.comm_bwd;
-    s.comm_grad += x.comm_grad;
-    s.memory += x.memory;
-    s.bytes += x.bytes;
-    s.transient = std::max(s.transient, x.transient);
-  };
+  auto add = [&](const cost_terms& x) { test::add_terms(s, x); };
   for (int i = 0; i < p.nodes(); ++i) add(p.unary(i, pick[std::size_t(i)]));
   for (std::size_t e = 0; e < p.edges().size(); ++e) {
     const choice_edge& ed = p.edges()[e];

@@ -18,6 +18,8 @@
 #include "autoddl/search/coordinate_descent.hpp"
 #include "autoddl/search/exact.hpp"
 
+#include "terms_oracle.hpp"
+
 using namespace autoddl;
 
 namespace {
@@ -196,16 +198,7 @@ choice_problem make_problem(const std::shared_ptr<const tables>& t, bool tie, bo
 // Totals of a per-node pick straight from the tables: additive terms summed, transient the max.
 cost_terms brute_totals(const tables& t, const std::vector<int>& node_pick) {
   cost_terms s;
-  auto add = [&](const cost_terms& x) {
-    s.compute_fwd += x.compute_fwd;
-    s.compute_bwd += x.compute_bwd;
-    s.comm_fwd += x.comm_fwd;
-    s.comm_bwd += x.comm_bwd;
-    s.comm_grad += x.comm_grad;
-    s.memory += x.memory;
-    s.bytes += x.bytes;
-    s.transient = std::max(s.transient, x.transient);
-  };
+  auto add = [&](const cost_terms& x) { test::add_terms(s, x); };
   for (std::size_t n = 0; n < node_pick.size(); ++n) add(t.unary[n % std::size_t(t.width)][std::size_t(node_pick[n])]);
   for (std::size_t e = 0; e < t.edges.size(); ++e) {
     const auto [u, v] = t.edges[e];
