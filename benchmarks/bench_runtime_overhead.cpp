@@ -121,10 +121,7 @@ struct hand_mlp {
 }  // namespace
 
 int main(int argc, char** argv) {
-  autoddl::mpi::init(&argc, &argv);
-  int rank = 0, ranks = 1;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &ranks);
+  const auto [rank, ranks] = autoddl::mpi::init(&argc, &argv);
   const int rc = tools::guarded("bench_runtime_overhead", [&] {
     std::int64_t a[5] = {4, 1024, 256, 1024, 16};
     int rounds = 10, warmup = 2, given = 0;

@@ -160,10 +160,7 @@ void print_breakdown(const std::vector<runnable>& rows) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  autoddl::mpi::init(&argc, &argv);
-  int rank = 0, ranks = 1;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &ranks);
+  const auto [rank, ranks] = autoddl::mpi::init(&argc, &argv);
   const int rc = tools::guarded("bench_step_prediction", [&] {
     const options o = parse(argc, argv);
     std::vector<mesh_shape> meshes{mesh_shape{ranks}};

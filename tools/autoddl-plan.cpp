@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -96,34 +97,154 @@ void diff_plans(const std::string& a_path, const std::string& b_path, bool json)
              pct(pa.peak_bytes, pb.peak_bytes));
 }
 
+// Builds the model at a micro-batch count (what plan_micro_batched searches over).
+using graph_builder = std::function<graph(int)>;
+
+// The command line, as given.
+struct plan_cli {
+  std::string model, mesh = "8", hardware = "dgx1-v100", dtype = "fp32", memory, strategy = "auto", compare, svg,
+                     optimizer = "adam", microbatches = "auto", recompute = "auto", out, export_model;
+  std::vector<std::string> diff;
+  bool json = false, no_overlap = false, all_ops = false;
+  std::uint64_t seed = 1;
+};
+
+void add_options(CLI::App& app, plan_cli& c) {
+  app.add_option("--model", c.model, "NAME:key=value,... (gpt, bert, vgg11, vgg13, vgg16, vgg19, mlp)");
+  app.add_option("--mesh", c.mesh, "device mesh, e.g. 8, 2x4, 2x2x2");
+  app.add_option("--hardware", c.hardware, "a preset name or a hardware JSON file");
+  app.add_option("--dtype", c.dtype, "fp32, fp16 or bf16");
+  app.add_option("--memory-limit", c.memory, "bytes per device, e.g. 32GiB (default: the device's memory)");
+  app.add_option("--strategy", c.strategy,
+                 std::string(autoddl::tools::strategies_help) + ", exact or exhaustive");
+  app.add_option("--microbatches", c.microbatches,
+                 "micro-batches per step (gradient accumulation): auto or a divisor of the batch");
+  app.add_option("--recompute", c.recompute, "activation recomputation of repeated blocks: auto, none, selective or full");
+  app.add_option("--compare", c.compare, "comma-separated plans to compare against, e.g. dp,megatron:tp=4");
+  app.add_option("--optimizer", c.optimizer, "adam or sgd-momentum");
+  app.add_option("--seed", c.seed, "seed of the random starts");
+  app.add_flag("--no-overlap", c.no_overlap, "price gradient sync without overlapping backward compute");
+  app.add_flag("--json", c.json, "print one JSON object");
+  app.add_flag("--all-ops", c.all_ops, "print every op (by default repeated blocks laid out alike print once)");
+  app.add_option("--svg", c.svg, "write a picture of the plan to this file");
+  app.add_option("--out", c.out, "write the plan to this file (JSON: layouts of every op and parameter, schedule, predictions)");
+  app.add_option("--export-model", c.export_model, "write the model as a model file (JSON graph: --model path.json reads it)");
+  app.add_option("--diff", c.diff, "compare two plan files: --diff a.json b.json")->expected(2);
+}
+
+// Writes `text` to `path`, or says which of `what` could not be written.
+void write_file(const std::string& path, const std::string& what, const std::string& text) {
+  std::ofstream f(path);
+  if (!f) throw error("cannot write " + what + " to '" + path + "'");
+  f << text;
+  if (!f) throw error("cannot write " + what + " to '" + path + "'");
+}
+
+plan_options options_of(const plan_cli& c) {
+  plan_options o;
+  o.mesh = parse_mesh(c.mesh);
+  o.hw = load_hardware(c.hardware);
+  o.type = parse_dtype(c.dtype);
+  o.opt = parse_optimizer(c.optimizer);
+  if (!c.memory.empty()) o.memory_limit = autoddl::tools::parse_bytes(c.memory);
+  if (c.no_overlap) o.overlap = overlap_rule::none;
+  return o;
+}
+
+step_settings pinned_settings(const plan_cli& c) {
+  step_settings pin;
+  if (c.microbatches != "auto") pin.microbatches = autoddl::tools::parse_count("--microbatches", c.microbatches);
+  if (c.recompute != "auto") pin.recompute = parse_recompute(c.recompute);
+  return pin;
+}
+
+// The search found no plan under the memory limit: one sentence saying what takes the memory and
+// the smallest mesh of the same shape that fits, if any.
+[[noreturn]] void no_plan_fits(const micro_batched_plan& best, const graph_builder& build, std::int64_t batch,
+                               const plan_options& o, const step_settings& pin, const plan_cli& c) {
+  const plan_problem& pp = *best.problem;
+  const plan_result& r = best.result;
+  std::string msg = "no plan fits the memory limit of " + si(pp.make_objective().memory_limit, "B") +
+                    " per device, even with micro-batches and recomputation (the best needs " +
+                    si(r.totals.peak_memory(), "B") + ", most of it " + largest_memory_term(pp.memory_of(r.pick)) + ")";
+  if (const std::optional<mesh_shape> bigger = smallest_fitting_mesh(build, batch, o, pin, c.seed))
+    msg += "; the smallest mesh like " + c.mesh + " that fits is " + to_string(*bigger);
+  else
+    msg += "; raise --memory-limit, use a larger mesh or a smaller model";
+  throw error(msg);
+}
+
+// The --compare plans, each with its own knobs (open ones chosen as for auto), and the ones the
+// mesh or model cannot take, with the reason.
+struct compared_plans {
+  std::vector<std::pair<std::string, plan_result>> plans;
+  std::vector<std::pair<std::string, std::string>> not_applicable;
+};
+
+compared_plans compare_plans(const plan_cli& c, const graph_builder& build, std::int64_t batch,
+                             const plan_options& o) {
+  compared_plans out;
+  for (const plan_strategy& s : parse_strategy_list(c.compare)) {
+    try {
+      out.plans.push_back({to_string(s), plan_micro_batched(build, batch, o, s, {}, c.seed).result});
+    } catch (const error& e) {
+      out.not_applicable.push_back({to_string(s), e.what()});
+    }
+  }
+  return out;
+}
+
+void print_plan(const plan_cli& c, const plan_problem& pp, const plan_result& r, const std::vector<plan_row>& rows,
+                const compared_plans& cmp) {
+  if (c.json) {
+    auto j = plan_json(pp, r, rows, c.model, c.hardware);
+    if (!cmp.plans.empty() || !cmp.not_applicable.empty()) {
+      nlohmann::json all = nlohmann::json::object();
+      for (const auto& [name, o2] : cmp.plans)
+        all[name] = {{"applicable", true},
+                     {"predicted_step_s", o2.time},
+                     {"speedup", o2.time / r.time},
+                     {"feasible", o2.feasible},
+                     {"comm_bytes_per_device", o2.totals.bytes},
+                     {"memory_bytes_per_device", o2.totals.peak_memory()}};
+      for (const auto& [name, why] : cmp.not_applicable) all[name] = {{"applicable", false}, {"reason", why}};
+      j["compare"] = all;
+    }
+    std::puts(j.dump(2).c_str());
+    return;
+  }
+  print_human(pp, r, rows, c.model, c.hardware, c.all_ops);
+  for (const auto& [name, o2] : cmp.plans)
+    fmt::print("vs {:<9} predicted step {:>10}  -> {} is {:.2f}x faster{}\n", name, seconds(o2.time), to_string(r.strategy),
+               o2.time / r.time, o2.feasible ? "" : " (that plan is over the memory limit)");
+  for (const auto& [name, why] : cmp.not_applicable) fmt::print("vs {:<9} not applicable: {}\n", name, why);
+}
+
+// Plans c.model as asked, writes the files asked for and prints the plan.
+void plan_model(const plan_cli& c) {
+  if (c.model.empty()) throw error("--model is required (or --diff a.json b.json)");
+  if (!c.export_model.empty()) write_file(c.export_model, "the model", model_file_json(load_model(c.model)).dump(1) + "\n");
+  const plan_strategy chosen = parse_strategy(c.strategy);
+  const plan_options o = options_of(c);
+  const step_settings pin = pinned_settings(c);
+  const std::int64_t batch = graph_batch(load_model(c.model));
+  const graph_builder build = [&](int m) { return load_model(c.model, m); };
+  const micro_batched_plan best = plan_micro_batched(build, batch, o, chosen, pin, c.seed);
+  if (!best.result.feasible && std::holds_alternative<strategy::automatic>(chosen)) no_plan_fits(best, build, batch, o, pin, c);
+  const compared_plans cmp = compare_plans(c, build, batch, o);
+  const plan_problem& pp = *best.problem;
+  const auto rows = plan_rows(pp, best.result);
+  if (!c.out.empty()) write_file(c.out, "the plan", plan_file_json(pp, best.result, c.model, c.hardware).dump(1) + "\n");
+  if (!c.svg.empty()) write_file(c.svg, "the picture", plan_svg(pp, best.result, rows, cmp.plans));
+  print_plan(c, pp, best.result, rows, cmp);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"autoddl-plan: find, price and explain the distributed layout plan of a model on a device mesh"};
-  std::string model, mesh = "8", hardware = "dgx1-v100", dtype_s = "fp32", memory, strategy = "auto", compare, svg,
-                     optimizer_s = "adam", microbatches_s = "auto", recompute_s = "auto", out, export_model;
-  std::vector<std::string> diff;
-  bool json = false, no_overlap = false, all_ops = false;
-  std::uint64_t seed = 1;
-  app.add_option("--model", model, "NAME:key=value,... (gpt, bert, vgg11, vgg13, vgg16, vgg19, mlp)");
-  app.add_option("--mesh", mesh, "device mesh, e.g. 8, 2x4, 2x2x2");
-  app.add_option("--hardware", hardware, "a preset name or a hardware JSON file");
-  app.add_option("--dtype", dtype_s, "fp32, fp16 or bf16");
-  app.add_option("--memory-limit", memory, "bytes per device, e.g. 32GiB (default: the device's memory)");
-  app.add_option("--strategy", strategy,
-                 "auto, dp, megatron[:tp=T,dp=D,mbs=B,recompute=R,sp=1], zero, owt, 2d, exact or exhaustive");
-  app.add_option("--microbatches", microbatches_s, "micro-batches per step (gradient accumulation): auto or a divisor of the batch");
-  app.add_option("--recompute", recompute_s, "activation recomputation of repeated blocks: auto, none, selective or full");
-  app.add_option("--compare", compare, "comma-separated plans to compare against, e.g. dp,megatron:tp=4");
-  app.add_option("--optimizer", optimizer_s, "adam or sgd-momentum");
-  app.add_option("--seed", seed, "seed of the random starts");
-  app.add_flag("--no-overlap", no_overlap, "price gradient sync without overlapping backward compute");
-  app.add_flag("--json", json, "print one JSON object");
-  app.add_flag("--all-ops", all_ops, "print every op (by default repeated blocks laid out alike print once)");
-  app.add_option("--svg", svg, "write a picture of the plan to this file");
-  app.add_option("--out", out, "write the plan to this file (JSON: layouts of every op and parameter, schedule, predictions)");
-  app.add_option("--export-model", export_model, "write the model as a model file (JSON graph: --model path.json reads it)");
-  app.add_option("--diff", diff, "compare two plan files: --diff a.json b.json")->expected(2);
+  plan_cli c;
+  add_options(app, c);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp&) {
@@ -134,89 +255,9 @@ int main(int argc, char** argv) {
     return 2;
   }
   return autoddl::tools::guarded("autoddl-plan", [&] {
-    if (!diff.empty()) {
-      diff_plans(diff.at(0), diff.at(1), json);
-      return;
-    }
-    if (model.empty()) throw error("--model is required (or --diff a.json b.json)");
-    if (!export_model.empty()) {
-      std::ofstream f(export_model);
-      if (!f) throw error("cannot write the model to '" + export_model + "'");
-      f << model_file_json(load_model(model)).dump(1) << "\n";
-      if (!f) throw error("cannot write the model to '" + export_model + "'");
-    }
-    const plan_strategy chosen = parse_strategy(strategy);
-    const std::vector<plan_strategy> compared = parse_strategy_list(compare);
-    plan_options o;
-    o.mesh = parse_mesh(mesh);
-    o.hw = load_hardware(hardware);
-    o.type = parse_dtype(dtype_s);
-    o.opt = parse_optimizer(optimizer_s);
-    if (!memory.empty()) o.memory_limit = autoddl::tools::parse_bytes(memory);
-    if (no_overlap) o.overlap = overlap_rule::none;
-    step_settings pin;
-    if (microbatches_s != "auto") pin.microbatches = autoddl::tools::parse_count("--microbatches", microbatches_s);
-    if (recompute_s != "auto") pin.recompute = parse_recompute(recompute_s);
-    const std::int64_t batch = graph_batch(load_model(model));
-    auto build = [&](int m) { return load_model(model, m); };
-    micro_batched_plan chosen_plan = plan_micro_batched(build, batch, o, chosen, pin, seed);
-    const plan_problem& pp = *chosen_plan.problem;
-    plan_result r = chosen_plan.result;
-    auto rows = plan_rows(pp, r);
-    if (!r.feasible && std::holds_alternative<strategy::automatic>(chosen)) {
-      const memory_breakdown mem = pp.memory_of(r.pick);
-      std::string msg = "no plan fits the memory limit of " + si(pp.make_objective().memory_limit, "B") +
-                        " per device, even with micro-batches and recomputation (the best needs " +
-                        si(r.totals.peak_memory(), "B") + ", most of it " + largest_memory_term(mem) + ")";
-      if (const std::optional<mesh_shape> bigger = smallest_fitting_mesh(build, batch, o, pin, seed))
-        msg += "; the smallest mesh like " + mesh + " that fits is " + to_string(*bigger);
-      else
-        msg += "; raise --memory-limit, use a larger mesh or a smaller model";
-      throw error(msg);
-    }
-    std::vector<std::pair<std::string, plan_result>> others;
-    std::vector<std::pair<std::string, std::string>> not_applicable;  // a plan the mesh or model cannot take, and why
-    std::vector<micro_batched_plan> compared_plans;  // each with its own knobs; open ones chosen as for auto
-    for (const plan_strategy& c : compared) {
-      try {
-        compared_plans.push_back(plan_micro_batched(build, batch, o, c, {}, seed));
-        others.push_back({to_string(c), compared_plans.back().result});
-      } catch (const error& e) {
-        not_applicable.push_back({to_string(c), e.what()});
-      }
-    }
-    if (!out.empty()) {
-      std::ofstream f(out);
-      if (!f) throw error("cannot write the plan to '" + out + "'");
-      f << plan_file_json(pp, r, model, hardware).dump(1) << "\n";
-      if (!f) throw error("cannot write the plan to '" + out + "'");
-    }
-    if (!svg.empty()) {
-      std::ofstream f(svg);
-      if (!f) throw error("cannot write the picture to '" + svg + "'");
-      f << plan_svg(pp, r, rows, others);
-    }
-    if (json) {
-      auto j = plan_json(pp, r, rows, model, hardware);
-      if (!others.empty() || !not_applicable.empty()) {
-        nlohmann::json c = nlohmann::json::object();
-        for (const auto& [name, o2] : others)
-          c[name] = {{"applicable", true},
-                     {"predicted_step_s", o2.time},
-                     {"speedup", o2.time / r.time},
-                     {"feasible", o2.feasible},
-                     {"comm_bytes_per_device", o2.totals.bytes},
-                     {"memory_bytes_per_device", o2.totals.peak_memory()}};
-        for (const auto& [name, why] : not_applicable) c[name] = {{"applicable", false}, {"reason", why}};
-        j["compare"] = c;
-      }
-      std::puts(j.dump(2).c_str());
-    } else {
-      print_human(pp, r, rows, model, hardware, all_ops);
-      for (const auto& [name, o2] : others)
-        fmt::print("vs {:<9} predicted step {:>10}  -> {} is {:.2f}x faster{}\n", name, seconds(o2.time), to_string(r.strategy),
-                   o2.time / r.time, o2.feasible ? "" : " (that plan is over the memory limit)");
-      for (const auto& [name, why] : not_applicable) fmt::print("vs {:<9} not applicable: {}\n", name, why);
-    }
+    if (!c.diff.empty())
+      diff_plans(c.diff.at(0), c.diff.at(1), c.json);
+    else
+      plan_model(c);
   });
 }

@@ -483,19 +483,12 @@ int train_on_device(const settings& s, const prepared& p, int rank, int ranks) {
   return train(s, p, rank, ranks, dev, comm, comm);
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  autoddl::mpi::init(&argc, &argv);
-  int rank = 0, ranks = 1;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &ranks);
-  settings s;
-  CLI::App app{"autoddl-train: plan a model and train it on MPI ranks with that plan"};
+// The command line's options, read into s.
+void add_options(CLI::App& app, settings& s) {
   app.add_option("--model", s.model, "NAME:key=value,... (gpt, bert, vgg11, vgg13, vgg16, vgg19, mlp); optional with --plan");
   app.add_option("--mesh", s.mesh, "device mesh, one device per MPI rank, e.g. 4 or 2x2");
   app.add_option("--strategy", s.strategy,
-                 "auto, dp, megatron[:tp=T,dp=D,mbs=B,recompute=R,sp=1], zero, owt, 2d or exact");
+                 std::string(autoddl::tools::strategies_help) + " or exact");
   app.add_option("--hardware", s.hardware, "the profile the plan is priced with (default cpu-local)");
   app.add_option("--steps", s.steps, "training steps");
   app.add_option("--lr", s.lr, "learning rate (default 1e-3; 3e-3 with --data)");
@@ -521,6 +514,15 @@ int main(int argc, char** argv) {
                  "continue from a checkpoint folder, or the newest complete one under a folder; --steps counts all steps");
   app.add_option("--inject-failure", s.inject_failure, "make this rank fail during step 2 (tests the abort path)")
       ->group("");  // hidden
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const auto [rank, ranks] = autoddl::mpi::init(&argc, &argv);
+  settings s;
+  CLI::App app{"autoddl-train: plan a model and train it on MPI ranks with that plan"};
+  add_options(app, s);
   int code = 0;
   try {
     app.parse(argc, argv);

@@ -1,8 +1,10 @@
 #pragma once
-// Element access by a signed index. autoddl counts ops, parameters, candidates and mesh axes
-// with int (negative values mean "none", as in tensor_ref::op), while the standard containers
-// index with std::size_t: at(v, i) is v[i] with the conversion written once, here.
-//   at(g.ops, i).name  ==  g.ops[std::size_t(i)].name
+// Element access and sizes by a signed index. autoddl counts ops, parameters, candidates and mesh
+// axes with int (negative values mean "none", as in tensor_ref::op), while the standard
+// containers index and size with std::size_t: the conversion is written once, here.
+//   at(g.ops, i).name    ==  g.ops[std::size_t(i)].name
+//   resize(v, nops)      ==  v.resize(std::size_t(nops))
+//   assign(v, nops, 0)   ==  v.assign(std::size_t(nops), 0)
 #include <concepts>
 #include <cstddef>
 
@@ -13,6 +15,18 @@ namespace autoddl {
 template <class Container, std::integral I>
 constexpr decltype(auto) at(Container& v, I i) {
   return v[static_cast<std::size_t>(i)];
+}
+
+/// v.resize(n) for a signed or unsigned count. @pre n >= 0
+template <class Container, std::integral I>
+constexpr void resize(Container& v, I n) {
+  v.resize(static_cast<std::size_t>(n));
+}
+
+/// v.assign(n, x): n copies of x, for a signed or unsigned count. @pre n >= 0
+template <class Container, std::integral I, class T>
+constexpr void assign(Container& v, I n, const T& x) {
+  v.assign(static_cast<std::size_t>(n), x);
 }
 
 }  // namespace autoddl

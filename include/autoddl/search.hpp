@@ -5,6 +5,7 @@
 #include "autoddl/search/exact.hpp"
 #include "autoddl/search/kernel_prices.hpp"
 #include "autoddl/search/experts.hpp"
+#include "autoddl/search/plan_paths.hpp"
 #include "autoddl/search/planner.hpp"
 #include "autoddl/search/problem.hpp"
 #include "autoddl/search/report.hpp"

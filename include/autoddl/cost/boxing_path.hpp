@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "autoddl/index.hpp"
 #include "autoddl/sbp/boxing.hpp"
 #include "autoddl/sbp/layout.hpp"
 
@@ -31,7 +32,7 @@ struct boxing_path {
   constexpr int size() const { return n; }
   constexpr const boxing_step* begin() const { return steps.data(); }
   constexpr const boxing_step* end() const { return steps.data() + n; }
-  constexpr const boxing_step& operator[](int i) const { return steps[std::size_t(i)]; }
+  constexpr const boxing_step& operator[](int i) const { return at(steps, i); }
   /// Bytes one device sends over the whole path.
   constexpr std::int64_t bytes_per_device() const {
     std::int64_t b = 0;
@@ -88,11 +89,11 @@ struct boxing_tree {
   }
   /// The single-axis step into state v from its prev.
   constexpr boxing_step step_into(int v) const {
-    const int axis = prev_axis[std::size_t(v)];
+    const int axis = at(prev_axis, v);
     int c = v;
     for (int i = 0; i < axis; ++i) c /= alphabet;
     c %= alphabet;
-    return make_step(decode(prev[std::size_t(v)]), mesh, axis, c == 0 ? B : c == 1 ? P : S(c - 2),
+    return make_step(decode(at(prev, v)), mesh, axis, c == 0 ? B : c == 1 ? P : S(c - 2),
                      shape.elements() * elem_bytes, elem_bytes);
   }
   /// The cheapest path to `to` (cost = its distance under the tree's step cost).
@@ -108,16 +109,16 @@ struct boxing_tree {
     boxing_path out;
     const int src = encode(from), dst = encode(to);
     if (src == dst) return out;
-    if (dist[std::size_t(dst)] == std::numeric_limits<double>::infinity())
+    if (at(dist, dst) == std::numeric_limits<double>::infinity())
       detail::fail<layout_error>("no exact boxing path from " + to_string(from) + " to " + to_string(to) +
                                  " on mesh " + to_string(mesh) + " for shape " + to_string(shape));
     int len = 0;
-    for (int v = dst; v != src; v = prev[std::size_t(v)]) ++len;
+    for (int v = dst; v != src; v = at(prev, v)) ++len;
     if (len > max_boxing_steps) detail::fail<layout_error>("boxing path longer than max_boxing_steps");
     out.n = len;
-    out.cost = dist[std::size_t(dst)];
-    for (int v = dst, i = len - 1; v != src; v = prev[std::size_t(v)], --i)
-      out.steps[std::size_t(i)] = step_into(v);
+    out.cost = at(dist, dst);
+    for (int v = dst, i = len - 1; v != src; v = at(prev, v), --i)
+      at(out.steps, i) = step_into(v);
     return out;
   }
 };
@@ -130,98 +131,19 @@ constexpr unsigned partial_axes_of(const nd_sbp& v) {
   return m;
 }
 
-namespace detail {
-
-/// Dijkstra from `from` over exact single-axis steps; stops once state `stop` is finished
-/// (-1: searches every reachable state).
-template <class StepCost>
-constexpr boxing_tree boxing_search(const nd_sbp& from, unsigned partial_axes, const mesh_shape& mesh,
-                                    const tensor_shape& shape, int elem_bytes, StepCost& cost, int stop) {
-  const int k = mesh.size();
-  boxing_tree t{from, partial_axes, mesh, shape, elem_bytes, 2 + shape.rank(), {}, {}, {}};
-  const int a = t.alphabet;
-  auto letter = [](int c) { return c == 0 ? B : c == 1 ? P : S(c - 2); };
-  int states = 1;
-  for (int i = 0; i < k; ++i) states *= a;
-  const std::int64_t total = shape.elements() * elem_bytes;
-  constexpr double inf = std::numeric_limits<double>::infinity();
-  t.dist.assign(std::size_t(states), inf);
-  t.prev.assign(std::size_t(states), -1);
-  t.prev_axis.assign(std::size_t(states), 0);
-  std::vector<std::int8_t> divides_state(std::size_t(states), -1);  // divides(shape, state): -1 not yet known
-  auto fits_shape = [&](int id) {
-    auto& f = divides_state[std::size_t(id)];
-    if (f < 0) f = divides(shape, layout{t.decode(id), mesh}) ? 1 : 0;
-    return f == 1;
-  };
-  int place[max_mesh_axes] = {};  // alphabet^axis: a state id's digit of each axis
-  for (int i = 0, w = 1; i < k; ++i, w *= a) place[i] = w;
-  std::vector<int> detours(std::size_t(states), 0);  // tie-break: steps into P the target lacks
-  std::vector<char> done(std::size_t(states), 0);
-  const int src = t.encode(from);
-  t.dist[std::size_t(src)] = 0;
-  // The next state is the unfinished one of least (distance, detours, id): a binary heap of
-  // (distance, detours, id) entries, an entry dropped when popped stale (its state finished or
-  // improved since). The order is the same as a scan over all states, so are the paths.
-  struct entry {
-    double d;
-    int detours, id;
-  };
-  auto later = [](const entry& x, const entry& y) {  // heap order: the least entry on top
-    if (x.d != y.d) return x.d > y.d;
-    if (x.detours != y.detours) return x.detours > y.detours;
-    return x.id > y.id;
-  };
-  std::vector<entry> heap{{0.0, 0, src}};
-  while (true) {
-    int u = -1;
-    while (!heap.empty()) {
-      std::pop_heap(heap.begin(), heap.end(), later);
-      const entry e = heap.back();
-      heap.pop_back();
-      if (!done[std::size_t(e.id)] && e.d == t.dist[std::size_t(e.id)] && e.detours == detours[std::size_t(e.id)]) {
-        u = e.id;
-        break;
-      }
-    }
-    if (u < 0 || u == stop) break;
-    done[std::size_t(u)] = 1;
-    const nd_sbp su = t.decode(u);
-    for (int axis = 0; axis < k; ++axis) {
-      for (int c = 0; c < a; ++c) {
-        sbp to = letter(c);
-        if (to == su[axis] || !single_axis_step_exact(su, axis, to)) continue;
-        const int v = u + (c - u / place[axis] % a) * place[axis];
-        if (!fits_shape(v)) continue;
-        boxing_step st = make_step(su, mesh, axis, to, total, elem_bytes);
-        double d = t.dist[std::size_t(u)] + double(cost(st));
-        int dt = detours[std::size_t(u)] + (to.is_partial() && !(partial_axes >> axis & 1u) ? 1 : 0);
-        if (d < t.dist[std::size_t(v)] || (d == t.dist[std::size_t(v)] && dt < detours[std::size_t(v)])) {
-          t.dist[std::size_t(v)] = d;
-          detours[std::size_t(v)] = dt;
-          t.prev[std::size_t(v)] = u;
-          t.prev_axis[std::size_t(v)] = std::int8_t(axis);
-          heap.push_back({d, dt, v});
-          std::push_heap(heap.begin(), heap.end(), later);
-        }
-      }
-    }
-  }
-  return t;
-}
-
-}  // namespace detail
+/// One exact single-axis step of a boxing search: into state `to`, changing `axis`.
+struct boxing_arc {
+  int to = 0;  ///< state id (boxing_tree::encode)
+  int axis = 0;
+  bool into_p = false;  ///< the step makes `axis` P
+  double cost = 0;
+};
 
 /// Every exact single-axis step between the nd-SBPs that divide one shape on one mesh, priced
 /// once: the graph a boxing search walks, for searches from many sources (boxing_tree). Arcs
 /// leave each state in the order the search tries them (axis, then target letter B, P, S(0)...).
 struct boxing_graph {
-  struct arc {
-    int to = 0;         ///< state id (boxing_tree::encode)
-    int axis = 0;
-    bool into_p = false;  ///< the step makes `axis` P
-    double cost = 0;
-  };
+  using arc = boxing_arc;
   mesh_shape mesh;
   tensor_shape shape;
   int elem_bytes = 4;
@@ -230,90 +152,86 @@ struct boxing_graph {
   std::vector<arc> arcs;
 };
 
-template <class StepCost = bytes_cost>
-constexpr boxing_graph make_boxing_graph(const mesh_shape& mesh, const tensor_shape& shape, int elem_bytes,
-                                         StepCost cost = {}) {
-  const int k = mesh.size(), a = 2 + shape.rank();
-  boxing_graph g{mesh, shape, elem_bytes, a, {}, {}};
-  boxing_tree codec{nd_sbp{}, 0, mesh, shape, elem_bytes, a, {}, {}, {}};
-  int states = 1;
-  for (int i = 0; i < k; ++i) states *= a;
-  int place[max_mesh_axes] = {};
-  for (int i = 0, w = 1; i < k; ++i, w *= a) place[i] = w;
-  std::vector<char> divides_state(static_cast<std::size_t>(states));
-  for (int id = 0; id < states; ++id) divides_state[std::size_t(id)] = divides(shape, layout{codec.decode(id), mesh});
-  const std::int64_t total = shape.elements() * elem_bytes;
-  g.first.assign(std::size_t(states) + 1, 0);
-  for (int u = 0; u < states; ++u) {
-    g.first[std::size_t(u)] = int(g.arcs.size());
-    if (!divides_state[std::size_t(u)]) continue;
+namespace detail {
+
+/// The nd-SBPs of one mesh and shape as state ids (boxing_tree::encode) and the exact
+/// single-axis steps between those that divide the shape, found as they are asked for.
+template <class StepCost>
+struct boxing_steps {
+  boxing_tree codec;  ///< encode and decode only
+  StepCost cost;
+  int states = 1;                  ///< alphabet^axes
+  int place[max_mesh_axes] = {};   ///< alphabet^axis: a state id's digit of each axis
+  std::vector<std::int8_t> fits_;  ///< per state: divides the shape (-1: not yet known)
+
+  constexpr boxing_steps(const mesh_shape& mesh, const tensor_shape& shape, int elem_bytes, StepCost c)
+      : codec{nd_sbp{}, 0, mesh, shape, elem_bytes, 2 + shape.rank(), {}, {}, {}}, cost(c) {
+    for (int i = 0; i < mesh.size(); ++i) {
+      place[i] = states;
+      states *= codec.alphabet;
+    }
+    fits_.assign(static_cast<std::size_t>(states), -1);
+  }
+  constexpr bool fits(int id) {
+    std::int8_t& f = at(fits_, id);
+    if (f < 0) f = divides(codec.shape, layout{codec.decode(id), codec.mesh}) ? 1 : 0;
+    return f == 1;
+  }
+  /// Calls f(arc) for each step out of state u into a state that divides the shape, axis by
+  /// axis and, within an axis, by target letter B, P, S(0), S(1)...
+  template <class F>
+  constexpr void for_each(int u, F&& f) {
+    const int a = codec.alphabet;
     const nd_sbp su = codec.decode(u);
-    for (int axis = 0; axis < k; ++axis)
+    const std::int64_t total = codec.shape.elements() * codec.elem_bytes;
+    for (int axis = 0; axis < codec.mesh.size(); ++axis)
       for (int c = 0; c < a; ++c) {
         const sbp to = c == 0 ? B : c == 1 ? P : S(c - 2);
         if (to == su[axis] || !single_axis_step_exact(su, axis, to)) continue;
         const int v = u + (c - u / place[axis] % a) * place[axis];
-        if (!divides_state[std::size_t(v)]) continue;
-        g.arcs.push_back({v, axis, to.is_partial(), double(cost(make_step(su, mesh, axis, to, total, elem_bytes)))});
+        if (!fits(v)) continue;
+        const boxing_step st = make_step(su, codec.mesh, axis, to, total, codec.elem_bytes);
+        f(boxing_arc{v, axis, to.is_partial(), double(cost(st))});
       }
   }
-  g.first[std::size_t(states)] = int(g.arcs.size());
-  return g;
-}
+};
 
-/// A boxing_tree searched on demand over a boxing_graph: settle(v) continues the search until
-/// state v is finished, so a source asked for a few near targets never walks the whole graph.
-/// The states finish in the same order as in one full search and a finished state never changes
-/// (see boxing_tree), so every path read is the one the full tree holds.
-class boxing_tree_search {
+/// The steps of a graph built once (make_boxing_graph).
+struct graph_steps {
+  const boxing_graph* g;
+  template <class F>
+  constexpr void for_each(int u, F&& f) const {
+    for (int i = at(g->first, u); i < at(g->first, u + 1); ++i) f(at(g->arcs, i));
+  }
+};
+
+/// Dijkstra from one nd-SBP over the steps Steps gives, settled as far as asked: the states
+/// finish in order of least (distance, detours into P the targets lack, id), so every path read
+/// from the tree is the one a full search holds (see boxing_tree).
+template <class Steps>
+class boxing_dijkstra {
  public:
-  /// @pre from divides g.shape and has one entry per axis of g.mesh (else layout_error); g
-  /// outlives the search.
-  constexpr boxing_tree_search(const boxing_graph& g, const nd_sbp& from, unsigned partial_axes)
-      : g_(&g), t_{from, partial_axes, g.mesh, g.shape, g.elem_bytes, g.alphabet, {}, {}, {}} {
-    check_divisible(g.shape, layout{from, g.mesh});
-    if (from.size() != g.mesh.size())
-      detail::fail<layout_error>("boxing from " + to_string(from) + " on mesh " + to_string(g.mesh) +
-                                 " needs one SBP per mesh axis");
-    const std::size_t states = g.first.size() - 1;
-    t_.dist.assign(states, std::numeric_limits<double>::infinity());
-    t_.prev.assign(states, -1);
-    t_.prev_axis.assign(states, 0);
-    detours_.assign(states, 0);
-    done_.assign(states, 0);
-    const int src = t_.encode(from);
-    t_.dist[std::size_t(src)] = 0;
+  constexpr boxing_dijkstra(Steps steps, boxing_tree t, int states) : steps_(std::move(steps)), t_(std::move(t)) {
+    const auto n = static_cast<std::size_t>(states);
+    t_.dist.assign(n, std::numeric_limits<double>::infinity());
+    t_.prev.assign(n, -1);
+    t_.prev_axis.assign(n, 0);
+    detours_.assign(n, 0);
+    done_.assign(n, 0);
+    const int src = t_.encode(t_.from);
+    at(t_.dist, src) = 0;
     heap_.push_back({0.0, 0, src});
   }
   /// Continues until state `stop` is finished (-1: every reachable state).
   constexpr void settle(int stop) {
-    while (!heap_.empty() && (stop < 0 || !done_[std::size_t(stop)])) {
+    while (!heap_.empty() && (stop < 0 || !at(done_, stop))) {
       std::pop_heap(heap_.begin(), heap_.end(), later);
       const entry e = heap_.back();
       heap_.pop_back();
-      const int u = e.id;
-      if (done_[std::size_t(u)] || e.d != t_.dist[std::size_t(u)] || e.detours != detours_[std::size_t(u)]) continue;
-      done_[std::size_t(u)] = 1;
-      for (int i = g_->first[std::size_t(u)]; i < g_->first[std::size_t(u) + 1]; ++i) {
-        const boxing_graph::arc& r = g_->arcs[std::size_t(i)];
-        const double d = t_.dist[std::size_t(u)] + r.cost;
-        const int v = r.to;
-        const int dt = detours_[std::size_t(u)] + (r.into_p && !(t_.partial_axes >> r.axis & 1u) ? 1 : 0);
-        if (d < t_.dist[std::size_t(v)] || (d == t_.dist[std::size_t(v)] && dt < detours_[std::size_t(v)])) {
-          t_.dist[std::size_t(v)] = d;
-          detours_[std::size_t(v)] = dt;
-          t_.prev[std::size_t(v)] = u;
-          t_.prev_axis[std::size_t(v)] = std::int8_t(r.axis);
-          heap_.push_back({d, dt, v});
-          std::push_heap(heap_.begin(), heap_.end(), later);
-        }
-      }
+      if (at(done_, e.id) || e.d != at(t_.dist, e.id) || e.detours != at(detours_, e.id)) continue;  // stale
+      at(done_, e.id) = 1;
+      steps_.for_each(e.id, [&](const boxing_arc& r) { relax(e.id, r); });
     }
-  }
-  /// The cheapest path to `to` (boxing_tree::path_to), searching as far as it needs.
-  constexpr boxing_path path_to(const nd_sbp& to) {
-    if (to.size() == g_->mesh.size() && divides(g_->shape, layout{to, g_->mesh})) settle(t_.encode(to));
-    return t_.path_to(to);
   }
   constexpr const boxing_tree& tree() const { return t_; }
   constexpr boxing_tree take() && { return std::move(t_); }
@@ -323,11 +241,11 @@ class boxing_tree_search {
   }
 
  private:
-  struct entry {  // least (distance, detours, id) first, as in detail::boxing_search
+  struct entry {
     double d;
     int detours, id;
   };
-  struct later_t {  // an object, not a function pointer, so the heap's comparisons inline
+  struct later_t {  // heap order, least entry on top; an object so the comparisons inline
     constexpr bool operator()(const entry& x, const entry& y) const {
       if (x.d != y.d) return x.d > y.d;
       if (x.detours != y.detours) return x.detours > y.detours;
@@ -335,11 +253,81 @@ class boxing_tree_search {
     }
   };
   static constexpr later_t later{};
-  const boxing_graph* g_;
+
+  constexpr void relax(int u, const boxing_arc& r) {
+    const double d = at(t_.dist, u) + r.cost;
+    const int v = r.to;
+    const int dt = at(detours_, u) + (r.into_p && !(t_.partial_axes >> r.axis & 1u) ? 1 : 0);
+    if (d < at(t_.dist, v) || (d == at(t_.dist, v) && dt < at(detours_, v))) {
+      at(t_.dist, v) = d;
+      at(detours_, v) = dt;
+      at(t_.prev, v) = u;
+      at(t_.prev_axis, v) = static_cast<std::int8_t>(r.axis);
+      heap_.push_back({d, dt, v});
+      std::push_heap(heap_.begin(), heap_.end(), later);
+    }
+  }
+
+  Steps steps_;
   boxing_tree t_;
   std::vector<int> detours_;
   std::vector<char> done_;
   std::vector<entry> heap_;
+};
+
+/// The boxing tree from `from`, searched until state `stop` is finished (-1: every state).
+template <class StepCost>
+constexpr boxing_tree boxing_search(const nd_sbp& from, unsigned partial_axes, const mesh_shape& mesh,
+                                    const tensor_shape& shape, int elem_bytes, StepCost cost, int stop) {
+  boxing_steps<StepCost> steps(mesh, shape, elem_bytes, cost);
+  const int states = steps.states;
+  boxing_tree t{from, partial_axes, mesh, shape, elem_bytes, steps.codec.alphabet, {}, {}, {}};
+  boxing_dijkstra<boxing_steps<StepCost>> s(std::move(steps), std::move(t), states);
+  s.settle(stop);
+  return std::move(s).take();
+}
+
+}  // namespace detail
+
+template <class StepCost = bytes_cost>
+constexpr boxing_graph make_boxing_graph(const mesh_shape& mesh, const tensor_shape& shape, int elem_bytes,
+                                         StepCost cost = {}) {
+  detail::boxing_steps<StepCost> steps(mesh, shape, elem_bytes, cost);
+  boxing_graph g{mesh, shape, elem_bytes, steps.codec.alphabet, {}, {}};
+  g.first.reserve(static_cast<std::size_t>(steps.states) + 1);
+  for (int u = 0; u < steps.states; ++u) {
+    g.first.push_back(static_cast<int>(g.arcs.size()));
+    if (steps.fits(u)) steps.for_each(u, [&](const boxing_arc& r) { g.arcs.push_back(r); });
+  }
+  g.first.push_back(static_cast<int>(g.arcs.size()));
+  return g;
+}
+
+/// A boxing_tree searched on demand over a boxing_graph: settle(v) continues the search until
+/// state v is finished, so a source asked for a few near targets never walks the whole graph.
+/// The states finish in the same order as in one full search and a finished state never changes
+/// (see boxing_tree), so every path read is the one the full tree holds.
+class boxing_tree_search : public detail::boxing_dijkstra<detail::graph_steps> {
+ public:
+  /// @pre from divides g.shape and has one entry per axis of g.mesh (else layout_error); g
+  /// outlives the search.
+  constexpr boxing_tree_search(const boxing_graph& g, const nd_sbp& from, unsigned partial_axes)
+      : boxing_dijkstra({&g}, checked_tree(g, from, partial_axes), static_cast<int>(g.first.size()) - 1), g_(&g) {}
+  /// The cheapest path to `to` (boxing_tree::path_to), searching as far as it needs.
+  constexpr boxing_path path_to(const nd_sbp& to) {
+    if (to.size() == g_->mesh.size() && divides(g_->shape, layout{to, g_->mesh})) settle(tree().encode(to));
+    return tree().path_to(to);
+  }
+
+ private:
+  static constexpr boxing_tree checked_tree(const boxing_graph& g, const nd_sbp& from, unsigned partial_axes) {
+    check_divisible(g.shape, layout{from, g.mesh});
+    if (from.size() != g.mesh.size())
+      detail::fail<layout_error>("boxing from " + to_string(from) + " on mesh " + to_string(g.mesh) +
+                                 " needs one SBP per mesh axis");
+    return boxing_tree{from, partial_axes, g.mesh, g.shape, g.elem_bytes, g.alphabet, {}, {}, {}};
+  }
+  const boxing_graph* g_;
 };
 
 /// cheapest_boxing_tree over a graph built once for its mesh and shape: the same tree.

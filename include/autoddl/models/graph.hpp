@@ -87,9 +87,9 @@ inline void validate(const graph& g) {
            detail::itos(std::int64_t(g.op_inputs[i].size())) + " edges; give one edge per input");
     for (std::size_t j = 0; j < op.inputs.size(); ++j) {
       tensor_ref t = g.op_inputs[i][j];
-      bool ok = t.op < 0 ? (t.op == -1 && t.index >= 0 && std::size_t(t.index) < g.inputs.size())
+      bool ok = t.op < 0 ? (t.op == -1 && t.index >= 0 && t.index < std::ssize(g.inputs))
                          : (std::size_t(t.op) < i && t.index >= 0 &&
-                            std::size_t(t.index) < at(g.ops, t.op).outputs.size());
+                            t.index < std::ssize(at(g.ops, t.op).outputs));
       if (!ok)
         fail(who + " input " + detail::itos(std::int64_t(j)) + " refers to {" + detail::itos(t.op) + "," +
              detail::itos(t.index) + "}, which is not a graph input or an output of an earlier op");
@@ -100,7 +100,7 @@ inline void validate(const graph& g) {
     if (op.param_ids.size() != op.params.size()) fail(who + " needs one param id per parameter");
     for (std::size_t j = 0; j < op.params.size(); ++j) {
       int id = op.param_ids[j];
-      if (id < 0 || std::size_t(id) >= g.params.size()) fail(who + " refers to parameter id " + detail::itos(id) + ", which does not exist");
+      if (id < 0 || id >= std::ssize(g.params)) fail(who + " refers to parameter id " + detail::itos(id) + ", which does not exist");
       if (!(at(g.params, id).shape == op.params[j]))
         fail(who + " parameter " + detail::itos(std::int64_t(j)) + " is " + to_string(op.params[j]) + " but '" +
              at(g.params, id).name + "' is " + to_string(at(g.params, id).shape));

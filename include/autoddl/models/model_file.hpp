@@ -76,7 +76,7 @@ struct model_reader {
   }
   tensor_shape shape(const nlohmann::json& j, const std::string& where) const {
     const nlohmann::json& v = need(j, "shape", where);
-    if (!v.is_array() || v.size() > std::size_t(max_tensor_rank))
+    if (!v.is_array() || std::ssize(v) > max_tensor_rank)
       bad(where, "field 'shape' must be a list of at most " + itos(max_tensor_rank) + " sizes");
     tensor_shape s;
     std::int64_t elements = 1;  // refused before anything is sized by it: at most 2^48 elements

@@ -331,7 +331,7 @@ inline void read_manifest_param(const manifest_reader& r, const nlohmann::json& 
 
 // Whether shard s lies inside its parameter's global shape and its rank file's bytes.
 inline bool shard_inside(const checkpoint_shard& s, const checkpoint_manifest& m, std::int64_t file_bytes) {
-  bool inside = s.param >= 0 && std::size_t(s.param) < m.shapes.size() && s.shape.size() == at(m.shapes, s.param).size() &&
+  bool inside = s.param >= 0 && s.param < std::ssize(m.shapes) && s.shape.size() == at(m.shapes, s.param).size() &&
                 s.offset.size() == s.shape.size();
   for (std::size_t d = 0; inside && d < s.shape.size(); ++d) {
     const std::int64_t g = at(m.shapes, s.param)[d];
@@ -445,8 +445,8 @@ class checkpoint_reader {
         if (!overlaps) continue;
         const std::vector<T> block = load(rf, s);
         detail::for_each_overlap(wo, ws, s.offset, s.shape, [&](std::int64_t iw, std::int64_t is) {
-          out[std::size_t(iw)] = block[std::size_t(is)];
-          covered[std::size_t(iw)] = 1;
+          at(out, iw) = at(block, is);
+          at(covered, iw) = 1;
         });
       }
     if (std::find(covered.begin(), covered.end(), 0) != covered.end())

@@ -188,7 +188,7 @@ struct text_corpus {
     const std::int64_t b = gi / seq, t = gi % seq;
     const std::int64_t span = std::int64_t(bytes.size()) - seq - 1;
     const std::int64_t start = ((step * rows + b) * seq) % span;
-    return std::int64_t(bytes[std::size_t(start + t + shift)]);
+    return std::int64_t(at(bytes, start + t + shift));
   }
   /// This device's shard of ids (shift 0) or labels (shift 1) of global shape [rows, seq].
   std::vector<std::int64_t> shard(const shard_info& s, std::int64_t step, int shift) const {

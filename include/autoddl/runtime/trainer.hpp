@@ -54,8 +54,9 @@
 #include "autoddl/runtime/boxing.hpp"
 #include "autoddl/runtime/data.hpp"
 #include "autoddl/runtime/op_kernels.hpp"
-#include "autoddl/search/step_schedule.hpp"
+#include "autoddl/search/plan_paths.hpp"
 #include "autoddl/search/planner.hpp"
+#include "autoddl/search/step_schedule.hpp"
 
 namespace autoddl {
 
@@ -101,12 +102,17 @@ class trainer {
 
  public:
   trainer(const plan_problem& problem, std::vector<int> pick, D& dev, M& comm, train_options options = {})
-      : problem_(problem), model_(problem.model()), pick_(std::move(pick)), dev_(dev), comm_(comm), options_(options) {
+      : problem_(problem),
+        model_(problem.model()),
+        pick_(std::move(pick)),
+        dev_(dev),
+        comm_(comm),
+        options_(options),
+        paths_(problem_, pick_) {
     if (!(comm_.shape() == problem_.options().mesh))
       detail::fail<layout_error>("the plan is for mesh " + to_string(problem_.options().mesh) +
                                  " but the communicator spans " + to_string(comm_.shape()));
-    index_edges();
-    schedule_.emplace(model_, recompute(), boxed_inputs());
+    schedule_.emplace(model_, recompute(), paths_.boxed_inputs());
     input_kinds_ = input_kinds(model_);
     if (options_.text) check_text_model(model_, *options_.text);
     init_parameters();
@@ -238,15 +244,15 @@ class trainer {
   void begin_step() {
     const int nops = int(model_.ops.size());
     profile_ = step_profile{};
-    profile_.kernel_s.assign(std::size_t(nops), 0.0);
-    profile_.boxing_s.assign(std::size_t(nops), 0.0);
+    assign(profile_.kernel_s, nops, 0.0);
+    assign(profile_.boxing_s, nops, 0.0);
     for (auto& g : grads_) release(g);
     for (auto& g : grad_sums_) release(g);
     kept_outputs_.clear();
     gathered_.clear();  // (buffers may be move-only: no assign)
-    gathered_.resize(std::size_t(nops));
+    resize(gathered_, nops);
     param_grad_acc_.clear();
-    param_grad_acc_.resize(std::size_t(nops));
+    resize(param_grad_acc_, nops);
     for (int i = 0; i < nops; ++i) {
       at(gathered_, i).resize(at(model_.ops, i).param_ids.size());
       at(param_grad_acc_, i).resize(at(model_.ops, i).param_ids.size());
@@ -261,8 +267,8 @@ class trainer {
     const int nops = int(model_.ops.size());
     const bool keep = options_.keep_outputs && k == microbatches() - 1;
     step_buffers b;
-    b.inputs.resize(std::size_t(nops));
-    b.indices.resize(std::size_t(nops));
+    resize(b.inputs, nops);
+    resize(b.indices, nops);
     b.ctx.reserve(std::size_t(nops));
     b.fwd.reserve(std::size_t(nops));  // never reallocates: outputs are read in place
     b.pending = schedule().consumer_slots();
@@ -280,33 +286,6 @@ class trainer {
 
   static const buffer& output(const step_buffers& b, int op) { return at(at(b.fwd, op).outputs, 0); }
 
-  // Which edge of problem_ feeds each input and parameter slot of each op, and its paths.
-  void index_edges() {
-    const int nops = int(model_.ops.size());
-    edge_of_input_.resize(std::size_t(nops));
-    edge_of_param_.resize(std::size_t(nops));
-    for (int i = 0; i < nops; ++i) {
-      at(edge_of_input_, i).assign(at(model_.op_inputs, i).size(), -1);
-      at(edge_of_param_, i).assign(at(model_.ops, i).param_ids.size(), -1);
-    }
-    const auto& infos = problem_.edge_infos();
-    const auto& edges = problem_.untied().edges();
-    for (std::size_t e = 0; e < infos.size(); ++e) {
-      paths_.push_back(problem_.edge_paths(int(e), at(pick_, edges[e].u), at(pick_, edges[e].v)));
-      auto& slots = infos[e].param ? edge_of_param_ : edge_of_input_;
-      at(at(slots, infos[e].to_node), infos[e].tensor_index) = int(e);
-    }
-  }
-
-  // Per op input slot: whether its edge boxes (a copy) rather than read the producer in place.
-  std::vector<std::vector<bool>> boxed_inputs() const {
-    std::vector<std::vector<bool>> r;
-    for (std::size_t i = 0; i < edge_of_input_.size(); ++i) {
-      r.emplace_back();
-      for (const int e : edge_of_input_[i]) r.back().push_back(e >= 0 && at(paths_, e).first.size() > 0);
-    }
-    return r;
-  }
   const step_schedule& schedule() const { return *schedule_; }
 
   // After op i's forward (rerun: its rerun in a fully recomputed block's backward): its boxed
@@ -330,11 +309,11 @@ class trainer {
 
   void init_parameters() {
     const int np = int(model_.params.size());
-    params_.resize(std::size_t(np));
-    grads_.resize(std::size_t(np));
-    grad_sums_.resize(std::size_t(np));
-    first_moment_.resize(std::size_t(np));
-    second_moment_.resize(std::size_t(np));
+    resize(params_, np);
+    resize(grads_, np);
+    resize(grad_sums_, np);
+    resize(first_moment_, np);
+    resize(second_moment_, np);
     for (int p = 0; p < np; ++p) {
       const int c = at(pick_, problem_.param_node(p));
       const tensor_shape& shape = at(model_.params, p).shape;
@@ -375,7 +354,7 @@ class trainer {
     }
     for (std::size_t j = 0; j < n.param_ids.size() && k == 0; ++j) {
       const int p = n.param_ids[j];
-      const boxing_path& path = at(paths_, at(edge_of_param_, i)[j]).first;
+      const boxing_path& path = paths_.param(i, j).forward;
       if (path.size() > 0)
         at(gathered_, i)[j] = run_boxing<T>(dev_, comm_, clone(at(params_, p)), at(model_.params, p).shape, storage(p), path);
     }
@@ -387,7 +366,7 @@ class trainer {
   // Input j of op i: its producer's output boxed by the edge's forward path (if it has one).
   void box_input(step_buffers& b, int i, std::size_t j) {
     const tensor_ref r = at(model_.op_inputs, i)[j];
-    const boxing_path& path = at(paths_, at(edge_of_input_, i)[j]).first;
+    const boxing_path& path = paths_.input(i, j).forward;
     if (path.size() > 0)
       at(b.inputs, i)[j] = run_boxing<T>(dev_, comm_, clone(output(b, r.op)), at(at(model_.ops, r.op).outputs, r.index),
                                          at(sig(r.op).outputs, r.index), path);
@@ -486,7 +465,7 @@ class trainer {
       for (std::size_t j = 0; j < n.inputs.size(); ++j) {
         const tensor_ref r = at(model_.op_inputs, i)[j];
         if (r.op < 0) continue;
-        const boxing_path& path = at(paths_, at(edge_of_input_, i)[j]).second;
+        const boxing_path& path = paths_.input(i, j).backward;
         buffer g = path.size() == 0 ? std::move(grads.inputs[j])
                                     : run_boxing<T>(dev_, comm_, std::move(grads.inputs[j]),
                                                     at(at(model_.ops, r.op).outputs, r.index), dual(sig(i).inputs[j]), path);
@@ -510,7 +489,7 @@ class trainer {
   // (with one micro-batch: each contribution boxed as it comes, as the planner prices it).
   void add_param_gradient(int i, std::size_t j, buffer&& g, bool last_micro_batch) {
     const int p = at(model_.ops, i).param_ids[j];
-    const boxing_path& path = at(paths_, at(edge_of_param_, i)[j]).second;
+    const boxing_path& path = paths_.param(i, j).backward;
     auto t = clock::now();
     if (path.size() == 0) {
       accumulate(at(grad_sums_, p), std::move(g));
@@ -621,7 +600,7 @@ class trainer {
     const op_node& n = at(model_.ops, i);
     for (std::size_t j = 0; j < n.inputs.size(); ++j) {  // a freed tensor is an empty span
       const tensor_ref r = at(model_.op_inputs, i)[j];
-      const bool direct = r.op >= 0 && at(paths_, at(edge_of_input_, i)[j]).first.size() == 0;
+      const bool direct = r.op >= 0 && paths_.input(i, j).forward.size() == 0;
       if (!direct) {
         ops.inputs.push_back(view(at(b.inputs, i)[j]));
         continue;
@@ -630,7 +609,7 @@ class trainer {
       ops.inputs.push_back(outs.empty() ? std::span<const T>() : view(outs[0]));
     }
     for (std::size_t j = 0; j < n.param_ids.size(); ++j) {
-      const bool direct = at(paths_, at(edge_of_param_, i)[j]).first.size() == 0;
+      const bool direct = paths_.param(i, j).forward.size() == 0;
       ops.params.push_back(view(direct ? at(params_, n.param_ids[j]) : at(gathered_, i)[j]));
     }
     ops.indices = std::as_const(dev_).view(at(b.indices, i));
@@ -713,8 +692,7 @@ class trainer {
   D& dev_;
   M& comm_;
   train_options options_;
-  std::vector<std::vector<int>> edge_of_input_, edge_of_param_;  ///< per op slot: its edge of problem_
-  std::vector<std::pair<boxing_path, boxing_path>> paths_;       ///< per edge: forward, backward
+  plan_paths paths_;                       ///< per op slot: the boxing into it, forward and backward
   std::vector<boxing_path> sync_paths_;    ///< per parameter: summing layout -> update layout
   std::vector<boxing_path> slice_paths_;   ///< per parameter: storage -> update layout (a local slice)
   std::vector<boxing_path> gather_paths_;  ///< per parameter: update layout -> storage (ZeRO 1, 2)
@@ -723,7 +701,7 @@ class trainer {
   std::vector<buffer> grad_sums_;       ///< per parameter: its uses' gradients, summed
   std::vector<std::vector<buffer>> gathered_;        ///< per op slot: parameter boxed to compute, this step
   std::vector<std::vector<buffer>> param_grad_acc_;  ///< per op slot: gradient summed over micro-batches
-  std::optional<step_schedule> schedule_;  ///< what the step keeps and reruns (after index_edges)
+  std::optional<step_schedule> schedule_;  ///< what the step keeps and reruns (after paths_)
   std::vector<buffer> first_moment_;    ///< Adam's m, or SGD-momentum's velocity
   std::vector<buffer> second_moment_;   ///< Adam's v (empty for SGD)
   std::vector<buffer> kept_outputs_;

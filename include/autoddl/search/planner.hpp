@@ -539,7 +539,7 @@ class plan_problem {
     const std::uint64_t tree_key = (std::uint64_t(shape) << 40) | (layout_code(from) << 20) | pm;
     auto tree = box_trees_.find(tree_key);
     if (tree == box_trees_.end()) {
-      if (box_graphs_.size() <= std::size_t(shape)) box_graphs_.resize(std::size_t(shape) + 1);
+      if (std::ssize(box_graphs_) <= shape) resize(box_graphs_, shape + 1);
       auto& graph = at(box_graphs_, shape);
       if (!graph)
         graph.emplace(make_boxing_graph(o_.mesh, at(shapes_, shape), elem_, alpha_beta_cost{dmesh_}));
@@ -668,20 +668,20 @@ inline void plan_problem::build() {
 // Every op's candidates: signatures(op, mesh), or the ones its allow-list names.
 inline void plan_problem::build_op_candidates() {
   const int nops = int(g_.ops.size());
-  op_sigs_.resize(std::size_t(nops));
-  op_sig_index_.resize(std::size_t(nops));
-  if (o_.allowed.size() > std::size_t(nops))
+  resize(op_sigs_, nops);
+  resize(op_sig_index_, nops);
+  if (std::ssize(o_.allowed) > nops)
     detail::fail<layout_error>("plan_options::allowed has " + detail::itos(std::int64_t(o_.allowed.size())) +
                                " entries but graph '" + g_.name + "' has " + detail::itos(nops) +
                                " ops; give at most one allow-list per op");
   for (int i = 0; i < nops; ++i) {
     std::vector<signature> all = signatures(at(g_.ops, i), o_.mesh);
     std::vector<int>& index = at(op_sig_index_, i);
-    const bool listed = std::size_t(i) < o_.allowed.size() && !at(o_.allowed, i).empty();
+    const bool listed = i < std::ssize(o_.allowed) && !at(o_.allowed, i).empty();
     for (int k = 0; k < int(all.size()); ++k) index.push_back(k);
     if (listed) index = at(o_.allowed, i);
     for (int k : index) {
-      if (k < 0 || std::size_t(k) >= all.size())
+      if (k < 0 || k >= std::ssize(all))
         detail::fail<layout_error>("op '" + at(g_.ops, i).name + "' allows signature " + detail::itos(k) + " but has " +
                                    detail::itos(std::int64_t(all.size())) + " on mesh " + to_string(o_.mesh) +
                                    "; list indices into signatures(op, mesh)");
@@ -697,10 +697,10 @@ inline void plan_problem::build_op_candidates() {
 // parameter also pairs each storage with its reduce layout for summing (param_choice).
 inline void plan_problem::build_param_candidates() {
   const int nparams = int(g_.params.size());
-  uses_.assign(std::size_t(nparams), 0);
+  assign(uses_, nparams, 0);
   for (const op_node& n : g_.ops)
     for (int p : n.param_ids) ++at(uses_, p);
-  param_sigs_.resize(std::size_t(nparams));
+  resize(param_sigs_, nparams);
   for (int p = 0; p < nparams; ++p) {
     const tensor_shape& s = at(g_.params, p).shape;
     std::vector<nd_sbp> all{nd_sbp{}};

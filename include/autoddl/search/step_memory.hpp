@@ -29,6 +29,7 @@
 
 #include "autoddl/index.hpp"
 #include "autoddl/ops/work.hpp"
+#include "autoddl/search/plan_paths.hpp"
 #include "autoddl/search/planner.hpp"
 #include "autoddl/search/step_schedule.hpp"
 
@@ -48,22 +49,26 @@ namespace detail {
 class step_memory_replay {
  public:
   step_memory_replay(const plan_problem& pp, const std::vector<int>& pick)
-      : pp_(pp), g_(pp.model()), pick_(pick), mesh_(pp.options().mesh), elem_(bytes_of(pp.options().type)) {
-    index_edges();
-    schedule_.emplace(g_, pp.options().recompute, boxed_inputs());
+      : problem_(pp),
+        model_(pp.model()),
+        pick_(pick),
+        mesh_(pp.options().mesh),
+        elem_(bytes_of(pp.options().type)),
+        paths_(pp, pick) {
+    schedule_.emplace(model_, pp.options().recompute, paths_.boxed_inputs());
   }
 
   step_memory run() {
-    const int np = int(g_.params.size());
+    const int np = int(model_.params.size());
     for (int p = 0; p < np; ++p) {
-      const memory_breakdown m = pp_.param_memory(p, at(pick_, pp_.param_node(p)));
+      const memory_breakdown m = problem_.param_memory(p, at(pick_, problem_.param_node(p)));
       r_.stored += m.params + m.optimizer;
     }
-    const int nops = int(g_.ops.size());
-    gathered_.assign(std::size_t(nops), 0);
-    param_acc_.assign(std::size_t(nops), std::vector<std::int64_t>{});
-    grad_sums_.assign(std::size_t(np), 0);
-    const int m = pp_.options().microbatches;
+    const int nops = int(model_.ops.size());
+    assign(gathered_, nops, 0);
+    assign(param_acc_, nops, std::vector<std::int64_t>{});
+    assign(grad_sums_, np, 0);
+    const int m = problem_.options().microbatches;
     for (int k = 0; k < m; ++k) micro_batch(k, k == m - 1);
     synchronise();
     return r_;
@@ -76,33 +81,33 @@ class step_memory_replay {
     std::vector<int> pending;
   };
 
-  const signature& sig(int i) const { return pp_.op_candidate(i, at(pick_, i)); }
+  const signature& sig(int i) const { return problem_.op_candidate(i, at(pick_, i)); }
   std::int64_t local(const tensor_shape& s, const nd_sbp& l) const { return local_shape(s, layout{l, mesh_}).elements(); }
   std::int64_t input_bytes(int i, std::size_t j) const {
-    const std::int64_t e = local(at(g_.ops, i).inputs[j], sig(i).inputs[j]);
-    return e * (is_index_input(at(g_.ops, i).kind, j) ? 8 : elem_);
+    const std::int64_t e = local(at(model_.ops, i).inputs[j], sig(i).inputs[j]);
+    return e * (is_index_input(at(model_.ops, i).kind, j) ? 8 : elem_);
   }
   std::int64_t output_bytes(int i) const {
     std::int64_t b = 0;
-    for (std::size_t k = 0; k < at(g_.ops, i).outputs.size(); ++k) b += local(at(g_.ops, i).outputs[k], sig(i).outputs[k]);
+    for (std::size_t k = 0; k < at(model_.ops, i).outputs.size(); ++k) b += local(at(model_.ops, i).outputs[k], sig(i).outputs[k]);
     return b * elem_;
   }
   std::int64_t param_compute_bytes(int i, std::size_t j) const {
-    const op_node& n = at(g_.ops, i);
-    return local(at(g_.params, n.param_ids[j]).shape, sig(i).params[j]) * elem_;
+    const op_node& n = at(model_.ops, i);
+    return local(at(model_.params, n.param_ids[j]).shape, sig(i).params[j]) * elem_;
   }
   std::int64_t grad_sum_bytes(int p) const {
-    const param_choice& pc = pp_.param_candidate(p, at(pick_, pp_.param_node(p)));
-    return local(at(g_.params, p).shape, pc.grad_sum) * elem_;
+    const param_choice& pc = problem_.param_candidate(p, at(pick_, problem_.param_node(p)));
+    return local(at(model_.params, p).shape, pc.grad_sum) * elem_;
   }
   std::int64_t update_bytes(int p) const {
-    const param_choice& pc = pp_.param_candidate(p, at(pick_, pp_.param_node(p)));
-    return local(at(g_.params, p).shape, pc.update) * elem_;
+    const param_choice& pc = problem_.param_candidate(p, at(pick_, problem_.param_node(p)));
+    return local(at(model_.params, p).shape, pc.update) * elem_;
   }
   // Saved products and row statistics of op i's forward (runtime/kernels: attention keeps its
   // probabilities [b, heads, sq, sk]; layernorm mean and rstd; cross-entropy max, sum, target).
   std::int64_t saved_bytes(int i) const {
-    const op_node& n = at(g_.ops, i);
+    const op_node& n = at(model_.ops, i);
     const std::int64_t stat = statistic_bytes(int(elem_));
     if (n.kind == op_kind::attention) {
       const tensor_shape q = local_shape(n.inputs[0], layout{sig(i).inputs[0], mesh_});
@@ -129,42 +134,13 @@ class step_memory_replay {
     r_.peak_in_backward = backward;
   }
 
-  void index_edges() {
-    const int nops = int(g_.ops.size());
-    edge_of_input_.resize(std::size_t(nops));
-    edge_of_param_.resize(std::size_t(nops));
-    for (int i = 0; i < nops; ++i) {
-      at(edge_of_input_, i).assign(at(g_.op_inputs, i).size(), -1);
-      at(edge_of_param_, i).assign(at(g_.ops, i).param_ids.size(), -1);
-    }
-    const auto& infos = pp_.edge_infos();
-    const auto& edges = pp_.untied().edges();
-    for (std::size_t e = 0; e < infos.size(); ++e) {
-      paths_.push_back(pp_.edge_paths(int(e), at(pick_, edges[e].u), at(pick_, edges[e].v)));
-      auto& slots = infos[e].param ? edge_of_param_ : edge_of_input_;
-      at(at(slots, infos[e].to_node), infos[e].tensor_index) = int(e);
-    }
-  }
-  bool boxes(int i, std::size_t j) const {
-    const int e = at(edge_of_input_, i)[j];
-    return e >= 0 && at(paths_, e).first.size() > 0;
-  }
-  std::vector<std::vector<bool>> boxed_inputs() const {
-    std::vector<std::vector<bool>> r;
-    for (int i = 0; i < int(edge_of_input_.size()); ++i) {
-      r.emplace_back();
-      for (std::size_t j = 0; j < at(edge_of_input_, i).size(); ++j) r.back().push_back(boxes(i, j));
-    }
-    return r;
-  }
-
   void micro_batch(int k, bool last) {
-    const int nops = int(g_.ops.size());
+    const int nops = int(model_.ops.size());
     buffers b;
-    b.inputs.resize(std::size_t(nops));
-    b.outputs.assign(std::size_t(nops), 0);
-    b.saved.assign(std::size_t(nops), 0);
-    b.dy.assign(std::size_t(nops), 0);
+    resize(b.inputs, nops);
+    assign(b.outputs, nops, 0);
+    assign(b.saved, nops, 0);
+    assign(b.dy, nops, 0);
     b.pending = schedule_->consumer_slots();
     for (int i = 0; i < nops; ++i) {
       forward_op(b, i, k);
@@ -176,15 +152,15 @@ class step_memory_replay {
   }
 
   void forward_op(buffers& b, int i, int k) {
-    const op_node& n = at(g_.ops, i);
+    const op_node& n = at(model_.ops, i);
     auto& in = at(b.inputs, i);
     in.assign(n.inputs.size(), 0);
     for (std::size_t j = 0; j < n.inputs.size(); ++j) {
-      const bool model_input = at(g_.op_inputs, i)[j].op < 0;
-      if (model_input || boxes(i, j)) add(in[j] = input_bytes(i, j));
+      const bool model_input = at(model_.op_inputs, i)[j].op < 0;
+      if (model_input || paths_.boxes_input(i, j)) add(in[j] = input_bytes(i, j));
     }
     for (std::size_t j = 0; j < n.param_ids.size() && k == 0; ++j)
-      if (at(paths_, at(edge_of_param_, i)[j]).first.size() > 0) {
+      if (paths_.param(i, j).forward.size() > 0) {
         const std::int64_t bytes = param_compute_bytes(i, j);
         at(gathered_, i) += bytes;
         add(bytes);
@@ -208,12 +184,12 @@ class step_memory_replay {
     auto free_unheld = [&](int p) {
       if (!sc.held(p, rerun)) drop(at(b.outputs, p));
     };
-    for (std::size_t j = 0; j < at(g_.op_inputs, i).size(); ++j) {
-      const int p = at(g_.op_inputs, i)[j].op;
+    for (std::size_t j = 0; j < at(model_.op_inputs, i).size(); ++j) {
+      const int p = at(model_.op_inputs, i)[j].op;
       if (p < 0 || (rerun && !sc.inside_block(i, j))) continue;
       if (--at(pending, p) == 0) free_unheld(p);
     }
-    if (at(pending, i) == 0 && i != g_.loss_op) free_unheld(i);
+    if (at(pending, i) == 0 && i != model_.loss_op) free_unheld(i);
   }
 
   void drop_recomputed(buffers& b, int i) {
@@ -224,7 +200,7 @@ class step_memory_replay {
       return;
     }
     if (!sc.last_of_block(i)) return;
-    for (int o : sc.block_ops(at(g_.block, i))) {
+    for (int o : sc.block_ops(at(model_.block, i))) {
       drop(at(b.saved, o));
       if (!sc.read_outside_block(o)) drop(at(b.outputs, o));
       for (std::size_t j = 0; j < at(b.inputs, o).size(); ++j)
@@ -236,7 +212,7 @@ class step_memory_replay {
     std::vector<int> pending = schedule_->block_consumer_slots();
     for (int o : schedule_->block_ops(blk)) {
       for (std::size_t j = 0; j < at(b.inputs, o).size(); ++j)
-        if (schedule_->inside_block(o, j) && boxes(o, j)) {
+        if (schedule_->inside_block(o, j) && paths_.boxes_input(o, j)) {
           drop(at(b.inputs, o)[j]);
           add(at(b.inputs, o)[j] = input_bytes(o, j));
         }
@@ -247,10 +223,10 @@ class step_memory_replay {
   }
 
   void backward(buffers& b, bool last) {
-    const int nops = int(g_.ops.size());
-    add(at(b.dy, g_.loss_op) = output_bytes(g_.loss_op));
+    const int nops = int(model_.ops.size());
+    add(at(b.dy, model_.loss_op) = output_bytes(model_.loss_op));
     for (int i = nops - 1; i >= 0; --i) {
-      if (schedule_->fully_recomputed(i) && schedule_->last_of_block(i)) recompute_block(b, at(g_.block, i));
+      if (schedule_->fully_recomputed(i) && schedule_->last_of_block(i)) recompute_block(b, at(model_.block, i));
       if (at(b.dy, i) == 0) add(at(b.dy, i) = output_bytes(i));
       if (schedule_->selectively_recomputed(i)) run_forward(b, i);
       backward_op(b, i, last);
@@ -260,15 +236,15 @@ class step_memory_replay {
   // Op i's backward: its input gradients (dual of the input layout: the input's local size) go
   // to their producers' dy, its parameter gradients to the accumulators; then its buffers go.
   void backward_op(buffers& b, int i, bool last) {
-    const op_node& n = at(g_.ops, i);
+    const op_node& n = at(model_.ops, i);
     std::int64_t grads = 0;
     for (std::size_t j = 0; j < n.inputs.size(); ++j)
-      if (at(g_.op_inputs, i)[j].op >= 0) grads += local(n.inputs[j], sig(i).inputs[j]) * elem_;
+      if (at(model_.op_inputs, i)[j].op >= 0) grads += local(n.inputs[j], sig(i).inputs[j]) * elem_;
     for (std::size_t j = 0; j < n.param_ids.size(); ++j) grads += param_compute_bytes(i, j);
     add(grads);
     sample(i, true);
     for (std::size_t j = 0; j < n.inputs.size(); ++j) {
-      const int p = at(g_.op_inputs, i)[j].op;
+      const int p = at(model_.op_inputs, i)[j].op;
       if (p < 0) continue;
       live_ -= local(n.inputs[j], sig(i).inputs[j]) * elem_;
       if (at(b.dy, p) == 0) add(at(b.dy, p) = output_bytes(p));  // the boxed gradient becomes p's dy
@@ -286,8 +262,8 @@ class step_memory_replay {
   }
 
   void add_param_gradient(int i, std::size_t j, bool last) {
-    const int p = at(g_.ops, i).param_ids[j];
-    if (at(paths_, at(edge_of_param_, i)[j]).second.size() == 0) {
+    const int p = at(model_.ops, i).param_ids[j];
+    if (paths_.param(i, j).backward.size() == 0) {
       if (at(grad_sums_, p) == 0) add(at(grad_sums_, p) = grad_sum_bytes(p));
       return;
     }
@@ -302,20 +278,19 @@ class step_memory_replay {
   // Each summed gradient synchronised to the update layout replaces the sum. (The optimizer's
   // slices of ZeRO stages 1 and 2 are freed before the next sample.)
   void synchronise() {
-    for (int p = 0; p < int(g_.params.size()); ++p) {
+    for (int p = 0; p < int(model_.params.size()); ++p) {
       drop(at(grad_sums_, p));
       add(update_bytes(p));
       sample(-1, true);
     }
   }
 
-  const plan_problem& pp_;
-  const graph& g_;
+  const plan_problem& problem_;
+  const graph& model_;
   const std::vector<int>& pick_;
   mesh_shape mesh_;
   std::int64_t elem_;
-  std::vector<std::vector<int>> edge_of_input_, edge_of_param_;
-  std::vector<std::pair<boxing_path, boxing_path>> paths_;
+  plan_paths paths_;
   std::optional<step_schedule> schedule_;
   std::vector<std::int64_t> gathered_, grad_sums_;
   std::vector<std::vector<std::int64_t>> param_acc_;

@@ -69,9 +69,9 @@ class step_schedule {
  private:
   void index_blocks() {
     const int nops = int(g_.ops.size());
-    recomputes_.assign(std::size_t(nops), 0);
-    read_outside_block_.assign(std::size_t(nops), 0);
-    last_of_block_.assign(std::size_t(nops), 0);
+    assign(recomputes_, nops, 0);
+    assign(read_outside_block_, nops, 0);
+    assign(last_of_block_, nops, 0);
     for (int i = 0; i < nops; ++i) {
       const int blk = at(g_.block, i);
       if (blk < 0) continue;
@@ -88,11 +88,11 @@ class step_schedule {
   void index_reads() {
     const int nops = int(g_.ops.size());
     for (int i = 0; i < nops; ++i) reads_.push_back(backward_reads_of(at(g_.ops, i).kind));
-    consumer_slots_.assign(std::size_t(nops), 0);
-    block_consumer_slots_.assign(std::size_t(nops), 0);
-    hold_all_.assign(std::size_t(nops), 0);
-    hold_outside_.assign(std::size_t(nops), 0);
-    hold_inside_.assign(std::size_t(nops), 0);
+    assign(consumer_slots_, nops, 0);
+    assign(block_consumer_slots_, nops, 0);
+    assign(hold_all_, nops, 0);
+    assign(hold_outside_, nops, 0);
+    assign(hold_inside_, nops, 0);
     for (int i = 0; i < nops; ++i) {
       if (at(reads_, i).output) at(hold_all_, i) = at(hold_inside_, i) = 1;
       for (std::size_t j = 0; j < at(g_.op_inputs, i).size(); ++j) {

@@ -21,10 +21,20 @@ inline void set_transport_defaults() {
   ::setenv("OMPI_MCA_btl_vader_single_copy_mechanism", "none", /*overwrite=*/0);
 }
 
-/// MPI_Init after set_transport_defaults().
-inline void init(int* argc, char*** argv) {
+/// This process's place in MPI_COMM_WORLD.
+struct world_place {
+  int rank = 0;
+  int ranks = 1;
+};
+
+/// MPI_Init after set_transport_defaults(); returns this process's rank and the number of ranks.
+inline world_place init(int* argc, char*** argv) {
   set_transport_defaults();
   MPI_Init(argc, argv);
+  world_place w;
+  MPI_Comm_rank(MPI_COMM_WORLD, &w.rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &w.ranks);
+  return w;
 }
 
 }  // namespace autoddl::mpi

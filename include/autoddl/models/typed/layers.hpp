@@ -23,6 +23,7 @@
 #include <boost/hana/tuple.hpp>
 #include <boost/hana/type.hpp>
 
+#include "autoddl/index.hpp"
 #include "autoddl/ops/typed/static_signature.hpp"
 #include "autoddl/sbp/dtensor.hpp"
 
@@ -54,9 +55,9 @@ struct pin_spec {
 
 constexpr bool matches(const pin_spec& p, const static_signature& s) {
   for (int t = 0; t < p.n; ++t)
-    if (t >= s.n_inputs + s.n_params || !(s.tensor(t) == p.tensors[std::size_t(t)])) return false;
+    if (t >= s.n_inputs + s.n_params || !(s.tensor(t) == at(p.tensors, t))) return false;
   for (int j = 0; j < s.n_inputs; ++j)
-    if (p.boxed[std::size_t(j)] && !(s.inputs[std::size_t(j)] == p.box[std::size_t(j)])) return false;
+    if (at(p.boxed, j) && !(at(s.inputs, j) == at(p.box, j))) return false;
   return true;
 }
 
@@ -71,7 +72,7 @@ struct spec_of<pin<L...>> {
   static_assert(sizeof...(L) >= 1 && sizeof...(L) <= 5, "autoddl: pin<...> takes 1 to 5 layouts (inputs, then parameters)");
   static constexpr pin_spec value = [] {
     pin_spec p;
-    ((p.tensors[std::size_t(p.n++)] = L.value.sbp), ...);
+    ((at(p.tensors, p.n++) = L.value.sbp), ...);
     return p;
   }();
 };
@@ -101,24 +102,24 @@ struct typed_builder {
 
   constexpr tensor_shape shape_of(int ref) const {
     if (ref == -2) {  // labels: the logits' leading dims
-      tensor_shape s = r[std::size_t(n - 1)].op.output;
+      tensor_shape s = at(r, n - 1).op.output;
       tensor_shape l;
       for (int d = 0; d + 1 < s.rank(); ++d) l.push_back(s[d]);
       return l;
     }
-    return ref < 0 ? input : r[std::size_t(ref)].op.output;
+    return ref < 0 ? input : at(r, ref).op.output;
   }
   constexpr void box(int ref, const nd_sbp& to) {
     for (int i = 0; i < n_boxed; ++i)
-      if (boxed_ref[std::size_t(i)] == ref) { boxed_to[std::size_t(i)] = to; return; }
+      if (at(boxed_ref, i) == ref) { at(boxed_to, i) = to; return; }
     if (n_boxed == 8) fail<layout_error>("a typed model may declare at most 8 live box<...> steps");
-    boxed_ref[std::size_t(n_boxed)] = ref;
-    boxed_to[std::size_t(n_boxed++)] = to;
+    at(boxed_ref, n_boxed) = ref;
+    at(boxed_to, n_boxed++) = to;
   }
   /// Adds an op; a '#' in `base` becomes the op's position (in its block, else in the model).
   constexpr int add(std::string_view base, static_op op, pin_spec pin, std::array<int, 3> from) {
     op.mesh = mesh;
-    layer_record& x = r[std::size_t(n)];
+    layer_record& x = at(r, n);
     // (no `c ? std::string : std::string` here: g++ 12 rejects it in constant expressions)
     std::string name;
     if (block >= 0) name += "h" + itos(block) + ".";
@@ -129,9 +130,9 @@ struct typed_builder {
     x.name = text(std::string_view(name));
     for (int j = 0; j < op.n_inputs; ++j)
       for (int i = 0; i < n_boxed; ++i)
-        if (boxed_ref[std::size_t(i)] == from[std::size_t(j)]) {
-          pin.boxed[std::size_t(j)] = true;
-          pin.box[std::size_t(j)] = boxed_to[std::size_t(i)];
+        if (at(boxed_ref, i) == at(from, j)) {
+          at(pin.boxed, j) = true;
+          at(pin.box, j) = at(boxed_to, i);
         }
     x.op = op;
     x.pin = pin;

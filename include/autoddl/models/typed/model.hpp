@@ -29,6 +29,7 @@
 #include <boost/hana/range.hpp>
 #include <boost/hana/unpack.hpp>
 
+#include "autoddl/index.hpp"
 #include "autoddl/models/graph.hpp"
 #include "autoddl/models/typed/detail/diagnostics.hpp"
 #include "autoddl/models/typed/layers.hpp"
@@ -73,9 +74,9 @@ constexpr int closeness(const pin_spec& p, const static_signature& s) {
     for (int a = 0; a < want.size() && a < got.size(); ++a)
       score += want[a] == got[a] ? 16 : got[a].is_broadcast() ? 1 : 0;  // ties: prefer B
   };
-  for (int t = 0; t < p.n && t < s.n_inputs + s.n_params; ++t) cmp(p.tensors[std::size_t(t)], s.tensor(t));
+  for (int t = 0; t < p.n && t < s.n_inputs + s.n_params; ++t) cmp(at(p.tensors, t), s.tensor(t));
   for (int j = 0; j < s.n_inputs; ++j)
-    if (p.boxed[std::size_t(j)]) cmp(p.box[std::size_t(j)], s.inputs[std::size_t(j)]);
+    if (at(p.boxed, j)) cmp(at(p.box, j), at(s.inputs, j));
   return score;
 }
 
@@ -91,10 +92,10 @@ constexpr allowed_summary summarize() {
     if (r.count++ == 0) {
       r.out_fixed = true;
       r.out = s.output;
-      for (int j = 0; j < s.n_inputs; ++j) { r.in_fixed[std::size_t(j)] = true; r.in[std::size_t(j)] = s.inputs[std::size_t(j)]; }
+      for (int j = 0; j < s.n_inputs; ++j) { at(r.in_fixed, j) = true; at(r.in, j) = at(s.inputs, j); }
     } else {
       r.out_fixed = r.out_fixed && r.out == s.output;
-      for (int j = 0; j < s.n_inputs; ++j) r.in_fixed[std::size_t(j)] = r.in_fixed[std::size_t(j)] && r.in[std::size_t(j)] == s.inputs[std::size_t(j)];
+      for (int j = 0; j < s.n_inputs; ++j) at(r.in_fixed, j) = at(r.in_fixed, j) && at(r.in, j) == at(s.inputs, j);
     }
   }
   return r;
@@ -144,12 +145,12 @@ constexpr std::string pinned_text(const static_op& op, const pin_spec& p) {
   for (int t = 0; t < p.n; ++t) {
     if (!r.empty()) r += " ";
     const bool in = t < op.n_inputs;
-    if (in ? std::size_t(t) < nm.inputs.size() : std::size_t(t - op.n_inputs) < nm.params.size())
-      r += std::string(in ? nm.inputs[std::size_t(t)] : nm.params[std::size_t(t - op.n_inputs)]);
-    r += to_string(p.tensors[std::size_t(t)]);
+    if (in ? t < std::ssize(nm.inputs) : std::size_t(t - op.n_inputs) < nm.params.size())
+      r += std::string(in ? at(nm.inputs, t) : at(nm.params, t - op.n_inputs));
+    r += to_string(at(p.tensors, t));
   }
   for (int j = 0; j < 3; ++j)
-    if (p.boxed[std::size_t(j)]) r += (r.empty() ? "" : " ") + std::string("box") + to_string(p.box[std::size_t(j)]);
+    if (at(p.boxed, j)) r += (r.empty() ? "" : " ") + std::string("box") + to_string(at(p.box, j));
   return r;
 }
 
@@ -179,18 +180,18 @@ constexpr model_check<N> check_model(const std::array<layer_record, N>& rec, con
   for (std::size_t i = 0; i < N; ++i) {
     const layer_record& l = rec[i];
     for (int j = 0; j < l.op.n_inputs; ++j) {
-      const int p = l.from[std::size_t(j)];
-      if (p < 0 || !sum[std::size_t(p)].out_fixed || !sum[i].in_fixed[std::size_t(j)]) continue;
-      const nd_sbp from = sum[std::size_t(p)].out, to = sum[i].in[std::size_t(j)];
+      const int p = at(l.from, j);
+      if (p < 0 || !at(sum, p).out_fixed || !sum[i].in_fixed[std::size_t(j)]) continue;
+      const nd_sbp from = at(sum, p).out, to = sum[i].in[std::size_t(j)];
       if (from == to) continue;
-      if (!l.pin.boxed[std::size_t(j)]) {
-        r.error = {model_error_kind::boxing, rec[std::size_t(p)].name, l.name,
+      if (!at(l.pin.boxed, j)) {
+        r.error = {model_error_kind::boxing, at(rec, p).name, l.name,
                    text(std::string_view(to_string(layout{from, mesh}))), text(std::string_view(to_string(layout{to, mesh}))),
                    text(std::string_view(boxing_fix(from, to)))};
         return r;
       }
-      r.boxings[std::size_t(r.n_boxings++)] = {rec[std::size_t(p)].name, l.name, p, int(i), j, layout{from, mesh},
-                                               layout{to, mesh}, l.op.inputs[std::size_t(j)]};
+      at(r.boxings, r.n_boxings++) = {at(rec, p).name, l.name, p, int(i), j, layout{from, mesh},
+                                               layout{to, mesh}, at(l.op.inputs, j)};
     }
   }
   return r;
@@ -340,12 +341,12 @@ class typed_model {
       static constexpr const char* norm_names[] = {".gamma", ".beta"};
       for (int p = 0; p < l.op.n_params; ++p) {
         const char* suffix = l.op.kind == op_kind::layernorm ? norm_names[p] : weight_names[p];
-        g.params.push_back({n.name + suffix, l.op.params[std::size_t(p)]});
+        g.params.push_back({n.name + suffix, at(l.op.params, p)});
         n.param_ids.push_back(int(g.params.size()) - 1);
       }
       std::vector<tensor_ref> ins;
       for (int j = 0; j < l.op.n_inputs; ++j) {
-        const int f = l.from[std::size_t(j)];
+        const int f = at(l.from, j);
         ins.push_back(f >= 0 ? tensor_ref{f, 0} : tensor_ref{-1, f == -2 ? 1 : 0});
       }
       g.ops.push_back(std::move(n));
