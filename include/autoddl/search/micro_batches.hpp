@@ -77,6 +77,10 @@ inline micro_batched_plan plan_micro_batched(const std::function<graph(int)>& bu
                                              const plan_options& base, const plan_strategy& s, step_settings pin,
                                              std::uint64_t seed = 1) {
   check_strategy(s, base.mesh);
+  if (pipeline_stages(s) > 1)
+    detail::fail<layout_error>(to_string(s) + " has " + detail::itos(pipeline_stages(s)) +
+                               " pipeline stages, which this planner and autoddl-train do not run; plan it with "
+                               "plan_pipeline (search/pipeline.hpp, as autoddl-plan does) or leave pp out");
   const auto* mg = std::get_if<strategy::megatron>(&s);
   if (const std::optional<int> m = megatron_microbatches(s, base.mesh, batch)) {
     if (pin.microbatches && *pin.microbatches != *m)
