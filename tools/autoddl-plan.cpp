@@ -22,6 +22,7 @@
 #include "autoddl/search/micro_batches.hpp"
 #include "autoddl/search/plan_file.hpp"
 #include "autoddl/search/svg.hpp"
+#include "pipeline_report.hpp"
 #include "plan_report.hpp"
 #include "support/cli.hpp"
 
@@ -111,7 +112,7 @@ int main(int argc, char** argv) {
   app.add_option("--dtype", dtype_s, "fp32, fp16 or bf16");
   app.add_option("--memory-limit", memory, "bytes per device, e.g. 32GiB (default: the device's memory)");
   app.add_option("--strategy", strategy,
-                 "auto, dp, megatron[:tp=T,dp=D,mbs=B,recompute=R,sp=1], zero, owt, 2d, exact or exhaustive");
+                 "auto, dp, megatron[:tp=T,pp=P,dp=D,mbs=B,recompute=R,sp=1,vpp=V], zero, owt, 2d, exact or exhaustive");
   app.add_option("--microbatches", microbatches_s, "micro-batches per step (gradient accumulation): auto or a divisor of the batch");
   app.add_option("--recompute", recompute_s, "activation recomputation of repeated blocks: auto, none, selective or full");
   app.add_option("--compare", compare, "comma-separated plans to compare against, e.g. dp,megatron:tp=4");
@@ -159,7 +160,9 @@ int main(int argc, char** argv) {
     if (recompute_s != "auto") pin.recompute = parse_recompute(recompute_s);
     const std::int64_t batch = graph_batch(load_model(model));
     auto build = [&](int m) { return load_model(model, m); };
-    micro_batched_plan chosen_plan = plan_micro_batched(build, batch, o, chosen, pin, seed);
+    // pipelines: megatron pp > 1, and auto across nodes (pipeline_report.hpp)
+    autoddl::tools::chosen_plan chosen_with_pipeline = autoddl::tools::plan_with_pipelines(build, batch, o, chosen, pin, seed);
+    micro_batched_plan& chosen_plan = chosen_with_pipeline.plan;
     const plan_problem& pp = *chosen_plan.problem;
     plan_result r = chosen_plan.result;
     auto rows = plan_rows(pp, r);
@@ -179,7 +182,7 @@ int main(int argc, char** argv) {
     std::vector<micro_batched_plan> compared_plans;  // each with its own knobs; open ones chosen as for auto
     for (const plan_strategy& c : compared) {
       try {
-        compared_plans.push_back(plan_micro_batched(build, batch, o, c, {}, seed));
+        compared_plans.push_back(autoddl::tools::plan_with_pipelines(build, batch, o, c, {}, seed).plan);
         others.push_back({to_string(c), compared_plans.back().result});
       } catch (const error& e) {
         not_applicable.push_back({to_string(c), e.what()});
@@ -198,6 +201,7 @@ int main(int argc, char** argv) {
     }
     if (json) {
       auto j = plan_json(pp, r, rows, model, hardware);
+      autoddl::tools::add_pipeline_json(j, chosen_with_pipeline.pipeline, pp.model());
       if (!others.empty() || !not_applicable.empty()) {
         nlohmann::json c = nlohmann::json::object();
         for (const auto& [name, o2] : others)
@@ -213,6 +217,7 @@ int main(int argc, char** argv) {
       std::puts(j.dump(2).c_str());
     } else {
       print_human(pp, r, rows, model, hardware, all_ops);
+      if (chosen_with_pipeline.pipeline) autoddl::tools::print_pipeline(*chosen_with_pipeline.pipeline, pp.model());
       for (const auto& [name, o2] : others)
         fmt::print("vs {:<9} predicted step {:>10}  -> {} is {:.2f}x faster{}\n", name, seconds(o2.time), to_string(r.strategy),
                    o2.time / r.time, o2.feasible ? "" : " (that plan is over the memory limit)");

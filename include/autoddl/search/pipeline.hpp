@@ -447,9 +447,10 @@ inline pipeline_plan plan_megatron_pipeline(const std::function<graph(int)>& bui
 /// The search over pipelines: coordinate descent over the stage count p (divisors of the
 /// outermost axis above 1, at most the layers), the micro-batch count m (divisors of the batch)
 /// and the recomputation, each point's layouts searched on the stage mesh and its cuts by
-/// balance_cuts. Starts from every p at m = the smallest count of pipeline_microbatch_counts
-/// and no recomputation (pin's where given), then moves one coordinate at a time to the best
-/// neighbour (the next divisor up or down, another recomputation) while that improves, within
+/// balance_cuts. Starts from every p at m = the largest count of pipeline_microbatch_counts
+/// (the least bubble and activation memory) and no recomputation (pin's where given), then
+/// moves one coordinate at a time to the best neighbour (the next divisor up or down, about
+/// twice or half the micro-batches, another recomputation) while that improves, within
 /// `max_points` evaluations. nullopt when the mesh or model admits no pipeline.
 inline std::optional<pipeline_plan> search_pipeline(const std::function<graph(int)>& build, std::int64_t batch,
                                                     const plan_options& base, step_settings pin,
@@ -479,13 +480,15 @@ inline std::optional<pipeline_plan> search_pipeline(const std::function<graph(in
     return slot;
   };
   auto index_of = [&ms](int m) { return int(std::lower_bound(ms.begin(), ms.end(), m) - ms.begin()); };
+  auto clamp = [&ms](int i) { return std::clamp(i, 0, int(ms.size()) - 1); };
   for (int i = 0; i < int(ps.size()); ++i)
-    eval({i, std::min(index_of(detail::pipeline_microbatch_counts(batch, at(ps, i)).front()), int(ms.size()) - 1), 0});
+    eval({i, clamp(index_of(detail::pipeline_microbatch_counts(batch, at(ps, i)).back())), 0});
   for (bool moved = true; moved && best;) {
-    moved = false;
     const point from = *best;
     const auto [pi, mi, ri] = from;
+    const int m = at(ms, mi);
     const point moves[] = {{pi - 1, mi, ri}, {pi + 1, mi, ri}, {pi, mi - 1, ri}, {pi, mi + 1, ri},
+                           {pi, clamp(index_of(2 * m)), ri}, {pi, clamp(index_of((m + 1) / 2)), ri},
                            {pi, mi, (ri + 1) % int(rs.size())}, {pi, mi, (ri + 2) % int(rs.size())}};
     for (const point& x : moves)
       if (std::get<0>(x) >= 0 && std::get<0>(x) < int(ps.size()) && std::get<1>(x) >= 0 && std::get<1>(x) < int(ms.size()))
