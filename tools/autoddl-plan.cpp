@@ -191,7 +191,7 @@ int main(int argc, char** argv) {
     if (!out.empty()) {
       std::ofstream f(out);
       if (!f) throw error("cannot write the plan to '" + out + "'");
-      f << plan_file_json(pp, r, model, hardware).dump(1) << "\n";
+      f << autoddl::tools::plan_file_of(pp, r, chosen_with_pipeline.pipeline, model, hardware, o.mesh).dump(1) << "\n";
       if (!f) throw error("cannot write the plan to '" + out + "'");
     }
     if (!svg.empty()) {

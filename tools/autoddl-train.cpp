@@ -197,6 +197,9 @@ void read_plan_option(settings& s, const CLI::App& app) {
   }
   plan_file f = read_plan_file(s.plan_path);
   const std::string where = "plan file " + s.plan_path;
+  if (f.stages > 1)
+    throw error(where + " is a pipeline of " + std::to_string(f.stages) +
+                " stages, which autoddl-train does not run yet (it runs plans of one stage); plan without pp");
   if (!s.model.empty() && s.model != f.model)
     throw error(where + " is for model '" + f.model + "', not '" + s.model + "'");
   if (app.count("--mesh") && parse_mesh(s.mesh) != f.mesh)

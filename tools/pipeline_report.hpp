@@ -15,6 +15,7 @@
 #include <utility>
 
 #include "autoddl/search/pipeline.hpp"
+#include "autoddl/search/plan_file.hpp"
 #include "plan_report.hpp"
 
 namespace autoddl::tools {
@@ -115,6 +116,15 @@ inline void add_pipeline_json(nlohmann::json& j, const std::optional<pipeline_pl
                       {"memory_bytes", f.memory}});
   }
   j["pipeline"] = {{"bubble", p->bubble}, {"chunks", p->shape.chunks}, {"cuts", cuts}, {"stages", stages}};
+}
+
+/// The plan file of r (plan_file_json), with the pipeline's stages, chunks, cuts and whole
+/// mesh where there is one (add_pipeline_schedule).
+inline nlohmann::json plan_file_of(const plan_problem& pp, const plan_result& r, const std::optional<pipeline_plan>& p,
+                                   const std::string& model, const std::string& hardware, const mesh_shape& mesh) {
+  nlohmann::json f = plan_file_json(pp, r, model, hardware);
+  if (p) add_pipeline_schedule(f, mesh, p->shape.stages, p->shape.chunks, p->cut_ops);
+  return f;
 }
 
 }  // namespace autoddl::tools

@@ -108,6 +108,14 @@ ok = (j.get("pipeline_stages") == 2 and j.get("microbatches") == 8 and len(pipe.
 print(("ok  " if ok else "FAIL") + " megatron:tp=4,pp=2,mbs=1: 2 stages, 8 micro-batches, bubble 1/8: " + r.stderr.strip())
 if not ok:
     failures.append("megatron pipeline json")
+pipe_f = os.path.join(tmp, "pipe.json")
+r = run("--model", small, "--mesh", "2x4", "--strategy", "megatron:tp=4,pp=2,mbs=1", "--out", pipe_f)
+sc = json.load(open(pipe_f))["schedule"] if r.returncode == 0 else {}
+ok = (sc.get("stages") == 2 and sc.get("pipeline_mesh") == [2, 4] and len(sc.get("cuts", [])) == 2
+      and sc["cuts"][0] == 0 and json.load(open(pipe_f))["mesh"] == [4])
+print(("ok  " if ok else "FAIL") + " the plan file of a pipeline carries stages, cuts and the whole mesh: " + str(sc))
+if not ok:
+    failures.append("pipeline plan file")
 r = run("--model", small, "--mesh", "4", "--json")
 ok = r.returncode == 0 and json.loads(r.stdout).get("pipeline_stages") == 1
 print(("ok  " if ok else "FAIL") + " a plan without a pipeline says pipeline_stages 1")
