@@ -38,6 +38,7 @@
 // (t + 2 x of its outgoing cut) with every stage's memory (state + in-flight activations +
 // transient) within the limit. Exact for that objective; max step_s is not part of it.
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <limits>
@@ -378,16 +379,19 @@ inline pipeline_plan price_pipeline(micro_batched_plan&& layouts, const pipeline
 /// batch `batch` in all): the layouts of one stage by `stage_strategy` (auto, or an expert
 /// without its pipeline) on stage_mesh(base.mesh, p), the graph one micro-batch of batch / m,
 /// then the cuts. The layout search sees p times the memory limit (a stage keeps about 1/p of
-/// the model); the cuts then hold every stage to the limit itself.
+/// the model); the cuts then hold every stage to the limit itself. with_gap: the stage layouts'
+/// gap to the exact reference (attach_optimal_gap), for auto.
 /// Throws layout_error when p does not divide the outermost axis or exceeds the layers.
 inline pipeline_plan plan_pipeline(const std::function<graph(int)>& build, std::int64_t batch, const plan_options& base,
                                    const plan_strategy& stage_strategy, const pipeline_shape& s,
-                                   std::optional<recompute_mode> recompute, std::uint64_t seed = 1) {
+                                   std::optional<recompute_mode> recompute, std::uint64_t seed = 1,
+                                   bool with_gap = true) {
   plan_options sub = base;
   sub.mesh = stage_mesh(base.mesh, s.stages);
   sub.memory_limit = detail::memory_limit_of(base) * s.stages;
   step_settings pin;
   pin.recompute = recompute;
+  pin.with_gap = with_gap;
   if (!megatron_microbatches(stage_strategy, sub.mesh, batch)) pin.microbatches = s.microbatches;  // else its mbs says
   micro_batched_plan layouts = plan_micro_batched(build, batch, sub, stage_strategy, pin, seed);
   pipeline_shape shape = s;
@@ -451,10 +455,12 @@ inline pipeline_plan plan_megatron_pipeline(const std::function<graph(int)>& bui
 /// (the least bubble and activation memory) and no recomputation (pin's where given), then
 /// moves one coordinate at a time to the best neighbour (the next divisor up or down, about
 /// twice or half the micro-batches, another recomputation) while that improves, within
-/// `max_points` evaluations. nullopt when the mesh or model admits no pipeline.
+/// `max_points` evaluations. nullopt when the mesh or model admits no pipeline. The result's
+/// search_s is the whole search's; its optimal_gap is its stage layouts' (attach_optimal_gap).
 inline std::optional<pipeline_plan> search_pipeline(const std::function<graph(int)>& build, std::int64_t batch,
                                                     const plan_options& base, step_settings pin,
                                                     std::uint64_t seed = 1, int max_points = 24) {
+  const auto t0 = std::chrono::steady_clock::now();
   const int units = int(pipeline_units(build(1)).size());
   std::vector<int> ps;
   for (int d : divisors(base.mesh[0]))
@@ -473,7 +479,7 @@ inline std::optional<pipeline_plan> search_pipeline(const std::function<graph(in
     if (int(seen.size()) > max_points) return slot;
     const pipeline_shape sh{at(ps, std::get<0>(x)), at(ms, std::get<1>(x)), 1};
     try {
-      slot = plan_pipeline(build, batch, base, strategy::automatic{}, sh, at(rs, std::get<2>(x)), seed);
+      slot = plan_pipeline(build, batch, base, strategy::automatic{}, sh, at(rs, std::get<2>(x)), seed, false);
     } catch (const error&) {  // the batch does not split that way: no such point
     }
     if (slot && (!best || detail::better_pipeline(*slot, *seen[*best]))) best = x;
@@ -497,6 +503,8 @@ inline std::optional<pipeline_plan> search_pipeline(const std::function<graph(in
   }
   if (!best) return std::nullopt;
   pipeline_plan r = std::move(*seen[*best]);
+  r.layouts.result.search_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  attach_optimal_gap(*r.layouts.problem, seed, r.layouts.result);  // the winner's layouts only
   r.layouts.result.notes.push_back("pipeline search: " + detail::itos(int(seen.size())) +
                                    " points (stages, micro-batches, recompute) tried");
   return r;
