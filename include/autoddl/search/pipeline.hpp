@@ -259,54 +259,79 @@ inline std::vector<double> cut_bytes(const plan_problem& pp, const std::vector<i
 
 }  // namespace detail
 
-/// The per-unit costs of pick (a plan of pp, whose graph is one micro-batch of
-/// pp.options().microbatches) as the stages of a pipeline would run them; see the header.
-inline unit_costs pipeline_unit_costs(const plan_problem& pp, const std::vector<int>& pick) {
+namespace detail {
+
+// Ops: their forward + backward per micro-batch (the plan prices m), activations, transients.
+inline void add_op_costs(const plan_problem& pp, const std::vector<int>& pick, const std::vector<int>& unit, unit_costs& u) {
   const graph& g = pp.model();
-  const std::vector<int> unit = detail::unit_of_ops(g);
-  const int n = int(pipeline_units(g).size()), ops = int(g.ops.size());
   const double m = pp.options().microbatches;
-  unit_costs u;
-  for (auto* v : {&u.slot_s, &u.step_s, &u.state_bytes, &u.activation_bytes, &u.transient_bytes})
-    v->assign(std::size_t(n), 0.0);
-  const choice_problem& cp = pp.untied();
-  for (int i = 0; i < ops; ++i) {
-    const cost_terms& t = cp.unary(i, at(pick, i));
-    at(u.slot_s, at(unit, i)) += (t.compute() + t.comm()) / m;
-    const op_work w = device_work(at(g.ops, i), pp.op_candidate(i, at(pick, i)), pp.options().mesh, bytes_of(pp.options().type));
-    const memory_breakdown mem = pp.op_memory(i, at(pick, i), w);
-    at(u.activation_bytes, at(unit, i)) += double(mem.activations);
-    at(u.transient_bytes, at(unit, i)) = std::max(at(u.transient_bytes, at(unit, i)), double(mem.transient));
+  for (int i = 0; i < int(g.ops.size()); ++i) {
+    const int c = at(pick, i), k = at(unit, i);
+    const cost_terms& t = pp.untied().unary(i, c);
+    at(u.slot_s, k) += (t.compute() + t.comm()) / m;
+    const op_work w = device_work(at(g.ops, i), pp.op_candidate(i, c), pp.options().mesh, bytes_of(pp.options().type));
+    const memory_breakdown mem = pp.op_memory(i, c, w);
+    at(u.activation_bytes, k) += double(mem.activations);
+    at(u.transient_bytes, k) = std::max(at(u.transient_bytes, k), double(mem.transient));
   }
-  std::vector<std::set<int>> param_units(g.params.size());  // the units using each parameter
-  const auto& edges = cp.edges();
-  for (int e = 0; e < int(edges.size()); ++e) {
+}
+
+// Edges, in the consumer's unit: an activation's boxing per micro-batch; a parameter's gather
+// and gradient synchronisation once per step. Returns the units using each parameter.
+inline std::vector<std::set<int>> add_edge_costs(const plan_problem& pp, const std::vector<int>& pick,
+                                                 const std::vector<int>& unit, unit_costs& u) {
+  const choice_problem& cp = pp.untied();
+  const int ops = int(pp.model().ops.size());
+  const double m = pp.options().microbatches;
+  std::vector<std::set<int>> param_units(pp.model().params.size());
+  for (int e = 0; e < int(cp.edges().size()); ++e) {
     const auto& info = at(pp.edge_infos(), e);
-    const int cu = at(pick, at(edges, e).u), cv = at(pick, at(edges, e).v), k = at(unit, info.to_node);
+    const int cu = at(pick, at(cp.edges(), e).u), cv = at(pick, at(cp.edges(), e).v), k = at(unit, info.to_node);
     const cost_terms& t = cp.pair(e, cu, cv);
     const memory_breakdown mem = pp.edge_memory(e, cu, cv);
     if (info.param) {
       at(param_units, info.from_node - ops).insert(k);
       at(u.step_s, k) += t.compute() + t.comm();
-      at(u.state_bytes, k) += detail::state_of(mem);
+      at(u.state_bytes, k) += state_of(mem);
     } else {
       at(u.slot_s, k) += (t.compute() + t.comm()) / m;
     }
     at(u.activation_bytes, k) += double(mem.activations);
     at(u.transient_bytes, k) = std::max(at(u.transient_bytes, k), t.transient);
   }
-  for (int p = 0; p < int(g.params.size()); ++p) {
+  return param_units;
+}
+
+// Parameters, in their first user's unit (a tied one recorded for the stage of its last use).
+inline void add_param_costs(const plan_problem& pp, const std::vector<int>& pick,
+                            const std::vector<std::set<int>>& param_units, unit_costs& u) {
+  for (int p = 0; p < int(pp.model().params.size()); ++p) {
     const int c = at(pick, pp.param_node(p));
-    const cost_terms& t = cp.unary(pp.param_node(p), c);
+    const cost_terms& t = pp.untied().unary(pp.param_node(p), c);
     const std::set<int>& us = at(param_units, p);
     if (us.empty()) continue;
     const memory_breakdown mem = pp.param_memory(p, c);
-    at(u.step_s, *us.begin()) += t.compute() + t.comm();
-    at(u.state_bytes, *us.begin()) += detail::state_of(mem);
-    at(u.transient_bytes, *us.begin()) = std::max(at(u.transient_bytes, *us.begin()), t.transient);
-    if (us.size() > 1)
-      u.tied.push_back({*us.begin(), *us.rbegin(), detail::state_of(mem), double(mem.params), t.compute() + t.comm()});
+    const int k = *us.begin();
+    at(u.step_s, k) += t.compute() + t.comm();
+    at(u.state_bytes, k) += state_of(mem);
+    at(u.transient_bytes, k) = std::max(at(u.transient_bytes, k), t.transient);
+    if (us.size() > 1) u.tied.push_back({k, *us.rbegin(), state_of(mem), double(mem.params), t.compute() + t.comm()});
   }
+}
+
+}  // namespace detail
+
+/// The per-unit costs of pick (a plan of pp, whose graph is one micro-batch of
+/// pp.options().microbatches) as the stages of a pipeline would run them; see the header.
+/// With one stage they add up to the plan: m x the slots + the step work == its serial time.
+inline unit_costs pipeline_unit_costs(const plan_problem& pp, const std::vector<int>& pick) {
+  const std::vector<int> unit = detail::unit_of_ops(pp.model());
+  const int n = int(pipeline_units(pp.model()).size());
+  unit_costs u;
+  for (auto* v : {&u.slot_s, &u.step_s, &u.state_bytes, &u.activation_bytes, &u.transient_bytes})
+    v->assign(std::size_t(n), 0.0);
+  detail::add_op_costs(pp, pick, unit, u);
+  detail::add_param_costs(pp, pick, detail::add_edge_costs(pp, pick, unit, u), u);
   u.send_bytes = detail::cut_bytes(pp, pick, unit, n);
   return u;
 }
