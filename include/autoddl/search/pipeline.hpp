@@ -31,6 +31,9 @@
 //   bubble fraction = (p - 1) / (v m),
 // and stage 0 holds (1 + (p - 1) / (p v)) times the 1F1B in-flight activations (Korthikanti et
 // al. 2022, "Reducing Activation Recomputation in Large Transformer Models", section 4.2.3).
+// (A device's v chunks are v ranges of the model in Megatron-LM; here its share is priced as one
+// contiguous range of the same size, so the cuts stand for the devices' loads, not the chunks.
+// The interleaved forms are Narayanan's; the tests simulate plain 1F1B only.)
 // A tied parameter (GPT's wte, used by the first and last stage) is kept by each stage using it,
 // whose gradients add with one all-reduce between the two on the stage axis link.
 //
