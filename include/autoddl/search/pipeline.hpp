@@ -30,10 +30,12 @@
 //   step = (m + (p - 1) / v) * t + (m + p - 1) * 2 v x + max step_s   (v times the transfers)
 //   bubble fraction = (p - 1) / (v m),
 // and stage 0 holds (1 + (p - 1) / (p v)) times the 1F1B in-flight activations (Korthikanti et
-// al. 2022, "Reducing Activation Recomputation in Large Transformer Models", section 4.2.3).
+// al. 2022, "Reducing Activation Recomputation in Large Transformer Models", section 4.2.3);
+// stage i holds min(m, p + (p - 1 - 2i) / v) micro-batches' worth (Megatron-LM's interleaved
+// order, schedules.py, replayed; m a multiple of p, as Megatron-LM requires).
 // (A device's v chunks are v ranges of the model in Megatron-LM; here its share is priced as one
 // contiguous range of the same size, so the cuts stand for the devices' loads, not the chunks.
-// The interleaved forms are Narayanan's; the tests simulate plain 1F1B only.)
+// The tests replay both schedules event by event and compare step and memory with these forms.)
 // A tied parameter (GPT's wte, used by the first and last stage) is kept by each stage using it,
 // whose gradients add with one all-reduce between the two on the stage axis link.
 //
@@ -72,13 +74,14 @@ constexpr double pipeline_bubble_fraction(const pipeline_shape& s) {
   return double(s.stages - 1) / (double(s.chunks) * double(s.microbatches));
 }
 
-/// Micro-batches of activations stage `stage` (0-based) holds at once under 1F1B: min(p - i, m)
-/// (the first stage runs p forwards before its first backward). Interleaved, stage 0's share is
-/// scaled by (1 + (p - 1) / (p v)) (Korthikanti et al. 2022, section 4.2.3), applied to every stage.
+/// Micro-batches of activations stage i (0-based) holds at once under 1F1B: min(p - i, m) (the
+/// first stage runs p forwards before its first backward). Interleaved (v chunks of 1/v of the
+/// stage each): min(m, p + (p - 1 - 2i) / v) micro-batches' worth, stage 0's
+/// p (1 + (p - 1) / (p v)) as Korthikanti et al. 2022 (section 4.2.3) give it.
 constexpr double in_flight_microbatches(const pipeline_shape& s, int stage) {
-  const double plain = double(std::min(s.stages - stage, s.microbatches));
-  if (s.chunks <= 1) return plain;
-  return plain * (1.0 + double(s.stages - 1) / (double(s.stages) * double(s.chunks)));
+  if (s.chunks <= 1) return double(std::min(s.stages - stage, s.microbatches));
+  const double p = s.stages, v = s.chunks;
+  return std::min(double(s.microbatches), p + (p - 1 - 2 * stage) / v);
 }
 
 /// The step of a pipeline whose slowest stage takes slot_s per micro-batch (forward + backward),

@@ -72,6 +72,66 @@ simulated simulate_1f1b(const std::vector<double>& fwd, const std::vector<double
   return r;
 }
 
+// Megatron-LM's interleaved 1F1B (megatron/core/pipeline_parallel/schedules.py,
+// forward_backward_pipelining_with_interleaving), replayed: device i runs virtual stages
+// c p + i (c < v chunks, each 1/v of its forward and backward); its warm-up is
+// min((p - i - 1) 2 + (v - 1) p, m v) forwards; its k-th forward takes chunk (k / p) % v and
+// micro-batch (k / (p v)) p + k % p, its k-th backward chunk v - 1 - (k / p) % v. Returns the
+// makespan and, per device, the most chunk activations held at once divided by v.
+struct simulated_interleaved {
+  double makespan = 0;
+  std::vector<double> in_flight;
+};
+simulated_interleaved simulate_interleaved(int p, int m, int v, double fwd, double bwd) {
+  struct step {
+    bool backward;
+    int chunk, micro;
+  };
+  const int total = m * v;
+  std::vector<std::vector<step>> order(p);
+  for (int i = 0; i < p; ++i) {
+    auto f = [&](int k) { return step{false, (k / p) % v, (k / (p * v)) * p + k % p}; };
+    auto b = [&](int k) { return step{true, v - 1 - (k / p) % v, (k / (p * v)) * p + k % p}; };
+    const int warm = std::min((p - i - 1) * 2 + (v - 1) * p, total);
+    for (int k = 0; k < warm; ++k) order[i].push_back(f(k));
+    for (int k = 0; k < total - warm; ++k) {
+      order[i].push_back(f(k + warm));
+      order[i].push_back(b(k));
+    }
+    for (int k = total - warm; k < total; ++k) order[i].push_back(b(k));
+  }
+  const int stages = p * v;  // virtual stages
+  std::vector<std::vector<double>> f_end(stages, std::vector<double>(m, -1)), b_end(stages, std::vector<double>(m, -1));
+  std::vector<std::size_t> next(p, 0);
+  std::vector<double> free_at(p, 0);
+  std::vector<int> live(p, 0), peak(p, 0);
+  simulated_interleaved r;
+  for (bool progress = true; progress;) {
+    progress = false;
+    for (int i = 0; i < p; ++i) {
+      if (next[i] == order[i].size()) continue;
+      const step st = order[i][next[i]];
+      const int vs = st.chunk * p + i;
+      double ready = 0;
+      if (!st.backward && vs > 0) ready = f_end[vs - 1][st.micro];
+      if (st.backward) ready = vs + 1 < stages ? b_end[vs + 1][st.micro] : f_end[vs][st.micro];
+      if (ready < 0) continue;
+      free_at[i] = std::max(ready, free_at[i]) + (st.backward ? bwd : fwd) / v;
+      (st.backward ? b_end : f_end)[vs][st.micro] = free_at[i];
+      live[i] += st.backward ? -1 : 1;
+      peak[i] = std::max(peak[i], live[i]);
+      r.makespan = std::max(r.makespan, free_at[i]);
+      ++next[i];
+      progress = true;
+    }
+  }
+  for (int i = 0; i < p; ++i) {
+    REQUIRE(next[i] == order[i].size());  // no deadlock
+    r.in_flight.push_back(double(peak[i]) / v);
+  }
+  return r;
+}
+
 // Hand-made unit costs: slot, activations and state per unit, everything else zero.
 unit_costs units_of(const std::vector<double>& slot, const std::vector<double>& act, const std::vector<double>& state) {
   unit_costs u;
@@ -105,6 +165,20 @@ TEST_CASE("1F1B's step is (m + p - 1) stage slots and stage i holds min(p - i, m
       for (int i = 0; i < p; ++i) CHECK(in_flight_microbatches(s, i) == double(sim.in_flight[i]));
       CHECK(std::abs(pipeline_bubble_fraction(s) - (sim.makespan - m * 3.0) / (m * 3.0)) < 1e-9);
     }
+}
+
+TEST_CASE("interleaved 1F1B: step (m + (p - 1) / v) slots and each stage's activations, as Megatron-LM's order runs",
+          "[search][pipeline]") {
+  for (int p = 2; p <= 5; ++p)
+    for (int v = 2; v <= 4; ++v)
+      for (int m = p; m <= 4 * p; m += p) {
+        const simulated_interleaved sim = simulate_interleaved(p, m, v, 1.0, 2.0);
+        const pipeline_shape s{p, m, v};
+        CAPTURE(p, v, m);
+        CHECK(std::abs(pipeline_step_time(s, 3.0, 0.0, 0.0) - sim.makespan) < 1e-9);
+        CHECK(std::abs(pipeline_bubble_fraction(s) - (sim.makespan - m * 3.0) / (m * 3.0)) < 1e-9);
+        for (int i = 0; i < p; ++i) CHECK(std::abs(in_flight_microbatches(s, i) - sim.in_flight[i]) < 1e-9);
+      }
 }
 
 TEST_CASE("1F1B's step with unequal stages is bounded by the slowest stage's slots", "[search][pipeline]") {
