@@ -37,6 +37,7 @@ inline chosen_plan from_pipeline(pipeline_plan&& p) {
   r.time = p.time;
   r.feasible = p.feasible;
   r.totals.memory = p.peak_memory() - r.totals.transient;
+  r.memory_limit = c.plan.problem->make_objective().memory_limit / p.shape.stages;
   r.notes.push_back(fmt::format(
       "pipeline of {} stages x {} micro-batches: the table shows one stage's layouts on the stage mesh {} (each stage "
       "runs its range of ops, see the pipeline section); compute and communication are the whole model's on that mesh, whose layout search saw {} times the memory "
