@@ -40,8 +40,9 @@ inline chosen_plan from_pipeline(pipeline_plan&& p) {
   r.memory_limit = c.plan.problem->make_objective().memory_limit / p.shape.stages;
   r.notes.push_back(fmt::format(
       "pipeline of {} stages x {} micro-batches: the table shows one stage's layouts on the stage mesh {} (each stage "
-      "runs its range of ops, see the pipeline section); compute and communication are the whole model's on that mesh, whose layout search saw {} times the memory "
-      "limit (a stage keeps about 1/{} of the model; the cuts hold each stage to the limit)",
+      "runs its range of ops, see the pipeline section); compute and communication are the whole model's on that "
+      "mesh, whose layout search saw {} times the memory limit (a stage keeps about 1/{} of the model; the cuts hold "
+      "each stage to the limit)",
       p.shape.stages, p.shape.microbatches, to_string(c.plan.problem->options().mesh), p.shape.stages, p.shape.stages));
   c.pipeline = std::move(p);
   return c;
@@ -67,7 +68,7 @@ inline chosen_plan plan_with_pipelines(const std::function<graph(int)>& build, s
   if (!p) return c;
   if (!p->feasible || (c.plan.result.feasible && c.plan.result.time <= p->time)) {
     c.plan.result.notes.push_back(fmt::format("the best pipeline found ({} stages x {} micro-batches, recompute {}) takes "
-                                              "{}{}; without one is faster",
+                                              "{}{}; the plan without one is kept",
                                               p->shape.stages, p->shape.microbatches,
                                               to_string(p->layouts.recompute), seconds(p->time),
                                               p->feasible ? "" : " and is over the memory limit"));
