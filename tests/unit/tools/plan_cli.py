@@ -116,6 +116,13 @@ ok = (sc.get("stages") == 2 and sc.get("pipeline_mesh") == [2, 4] and len(sc.get
 print(("ok  " if ok else "FAIL") + " the plan file of a pipeline carries stages, cuts and the whole mesh: " + str(sc))
 if not ok:
     failures.append("pipeline plan file")
+if r.returncode == 0:
+    bad_cuts = json.load(open(pipe_f))
+    bad_cuts["schedule"]["cuts"] = [1, 16]
+    bad_cuts_f = os.path.join(tmp, "bad_cuts.json")
+    json.dump(bad_cuts, open(bad_cuts_f, "w"))
+    expect_error("a pipeline plan file whose cuts do not start at op 0", ["--diff", bad_cuts_f, pipe_f],
+                 "field 'schedule.cuts' must list the first op of each of the 2 stages, ascending from 0")
 r = run("--model", small, "--mesh", "4", "--json")
 ok = r.returncode == 0 and json.loads(r.stdout).get("pipeline_stages") == 1
 print(("ok  " if ok else "FAIL") + " a plan without a pipeline says pipeline_stages 1")
