@@ -10,7 +10,8 @@
 // lays out its ops as that plan does (repeated blocks are alike, so one search serves all).
 //
 // The model is cut at layer boundaries (pipeline_units): a unit is a maximal run of ops of one
-// repeated block, or of ops outside blocks (a GPT: the embedding, each block, the head and loss).
+// repeated block, or, outside blocks, a weighted op and the ops after it up to the next weighted
+// op (a GPT: the embedding, each block, ln_f, the head with the loss; a VGG: each layer).
 // Each unit is priced from the sub-mesh plan (pipeline_unit_costs):
 //   slot_s       one micro-batch's forward + backward through the unit: its ops and the boxing
 //                of the activations it reads (the plan's m-micro-batch terms / m);
@@ -93,12 +94,21 @@ constexpr double pipeline_step_time(const pipeline_shape& s, double slot_s, doub
   return (m + (p - 1) / v) * slot_s + (m + p - 1) * 2 * v * send_s + step_s;
 }
 
-/// The first op of every unit (a maximal run of ops of one repeated block, or outside blocks),
-/// ascending, beginning with 0. A GPT of 2 blocks: {embed, h0.ln1, h1.ln1, ln_f} as op indices.
+/// The first op of every unit, ascending, beginning with 0: a unit is a maximal run of ops of
+/// one repeated block or, outside blocks, an op with parameters and the parameterless ops after
+/// it. A GPT of 2 blocks: {embed, h0.ln1, h1.ln1, ln_f, lm_head} as op indices.
 inline std::vector<int> pipeline_units(const graph& g) {
   std::vector<int> first;
-  for (int i = 0; i < int(g.ops.size()); ++i)
-    if (i == 0 || at(g.block, i) != at(g.block, i - 1)) first.push_back(i);
+  bool weighted = false;  // whether the current unit outside blocks has an op with parameters
+  for (int i = 0; i < int(g.ops.size()); ++i) {
+    const bool has_params = !at(g.ops, i).params.empty();
+    const bool outside = at(g.block, i) < 0;
+    if (i == 0 || at(g.block, i) != at(g.block, i - 1) || (outside && has_params && weighted)) {
+      first.push_back(i);
+      weighted = false;
+    }
+    weighted = weighted || (outside && has_params);
+  }
   return first;
 }
 

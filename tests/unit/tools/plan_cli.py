@@ -96,7 +96,7 @@ if not ok:
 expect_error("pp not dividing the outermost axis", ["--model", small, "--mesh", "2x4", "--strategy", "megatron:tp=4,pp=3"],
              "pp=3 must divide the outermost axis of mesh 2x4")
 expect_error("more stages than layers", ["--model", small, "--mesh", "8x1", "--strategy", "megatron:tp=1,pp=8"],
-             "a pipeline of 8 stages needs at least as many layers, but the model has 4")
+             "a pipeline of 8 stages needs at least as many layers, but the model has 5")
 expect_error("tp x pp x dp not the device count", ["--model", small, "--mesh", "2x4", "--strategy", "megatron:tp=2,pp=2,dp=4"],
              "tp=2 x pp=2 x dp=4 is 16 devices, but mesh 2x4 has 8")
 r = run("--model", small, "--mesh", "2x4", "--strategy", "megatron:tp=4,pp=2,mbs=1", "--json")
