@@ -23,6 +23,7 @@
 #include "autoddl/search/micro_batches.hpp"
 #include "autoddl/search/plan_file.hpp"
 #include "autoddl/search/svg.hpp"
+#include "pipeline_report.hpp"
 #include "plan_report.hpp"
 #include "support/cli.hpp"
 
@@ -186,7 +187,7 @@ compared_plans compare_plans(const plan_cli& c, const graph_builder& build, std:
   compared_plans out;
   for (const plan_strategy& s : parse_strategy_list(c.compare)) {
     try {
-      out.plans.push_back({to_string(s), plan_micro_batched(build, batch, o, s, {}, c.seed).result});
+      out.plans.push_back({to_string(s), autoddl::tools::plan_with_pipelines(build, batch, o, s, {}, c.seed).plan.result});
     } catch (const error& e) {
       out.not_applicable.push_back({to_string(s), e.what()});
     }
@@ -194,10 +195,11 @@ compared_plans compare_plans(const plan_cli& c, const graph_builder& build, std:
   return out;
 }
 
-void print_plan(const plan_cli& c, const plan_problem& pp, const plan_result& r, const std::vector<plan_row>& rows,
-                const compared_plans& cmp) {
+void print_plan(const plan_cli& c, const plan_problem& pp, const plan_result& r, const std::optional<pipeline_plan>& pipe,
+                const std::vector<plan_row>& rows, const compared_plans& cmp) {
   if (c.json) {
     auto j = plan_json(pp, r, rows, c.model, c.hardware);
+    autoddl::tools::add_pipeline_json(j, pipe, pp.model());
     if (!cmp.plans.empty() || !cmp.not_applicable.empty()) {
       nlohmann::json all = nlohmann::json::object();
       for (const auto& [name, o2] : cmp.plans)
@@ -214,6 +216,7 @@ void print_plan(const plan_cli& c, const plan_problem& pp, const plan_result& r,
     return;
   }
   print_human(pp, r, rows, c.model, c.hardware, c.all_ops);
+  if (pipe) autoddl::tools::print_pipeline(*pipe, pp.model());
   for (const auto& [name, o2] : cmp.plans)
     fmt::print("vs {:<9} predicted step {:>10}  -> {} is {:.2f}x faster{}\n", name, seconds(o2.time), to_string(r.strategy),
                o2.time / r.time, o2.feasible ? "" : " (that plan is over the memory limit)");
@@ -229,14 +232,18 @@ void plan_model(const plan_cli& c) {
   const step_settings pin = pinned_settings(c);
   const std::int64_t batch = graph_batch(load_model(c.model));
   const graph_builder build = [&](int m) { return load_model(c.model, m); };
-  const micro_batched_plan best = plan_micro_batched(build, batch, o, chosen, pin, c.seed);
+  // pipelines: megatron pp > 1, and auto across nodes (pipeline_report.hpp)
+  const autoddl::tools::chosen_plan chosen_plan = autoddl::tools::plan_with_pipelines(build, batch, o, chosen, pin, c.seed);
+  const micro_batched_plan& best = chosen_plan.plan;
   if (!best.result.feasible && std::holds_alternative<strategy::automatic>(chosen)) no_plan_fits(best, build, batch, o, pin, c);
   const compared_plans cmp = compare_plans(c, build, batch, o);
   const plan_problem& pp = *best.problem;
   const auto rows = plan_rows(pp, best.result);
-  if (!c.out.empty()) write_file(c.out, "the plan", plan_file_json(pp, best.result, c.model, c.hardware).dump(1) + "\n");
+  if (!c.out.empty())
+    write_file(c.out, "the plan",
+               autoddl::tools::plan_file_of(pp, best.result, chosen_plan.pipeline, c.model, c.hardware, o.mesh).dump(1) + "\n");
   if (!c.svg.empty()) write_file(c.svg, "the picture", plan_svg(pp, best.result, rows, cmp.plans));
-  print_plan(c, pp, best.result, rows, cmp);
+  print_plan(c, pp, best.result, chosen_plan.pipeline, rows, cmp);
 }
 
 }  // namespace

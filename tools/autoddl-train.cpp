@@ -197,6 +197,9 @@ void read_plan_option(settings& s, const CLI::App& app) {
   }
   plan_file f = read_plan_file(s.plan_path);
   const std::string where = "plan file " + s.plan_path;
+  if (f.stages > 1)
+    throw error(where + " is a pipeline of " + std::to_string(f.stages) +
+                " stages, which autoddl-train does not run yet (it runs plans of one stage); plan without pp");
   if (!s.model.empty() && s.model != f.model)
     throw error(where + " is for model '" + f.model + "', not '" + s.model + "'");
   if (app.count("--mesh") && parse_mesh(s.mesh) != f.mesh)
@@ -488,7 +491,7 @@ void add_options(CLI::App& app, settings& s) {
   app.add_option("--model", s.model, "NAME:key=value,... (gpt, bert, vgg11, vgg13, vgg16, vgg19, mlp); optional with --plan");
   app.add_option("--mesh", s.mesh, "device mesh, one device per MPI rank, e.g. 4 or 2x2");
   app.add_option("--strategy", s.strategy,
-                 std::string(autoddl::tools::strategies_help) + " or exact");
+                 std::string(autoddl::tools::strategies_help) + " or exact (pipelines, pp > 1, are planned but not yet run)");
   app.add_option("--hardware", s.hardware, "the profile the plan is priced with (default cpu-local)");
   app.add_option("--steps", s.steps, "training steps");
   app.add_option("--lr", s.lr, "learning rate (default 1e-3; 3e-3 with --data)");

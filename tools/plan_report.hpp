@@ -75,7 +75,7 @@ inline nlohmann::json plan_json(const plan_problem& pp, const plan_result& r, co
   j["memory_bytes_per_device"] = r.totals.peak_memory();
   const step_memory step = replay_step_memory(pp, r.pick);
   j["step_peak_bytes_per_device"] = step.peak();
-  j["memory_limit_bytes"] = pp.make_objective().memory_limit;
+  j["memory_limit_bytes"] = r.memory_limit.value_or(pp.make_objective().memory_limit);
   const memory_breakdown mem = pp.memory_of(r.pick);
   j["memory_breakdown_bytes"] = {{"parameters", mem.params}, {"gradients", mem.grads}, {"optimizer", mem.optimizer},
                                  {"activations", mem.activations}, {"transient", mem.transient}};
@@ -158,7 +158,7 @@ inline void print_human(const plan_problem& pp, const plan_result& r, const std:
              seconds(r.time), seconds(r.totals.compute()), seconds(r.totals.comm()),
              pp.overlap() == overlap_rule::none ? "no" : "yes");
   fmt::print("per device: sends {} per step, peak memory {} of {} allowed{}\n", si(r.totals.bytes, "B"),
-             si(r.totals.peak_memory(), "B"), si(pp.make_objective().memory_limit, "B"),
+             si(r.totals.peak_memory(), "B"), si(r.memory_limit.value_or(pp.make_objective().memory_limit), "B"),
              r.feasible ? "" : "  (OVER THE LIMIT)");
   const memory_breakdown mem = pp.memory_of(r.pick);
   fmt::print("memory per device: parameters {}, gradients {}, optimizer {}, activations {}, transient {}\n",

@@ -83,7 +83,7 @@ inline int parse_count(std::string_view name, std::string_view s) {
 /// The strategies --strategy takes in both programs, for their help (each adds the exact ones
 /// it runs).
 inline constexpr const char* strategies_help =
-    "auto, dp, megatron[:tp=T,dp=D,mbs=B,recompute=R,sp=1], zero[:stage=1|2|3], owt (one weird trick: "
+    "auto, dp, megatron[:tp=T,pp=P,dp=D,mbs=B,recompute=R,sp=1,vpp=V], zero[:stage=1|2|3], owt (one weird trick: "
     "data-parallel convolutions, model-parallel fully connected layers), 2d";
 
 }  // namespace autoddl::tools

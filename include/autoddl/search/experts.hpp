@@ -1,8 +1,9 @@
 #pragma once
 // Expert baseline plans, written as layout rules per mesh axis and completed greedily:
 //   dp        every axis data parallel: activations S(0) (batch), parameters B, stored B
-//   megatron  the innermost axis tensor parallel (Megatron-LM, Shoeybi 2019: weights split,
-//             column- then row-parallel pairs come out of the greedy completion), others data
+//   megatron  the innermost axis tensor parallel (Megatron-LM, Shoeybi 2019: a block's linears
+//             column-parallel, then row-parallel where their input comes split, as Megatron-LM
+//             pairs them: megatron_weight_split), others data
 //   zero      data parallel with parameters, gradients and optimizer state stored sharded
 //             (ZeRO, Rajbhandari 2020), gathered before use
 //   owt       "one weird trick" (Krizhevsky 2014): convolutions data parallel, fully-connected
@@ -12,6 +13,7 @@
 // the one cheapest with its already-placed producers (compute + boxing on those edges). An op
 // with no candidate obeying the rules takes the cheapest of all, and the plan says so.
 #include <limits>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -106,74 +108,114 @@ inline nd_sbp expert_storage(expert e, const nd_sbp& comp, const tensor_shape& s
 
 }  // namespace detail
 
-/// The expert plan e of pp; sp: sequence parallelism on megatron's tensor-parallel axis;
-/// zero_stage: which of ZeRO's stages (1: optimizer state sharded, 2: and gradients, 3: and
-/// parameters; strategy::zero).
-inline expert_plan make_expert_plan(const plan_problem& pp, expert e, bool sp = false, int zero_stage = 3) {
-  const graph& g = pp.model();
-  const choice_problem& cp = pp.untied();
-  const int nops = int(g.ops.size());
-  const int axes = pp.options().mesh.size();
-  expert_plan r;
-  r.pick.assign(std::size_t(cp.nodes()), -1);
-  // incoming edges per op node
-  std::vector<std::vector<int>> in_edges(std::size_t(cp.nodes()));
-  for (std::size_t k = 0; k < cp.edges().size(); ++k) at(in_edges, cp.edges()[k].v).push_back(int(k));
-  const bool zero_12 = e == expert::zero && zero_stage < 3;
-  if (zero_12 && !(zero_stage == 1 ? pp.options().zero1_layouts : pp.options().zero2_layouts))
-    detail::fail<layout_error>("zero:stage=" + detail::itos(zero_stage) + " needs ZeRO-" + detail::itos(zero_stage) +
-                               "'s layouts in the problem (plan_options::zero" + detail::itos(zero_stage) +
-                               "_layouts; plan_micro_batched sets it for that strategy)");
-  auto storage_pick = [&](int p, const nd_sbp& comp) {
-    const tensor_shape& shape = at(g.params, p).shape;
-    const nd_sbp want = detail::expert_storage(zero_12 ? expert::dp : e, comp, shape, pp.options().mesh);
-    const nd_sbp update = zero_12 ? zero_shard(want, shape, pp.options().mesh) : want;
+namespace detail {
+
+// The storage pick an expert gives each parameter for a compute layout (see make_expert_plan).
+struct expert_storage_rule {
+  const plan_problem& pp;
+  expert e;
+  int zero_stage;
+  bool zero_12() const { return e == expert::zero && zero_stage < 3; }
+  int operator()(int p, const nd_sbp& comp) const {
+    const tensor_shape& shape = at(pp.model().params, p).shape;
+    const nd_sbp want = expert_storage(zero_12() ? expert::dp : e, comp, shape, pp.options().mesh);
+    const nd_sbp update = zero_12() ? zero_shard(want, shape, pp.options().mesh) : want;
     // a tied weight's gradient contributions are summed, then synchronised once (DDP, Megatron-LM);
     // ZeRO-1 sums every gradient whole, then reduce-scatters it; ZeRO-2 as backward makes it
     const auto& cands = pp.param_candidates(p);
     nd_sbp sum = pp.tied_param(p) ? reduce_layout(update) : update;
-    if (zero_12 && zero_stage == 1 && !(update == want)) sum = reduce_layout(want);
+    if (zero_12() && zero_stage == 1 && !(update == want)) sum = reduce_layout(want);
     for (int c = 0; c < int(cands.size()); ++c)
       if (at(cands, c) == param_choice{want, sum, update}) return c;
-    const nd_sbp all_b = nd_sbp::filled(axes, B);
+    const nd_sbp all_b = nd_sbp::filled(pp.options().mesh.size(), B);
     for (int c = 0; c < int(cands.size()); ++c)
       if (at(cands, c) == param_choice{all_b, pp.tied_param(p) ? reduce_layout(all_b) : all_b, all_b}) return c;
     return 0;
-  };
-  for (int i = 0; i < nops; ++i) {
-    const auto& sigs = pp.op_candidates(i);
-    for (int pass = 0; pass < 2 && at(r.pick, i) < 0; ++pass) {
-      double best = std::numeric_limits<double>::infinity();
-      for (int c = 0; c < int(sigs.size()); ++c) {
-        if (pass == 0 && !detail::obeys(e, at(g.ops, i), at(sigs, c), axes, sp)) continue;
-        double score = cp.unary(i, c).serial_time();
-        for (int k : at(in_edges, i)) {
-          const auto& ed = at(cp.edges(), k);
-          const auto& info = at(pp.edge_infos(), k);
-          int cu = info.param ? storage_pick(ed.u - nops, at(at(sigs, c).params, info.tensor_index))
-                              : at(r.pick, ed.u);
-          score += cp.pair(k, cu, c).serial_time();
-        }
-        if (score < best) {
-          best = score;
-          at(r.pick, i) = c;
-        }
-      }
-      if (pass == 1) r.relaxed.push_back(at(g.ops, i).name);
-    }
   }
-  // each parameter stored as its first user wants
-  for (int p = 0; p < int(g.params.size()); ++p) {
+};
+
+// Megatron-LM's pairing (Shoeybi et al. 2019, section 3): a linear of a repeated block whose
+// input arrives split on its last dim on the tensor-parallel axis (the output of a
+// column-parallel linear, through the attention core or GeLU) is row-parallel (W [in, out]
+// split on in, S(0)); every other linear of a block is column-parallel (split on out, S(1)).
+// GPT: q, k, v and mlp.fc column-parallel, attn.proj and mlp.proj row-parallel.
+// Returns the split W needs on the innermost axis, or nullopt where the rule says nothing.
+inline std::optional<sbp> megatron_weight_split(const plan_problem& pp, const std::vector<int>& pick, int op) {
+  const graph& g = pp.model();
+  const op_node& n = at(g.ops, op);
+  if (n.kind != op_kind::linear || at(g.block, op) < 0 || n.params.empty() || n.params[0].rank() != 2) return std::nullopt;
+  const tensor_ref in = at(g.op_inputs, op)[0];
+  if (in.op < 0) return S(1);
+  const nd_sbp& got = at(pp.op_candidate(in.op, at(pick, in.op)).outputs, in.index);
+  const int tensor_axis = pp.options().mesh.size() - 1;
+  return got[tensor_axis] == S(at(at(g.ops, in.op).outputs, in.index).rank() - 1) ? S(0) : S(1);
+}
+
+// The greedy completion of op i: among its candidates that obey e (and, for megatron, the
+// column/row pairing), the one cheapest with its placed producers; none obeys: the cheapest of
+// all (pass 1), and the op is named in relaxed.
+inline void expert_pick_op(const plan_problem& pp, expert e, bool sp, const expert_storage_rule& storage,
+                           const std::vector<int>& in_edges, int i, expert_plan& r) {
+  const graph& g = pp.model();
+  const choice_problem& cp = pp.untied();
+  const int nops = int(g.ops.size()), axes = pp.options().mesh.size();
+  const auto& sigs = pp.op_candidates(i);
+  const std::optional<sbp> split = e == expert::megatron ? megatron_weight_split(pp, r.pick, i) : std::nullopt;
+  for (int pass = 0; pass < 2 && at(r.pick, i) < 0; ++pass) {
+    double best = std::numeric_limits<double>::infinity();
+    for (int c = 0; c < int(sigs.size()); ++c) {
+      if (pass == 0 && !obeys(e, at(g.ops, i), at(sigs, c), axes, sp)) continue;
+      if (pass == 0 && split && !(at(sigs, c).params[0][axes - 1] == *split)) continue;
+      double score = cp.unary(i, c).serial_time();
+      for (int k : in_edges) {
+        const auto& info = at(pp.edge_infos(), k);
+        const int u = at(cp.edges(), k).u;
+        const int cu = info.param ? storage(u - nops, at(at(sigs, c).params, info.tensor_index)) : at(r.pick, u);
+        score += cp.pair(k, cu, c).serial_time();
+      }
+      if (score < best) {
+        best = score;
+        at(r.pick, i) = c;
+      }
+    }
+    if (pass == 1) r.relaxed.push_back(at(g.ops, i).name);
+  }
+}
+
+// Each parameter stored as its first user wants.
+inline void expert_store_params(const plan_problem& pp, const expert_storage_rule& storage, expert_plan& r) {
+  const choice_problem& cp = pp.untied();
+  for (int p = 0; p < int(pp.model().params.size()); ++p) {
     at(r.pick, pp.param_node(p)) = 0;
     for (std::size_t k = 0; k < cp.edges().size(); ++k) {
       const auto& info = pp.edge_infos()[k];
       if (info.param && info.from_node == pp.param_node(p)) {
         const auto& sig = at(pp.op_candidates(info.to_node), at(r.pick, info.to_node));
-        at(r.pick, pp.param_node(p)) = storage_pick(p, at(sig.params, info.tensor_index));
+        at(r.pick, pp.param_node(p)) = storage(p, at(sig.params, info.tensor_index));
         break;
       }
     }
   }
+}
+
+}  // namespace detail
+
+/// The expert plan e of pp; sp: sequence parallelism on megatron's tensor-parallel axis;
+/// zero_stage: which of ZeRO's stages (1: optimizer state sharded, 2: and gradients, 3: and
+/// parameters; strategy::zero).
+inline expert_plan make_expert_plan(const plan_problem& pp, expert e, bool sp = false, int zero_stage = 3) {
+  const choice_problem& cp = pp.untied();
+  const detail::expert_storage_rule storage{pp, e, zero_stage};
+  if (storage.zero_12() && !(zero_stage == 1 ? pp.options().zero1_layouts : pp.options().zero2_layouts))
+    detail::fail<layout_error>("zero:stage=" + detail::itos(zero_stage) + " needs ZeRO-" + detail::itos(zero_stage) +
+                               "'s layouts in the problem (plan_options::zero" + detail::itos(zero_stage) +
+                               "_layouts; plan_micro_batched sets it for that strategy)");
+  expert_plan r;
+  r.pick.assign(std::size_t(cp.nodes()), -1);
+  std::vector<std::vector<int>> in_edges(std::size_t(cp.nodes()));  // incoming edges per op node
+  for (std::size_t k = 0; k < cp.edges().size(); ++k) at(in_edges, cp.edges()[k].v).push_back(int(k));
+  for (int i = 0; i < int(pp.model().ops.size()); ++i) detail::expert_pick_op(pp, e, sp, storage, at(in_edges, i), i, r);
+  detail::expert_store_params(pp, storage, r);
   return r;
 }
 

@@ -41,6 +41,9 @@ namespace autoddl {
 struct step_settings {
   std::optional<int> microbatches{};
   std::optional<recompute_mode> recompute{};
+  /// Whether the auto plan gets its gap to the exact reference (attach_optimal_gap); off where a
+  /// caller compares many plans and measures the winner's gap itself (search_pipeline).
+  bool with_gap = true;
 };
 
 /// A solved plan with the micro-batch graph and problem it was priced on.
@@ -77,6 +80,10 @@ inline micro_batched_plan plan_micro_batched(const std::function<graph(int)>& bu
                                              const plan_options& base, const plan_strategy& s, step_settings pin,
                                              std::uint64_t seed = 1) {
   check_strategy(s, base.mesh);
+  if (pipeline_stages(s) > 1)
+    detail::fail<layout_error>(to_string(s) + " has " + detail::itos(pipeline_stages(s)) +
+                               " pipeline stages, which this planner and autoddl-train do not run; plan it with "
+                               "plan_pipeline (search/pipeline.hpp, as autoddl-plan does) or leave pp out");
   const auto* mg = std::get_if<strategy::megatron>(&s);
   if (const std::optional<int> m = megatron_microbatches(s, base.mesh, batch)) {
     if (pin.microbatches && *pin.microbatches != *m)
@@ -114,7 +121,7 @@ inline micro_batched_plan plan_micro_batched(const std::function<graph(int)>& bu
     micro_batched_plan p;
     p.problem = std::make_unique<plan_problem>(build(m), o);
     // while choosing, the search skips its exact reference (the winner gets it below)
-    p.result = solve_plan(*p.problem, s, seed, /*with_gap=*/single);
+    p.result = solve_plan(*p.problem, s, seed, /*with_gap=*/single && pin.with_gap);
     p.microbatches = m;
     p.recompute = r;
     ++tried;
@@ -169,7 +176,7 @@ inline micro_batched_plan plan_micro_batched(const std::function<graph(int)>& bu
                                 (best.microbatches == 1 ? "" : "es") + " and recompute " +
                                 std::string(to_string(best.recompute)) + " among " + detail::itos(tried) +
                                 " settings tried (micro-batches/recompute: " + log + ")");
-  if (searching && !single) {  // search_s: everything tried; then the winner's gap
+  if (searching && !single && pin.with_gap) {  // search_s: everything tried; then the winner's gap
     best.result.search_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     attach_optimal_gap(*best.problem, seed, best.result);
   }

@@ -6,6 +6,9 @@
 //    "model": "gpt:layers=2,...", "mesh": [2, 2], "hardware": "cpu-local", "dtype": "fp32",
 //    "optimizer": "adam", "strategy": "auto",
 //    "schedule": {"microbatches": 2, "recompute": "full", "stages": 1},
+//    (a pipeline plan, search/pipeline.hpp: "stages": 2, "chunks": 1, "cuts": [0, 41] (the first op
+//     of each stage), "pipeline_mesh": [4, 2] (every device); "mesh" is then one stage's mesh,
+//     on which the layouts are given, e.g. [2, 2])
 //    "ops": [{"name": "h0.attn.q", "kind": "linear",
 //             "inputs": [["S(0)", "B"]], "params": [["B", "S(1)"], ["B", "S(0)"]], "outputs": [["S(0)", "S(2)"]]}, ...],
 //    "params": [{"name": "h0.attn.q.W", "storage": ["B", "S(1)"], "grad_sum": ["P", "S(1)"]}, ...],
@@ -16,6 +19,7 @@
 // A plan is read back against the problem it was made for: each op's layouts must be one of the
 // op's valid signatures there, each parameter's pair one of its candidates; the candidates'
 // order may change between versions, the layouts may not.
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -55,8 +59,10 @@ struct plan_prediction {
 struct plan_file {
   std::string model, hardware, dtype, optimizer, strategy;
   mesh_shape mesh;
-  int microbatches = 1, stages = 1;
+  int microbatches = 1, stages = 1, chunks = 1;
   recompute_mode recompute = recompute_mode::none;
+  std::vector<int> cuts{0};     ///< the first op of each stage
+  mesh_shape pipeline_mesh;     ///< every stage's devices (== mesh without a pipeline)
   std::vector<op_layouts> ops;
   std::vector<param_layouts_entry> params;
   plan_prediction predicted;
@@ -114,6 +120,17 @@ inline nlohmann::json plan_file_json(const plan_problem& pp, const plan_result& 
             {"peak_bytes_per_device", r.totals.peak_memory()}}}};
 }
 
+/// Marks plan file `file` (plan_file_json of one stage's layouts) as a pipeline of `stages`
+/// stages of `chunks` model chunks on `pipeline_mesh`, cut before ops `cuts` (first 0).
+inline void add_pipeline_schedule(nlohmann::json& file, const mesh_shape& pipeline_mesh, int stages, int chunks,
+                                  const std::vector<int>& cuts) {
+  nlohmann::json& sc = file["schedule"];
+  sc["stages"] = stages;
+  sc["chunks"] = chunks;
+  sc["cuts"] = cuts;
+  sc["pipeline_mesh"] = std::vector<int>(pipeline_mesh.begin(), pipeline_mesh.end());
+}
+
 namespace detail {
 /// Reads plan-file fields, failing with one sentence naming the file and the field.
 struct plan_reader {
@@ -156,7 +173,90 @@ struct plan_reader {
     for (const nlohmann::json& v : array(j, field)) r.push_back(sbp(v, where + " " + field + "[" + std::to_string(r.size()) + "]"));
     return r;
   }
+  mesh_shape mesh(const nlohmann::json& j, const std::string& field) const {
+    const auto axes = get<std::vector<int>>(j, field);
+    if (axes.empty() || axes.size() > std::size_t(max_mesh_axes)) bad("field '" + field + "' must list 1 to 4 axis sizes");
+    std::string text;
+    for (int a : axes) text += (text.empty() ? "" : "x") + std::to_string(a);
+    try {
+      return parse_mesh(text);
+    } catch (const error& e) {
+      bad("field '" + field + "': " + e.what());
+    }
+  }
 };
+
+// The file's header: format, version, model, hardware, dtype, optimizer, strategy, mesh.
+inline void read_plan_header(const plan_reader& r, const nlohmann::json& j, plan_file& p) {
+  if (!j.is_object() || !j.contains("format") || !j["format"].is_string() || j["format"] != plan_file_format)
+    r.bad("is not an autoddl plan (its 'format' is not \"autoddl-plan\")");
+  if (const int v = r.get<int>(j, "version"); v != plan_file_version)
+    r.bad("has format version " + std::to_string(v) + "; this autoddl reads version " + std::to_string(plan_file_version));
+  p.model = r.get<std::string>(j, "model");
+  p.hardware = r.get<std::string>(j, "hardware");
+  p.dtype = r.get<std::string>(j, "dtype");
+  p.optimizer = r.get<std::string>(j, "optimizer");
+  p.strategy = r.get<std::string>(j, "strategy");
+  p.mesh = r.mesh(j, "mesh");
+}
+
+// The schedule: micro-batches, recomputation, stages (and a pipeline's chunks, cuts and mesh).
+inline void read_plan_schedule(const plan_reader& r, const nlohmann::json& j, plan_file& p) {
+  const nlohmann::json& sc = r.need(j, "schedule");
+  p.microbatches = r.get<int>(sc, "microbatches");
+  if (p.microbatches < 1) r.bad("field 'schedule.microbatches' must be at least 1");
+  try {
+    p.recompute = parse_recompute(r.get<std::string>(sc, "recompute"));
+  } catch (const error& e) {
+    r.bad(std::string("field 'schedule.recompute': ") + e.what());
+  }
+  p.stages = r.get<int>(sc, "stages");
+  if (p.stages < 1) r.bad("field 'schedule.stages' must be at least 1");
+  p.pipeline_mesh = p.mesh;
+  if (p.stages == 1) return;
+  p.chunks = r.get<int>(sc, "chunks");
+  p.cuts = r.get<std::vector<int>>(sc, "cuts");
+  if (int(p.cuts.size()) != p.stages || p.cuts.front() != 0 || !std::is_sorted(p.cuts.begin(), p.cuts.end()) ||
+      std::adjacent_find(p.cuts.begin(), p.cuts.end()) != p.cuts.end())
+    r.bad("field 'schedule.cuts' must list the first op of each of the " + std::to_string(p.stages) +
+          " stages, ascending from 0");
+  p.pipeline_mesh = r.mesh(sc, "pipeline_mesh");
+  if (p.pipeline_mesh.devices() != p.mesh.devices() * p.stages)
+    r.bad("field 'schedule.pipeline_mesh' must hold " + std::to_string(p.stages) + " stages of mesh " + to_string(p.mesh));
+}
+
+// The ops' and parameters' layouts.
+inline void read_plan_layouts(const plan_reader& r, const nlohmann::json& j, plan_file& p) {
+  for (const nlohmann::json& o : r.array(j, "ops")) {
+    op_layouts l;
+    l.name = r.get<std::string>(o, "name");
+    l.kind = r.get<std::string>(o, "kind");
+    const std::string where = "op '" + l.name + "'";
+    l.inputs = r.sbps(o, "inputs", where);
+    l.params = r.sbps(o, "params", where);
+    l.outputs = r.sbps(o, "outputs", where);
+    p.ops.push_back(std::move(l));
+  }
+  if (p.stages > 1 && p.cuts.back() >= int(p.ops.size()))
+    r.bad("field 'schedule.cuts' names op " + std::to_string(p.cuts.back()) + " of " + std::to_string(p.ops.size()));
+  for (const nlohmann::json& q : r.array(j, "params")) {
+    param_layouts_entry e;
+    e.name = r.get<std::string>(q, "name");
+    e.storage = r.sbp(r.need(q, "storage"), "parameter '" + e.name + "' storage");
+    e.grad_sum = r.sbp(r.need(q, "grad_sum"), "parameter '" + e.name + "' grad_sum");
+    // optional: the optimizer state's layout (ZeRO stages 1 and 2); absent means the storage
+    e.update = q.contains("update") ? r.sbp(q.at("update"), "parameter '" + e.name + "' update") : e.storage;
+    p.params.push_back(std::move(e));
+  }
+}
+
+// The predicted figures, where the file has them.
+inline plan_prediction read_plan_prediction(const nlohmann::json& j) {
+  if (!j.contains("predicted") || !j["predicted"].is_object()) return {};
+  const nlohmann::json& pr = j["predicted"];
+  auto num = [&](const char* f) { return pr.contains(f) && pr[f].is_number() ? pr[f].get<double>() : 0.0; };
+  return {num("step_s"), num("compute_s"), num("comm_s"), num("comm_bytes_per_device"), num("peak_bytes_per_device")};
+}
 }  // namespace detail
 
 /// Parses a plan file's text; `file` names it in errors. @throws parse_error naming the field.
@@ -168,59 +268,11 @@ inline plan_file parse_plan_file(std::string_view text, const std::string& file)
   } catch (const nlohmann::json::exception& e) {
     r.bad(std::string("is not valid JSON (") + e.what() + ")");
   }
-  if (!j.is_object() || !j.contains("format") || !j["format"].is_string() || j["format"] != plan_file_format)
-    r.bad("is not an autoddl plan (its 'format' is not \"autoddl-plan\")");
-  if (const int v = r.get<int>(j, "version"); v != plan_file_version)
-    r.bad("has format version " + std::to_string(v) + "; this autoddl reads version " + std::to_string(plan_file_version));
   plan_file p;
-  p.model = r.get<std::string>(j, "model");
-  p.hardware = r.get<std::string>(j, "hardware");
-  p.dtype = r.get<std::string>(j, "dtype");
-  p.optimizer = r.get<std::string>(j, "optimizer");
-  p.strategy = r.get<std::string>(j, "strategy");
-  const auto mesh = r.get<std::vector<int>>(j, "mesh");
-  if (mesh.empty() || mesh.size() > std::size_t(max_mesh_axes)) r.bad("field 'mesh' must list 1 to 4 axis sizes");
-  std::string mesh_text;
-  for (int a : mesh) mesh_text += (mesh_text.empty() ? "" : "x") + std::to_string(a);
-  try {
-    p.mesh = parse_mesh(mesh_text);
-  } catch (const error& e) {
-    r.bad(std::string("field 'mesh': ") + e.what());
-  }
-  const nlohmann::json& sc = r.need(j, "schedule");
-  p.microbatches = r.get<int>(sc, "microbatches");
-  if (p.microbatches < 1) r.bad("field 'schedule.microbatches' must be at least 1");
-  try {
-    p.recompute = parse_recompute(r.get<std::string>(sc, "recompute"));
-  } catch (const error& e) {
-    r.bad(std::string("field 'schedule.recompute': ") + e.what());
-  }
-  p.stages = r.get<int>(sc, "stages");
-  if (p.stages != 1) r.bad("has " + std::to_string(p.stages) + " pipeline stages; this autoddl runs 1");
-  for (const nlohmann::json& o : r.array(j, "ops")) {
-    op_layouts l;
-    l.name = r.get<std::string>(o, "name");
-    l.kind = r.get<std::string>(o, "kind");
-    const std::string where = "op '" + l.name + "'";
-    l.inputs = r.sbps(o, "inputs", where);
-    l.params = r.sbps(o, "params", where);
-    l.outputs = r.sbps(o, "outputs", where);
-    p.ops.push_back(std::move(l));
-  }
-  for (const nlohmann::json& q : r.array(j, "params")) {
-    param_layouts_entry e;
-    e.name = r.get<std::string>(q, "name");
-    e.storage = r.sbp(r.need(q, "storage"), "parameter '" + e.name + "' storage");
-    e.grad_sum = r.sbp(r.need(q, "grad_sum"), "parameter '" + e.name + "' grad_sum");
-    // optional: the optimizer state's layout (ZeRO stages 1 and 2); absent means the storage
-    e.update = q.contains("update") ? r.sbp(q.at("update"), "parameter '" + e.name + "' update") : e.storage;
-    p.params.push_back(std::move(e));
-  }
-  if (j.contains("predicted") && j["predicted"].is_object()) {
-    const nlohmann::json& pr = j["predicted"];
-    auto num = [&](const char* f) { return pr.contains(f) && pr[f].is_number() ? pr[f].get<double>() : 0.0; };
-    p.predicted = {num("step_s"), num("compute_s"), num("comm_s"), num("comm_bytes_per_device"), num("peak_bytes_per_device")};
-  }
+  detail::read_plan_header(r, j, p);
+  detail::read_plan_schedule(r, j, p);
+  detail::read_plan_layouts(r, j, p);
+  p.predicted = detail::read_plan_prediction(j);
   return p;
 }
 

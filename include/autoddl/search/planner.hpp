@@ -451,13 +451,18 @@ class plan_problem {
            at(g_.block, ei.from_node) == at(g_.block, ei.to_node);
   }
 
-  // What edge e keeps through the step: a gathered parameter (params) and, with micro-batches,
-  // its gradient accumulated in the compute layout, less the share of the stored gradient it
-  // turns into (grads); the boxed copy of a fully recomputed block's input (activations).
+
+ public:
+  /// What edge e keeps through the step: a gathered parameter (params) and, with micro-batches,
+  /// its gradient accumulated in the compute layout, less the share of the stored gradient it
+  /// turns into (grads); the boxed copy of a fully recomputed block's input (activations).
+  /// (Public for the pipeline's per-stage memory, search/pipeline.hpp.)
   memory_breakdown edge_memory(int e, int cu, int cv) const {
     auto [fwd, bwd] = edge_paths(e, cu, cv);
     return edge_memory(e, cu, cv, fwd.size() > 0, bwd.size() > 0);
   }
+
+ private:
   // edge_memory given whether the forward and the backward path box at all.
   memory_breakdown edge_memory(int e, int cu, int cv, bool fwd_boxes, bool bwd_boxes) const {
     const edge_info& ei = at(edges_, e);

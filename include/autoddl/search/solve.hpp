@@ -36,6 +36,10 @@ struct plan_result {
   std::optional<double> optimal_gap;
   std::vector<double> runner_up;   ///< per node: best predicted step time with another pick there
   std::vector<std::string> notes;
+  /// The memory limit the plan is held to where it is not its problem's: a pipeline's stage
+  /// layouts are searched under p times the limit and the cuts hold each stage to it
+  /// (search/pipeline.hpp). Unset: the problem's.
+  std::optional<double> memory_limit{};
 };
 
 namespace detail {

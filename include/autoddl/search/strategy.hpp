@@ -2,12 +2,14 @@
 // How a plan is chosen, as a value: the search (`strategy::automatic`), an expert plan spelled
 // with the experts' own knobs, or an exact reference. The command line and plan files write the
 // same values as text, parsed here and printed back by to_string:
-//   auto | dp | megatron[:tp=T,dp=D,mbs=B,recompute=none|selective|full,sp=1] | zero[:stage=1|2|3]
+//   auto | dp | megatron[:tp=T,pp=P,dp=D,mbs=B,recompute=none|selective|full,sp=1,vpp=V]
+//   | zero[:stage=1|2|3]
 //   | owt | 2d
 //   | exact | exhaustive
 //   solve_plan(pp, strategy::megatron{.tp = 4})  ==  solve_plan(pp, parse_strategy("megatron:tp=4"))
 // Knobs are checked for their syntax when parsed, and against the mesh when a plan is made
 // (check_strategy).
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -44,12 +46,19 @@ struct dp {
 ///   recompute  none, selective or full; unset: the planner chooses.
 ///   sp   sequence parallelism (Megatron-LM's --sequence-parallel): layernorm, dropout and the
 ///        residual adds split the sequence dim on the tensor-parallel axis.
+///   pp   pipeline-parallel size (--pipeline-model-parallel-size): stages along the outermost
+///        axis, which pp divides (search/pipeline.hpp); 0 or 1: no pipeline.
+///   vpp  model chunks per pipeline stage (--num-layers-per-virtual-pipeline-stage's interleaved
+///        schedule, Narayanan et al. 2021 section 2.2.2); 0 or 1: plain 1F1B.
+/// With pp, dp is the data-parallel size of one stage: tp * pp * dp == devices.
 struct megatron {
   int tp = 0;
   int dp = 0;
   int mbs = 0;
   std::optional<recompute_mode> recompute{};
   bool sp = false;
+  int pp = 0;
+  int vpp = 0;
   friend constexpr bool operator==(const megatron&, const megatron&) = default;
 };
 /// ZeRO (Rajbhandari et al. 2020, "ZeRO: Memory Optimizations Toward Training Trillion
@@ -108,10 +117,12 @@ constexpr std::string to_string(const plan_strategy& s) {
     std::string k;
     auto add = [&k](const std::string& kv) { k += (k.empty() ? ":" : ",") + kv; };
     if (m->tp > 0) add("tp=" + detail::itos(m->tp));
+    if (m->pp > 0) add("pp=" + detail::itos(m->pp));
     if (m->dp > 0) add("dp=" + detail::itos(m->dp));
     if (m->mbs > 0) add("mbs=" + detail::itos(m->mbs));
     if (m->recompute) add("recompute=" + std::string(to_string(*m->recompute)));
     if (m->sp) add("sp=1");
+    if (m->vpp > 0) add("vpp=" + detail::itos(m->vpp));
     r += k;
   }
   if (const auto* z = std::get_if<strategy::zero>(&s); z && z->stage != 3) r += ":stage=" + detail::itos(z->stage);
@@ -128,7 +139,8 @@ constexpr plan_strategy parse_strategy(std::string_view text) {
   const std::string_view name = text.substr(0, colon);
   const std::string_view knobs = colon == std::string_view::npos ? std::string_view{} : text.substr(colon + 1);
   const std::string valid =
-      "valid: auto, dp, megatron[:tp=T,dp=D,mbs=B,recompute=none|selective|full,sp=1], zero[:stage=1|2|3], owt, 2d, "
+      "valid: auto, dp, megatron[:tp=T,pp=P,dp=D,mbs=B,recompute=none|selective|full,sp=1,vpp=V], zero[:stage=1|2|3], "
+      "owt, 2d, "
       "exact, exhaustive";
   if (name == "megatron") {
     strategy::megatron m;
@@ -144,9 +156,10 @@ constexpr plan_strategy parse_strategy(std::string_view text) {
         m.recompute = parse_recompute(value);
         continue;
       }
-      if (key != "tp" && key != "dp" && key != "mbs" && key != "sp")
+      if (key != "tp" && key != "dp" && key != "mbs" && key != "sp" && key != "pp" && key != "vpp")
         detail::fail<parse_error>("unknown knob '" + std::string(kv) + "' in strategy '" + std::string(text) +
-                                  "'; megatron takes tp=T, dp=D, mbs=B, recompute=none|selective|full and sp=1");
+                                  "'; megatron takes tp=T, pp=P, dp=D, mbs=B, recompute=none|selective|full, sp=1 "
+                                  "and vpp=V");
       detail::cursor c{value};
       const std::int64_t n = c.number();
       if (n < (key == "sp" ? 0 : 1) || !c.done() || (key == "sp" && n > 1) || n > max_strategy_knob) {
@@ -159,6 +172,8 @@ constexpr plan_strategy parse_strategy(std::string_view text) {
       if (key == "dp") m.dp = int(n);
       if (key == "mbs") m.mbs = int(n);
       if (key == "sp") m.sp = n == 1;
+      if (key == "pp") m.pp = int(n);
+      if (key == "vpp") m.vpp = int(n);
     }
     return m;
   }
@@ -210,6 +225,22 @@ constexpr bool uses_zero2_layouts(const plan_strategy& s) {
   return z && z->stage <= 2;
 }
 
+/// The pipeline degree of s: megatron's pp, 1 for every other plan (and pp = 0).
+constexpr int pipeline_stages(const plan_strategy& s) {
+  const auto* m = std::get_if<strategy::megatron>(&s);
+  return m && m->pp > 1 ? m->pp : 1;
+}
+
+/// s without its pipeline: what one stage of a megatron pp plan runs on its sub-mesh.
+constexpr plan_strategy without_pipeline(const plan_strategy& s) {
+  plan_strategy r = s;
+  if (auto* m = std::get_if<strategy::megatron>(&r)) {
+    m->pp = 0;
+    m->vpp = 0;
+  }
+  return r;
+}
+
 /// The tensor-parallel size of a megatron plan on `mesh` (its tp, or the innermost axis).
 constexpr int tensor_parallel_size(const strategy::megatron& m, const mesh_shape& mesh) {
   return m.tp > 0 ? m.tp : mesh[mesh.size() - 1];
@@ -228,11 +259,17 @@ constexpr void check_strategy(const plan_strategy& s, const mesh_shape& mesh) {
                                to_string(mesh) + " (" + detail::itos(inner) +
                                " devices, where Megatron-LM places tensor parallelism); choose a divisor of " +
                                detail::itos(inner) + " or write the mesh so its innermost axis holds tp devices");
-  const std::int64_t tp = tensor_parallel_size(*m, mesh);
-  if (m->dp > 0 && tp * m->dp != mesh.devices())
-    detail::fail<layout_error>("megatron tp=" + detail::itos(tp) + " x dp=" + detail::itos(m->dp) + " is " +
-                               detail::itos(tp * m->dp) + " devices, but mesh " + to_string(mesh) + " has " +
-                               detail::itos(mesh.devices()) + "; leave dp out or make tp * dp the device count");
+  const std::int64_t tp = tensor_parallel_size(*m, mesh), pp = std::max(1, m->pp);
+  if (pp > 1 && mesh[0] % pp != 0)
+    detail::fail<layout_error>("megatron pp=" + detail::itos(pp) + " must divide the outermost axis of mesh " +
+                               to_string(mesh) + " (" + detail::itos(mesh[0]) +
+                               " devices, where pipeline stages lie); choose a divisor of " + detail::itos(mesh[0]));
+  if (m->dp > 0 && tp * pp * m->dp != mesh.devices())
+    detail::fail<layout_error>("megatron tp=" + detail::itos(tp) + (pp > 1 ? " x pp=" + detail::itos(pp) : "") +
+                               " x dp=" + detail::itos(m->dp) + " is " + detail::itos(tp * pp * m->dp) +
+                               " devices, but mesh " + to_string(mesh) + " has " + detail::itos(mesh.devices()) +
+                               (pp > 1 ? "; leave dp out or make tp * pp * dp the device count"
+                                       : "; leave dp out or make tp * dp the device count"));
 }
 
 /// The mesh a strategy plans on: `mesh` itself, except megatron with a tp below the innermost
@@ -256,7 +293,7 @@ constexpr mesh_shape planning_mesh(const plan_strategy& s, const mesh_shape& mes
 constexpr std::optional<int> megatron_microbatches(const plan_strategy& s, const mesh_shape& mesh, std::int64_t batch) {
   const auto* m = std::get_if<strategy::megatron>(&s);
   if (!m || m->mbs <= 0) return std::nullopt;
-  const std::int64_t dp = mesh.devices() / tensor_parallel_size(*m, mesh);
+  const std::int64_t dp = mesh.devices() / tensor_parallel_size(*m, mesh) / std::max(1, m->pp);
   if (batch % (std::int64_t(m->mbs) * dp) != 0)
     detail::fail<layout_error>("megatron mbs=" + detail::itos(m->mbs) + " x dp=" + detail::itos(dp) +
                                " does not divide the batch of " + detail::itos(batch) +

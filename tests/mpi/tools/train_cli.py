@@ -56,6 +56,11 @@ for args, says, what in [
     check(what + ": exit 2 and one sentence", r.returncode == 2 and says in r.stderr and
           r.stderr.count("autoddl-train:") == 1, r.stderr[-1000:])
 
+# pipelines are planned (autoddl-plan) but not run: one sentence, exit 2 (issue 13)
+r = run(4, "--model", model, "--mesh", "2x2", "--steps", "1", "--strategy", "megatron:tp=2,pp=2")
+check("a megatron pp plan: exit 2 and one sentence", r.returncode == 2 and "has 2 pipeline stages" in r.stderr and
+      r.stderr.count("autoddl-train:") == 1, r.stderr[-1000:])
+
 # ZeRO stages 1 and 2: each device updates its slice, then the slices are all-gathered
 for stage in ["1", "2"]:
     r = run(4, "--model", model, "--mesh", "4", "--steps", "2", "--strategy", "zero:stage=" + stage, "--check-serial",

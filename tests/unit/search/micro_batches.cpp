@@ -248,7 +248,7 @@ TEST_CASE("Megatron-LM's knobs: tp inside the innermost axis, dp, mbs, recompute
                     ContainsSubstring("megatron:tp=3 must divide the innermost axis of mesh 4x8"));
   CHECK_THROWS_WITH(check_strategy(parse_strategy("megatron:tp=2,dp=8"), mesh_shape{4, 8}),
                     ContainsSubstring("tp=2 x dp=8 is 16 devices, but mesh 4x8 has 32"));
-  CHECK_THROWS_WITH(parse_strategy("megatron:pp=2"), ContainsSubstring("unknown knob 'pp=2'"));
+  CHECK_THROWS_WITH(parse_strategy("megatron:cp=2"), ContainsSubstring("unknown knob 'cp=2'"));
   CHECK_THROWS_WITH(parse_strategy("megatron:recompute=some"), ContainsSubstring("unknown recomputation 'some'"));
 
   // the knobs reach the plan: 2 micro-batches of 4 on tp=2 x dp=2, full recomputation

@@ -92,6 +92,43 @@ print(("ok  " if ok else "FAIL") + " megatron:tp=2,mbs=1,recompute=selective pla
 if not ok:
     failures.append("megatron knobs")
 
+# Pipelines (issue 13): bad input is one sentence; a megatron pp plan reports its stages.
+expect_error("pp not dividing the outermost axis", ["--model", small, "--mesh", "2x4", "--strategy", "megatron:tp=4,pp=3"],
+             "pp=3 must divide the outermost axis of mesh 2x4")
+expect_error("more stages than layers", ["--model", small, "--mesh", "8x1", "--strategy", "megatron:tp=1,pp=8"],
+             "a pipeline of 8 stages needs at least as many layers, but the model has 5")
+expect_error("tp x pp x dp not the device count", ["--model", small, "--mesh", "2x4", "--strategy", "megatron:tp=2,pp=2,dp=4"],
+             "tp=2 x pp=2 x dp=4 is 16 devices, but mesh 2x4 has 8")
+r = run("--model", small, "--mesh", "2x4", "--strategy", "megatron:tp=4,pp=2,mbs=1", "--json")
+j = json.loads(r.stdout) if r.returncode == 0 else {}
+pipe = j.get("pipeline", {})
+ok = (j.get("pipeline_stages") == 2 and j.get("microbatches") == 8 and len(pipe.get("cuts", [])) == 2
+      and pipe.get("bubble") == 1 / 8 and len(pipe.get("stages", [])) == 2
+      and all(s["per_microbatch_s"] > 0 for s in pipe.get("stages", [])))
+print(("ok  " if ok else "FAIL") + " megatron:tp=4,pp=2,mbs=1: 2 stages, 8 micro-batches, bubble 1/8: " + r.stderr.strip())
+if not ok:
+    failures.append("megatron pipeline json")
+pipe_f = os.path.join(tmp, "pipe.json")
+r = run("--model", small, "--mesh", "2x4", "--strategy", "megatron:tp=4,pp=2,mbs=1", "--out", pipe_f)
+sc = json.load(open(pipe_f))["schedule"] if r.returncode == 0 else {}
+ok = (sc.get("stages") == 2 and sc.get("pipeline_mesh") == [2, 4] and len(sc.get("cuts", [])) == 2
+      and sc["cuts"][0] == 0 and json.load(open(pipe_f))["mesh"] == [4])
+print(("ok  " if ok else "FAIL") + " the plan file of a pipeline carries stages, cuts and the whole mesh: " + str(sc))
+if not ok:
+    failures.append("pipeline plan file")
+if r.returncode == 0:
+    bad_cuts = json.load(open(pipe_f))
+    bad_cuts["schedule"]["cuts"] = [1, 16]
+    bad_cuts_f = os.path.join(tmp, "bad_cuts.json")
+    json.dump(bad_cuts, open(bad_cuts_f, "w"))
+    expect_error("a pipeline plan file whose cuts do not start at op 0", ["--diff", bad_cuts_f, pipe_f],
+                 "field 'schedule.cuts' must list the first op of each of the 2 stages, ascending from 0")
+r = run("--model", small, "--mesh", "4", "--json")
+ok = r.returncode == 0 and json.loads(r.stdout).get("pipeline_stages") == 1
+print(("ok  " if ok else "FAIL") + " a plan without a pipeline says pipeline_stages 1")
+if not ok:
+    failures.append("pipeline_stages 1")
+
 # ZeRO's stages: optimizer state (1), and gradients (2), and parameters (3) sharded over mesh 4;
 # the table says where the optimizer state lives; the replayed step peak is in the JSON
 mem = {}

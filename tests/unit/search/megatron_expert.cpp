@@ -1,0 +1,48 @@
+// The megatron expert plan against Megatron-LM's published layout (Shoeybi et al. 2019,
+// section 3, figure 3): in every transformer block the attention's q, k, v and the MLP's first
+// linear are column-parallel (W [in, out] split on out), the attention's output projection and
+// the MLP's second linear row-parallel (split on in), on the tensor-parallel (innermost) axis;
+// the other axis is data parallel (weights replicated, the batch split).
+#include <catch2/catch_test_macros.hpp>
+
+#include <string>
+
+#include "autoddl/cost/hardware_io.hpp"
+#include "autoddl/models/zoo.hpp"
+#include "autoddl/search.hpp"
+
+using namespace autoddl;
+
+namespace {
+
+bool ends_with(const std::string& x, const std::string& t) {
+  return x.size() >= t.size() && x.compare(x.size() - t.size(), t.size(), t) == 0;
+}
+
+}  // namespace
+
+TEST_CASE("megatron on gpt2-medium, mesh 2x8: q, k, v, mlp.fc column-parallel; attn.proj, mlp.proj row-parallel",
+          "[search][experts]") {
+  for (bool sp : {false, true}) {
+    plan_options o;
+    o.mesh = mesh_shape{2, 8};
+    o.hw = load_hardware("dgx-a100");
+    o.type = dtype::bf16;
+    const plan_problem pp(build_model("gpt:size=gpt2-medium,batch=16"), o);
+    const plan_result r = solve_plan(pp, strategy::megatron{.sp = sp});
+    const graph& g = pp.model();
+    int column = 0, row = 0;
+    for (int i = 0; i < int(g.ops.size()); ++i) {
+      const op_node& n = at(g.ops, i);
+      if (n.kind != op_kind::linear || at(g.block, i) < 0) continue;
+      const signature& sig = pp.op_candidate(i, at(r.pick, i));
+      CAPTURE(sp, n.name, to_string(sig.params[0]));
+      const bool is_row = ends_with(n.name, "attn.proj") || ends_with(n.name, "mlp.proj");
+      CHECK(sig.params[0][1] == (is_row ? S(0) : S(1)));
+      CHECK(sig.params[0][0] == B);  // data parallel on axis 0
+      (is_row ? row : column) += 1;
+    }
+    CHECK(column == 24 * 4);
+    CHECK(row == 24 * 2);
+  }
+}

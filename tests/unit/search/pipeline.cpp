@@ -1,0 +1,369 @@
+// Pipeline parallelism in the planner (search/pipeline.hpp): the 1F1B step and activation
+// memory against an event simulation of the schedule written here, the stage cuts against brute
+// force over every cut vector, a one-stage pipeline against the plan's own totals, the search
+// against every (stages, micro-batches, recompute) point, and Megatron-LM's pp knobs.
+#include <catch2/catch_test_macros.hpp>
+#include <catch2/matchers/catch_matchers_string.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "autoddl/cost/hardware_io.hpp"
+#include "autoddl/models/zoo.hpp"
+#include "autoddl/search.hpp"
+#include "autoddl/search/pipeline.hpp"
+
+using namespace autoddl;
+using Catch::Matchers::ContainsSubstring;
+
+namespace {
+
+// 1F1B as Megatron-LM's schedule runs it: stage i warms up with min(p - i - 1, m) forwards, then
+// alternates one forward and one backward, then drains its backwards. Each stage runs its list
+// in order; F(i, j) waits for F(i-1, j), B(i, j) for B(i+1, j) (and F(p-1, j) on the last
+// stage). Returns the makespan and, per stage, the most micro-batches whose forward ran and
+// backward has not.
+struct simulated {
+  double makespan = 0;
+  std::vector<int> in_flight;
+};
+simulated simulate_1f1b(const std::vector<double>& fwd, const std::vector<double>& bwd, int m) {
+  const int p = int(fwd.size());
+  std::vector<std::vector<double>> f_end(p, std::vector<double>(m, -1)), b_end(p, std::vector<double>(m, -1));
+  std::vector<std::vector<std::pair<bool, int>>> order(p);  // (backward?, micro-batch)
+  for (int i = 0; i < p; ++i) {
+    const int warm = std::min(p - i - 1, m);
+    int nf = 0, nb = 0;
+    for (; nf < warm; ++nf) order[i].push_back({false, nf});
+    while (nb < m) {
+      if (nf < m) order[i].push_back({false, nf++});
+      order[i].push_back({true, nb++});
+    }
+  }
+  std::vector<std::size_t> next(p, 0);
+  std::vector<double> free_at(p, 0);
+  simulated r;
+  r.in_flight.assign(p, 0);
+  std::vector<int> live(p, 0);
+  for (bool progress = true; progress;) {
+    progress = false;
+    for (int i = 0; i < p; ++i) {
+      if (next[i] == order[i].size()) continue;
+      const auto [backward, j] = order[i][next[i]];
+      double ready = 0;
+      if (!backward && i > 0) ready = f_end[i - 1][j];
+      if (backward) ready = i + 1 < p ? b_end[i + 1][j] : f_end[i][j];
+      if (ready < 0) continue;
+      const double start = std::max(ready, free_at[i]);
+      free_at[i] = start + (backward ? bwd[i] : fwd[i]);
+      (backward ? b_end : f_end)[i][j] = free_at[i];
+      live[i] += backward ? -1 : 1;
+      r.in_flight[i] = std::max(r.in_flight[i], live[i]);
+      r.makespan = std::max(r.makespan, free_at[i]);
+      ++next[i];
+      progress = true;
+    }
+  }
+  return r;
+}
+
+// Megatron-LM's interleaved 1F1B (megatron/core/pipeline_parallel/schedules.py,
+// forward_backward_pipelining_with_interleaving), replayed: device i runs virtual stages
+// c p + i (c < v chunks, each 1/v of its forward and backward); its warm-up is
+// min((p - i - 1) 2 + (v - 1) p, m v) forwards; its k-th forward takes chunk (k / p) % v and
+// micro-batch (k / (p v)) p + k % p, its k-th backward chunk v - 1 - (k / p) % v. Returns the
+// makespan and, per device, the most chunk activations held at once divided by v.
+struct simulated_interleaved {
+  double makespan = 0;
+  std::vector<double> in_flight;
+};
+simulated_interleaved simulate_interleaved(int p, int m, int v, double fwd, double bwd) {
+  struct step {
+    bool backward;
+    int chunk, micro;
+  };
+  const int total = m * v;
+  std::vector<std::vector<step>> order(p);
+  for (int i = 0; i < p; ++i) {
+    auto f = [&](int k) { return step{false, (k / p) % v, (k / (p * v)) * p + k % p}; };
+    auto b = [&](int k) { return step{true, v - 1 - (k / p) % v, (k / (p * v)) * p + k % p}; };
+    const int warm = std::min((p - i - 1) * 2 + (v - 1) * p, total);
+    for (int k = 0; k < warm; ++k) order[i].push_back(f(k));
+    for (int k = 0; k < total - warm; ++k) {
+      order[i].push_back(f(k + warm));
+      order[i].push_back(b(k));
+    }
+    for (int k = total - warm; k < total; ++k) order[i].push_back(b(k));
+  }
+  const int stages = p * v;  // virtual stages
+  std::vector<std::vector<double>> f_end(stages, std::vector<double>(m, -1)), b_end(stages, std::vector<double>(m, -1));
+  std::vector<std::size_t> next(p, 0);
+  std::vector<double> free_at(p, 0);
+  std::vector<int> live(p, 0), peak(p, 0);
+  simulated_interleaved r;
+  for (bool progress = true; progress;) {
+    progress = false;
+    for (int i = 0; i < p; ++i) {
+      if (next[i] == order[i].size()) continue;
+      const step st = order[i][next[i]];
+      const int vs = st.chunk * p + i;
+      double ready = 0;
+      if (!st.backward && vs > 0) ready = f_end[vs - 1][st.micro];
+      if (st.backward) ready = vs + 1 < stages ? b_end[vs + 1][st.micro] : f_end[vs][st.micro];
+      if (ready < 0) continue;
+      free_at[i] = std::max(ready, free_at[i]) + (st.backward ? bwd : fwd) / v;
+      (st.backward ? b_end : f_end)[vs][st.micro] = free_at[i];
+      live[i] += st.backward ? -1 : 1;
+      peak[i] = std::max(peak[i], live[i]);
+      r.makespan = std::max(r.makespan, free_at[i]);
+      ++next[i];
+      progress = true;
+    }
+  }
+  for (int i = 0; i < p; ++i) {
+    REQUIRE(next[i] == order[i].size());  // no deadlock
+    r.in_flight.push_back(double(peak[i]) / v);
+  }
+  return r;
+}
+
+// Hand-made unit costs: slot, activations and state per unit, everything else zero.
+unit_costs units_of(const std::vector<double>& slot, const std::vector<double>& act, const std::vector<double>& state) {
+  unit_costs u;
+  u.slot_s = slot;
+  u.activation_bytes = act;
+  u.state_bytes = state;
+  u.step_s.assign(slot.size(), 0.0);
+  u.transient_bytes.assign(slot.size(), 0.0);
+  u.send_bytes.assign(slot.size(), 0.0);
+  return u;
+}
+
+autoddl::link test_link() {
+  autoddl::link l;
+  l.alpha = 1e-3;
+  l.beta = 1e6;
+  return l;
+}
+
+}  // namespace
+
+TEST_CASE("1F1B's step is (m + p - 1) stage slots and stage i holds min(p - i, m) micro-batches, as simulated",
+          "[search][pipeline]") {
+  for (int p = 1; p <= 6; ++p)
+    for (int m = 1; m <= 9; ++m) {
+      const std::vector<double> fwd(p, 1.0), bwd(p, 2.0);
+      const simulated sim = simulate_1f1b(fwd, bwd, m);
+      const pipeline_shape s{p, m, 1};
+      CAPTURE(p, m);
+      CHECK(std::abs(pipeline_step_time(s, 3.0, 0.0, 0.0) - sim.makespan) < 1e-9);
+      for (int i = 0; i < p; ++i) CHECK(in_flight_microbatches(s, i) == double(sim.in_flight[i]));
+      CHECK(std::abs(pipeline_bubble_fraction(s) - (sim.makespan - m * 3.0) / (m * 3.0)) < 1e-9);
+    }
+}
+
+TEST_CASE("interleaved 1F1B: step (m + (p - 1) / v) slots and each stage's activations, as Megatron-LM's order runs",
+          "[search][pipeline]") {
+  for (int p = 2; p <= 5; ++p)
+    for (int v = 2; v <= 4; ++v)
+      for (int m = p; m <= 4 * p; m += p) {
+        const simulated_interleaved sim = simulate_interleaved(p, m, v, 1.0, 2.0);
+        const pipeline_shape s{p, m, v};
+        CAPTURE(p, v, m);
+        CHECK(std::abs(pipeline_step_time(s, 3.0, 0.0, 0.0) - sim.makespan) < 1e-9);
+        CHECK(std::abs(pipeline_bubble_fraction(s) - (sim.makespan - m * 3.0) / (m * 3.0)) < 1e-9);
+        for (int i = 0; i < p; ++i) CHECK(std::abs(in_flight_microbatches(s, i) - sim.in_flight[i]) < 1e-9);
+      }
+}
+
+TEST_CASE("1F1B's step with unequal stages is bounded by the slowest stage's slots", "[search][pipeline]") {
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<double> d(0.5, 3.0);
+  for (int trial = 0; trial < 200; ++trial) {
+    const int p = 1 + int(rng() % 5), m = 1 + int(rng() % 8);
+    std::vector<double> fwd(p), bwd(p);
+    double slowest = 0;
+    for (int i = 0; i < p; ++i) {
+      fwd[i] = d(rng);
+      bwd[i] = 2 * fwd[i];
+      slowest = std::max(slowest, fwd[i] + bwd[i]);
+    }
+    CAPTURE(trial, p, m);
+    const double sim = simulate_1f1b(fwd, bwd, m).makespan;
+    CHECK(sim <= pipeline_step_time({p, m, 1}, slowest, 0, 0) + 1e-9);
+    CHECK(sim >= m * slowest - 1e-9);
+  }
+}
+
+TEST_CASE("a stage's figures: its units' slots, the cut's transfer on the stage link, in-flight activations",
+          "[search][pipeline]") {
+  unit_costs u = units_of({1e-3, 2e-3, 3e-3, 4e-3}, {10, 20, 30, 40}, {100, 200, 300, 400});
+  u.send_bytes = {0, 5e3, 6e3, 7e3};
+  u.transient_bytes = {1, 2, 3, 4};
+  const pipeline_shape s{2, 4, 1};
+  const std::vector<stage_figures> f = stage_figures_of(u, s, {0, 2}, test_link());
+  REQUIRE(f.size() == 2);
+  CHECK(std::abs(f[0].slot_s - 3e-3) < 1e-12);
+  CHECK(std::abs(f[1].slot_s - 7e-3) < 1e-12);
+  CHECK(std::abs(f[0].send_s - (1e-3 + 6e3 / 1e6)) < 1e-12);  // alpha + bytes / beta
+  CHECK(f[1].send_s == 0);
+  CHECK(f[0].memory == 300 + 2 * 30 + 2);  // state + min(2 - 0, 4) x activations + transient
+  CHECK(f[1].memory == 700 + 1 * 70 + 4);
+  // (m + p - 1) x (slowest slot + 2 x slowest transfer)
+  CHECK(std::abs(pipeline_time(f, s) - 5 * (7e-3 + 2 * 7e-3)) < 1e-12);
+}
+
+TEST_CASE("balanced cuts equal the best of every cut vector, with and without a memory limit", "[search][pipeline]") {
+  std::mt19937 rng(13);
+  std::uniform_real_distribution<double> d(0.1, 1.0);
+  const autoddl::link l = test_link();
+  for (int trial = 0; trial < 300; ++trial) {
+    const int n = 2 + int(rng() % 7), p = 1 + int(rng() % std::min(n, 4)), m = 1 + int(rng() % 6);
+    std::vector<double> slot(n), act(n), state(n), send(n, 0.0), tr(n);
+    for (int k = 0; k < n; ++k) {
+      slot[k] = d(rng) * 1e-2;
+      act[k] = d(rng) * 100;
+      state[k] = d(rng) * 100;
+      tr[k] = d(rng) * 10;
+      if (k > 0) send[k] = d(rng) * 1e4;
+    }
+    unit_costs u = units_of(slot, act, state);
+    u.send_bytes = send;
+    u.transient_bytes = tr;
+    const double limit = (trial % 3 == 0) ? 0.0 : 150 + d(rng) * 300;
+    const pipeline_shape s{p, m, 1};
+    // brute force: every way of choosing p - 1 cut positions among 1..n-1
+    double best = std::numeric_limits<double>::infinity();
+    std::vector<int> mask(n - 1, 0);
+    std::fill(mask.begin(), mask.begin() + (p - 1), 1);
+    std::sort(mask.begin(), mask.end());
+    do {
+      std::vector<int> starts{0};
+      for (int k = 0; k < n - 1; ++k)
+        if (mask[k]) starts.push_back(k + 1);
+      double worst = 0;
+      bool fits = true;
+      for (int i = 0; i < p; ++i) {
+        const int a = starts[i], b = i + 1 < p ? starts[i + 1] : n;
+        double t = 0, st = 0, ac = 0, tmax = 0;
+        for (int k = a; k < b; ++k) {
+          t += slot[k];
+          st += state[k];
+          ac += act[k];
+          tmax = std::max(tmax, tr[k]);
+        }
+        if (b < n) t += 2 * (l.alpha + send[b] / l.beta);
+        if (limit > 0 && st + std::min(p - i, m) * ac + tmax > limit) fits = false;
+        worst = std::max(worst, t);
+      }
+      if (fits) best = std::min(best, worst);
+    } while (std::next_permutation(mask.begin(), mask.end()));
+    CAPTURE(trial, n, p, m, limit);
+    const auto cuts = balance_cuts(u, s, l, limit);
+    REQUIRE(cuts.has_value() == std::isfinite(best));
+    if (!cuts) continue;
+    double got = 0;
+    for (const stage_figures& f : stage_figures_of(u, s, *cuts, l)) {
+      got = std::max(got, f.slot_s + 2 * f.send_s);
+      if (limit > 0) CHECK(f.memory <= limit + 1e-9);
+    }
+    CHECK(std::abs(got - best) <= 1e-12 * std::max(1.0, best));
+  }
+}
+
+namespace {
+
+constexpr const char* gpt_spec = "gpt:layers=4,hidden=64,heads=4,seq=32,batch=16,vocab=128";
+
+plan_options gpt_options(mesh_shape mesh) {
+  plan_options o;
+  o.mesh = mesh;
+  o.hw = load_hardware("dgx-a100");
+  o.type = dtype::bf16;
+  return o;
+}
+
+graph gpt(int m) { return build_model(gpt_spec, m); }
+
+}  // namespace
+
+TEST_CASE("a one-stage pipeline's step is the plan's additive step time: the units partition the plan's terms",
+          "[search][pipeline]") {
+  for (int m : {1, 2, 4})
+    for (recompute_mode r : {recompute_mode::none, recompute_mode::full}) {
+      CAPTURE(m, to_string(r));
+      const pipeline_plan pl = plan_pipeline(gpt, 16, gpt_options(mesh_shape{2, 2}), strategy::automatic{}, {1, m, 1}, r);
+      const plan_result& res = pl.layouts.result;
+      CHECK(std::abs(pl.time - res.totals.serial_time()) <= 1e-9 * res.totals.serial_time());
+      REQUIRE(pl.stages.size() == 1);
+      // the whole plan's memory: state + one micro-batch's activations + the largest transient
+      const memory_breakdown mem = pl.layouts.problem->memory_of(res.pick);
+      CHECK(std::abs(pl.stages[0].memory - double(mem.total())) <= 1e-6 * double(mem.total()));
+    }
+}
+
+TEST_CASE("a pipeline plan of a GPT: stage meshes, cuts at blocks, the tied embedding on both ends",
+          "[search][pipeline]") {
+  CHECK(stage_mesh(mesh_shape{128, 8}, 8) == mesh_shape{16, 8});
+  CHECK(stage_mesh(mesh_shape{2, 4}, 2) == mesh_shape{4});
+  CHECK_THROWS_WITH(stage_mesh(mesh_shape{6, 8}, 4), ContainsSubstring("must divide the outermost axis"));
+  const pipeline_plan pl = plan_pipeline(gpt, 16, gpt_options(mesh_shape{4, 2}), strategy::automatic{}, {2, 4, 1},
+                                         recompute_mode::none);
+  REQUIRE(pl.cuts.size() == 2);
+  CHECK(pl.cuts[0] == 0);
+  CHECK(pl.layouts.problem->options().mesh == mesh_shape{2, 2});
+  const graph& g = pl.layouts.problem->model();
+  CHECK(at(g.block, pl.cut_ops[1]) >= 0);  // the second stage starts at a block
+  CHECK(at(g.block, pl.cut_ops[1] - 1) != at(g.block, pl.cut_ops[1]));
+  CHECK(pl.bubble == 0.25);
+  CHECK(pl.feasible);
+  // the second stage receives activations, the first sends them; both exchange wte's gradient
+  CHECK(pl.stages[0].send_s > 0);
+  CHECK(pl.stages[1].send_s == 0);
+}
+
+TEST_CASE("the pipeline search finds the best of every (stages, micro-batches, recompute) point it may reach",
+          "[search][pipeline]") {
+  const plan_options o = gpt_options(mesh_shape{4, 2});
+  const auto found = search_pipeline(gpt, 16, o, {}, 1, 100);
+  REQUIRE(found);
+  double best = std::numeric_limits<double>::infinity();
+  for (int p : {2, 4})
+    for (int m : divisors(16))
+      for (recompute_mode r : {recompute_mode::none, recompute_mode::selective, recompute_mode::full}) {
+        const pipeline_plan x = plan_pipeline(gpt, 16, o, strategy::automatic{}, {p, m, 1}, r);
+        if (x.feasible) best = std::min(best, x.time);
+      }
+  const double gap = (found->time - best) / best;
+  std::printf("pipeline search: %.6g s, best of every point %.6g s, gap %.3f %%\n", found->time, best, 100 * gap);
+  CHECK(found->feasible);
+  CHECK(gap <= 0.05);
+}
+
+TEST_CASE("megatron's pp and vpp: parsed, printed, checked against the mesh and the model", "[search][pipeline]") {
+  const plan_strategy s = parse_strategy("megatron:tp=2,pp=2,dp=2,mbs=1,vpp=2");
+  CHECK(std::get<strategy::megatron>(s) == strategy::megatron{.tp = 2, .dp = 2, .mbs = 1, .pp = 2, .vpp = 2});
+  CHECK(to_string(s) == "megatron:tp=2,pp=2,dp=2,mbs=1,vpp=2");
+  CHECK(pipeline_stages(s) == 2);
+  CHECK(pipeline_stages(parse_strategy("megatron:tp=2")) == 1);
+  CHECK_THROWS_WITH(check_strategy(parse_strategy("megatron:tp=2,pp=3"), mesh_shape{4, 2}),
+                    ContainsSubstring("pp=3 must divide the outermost axis of mesh 4x2"));
+  CHECK_THROWS_WITH(check_strategy(parse_strategy("megatron:tp=2,pp=2,dp=4"), mesh_shape{4, 2}),
+                    ContainsSubstring("tp=2 x pp=2 x dp=4 is 16 devices, but mesh 4x2 has 8"));
+  CHECK_NOTHROW(check_strategy(parse_strategy("megatron:tp=2,pp=2,dp=2"), mesh_shape{4, 2}));
+  CHECK_THROWS_WITH(parse_strategy("megatron:pp=0"), ContainsSubstring("pp in strategy 'megatron:pp=0' must be"));
+  // 4 blocks + the embedding, ln_f and the head: 7 layers, 8 stages is too many
+  CHECK_THROWS_WITH(plan_megatron_pipeline(gpt, 16, gpt_options(mesh_shape{8, 1}), parse_strategy("megatron:tp=1,pp=8"), {}),
+                    ContainsSubstring("a pipeline of 8 stages needs at least as many layers, but the model has 7"));
+  CHECK_THROWS_WITH(plan_micro_batched(gpt, 16, gpt_options(mesh_shape{4, 2}), s, {}),
+                    ContainsSubstring("has 2 pipeline stages"));
+  const pipeline_plan pl =
+      plan_megatron_pipeline(gpt, 16, gpt_options(mesh_shape{4, 2}), parse_strategy("megatron:tp=2,pp=2,mbs=2"), {});
+  CHECK(pl.shape.microbatches == 4);  // batch / (mbs x dp) = 16 / (2 x 2)
+  CHECK(pl.stages.size() == 2);
+}

@@ -1,0 +1,132 @@
+#pragma once
+// autoddl-plan's pipelines (search/pipeline.hpp): which plan a strategy gets once pipelines are
+// on the table, and the report's pipeline section (table and --json).
+//   megatron with pp > 1   plan_megatron_pipeline: its stages, the layouts of one stage
+//   auto                   the best of the plan without a pipeline and search_pipeline's, where
+//                          the outermost mesh axis runs between nodes (Megatron-LM pipelines
+//                          across nodes, tensor parallelism inside them; on one node's links a
+//                          pipeline only adds its bubble)
+//   anything else          plan_micro_batched, no pipeline
+#include <fmt/core.h>
+
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <utility>
+
+#include "autoddl/search/pipeline.hpp"
+#include "autoddl/search/plan_file.hpp"
+#include "plan_report.hpp"
+
+namespace autoddl::tools {
+
+/// A chosen plan: its layouts (for a pipeline, one stage's, on the stage mesh, with the result's
+/// time, feasibility and peak memory the pipeline's) and the pipeline, if any (its `layouts`
+/// moved into `plan`).
+struct chosen_plan {
+  micro_batched_plan plan;
+  std::optional<pipeline_plan> pipeline;
+};
+
+namespace detail {
+
+inline chosen_plan from_pipeline(pipeline_plan&& p) {
+  chosen_plan c;
+  c.plan = std::move(p.layouts);
+  plan_result& r = c.plan.result;
+  r.time = p.time;
+  r.feasible = p.feasible;
+  r.totals.memory = p.peak_memory() - r.totals.transient;
+  r.memory_limit = c.plan.problem->make_objective().memory_limit / p.shape.stages;
+  r.notes.push_back(fmt::format(
+      "pipeline of {} stages x {} micro-batches: the table shows one stage's layouts on the stage mesh {} (each stage "
+      "runs its range of ops, see the pipeline section); compute and communication are the whole model's on that "
+      "mesh, whose layout search saw {} times the memory limit (a stage keeps about 1/{} of the model; the cuts hold "
+      "each stage to the limit)",
+      p.shape.stages, p.shape.microbatches, to_string(c.plan.problem->options().mesh), p.shape.stages, p.shape.stages));
+  c.pipeline = std::move(p);
+  return c;
+}
+
+inline bool outer_axis_between_nodes(const plan_options& o) {
+  return (intra_node_axes(o.mesh, o.hw.devices_per_node) & 1u) == 0;
+}
+
+}  // namespace detail
+
+/// The plan of strategy s (see the header).
+inline chosen_plan plan_with_pipelines(const std::function<graph(int)>& build, std::int64_t batch, const plan_options& o,
+                                       const plan_strategy& s, step_settings pin, std::uint64_t seed) {
+  if (pipeline_stages(s) > 1) {
+    chosen_plan c = detail::from_pipeline(plan_megatron_pipeline(build, batch, o, s, pin, seed));
+    c.plan.result.strategy = s;
+    return c;
+  }
+  chosen_plan c{plan_micro_batched(build, batch, o, s, pin, seed), std::nullopt};
+  if (!std::holds_alternative<strategy::automatic>(s) || !detail::outer_axis_between_nodes(o)) return c;
+  std::optional<pipeline_plan> p = search_pipeline(build, batch, o, pin, seed);
+  if (!p) return c;
+  if (!p->feasible || (c.plan.result.feasible && c.plan.result.time <= p->time)) {
+    c.plan.result.notes.push_back(fmt::format("the best pipeline found ({} stages x {} micro-batches, recompute {}) takes "
+                                              "{}{}; the plan without one is kept",
+                                              p->shape.stages, p->shape.microbatches,
+                                              to_string(p->layouts.recompute), seconds(p->time),
+                                              p->feasible ? "" : " and is over the memory limit"));
+    return c;
+  }
+  const double flat = c.plan.result.time;
+  const bool flat_fits = c.plan.result.feasible;
+  chosen_plan piped = detail::from_pipeline(std::move(*p));
+  piped.plan.result.strategy = s;
+  piped.plan.result.notes.push_back(flat_fits ? fmt::format("without a pipeline the best plan takes {}", seconds(flat))
+                                              : std::string("without a pipeline no plan fits the memory limit"));
+  return piped;
+}
+
+/// The pipeline section of the table: stages, cuts, bubble, per-stage predicted time and memory.
+inline void print_pipeline(const pipeline_plan& p, const graph& g) {
+  fmt::print("\npipeline  {} stages x {} micro-batches{}, 1F1B: bubble {:.1f}% ((p - 1) / {}m), predicted step {}\n",
+             p.shape.stages, p.shape.microbatches,
+             p.shape.chunks > 1 ? fmt::format(", {} chunks per stage (interleaved)", p.shape.chunks) : std::string(),
+             100 * p.bubble, p.shape.chunks > 1 ? "v" : "", seconds(p.time));
+  fmt::print("{:<6} {:<32} {:>12} {:>12} {:>12} {:>12}\n", "stage", "ops", "per micro-b.", "send", "sync+update",
+             "memory");
+  for (int i = 0; i < int(p.stages.size()); ++i) {
+    const int first = at(p.cut_ops, i);
+    const int last = (i + 1 < int(p.cut_ops.size()) ? at(p.cut_ops, i + 1) : int(g.ops.size())) - 1;
+    const stage_figures& f = at(p.stages, i);
+    fmt::print("{:<6} {:<32} {:>12} {:>12} {:>12} {:>12}\n", i, at(g.ops, first).name + " .. " + at(g.ops, last).name,
+               seconds(f.slot_s), seconds(f.send_s), seconds(f.step_s), si(f.memory, "B"));
+  }
+}
+
+/// The pipeline keys of --json: pipeline_stages (1 without a pipeline) and, with one,
+/// microbatches, pipeline {bubble, chunks, cuts (first op of each stage), stages [...]}.
+inline void add_pipeline_json(nlohmann::json& j, const std::optional<pipeline_plan>& p, const graph& g) {
+  j["pipeline_stages"] = p ? p->shape.stages : 1;
+  if (!p) return;
+  j["microbatches"] = p->shape.microbatches;
+  nlohmann::json stages = nlohmann::json::array();
+  std::vector<std::string> cuts;
+  for (int i = 0; i < int(p->stages.size()); ++i) {
+    const stage_figures& f = at(p->stages, i);
+    cuts.push_back(at(g.ops, at(p->cut_ops, i)).name);
+    stages.push_back({{"first_op", at(g.ops, at(p->cut_ops, i)).name},
+                      {"per_microbatch_s", f.slot_s},
+                      {"send_s", f.send_s},
+                      {"sync_and_update_s", f.step_s},
+                      {"memory_bytes", f.memory}});
+  }
+  j["pipeline"] = {{"bubble", p->bubble}, {"chunks", p->shape.chunks}, {"cuts", cuts}, {"stages", stages}};
+}
+
+/// The plan file of r (plan_file_json), with the pipeline's stages, chunks, cuts and whole
+/// mesh where there is one (add_pipeline_schedule).
+inline nlohmann::json plan_file_of(const plan_problem& pp, const plan_result& r, const std::optional<pipeline_plan>& p,
+                                   const std::string& model, const std::string& hardware, const mesh_shape& mesh) {
+  nlohmann::json f = plan_file_json(pp, r, model, hardware);
+  if (p) add_pipeline_schedule(f, mesh, p->shape.stages, p->shape.chunks, p->cut_ops);
+  return f;
+}
+
+}  // namespace autoddl::tools
