@@ -12,8 +12,8 @@
 // blocks and tied embeddings reduce completely; a graph that does not returns nullopt. Relaxing
 // the ties can only lower the optimum, so for a tied search this is a lower bound and
 // (descent - optimum) / optimum an upper bound on the descent's true gap.
-// series_parallel_optimum_within() gives up after a wall-time budget (the planner's: the search's time,
-// at least 0.25 s and at most 1 s), so the reference never costs much more than the search; it then
+// series_parallel_optimum_within() gives up after a wall-time budget (the planner's: 0.25 s or 10 %
+// of its search, whichever is longer), so the reference never costs more than the search; it then
 // reports a lower bound on the optimum instead: the reduction so far is exact, so the optimum is
 // at least what it has folded into a constant plus each remaining node's least cost plus each
 // remaining edge's least cost (every cost is a time, never negative; edges not yet priced add 0).
