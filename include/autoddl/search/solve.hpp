@@ -81,7 +81,9 @@ inline descent_result auto_descent(const plan_problem& pp, const objective& obj,
   // tied plan need not untie best (the small GPT on 2x2x2: the tied optimum's untied descent
   // ends 1.6 % above the experts' on the additive objective), so the seeds only ever add.
   for (const auto& sd : tied_seeds) {
-    descent_result d = descend(pp.untied(), obj, pp.untie(descend(t, obj, sd, /*joint=*/true).pick));
+    const descent_result ts = descend(t, obj, sd, /*joint=*/true);
+    if (ts.pick == tied.pick) continue;  // where the others ended: nothing new to untie
+    descent_result d = descend(pp.untied(), obj, pp.untie(ts.pick));
     if (obj.rank(d.totals) < obj.rank(best.totals)) best = std::move(d);
   }
   // An expert plan that still beats the result is descended too, so auto is never predicted
