@@ -82,6 +82,9 @@ inline nlohmann::json plan_json(const plan_problem& pp, const plan_result& r, co
   j["feasible"] = r.feasible;
   j["search_s"] = r.search_s;
   j["optimal_gap"] = r.optimal_gap ? nlohmann::json(*r.optimal_gap) : nlohmann::json(nullptr);
+  j["exact_status"] = to_string(r.exact);
+  j["lower_bound_s"] = r.lower_bound ? nlohmann::json(*r.lower_bound) : nlohmann::json(nullptr);
+  j["gap_to_bound"] = r.bound_gap ? nlohmann::json(*r.bound_gap) : nlohmann::json(nullptr);
   j["notes"] = r.notes;
   const kernel_price_counts k = pp.kernel_price_counts_of();
   j["kernel_prices"] = {{"measured", k.measured}, {"fitted", k.fitted}, {"analytical", k.analytical},
@@ -168,6 +171,9 @@ inline void print_human(const plan_problem& pp, const plan_result& r, const std:
   fmt::print("{}\n", kernel_prices_line(pp, hw_name));
   if (r.optimal_gap)
     fmt::print("gap to the exact optimum (additive objective, series-parallel DP): {:.3f}%\n", *r.optimal_gap * 100);
+  else if (r.exact == exact_status::bounded && r.lower_bound && r.bound_gap)
+    fmt::print("exact reference bounded (over its budget): additive step time at least {}, this plan at most {:.3f}% "
+               "above it\n", seconds(*r.lower_bound), *r.bound_gap * 100);
   for (const auto& n : r.notes) fmt::print("note: {}\n", n);
 }
 

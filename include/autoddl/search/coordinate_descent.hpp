@@ -70,10 +70,27 @@ class descent_state {
   /// The part of the totals that depends on group g when it picks c (its nodes and edges, the
   /// repeats of identical blocks priced once and counted).
   cost_terms part(int g, int c) const {
+    cost_terms t = nodes_part(g, c);
+    add_edges_part(t, g, c);
+    return t;
+  }
+  /// part(g, c) in two steps, the same sums in the same order: g's nodes, then its edges.
+  cost_terms nodes_part(int g, int c) const {
     cost_terms t;
     for (const auto& [n, k] : p_.group_unary_items(g)) t.add_times(p_.unary(n, c), k);
-    for (const auto& [e, k] : p_.group_edge_items(g)) t.add_times(pair_at(e, g, c), k);
     return t;
+  }
+  void add_edges_part(cost_terms& t, int g, int c) const {
+    for (const auto& [e, k] : p_.group_edge_items(g)) t.add_times(pair_at(e, g, c), k);
+  }
+  /// obj.rank(without(g) + part(g, c)) given base == without(g); with a monotone objective,
+  /// +infinity without pricing g's edges where its nodes alone already rank at `cutoff` or above
+  /// (the edges only add), so pairs no move can take are never priced.
+  double rank_of(const cost_terms& base, int g, int c, const objective& obj, double cutoff) const {
+    cost_terms t = nodes_part(g, c);
+    if (obj.monotone && obj.rank(base + t) >= cutoff) return std::numeric_limits<double>::infinity();
+    add_edges_part(t, g, c);
+    return obj.rank(base + t);
   }
 
   /// The best joint move of adjacent groups gu and gv: every pick cu != current of gu against
@@ -128,6 +145,8 @@ class descent_state {
       if (obj.monotone && obj.rank(a + least) >= best_rank * (1 - 1e-12)) continue;
       for (int cv = 0; cv < kv; ++cv) {
         cost_terms t = a + at(b, cv);
+        // the cross edges only add: a pair already out of reach is not priced
+        if (obj.monotone && obj.rank(t) >= best_rank * (1 - 1e-12)) continue;
         for (const auto& [e, k] : cross) {
           const auto& ed = at(p_.edges(), e);
           t.add_times(p_.pair(e, p_.group_of(ed.u) == gu ? cu : cv, p_.group_of(ed.v) == gu ? cu : cv), k);
@@ -222,7 +241,7 @@ inline int best_single(const descent_state& s, const objective& obj, int g) {
   const cost_terms base = s.without(g);
   for (int c = 0; c < s.problem().group_candidates(g); ++c) {
     if (c == at(s.pick(), g)) continue;
-    const double rk = obj.rank(base + s.part(g, c));
+    const double rk = s.rank_of(base, g, c, obj, best_rank * (1 - 1e-12));
     if (rk < best_rank * (1 - 1e-12)) {
       best_rank = rk;
       best = c;
@@ -297,7 +316,7 @@ inline descent_result descend(const choice_problem& p, const objective& obj, std
     double second = std::numeric_limits<double>::infinity();
     const cost_terms base = s.without(g);
     for (int c = 0; c < p.group_candidates(g); ++c)
-      if (c != at(r.pick, g)) second = std::min(second, obj.rank(base + s.part(g, c)));
+      if (c != at(r.pick, g)) second = std::min(second, s.rank_of(base, g, c, obj, second));
     at(r.runner_up, g) = second;
   }
   return r;

@@ -143,14 +143,18 @@ class choice_problem {
 
   /// Pair cost of edge e for picks cu (of e.u) and cv (of e.v), memoised per class and pair of
   /// ports (picks of one port share the price).
+  /// A class's rows (ports of u) are allocated on first use: on a 4-D mesh a class can have
+  /// 625 x 625 port pairs, most of which no move ever asks for.
   const cost_terms& pair(int e, int cu, int cv) const {
     const choice_edge& ed = at(edges_, e);
     auto& m = at(memo(), ed.cls);
     const int ku = ports(e, 0), kv = ports(e, 1);
-    if (m.empty()) m.resize(std::size_t(ku) * std::size_t(kv));
-    if (m.size() != std::size_t(ku) * std::size_t(kv))
+    if (m.empty()) m.resize(std::size_t(ku));
+    auto& row = at(m, port(e, 0, cu));
+    if (row.empty()) row.resize(std::size_t(kv));
+    if (int(m.size()) != ku || int(row.size()) != kv)
       detail::fail("edges of one class must join nodes with the same candidate and port counts");
-    auto& slot = m[std::size_t(port(e, 0, cu)) * std::size_t(kv) + std::size_t(port(e, 1, cv))];
+    auto& slot = at(row, port(e, 1, cv));
     if (!slot) slot = pair_ ? pair_(e, cu, cv) : cost_terms{};
     return *slot;
   }
@@ -207,8 +211,8 @@ class choice_problem {
       }
     }
   }
-  using pair_memo = std::vector<std::vector<std::optional<cost_terms>>>;
-  /// Per class, per (port of u, port of v): this problem's own, or (share_pair_memo) the one of
+  using pair_memo = std::vector<std::vector<std::vector<std::optional<cost_terms>>>>;
+  /// Per class, per port of u, per port of v: this problem's own, or (share_pair_memo) the one of
   /// memo_source_, which must outlive this problem (a plan_problem holds both).
   mutable pair_memo own_memo_;
   const choice_problem* memo_source_ = nullptr;

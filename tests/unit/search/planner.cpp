@@ -104,6 +104,12 @@ TEST_CASE("the exact references bound the descent on the additive objective", "[
   CHECK(a.time <= full.time * 1.01);  // within 1% of the tied optimum (issue 5's target)
   REQUIRE(a.optimal_gap);
   CHECK(*a.optimal_gap < 0.01);
+  // the reference finished, so its bound is the untied optimum: no plan, the enumerated tied
+  // optimum included, has a lower additive step time
+  CHECK(a.exact == exact_status::solved);
+  REQUIRE(a.lower_bound);
+  CHECK(*a.lower_bound <= full.totals.serial_time() * (1 + 1e-12));
+  CHECK(*a.lower_bound <= a.totals.serial_time() * (1 + 1e-12));
 }
 
 TEST_CASE("a memory limit steers the plan, and an impossible one is reported", "[search][memory]") {

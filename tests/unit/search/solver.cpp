@@ -29,8 +29,10 @@ cost_terms random_terms(std::mt19937_64& rng) {
 
 enum class shape { chain, residual, diamond, k4 };
 
-// A random problem: n nodes with 2..4 candidates, edges by shape, pair costs from a table.
-choice_problem make_problem(std::uint64_t seed, int n, shape s, bool tie = false) {
+// A random problem: n nodes with 2..4 candidates, edges by shape, pair costs from a table;
+// with tie_groups > 0, node i joins group i % tie_groups and every node has 3 candidates.
+choice_problem make_problem(std::uint64_t seed, int n, shape s, int tie_groups = 0) {
+  const bool tie = tie_groups > 0;
   std::mt19937_64 rng(seed);
   choice_problem p;
   std::vector<int> k(static_cast<std::size_t>(n));
@@ -38,7 +40,7 @@ choice_problem make_problem(std::uint64_t seed, int n, shape s, bool tie = false
     k[std::size_t(i)] = tie ? 3 : 2 + int(rng() % 3);
     std::vector<cost_terms> u;
     for (int c = 0; c < k[std::size_t(i)]; ++c) u.push_back(random_terms(rng));
-    p.add_node(u, tie ? (i % 2) : -1);
+    p.add_node(u, tie ? (i % tie_groups) : -1);
   }
   int cls = 0;
   auto edge = [&](int a, int b) { p.add_edge(a, b, cls++); };
@@ -161,7 +163,7 @@ TEST_CASE("a memory limit is respected by the descent and by exhaustive search",
 }
 
 TEST_CASE("tied nodes pick the same candidate", "[search][groups]") {
-  auto p = make_problem(9, 6, shape::chain, true);
+  auto p = make_problem(9, 6, shape::chain, 2);
   REQUIRE(p.groups() == 2);
   auto obj = serial_objective();
   auto ex = exhaustive(p, obj);
@@ -172,4 +174,51 @@ TEST_CASE("tied nodes pick the same candidate", "[search][groups]") {
   auto dp = series_parallel_optimum(p);
   REQUIRE(dp);
   CHECK(dp->time <= ex->time + 1e-12);
+}
+
+TEST_CASE("a DP stopped at any step bounds the optimum from below, and is the optimum once it finishes",
+          "[search][exact][bound]") {
+  int stopped = 0;
+  for (std::uint64_t seed = 1; seed <= 40; ++seed) {
+    const shape s = seed % 4 == 0 ? shape::chain : seed % 4 == 1 ? shape::residual : seed % 4 == 2 ? shape::diamond : shape::k4;
+    const auto p = make_problem(seed, s == shape::k4 ? 4 : 3 + int(seed % 6), s);
+    const auto ex = exhaustive(p, serial_objective());  // brute force over every assignment
+    REQUIRE(ex);
+    for (std::int64_t steps = 0;; ++steps) {
+      INFO("seed " << seed << ", stopped after " << steps << " steps");
+      const bounded_exact b = series_parallel_optimum_within(p, 60.0, steps);
+      CHECK(b.lower_bound <= ex->time * (1 + 1e-12));
+      CHECK(b.lower_bound >= 0);
+      if (!b.timed_out) {
+        if (b.result) CHECK(std::abs(b.lower_bound - ex->time) <= 1e-9 * ex->time);
+        break;
+      }
+      CHECK_FALSE(b.result);
+      ++stopped;
+    }
+  }
+  CHECK(stopped > 100);
+}
+
+TEST_CASE("the DP over tied groups finds the enumerated optimum over tied assignments", "[search][exact][groups]") {
+  int branched = 0;
+  for (std::uint64_t seed = 1; seed <= 60; ++seed) {
+    const shape s = seed % 4 == 0 ? shape::chain : seed % 4 == 1 ? shape::residual : seed % 4 == 2 ? shape::diamond : shape::k4;
+    const int groups = 2 + int(seed % 4);
+    const auto p = make_problem(seed, s == shape::k4 ? 4 : 4 + int(seed % 5), s, groups);
+    INFO("seed " << seed << ", " << p.groups() << " groups");
+    const auto ex = exhaustive(p, serial_objective());  // every tied assignment
+    REQUIRE(ex);
+    const bounded_exact t = tied_series_parallel_optimum_within(p, 60.0);
+    REQUIRE(t.result);
+    CHECK(std::abs(t.result->time - ex->time) <= 1e-9 * ex->time);
+    REQUIRE(int(t.result->pick.size()) == p.groups());
+    CHECK(std::abs(p.evaluate(t.result->pick).serial_time() - ex->time) <= 1e-9 * ex->time);
+    if (!series_parallel_optimum(detail::fold_groups(p).problem)) ++branched;  // solved only by fixing a pick
+    // out of steps: no result, and a time-out rather than a refusal
+    const bounded_exact none = tied_series_parallel_optimum_within(p, 60.0, 1);
+    CHECK_FALSE(none.result);
+    CHECK(none.timed_out);
+  }
+  CHECK(branched >= 10);
 }
