@@ -101,7 +101,8 @@ inline void print_pipeline(const pipeline_plan& p, const graph& g) {
 }
 
 /// The pipeline keys of --json: pipeline_stages (1 without a pipeline) and, with one,
-/// microbatches, pipeline {bubble, chunks, cuts (first op of each stage), stages [...]}.
+/// microbatches, pipeline {bubble, chunks, cuts (first op of each stage), stages [...],
+/// layout_reference (the exact reference's keys, which with a pipeline price the stage layouts)}.
 inline void add_pipeline_json(nlohmann::json& j, const std::optional<pipeline_plan>& p, const graph& g) {
   j["pipeline_stages"] = p ? p->shape.stages : 1;
   if (!p) return;
@@ -118,6 +119,14 @@ inline void add_pipeline_json(nlohmann::json& j, const std::optional<pipeline_pl
                       {"memory_bytes", f.memory}});
   }
   j["pipeline"] = {{"bubble", p->bubble}, {"chunks", p->shape.chunks}, {"cuts", cuts}, {"stages", stages}};
+  // The exact reference and its bound price the layouts' additive step of the whole model on one
+  // stage's mesh, not the pipelined step: they move under "pipeline", saying so.
+  nlohmann::json reference = {{"of", "the stage layouts: the whole model's additive step on one stage's mesh"}};
+  for (const char* key : {"optimal_gap", "exact_status", "lower_bound_s", "gap_to_bound"}) {
+    reference[key] = j[key];
+    j.erase(key);
+  }
+  j["pipeline"]["layout_reference"] = reference;
 }
 
 /// The plan file of r (plan_file_json), with the pipeline's stages, chunks, cuts and whole

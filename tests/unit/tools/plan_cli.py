@@ -104,7 +104,8 @@ j = json.loads(r.stdout) if r.returncode == 0 else {}
 pipe = j.get("pipeline", {})
 ok = (j.get("pipeline_stages") == 2 and j.get("microbatches") == 8 and len(pipe.get("cuts", [])) == 2
       and pipe.get("bubble") == 1 / 8 and len(pipe.get("stages", [])) == 2
-      and all(s["per_microbatch_s"] > 0 for s in pipe.get("stages", [])))
+      and all(s["per_microbatch_s"] > 0 for s in pipe.get("stages", []))
+      and "exact_status" in pipe.get("layout_reference", {}) and "exact_status" not in j)
 print(("ok  " if ok else "FAIL") + " megatron:tp=4,pp=2,mbs=1: 2 stages, 8 micro-batches, bubble 1/8: " + r.stderr.strip())
 if not ok:
     failures.append("megatron pipeline json")
