@@ -10,6 +10,7 @@
 #include "autoddl/models/zoo.hpp"
 #include "autoddl/search.hpp"
 #include "autoddl/search/micro_batches.hpp"
+#include "autoddl/search/pipeline.hpp"
 
 using namespace autoddl;
 
@@ -68,6 +69,40 @@ void run_micro_batched(const std::string& spec, const std::string& mesh, int tp)
               e.microbatches, e.result.time, e.result.feasible ? "" : " (over memory)", e.result.time / a.result.time);
   std::fflush(stdout);
 }
+// The pipeline search (search/pipeline.hpp): stages, micro-batches, recomputation and the stage
+// layouts searched together, 80 GiB dgx-a100, bf16, Adam, against Megatron-LM's published
+// tensor x pipeline layout with full recomputation; gap: the winner's stage layouts to the exact
+// reference (attach_optimal_gap).
+void run_pipeline(const std::string& spec, const std::string& mesh, int tp, int pp) {
+  plan_options o;
+  o.mesh = parse_mesh(mesh);
+  o.hw = load_hardware("dgx-a100");
+  o.type = dtype::bf16;
+  auto build = [&](int m) { return build_model(spec, m); };
+  const std::int64_t batch = graph_batch(build_model(spec));
+  const double t0 = now();
+  const std::optional<pipeline_plan> a = search_pipeline(build, batch, o, {});
+  const double t1 = now();
+  const std::string expert = "megatron:tp=" + std::to_string(tp) + ",pp=" + std::to_string(pp) + ",recompute=full";
+  const pipeline_plan e = plan_megatron_pipeline(build, batch, o, parse_strategy(expert), {});
+  if (!a) {
+    std::printf("%-40s %-6s no pipeline fits this mesh and model\n", spec.c_str(), mesh.c_str());
+    return;
+  }
+  const plan_result& r = a->layouts.result;
+  char gap[32];
+  if (r.optimal_gap)
+    std::snprintf(gap, sizeof gap, "%.3f%%", *r.optimal_gap * 100);
+  else
+    std::snprintf(gap, sizeof gap, "%s", std::string(to_string(r.exact)).c_str());
+  std::printf("%-40s %-6s auto: %2d stages x %4d micro-batches  search %6.3f s  step %7.3f s%s  gap %s"
+              "  | %s: step %7.3f s%s  -> auto %.2fx\n",
+              spec.c_str(), mesh.c_str(), a->shape.stages, a->shape.microbatches, t1 - t0, a->time,
+              a->feasible ? "" : " (over memory)",
+              gap,
+              expert.c_str(), e.time, e.feasible ? "" : " (over memory)", e.time / a->time);
+  std::fflush(stdout);
+}
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -78,7 +113,10 @@ int main(int argc, char** argv) {
   std::puts("# micro-batches and recomputation chosen with the layouts, 80 GiB dgx-a100, bf16, Adam: GPT-3 175B at its");
   std::puts("# batch of 1536, then Narayanan et al. 2021 Table 1's models with their tensor-parallel size");
   run_micro_batched("gpt:size=gpt3-175b,batch=1536", "128x8", 8);
+  std::puts("# pipelines searched with the layouts (every coordinate free), against Megatron-LM's tp=8 x pp=P");
+  run_pipeline("gpt:size=gpt3-175b,batch=1536", "128x8", 8, 16);
   if (quick) return 0;
+  run_pipeline("gpt:layers=48,hidden=8192,heads=64,seq=2048,batch=1536,vocab=51200", "64x8", 8, 2);
   run_micro_batched("gpt:layers=24,hidden=2304,heads=24,seq=2048,batch=512,vocab=51200", "4x8", 1);
   run_micro_batched("gpt:layers=30,hidden=3072,heads=32,seq=2048,batch=512,vocab=51200", "8x8", 2);
   run_micro_batched("gpt:layers=36,hidden=4096,heads=32,seq=2048,batch=512,vocab=51200", "16x8", 4);
