@@ -93,6 +93,22 @@ class descent_state {
     return obj.rank(base + t);
   }
 
+  /// Each term's least over `v` (zero terms when v is empty).
+  static cost_terms least_of(const std::vector<cost_terms>& v) {
+    cost_terms least = v.empty() ? cost_terms{} : v[0];
+    for (const cost_terms& x : v) {
+      least.compute_fwd = std::min(least.compute_fwd, x.compute_fwd);
+      least.compute_bwd = std::min(least.compute_bwd, x.compute_bwd);
+      least.comm_fwd = std::min(least.comm_fwd, x.comm_fwd);
+      least.comm_bwd = std::min(least.comm_bwd, x.comm_bwd);
+      least.comm_grad = std::min(least.comm_grad, x.comm_grad);
+      least.memory = std::min(least.memory, x.memory);
+      least.transient = std::min(least.transient, x.transient);
+      least.bytes = std::min(least.bytes, x.bytes);
+    }
+    return least;
+  }
+
   /// The best joint move of adjacent groups gu and gv: every pick cu != current of gu against
   /// every pick cv of gv, in that order, a pair kept only if it ranks below `best_rank` by more
   /// than a relative 1e-12 (as single moves). Each pair costs three additions: the totals are
@@ -127,17 +143,7 @@ class descent_state {
     // Each term's least over gv's picks: with a monotone objective, a + least ranks no higher
     // than any pair (cu, cv) (the cross edges only add), so a cu whose bound cannot improve is
     // skipped whole; the pairs tried in order and the one returned stay the same.
-    cost_terms least = b.empty() ? cost_terms{} : b[0];
-    for (const cost_terms& x : b) {
-      least.compute_fwd = std::min(least.compute_fwd, x.compute_fwd);
-      least.compute_bwd = std::min(least.compute_bwd, x.compute_bwd);
-      least.comm_fwd = std::min(least.comm_fwd, x.comm_fwd);
-      least.comm_bwd = std::min(least.comm_bwd, x.comm_bwd);
-      least.comm_grad = std::min(least.comm_grad, x.comm_grad);
-      least.memory = std::min(least.memory, x.memory);
-      least.transient = std::min(least.transient, x.transient);
-      least.bytes = std::min(least.bytes, x.bytes);
-    }
+    const cost_terms least = least_of(b);
     int bu = cu0, bv = cv0;
     for (int cu = 0; cu < ku; ++cu) {
       if (cu == cu0) continue;
