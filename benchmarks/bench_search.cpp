@@ -47,13 +47,19 @@ void run(const std::string& spec, const std::string& mesh, const std::string& hw
               ratio("dp").c_str(), ratio("megatron").c_str(), r.feasible ? "" : "  (over memory)");
   std::fflush(stdout);
 }
-// A published configuration with micro-batches and recomputation chosen with the layouts
-// (search/micro_batches.hpp), against Megatron-LM's layouts with full recomputation.
-void run_micro_batched(const std::string& spec, const std::string& mesh, int tp) {
+// dgx-a100, bf16, Adam, the device's memory as the limit: the published configurations' setting.
+plan_options dgx_a100_bf16(const std::string& mesh) {
   plan_options o;
   o.mesh = parse_mesh(mesh);
   o.hw = load_hardware("dgx-a100");
   o.type = dtype::bf16;
+  return o;
+}
+
+// A published configuration with micro-batches and recomputation chosen with the layouts
+// (search/micro_batches.hpp), against Megatron-LM's layouts with full recomputation.
+void run_micro_batched(const std::string& spec, const std::string& mesh, int tp) {
+  const plan_options o = dgx_a100_bf16(mesh);
   auto build = [&](int m) { return build_model(spec, m); };
   const std::int64_t batch = graph_batch(build_model(spec));
   const double t0 = now();
@@ -74,10 +80,7 @@ void run_micro_batched(const std::string& spec, const std::string& mesh, int tp)
 // tensor x pipeline layout with full recomputation; gap: the winner's stage layouts to the exact
 // reference (attach_optimal_gap).
 void run_pipeline(const std::string& spec, const std::string& mesh, int tp, int pp) {
-  plan_options o;
-  o.mesh = parse_mesh(mesh);
-  o.hw = load_hardware("dgx-a100");
-  o.type = dtype::bf16;
+  const plan_options o = dgx_a100_bf16(mesh);
   auto build = [&](int m) { return build_model(spec, m); };
   const std::int64_t batch = graph_batch(build_model(spec));
   const double t0 = now();
