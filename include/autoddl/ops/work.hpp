@@ -212,8 +212,10 @@ inline op_work device_work(const op_node& op, const signature& sig, const mesh_s
     const int last = op.inputs[0].rank() - 1;
     std::int64_t rows = l.inputs[0].elements() / l.inputs[0][last];
     for (int a = 0; a < mesh.size(); ++a)
-      if (sig.inputs[0][a].is_split() && sig.inputs[0][a].dim == last)
-        w.stat_all_reduces.push_back({a, 3 * rows * statistic_bytes(elem_bytes)});
+      if (sig.inputs[0][a].is_split() && sig.inputs[0][a].dim == last) {  // as the kernel calls them:
+        w.stat_all_reduces.push_back({a, rows * statistic_bytes(elem_bytes)});      // the row max,
+        w.stat_all_reduces.push_back({a, 2 * rows * statistic_bytes(elem_bytes)});  // sum of exp and target logit
+      }
   }
   return w;
 }

@@ -32,6 +32,18 @@
 // recomputed block reruns from it. In backward every op's forward products, boxed inputs and
 // gradient are freed after its own backward.
 //
+// A pipeline stage (pipeline_stage: the plan is one stage's layouts on the stage mesh, the
+// communicator that stage's) runs its ops [first_ops[s], first_ops[s+1]) in the 1F1B order
+// (pipeline_schedule.hpp). Before a micro-batch's forward it receives from stage s-1 every output
+// of an earlier stage that an op of its own or of a later stage reads (in its producer's layout,
+// as it was made: the consumer boxes it); after the forward it sends the same to stage s+1. The
+// gradients go back the same way: received from s+1 before the backward (added to what its own
+// consumers give), sent to s-1 after it. Sends are posted and completed later, receives block.
+// A stage keeps only the parameters its ops use; a parameter used on several stages (GPT's
+// tied wte) is kept on each, each synchronises its own uses' gradient, and they exchange and add
+// the synchronised gradients (in stage order, so every copy stays equal). Bytes sent per step
+// count these messages too (what search/pipeline.hpp prices per stage).
+//
 // Every tensor of the model (parameters, gradients, optimizer state, activations, boxing
 // buffers) is a buffer of the Device; accumulation, zeroing and packing are its primitives and
 // collectives run on its memory (backend/device.hpp, communicator.hpp). The host touches values
@@ -39,6 +51,7 @@
 // parameters, the loss, the finiteness flag, and the shards a caller downloads (param_shard, ...).
 #include <algorithm>
 #include <chrono>
+#include <deque>
 #include <cmath>
 #include <cstdint>
 #include <optional>
@@ -54,11 +67,29 @@
 #include "autoddl/runtime/boxing.hpp"
 #include "autoddl/runtime/data.hpp"
 #include "autoddl/runtime/op_kernels.hpp"
+#include "autoddl/runtime/pipeline_schedule.hpp"
 #include "autoddl/search/plan_paths.hpp"
 #include "autoddl/search/planner.hpp"
 #include "autoddl/search/step_schedule.hpp"
 
 namespace autoddl {
+
+namespace detail {
+// What a non-blocking send of C returns (C::isend), or a placeholder where C has none (then the
+// trainer refuses pipelines).
+template <class C, class T>
+struct send_request_of {
+  struct type {
+    bool test() { return true; }
+    void wait() {}
+  };
+};
+template <class C, class T>
+  requires requires(C& c, std::span<const T> v) { c.isend(v, 0, 0); }
+struct send_request_of<C, T> {
+  using type = decltype(std::declval<C&>().isend(std::declval<std::span<const T>>(), 0, 0));
+};
+}  // namespace detail
 
 struct train_options {
   optimizer opt = optimizer::adam;
@@ -88,6 +119,7 @@ struct step_profile {
   double loss_s = 0;             ///< the global loss all-reduce (reported, outside the plan's bytes)
   double sync_s = 0;             ///< tied parameters' one synchronisation
   double update_s = 0;           ///< optimizer update
+  double pipe_wait_s = 0;        ///< a pipeline stage waiting for its neighbours' activations and gradients
   double total_s = 0;            ///< the whole train_step
 };
 
@@ -101,7 +133,14 @@ class trainer {
   using index_buffer = buffer_t<D, std::int64_t>;
 
  public:
-  trainer(const plan_problem& problem, std::vector<int> pick, D& dev, M& comm, train_options options = {})
+  /// The communicator type of a pipeline's stage axis: the mesh communicator's axis type.
+  using pipe_comm = std::remove_cvref_t<decltype(std::declval<M&>().world())>;
+
+  /// `stage`: this device's stage of a pipeline whose every stage runs `pick` on problem's mesh
+  /// (the stage mesh); nullopt: the whole model. Throws error on a stage that does not fit the
+  /// model or the pipe, or a communicator without non-blocking sends.
+  trainer(const plan_problem& problem, std::vector<int> pick, D& dev, M& comm, train_options options = {},
+          std::optional<pipeline_stage<pipe_comm>> stage = std::nullopt)
       : problem_(problem),
         model_(problem.model()),
         pick_(std::move(pick)),
@@ -115,10 +154,17 @@ class trainer {
     schedule_.emplace(model_, recompute(), paths_.boxed_inputs());
     input_kinds_ = input_kinds(model_);
     if (options_.text) check_text_model(model_, *options_.text);
+    end_op_ = int(model_.ops.size());
+    if (stage) set_stage(*stage);
     init_parameters();
   }
 
   const signature& sig(int op) const { return at(problem_.op_candidates(op), at(pick_, op)); }
+  /// This device's pipeline stage (0 without a pipeline) and the stages.
+  int stage() const { return stage_; }
+  int stages() const { return stages_; }
+  /// Whether this device keeps parameter p (it does unless a pipeline stage's ops do not use it).
+  bool holds_param(int p) const { return at(held_, p) != 0; }
   const param_choice& param_layouts(int p) const {
     return at(problem_.param_candidates(p), at(pick_, problem_.param_node(p)));
   }
@@ -127,7 +173,7 @@ class trainer {
   /// under ZeRO stages 1 and 2, where it is storage with its B axes split).
   const nd_sbp& update_layout(int p) const { return param_layouts(p).update; }
   /// This device's shard of parameter p (storage layout) and of its last gradient (update
-  /// layout), downloaded.
+  /// layout), downloaded (empty where the device does not hold p).
   std::vector<T> param_shard(int p) const { return host_copy(at(params_, p)); }
   std::vector<T> grad_shard(int p) const { return host_copy(at(grads_, p)); }
   /// Parameter p's optimizer state on this device (update layout), downloaded: k = 0 Adam's first
@@ -150,9 +196,11 @@ class trainer {
   }
   /// Sets the optimizer steps taken (a resumed run continues Adam's bias correction).
   void restore_steps_done(std::int64_t n) { steps_done_ = n; }
-  /// This device's shard of op `op`'s output in the last step (train_options::keep_outputs).
+  /// This device's shard of op `op`'s output in the last step (train_options::keep_outputs;
+  /// empty for an op of another pipeline stage).
   std::vector<T> output_shard(int op) const { return host_copy(at(kept_outputs_, op)); }
-  /// Bytes this device sent on the mesh axes during the last step (the plan's bytes).
+  /// Bytes this device sent on the mesh axes (and a pipeline's stage axis) during the last step
+  /// (the plan's bytes).
   std::int64_t last_step_bytes() const { return last_bytes_; }
   /// Where the last step's time went on this device.
   const step_profile& last_step_profile() const { return profile_; }
@@ -173,8 +221,10 @@ class trainer {
     const auto start = clock::now();
     begin_step();
     const int m = microbatches();
+    const std::int64_t pipe_before = pipe_bytes_;
     double local_loss = 0;
-    for (int k = 0; k < m; ++k) local_loss += micro_batch(step_index, k);
+    for (const pipeline_slot& x : one_f_one_b(stages_, stage_, m)) local_loss += run_slot(step_index, x);
+    finish_sends();
     auto t = clock::now();
     const double loss = global_loss(local_loss) / m;
     if (options_.check_finite && !std::isfinite(loss))
@@ -189,7 +239,7 @@ class trainer {
     sample_memory();
     profile_.update_s = lap(t);
     profile_.total_s = lap(t = start);
-    last_bytes_ = axis_bytes() - bytes_before;
+    last_bytes_ = axis_bytes() - bytes_before + pipe_bytes_ - pipe_before;
     peak_bytes_ = options_.measure_memory ? stored_bytes() + peak_live_ : 0;
     return loss;
   }
@@ -205,12 +255,17 @@ class trainer {
   }
 
   /// What lives from an op's forward to its backward during one micro-batch.
+  using send_request = typename detail::send_request_of<pipe_comm, T>::type;
+  static constexpr bool pipe_sends = requires(pipe_comm& c, std::span<const T> v) { c.isend(v, 0, 0); };
+  static constexpr int tag_activation = 1, tag_gradient = 2, tag_tied = 3;
+
   struct step_buffers {
     std::vector<std::vector<buffer>> inputs;  ///< boxed copies (empty: read in place)
     std::vector<index_buffer> indices;        ///< token ids and labels per op
     std::vector<kernel_context<T>> ctx;
     std::vector<forward_result<D, T>> fwd;  ///< outputs empty once freed (see release_after_forward)
     std::vector<int> pending;               ///< per op: consumer slots whose forward has yet to read its output
+    std::vector<send_request> sends;        ///< outputs sent to the next stage (held in fwd until done)
   };
 
   int microbatches() const { return problem_.options().microbatches; }
@@ -249,6 +304,7 @@ class trainer {
     for (auto& g : grads_) release(g);
     for (auto& g : grad_sums_) release(g);
     kept_outputs_.clear();
+    if (options_.keep_outputs) resize(kept_outputs_, nops);
     gathered_.clear();  // (buffers may be move-only: no assign)
     resize(gathered_, nops);
     param_grad_acc_.clear();
@@ -261,27 +317,41 @@ class trainer {
     heap_at_start_ = heap_in_use();
   }
 
-  // Forward and backward of micro-batch k of step `step_index`; returns this device's part of
-  // its loss (global_loss sums the parts).
-  double micro_batch(std::int64_t step_index, int k) {
+  // One slot of this stage's 1F1B order (one forward and backward after another without a
+  // pipeline): a forward's micro-batch waits, in order, for its backward. Returns this device's
+  // part of a forward's loss (global_loss sums the parts).
+  double run_slot(std::int64_t step_index, const pipeline_slot& x) {
+    if (!x.forward) {
+      backward(waiting_.front(), x.microbatch);
+      waiting_.pop_front();
+      return 0;
+    }
+    waiting_.push_back(forward_micro_batch(step_index, x.microbatch));
+    const step_buffers& b = waiting_.back();
+    return last_stage() ? local_loss(output(b, model_.loss_op), sig(model_.loss_op).outputs[0]) : 0;
+  }
+
+  // Micro-batch k's forward through this stage's ops: what earlier stages made is received
+  // first, what later stages read is sent after.
+  step_buffers forward_micro_batch(std::int64_t step_index, int k) {
     const int nops = int(model_.ops.size());
     const bool keep = options_.keep_outputs && k == microbatches() - 1;
     step_buffers b;
     resize(b.inputs, nops);
     resize(b.indices, nops);
-    b.ctx.reserve(std::size_t(nops));
-    b.fwd.reserve(std::size_t(nops));  // never reallocates: outputs are read in place
+    resize(b.ctx, nops);
+    resize(b.fwd, nops);  // never reallocates: outputs are read in place
     b.pending = schedule().consumer_slots();
-    for (int i = 0; i < nops; ++i) {
+    receive_activations(b);
+    for (int i = first_op_; i < end_op_; ++i) {
       forward_op(b, i, step_index, k);
-      if (keep) kept_outputs_.push_back(clone(output(b, i)));
+      if (keep) at(kept_outputs_, i) = clone(output(b, i));
       release_after_forward(b, i, b.pending, false);
       drop_recomputed(b, i);
       sample_memory();
     }
-    const double loss = local_loss(output(b, model_.loss_op), sig(model_.loss_op).outputs[0]);
-    backward(b, k);
-    return loss;
+    send_activations(b);
+    return b;
   }
 
   static const buffer& output(const step_buffers& b, int op) { return at(at(b.fwd, op).outputs, 0); }
@@ -309,6 +379,8 @@ class trainer {
 
   void init_parameters() {
     const int np = int(model_.params.size());
+    if (held_.empty()) assign(held_, np, 1);
+    if (tied_stages_.empty()) resize(tied_stages_, np);
     resize(params_, np);
     resize(grads_, np);
     resize(grad_sums_, np);
@@ -320,6 +392,7 @@ class trainer {
       sync_paths_.push_back(problem_.param_sync_path(p, c));
       gather_paths_.push_back(problem_.param_gather_path(p, c));
       slice_paths_.push_back(problem_.box(storage(p), update_layout(p), shape));
+      if (!holds_param(p)) continue;  // another stage's
       const shard_info s = make_shard(shape, storage(p), comm_.shape(), comm_.coords());
       at(params_, p) = uploaded(init_param_shard<T>(model_, p, s, options_.seed));
       const std::size_t state = std::size_t(local_shape(shape, layout{update_layout(p), comm_.shape()}).elements());
@@ -333,9 +406,9 @@ class trainer {
   // 0; the copy is kept), then the kernel.
   void forward_op(step_buffers& b, int i, std::int64_t step_index, int k) {
     const op_node& n = at(model_.ops, i);
-    b.ctx.push_back(make_kernel_context<T>(n, sig(i), comm_.shape(), comm_.coords(),
-                                           micro_batch_seed(options_.seed, step_index, k), std::uint64_t(i)));
-    kernel_context<T>& ctx = b.ctx.back();
+    at(b.ctx, i) = make_kernel_context<T>(n, sig(i), comm_.shape(), comm_.coords(),
+                                          micro_batch_seed(options_.seed, step_index, k), std::uint64_t(i));
+    kernel_context<T>& ctx = at(b.ctx, i);
     wire_statistics(ctx);
     ctx.input_grad_wanted.assign(n.inputs.size(), true);
     auto& in = at(b.inputs, i);
@@ -359,7 +432,7 @@ class trainer {
         at(gathered_, i)[j] = run_boxing<T>(dev_, comm_, clone(at(params_, p)), at(model_.params, p).shape, storage(p), path);
     }
     at(profile_.boxing_s, i) += lap(t);
-    b.fwd.push_back(op_forward(dev_, ctx, make_operands(b, i)));
+    at(b.fwd, i) = op_forward(dev_, ctx, make_operands(b, i));
     at(profile_.kernel_s, i) += lap(t);
   }
 
@@ -415,7 +488,7 @@ class trainer {
   // Model input `input` of op i's slot j: this device's shard of micro-batch k's rows of the
   // step's synthetic global batch.
   void load_model_input(step_buffers& b, int i, int j, int input, std::int64_t step_index, int k) {
-    const shard_info sh = micro_batch_shard(at(b.ctx.back().shards.inputs, j), k, microbatches());
+    const shard_info sh = micro_batch_shard(at(at(b.ctx, i).shards.inputs, j), k, microbatches());
     const input_kind kind = at(input_kinds_, input);
     if (kind.indices) {
       if (options_.text) {  // ids (input 0) and next-byte labels from the text
@@ -450,8 +523,10 @@ class trainer {
     const int nops = int(model_.ops.size());
     const bool last = k == microbatches() - 1;
     std::vector<buffer> dy(static_cast<std::size_t>(nops));
-    at(dy, model_.loss_op) = loss_seed(sig(model_.loss_op).outputs[0]);
-    for (int i = nops - 1; i >= 0; --i) {
+    if (last_stage()) at(dy, model_.loss_op) = loss_seed(sig(model_.loss_op).outputs[0]);
+    receive_gradients(dy);
+    for (send_request& r : b.sends) r.wait();  // the next stage has them: it sent their gradients
+    for (int i = end_op_ - 1; i >= first_op_; --i) {
       const op_node& n = at(model_.ops, i);
       if (schedule().fully_recomputed(i) && schedule().last_of_block(i))
         recompute_block(b, at(model_.block, i));
@@ -481,6 +556,7 @@ class trainer {
       if (last) at(gathered_, i).clear();
       sample_memory();
     }
+    send_gradients(dy);
   }
 
   // Micro-batch contribution g to the gradient of op i's parameter slot j, laid out
@@ -509,19 +585,45 @@ class trainer {
 
   // Each parameter's summed gradient boxed to its storage: nothing for a parameter with one
   // use (its contribution already went to storage), one synchronisation for a tied one.
+  // A pipeline stage synchronises the parameters it holds; one held by several stages is then
+  // exchanged with them and summed (exchange_tied_gradient).
   void synchronise_gradients() {
     for (std::size_t p = 0; p < grads_.size(); ++p) {
+      if (!holds_param(int(p))) continue;
       const param_choice& pc = param_layouts(int(p));
-      if (grad_sums_[p].empty()) {  // a parameter no op reached this step
+      if (grad_sums_[p].empty())  // a parameter no op reached this step
         grads_[p] = dev_.template alloc<T>(first_moment_[p].size());
-        continue;
-      }
-      grads_[p] = sync_paths_[p].size() == 0 ? std::move(grad_sums_[p])
-                                             : run_boxing<T>(dev_, comm_, std::move(grad_sums_[p]), model_.params[p].shape,
-                                                             pc.grad_sum, sync_paths_[p]);
+      else
+        grads_[p] = sync_paths_[p].size() == 0 ? std::move(grad_sums_[p])
+                                               : run_boxing<T>(dev_, comm_, std::move(grad_sums_[p]),
+                                                               model_.params[p].shape, pc.grad_sum, sync_paths_[p]);
       release(grad_sums_[p]);
+      exchange_tied_gradient(int(p));
       sample_memory();
     }
+  }
+
+  // A parameter held by several pipeline stages: each sends its synchronised gradient to the
+  // others and sums all of them in stage order, so every copy takes the same update.
+  void exchange_tied_gradient(int p) {
+    const std::vector<int>& users = at(tied_stages_, p);
+    if (users.size() < 2) return;
+    buffer mine = std::move(at(grads_, p));
+    std::vector<send_request> sends;
+    for (int t : users)
+      if (t != stage_) sends.push_back(post_send(view(std::as_const(mine)), t, tag_tied));
+    buffer sum;
+    for (int t : users) {
+      if (t == stage_) {
+        accumulate(sum, clone(mine));
+        continue;
+      }
+      buffer theirs = dev_.template alloc<T>(mine.size());
+      receive(view(theirs), t, tag_tied);
+      accumulate(sum, std::move(theirs));
+    }
+    for (send_request& r : sends) r.wait();
+    at(grads_, p) = std::move(sum);
   }
 
   // The first parameter (by index, over all ranks) whose synchronised gradient shard holds NaN or
@@ -531,7 +633,7 @@ class trainer {
     double flag = 0;  // n - p for the first bad parameter p here, so the max picks the least p
     for (int p = 0; p < n && flag == 0; ++p)
       if (!dev_.all_finite(view(std::as_const(at(grads_, p))))) flag = double(n - p);
-    flag = world_all_reduce(flag, reduce_kind::max);
+    flag = everyone_all_reduce(flag, reduce_kind::max);
     if (flag == 0) return;
     const int p = n - int(flag);
     std::string users;
@@ -552,6 +654,7 @@ class trainer {
     os.lr = options_.lr;
     os.step = steps_done_;
     for (std::size_t p = 0; p < params_.size(); ++p) {
+      if (!holds_param(int(p))) continue;
       const boxing_path& gather = at(gather_paths_, p);
       if (gather.size() == 0) {
         update_shard(os, p, view(params_[p]));
@@ -663,17 +766,24 @@ class trainer {
 
   // The sum of every device's part, over the world communicator (reported, outside the plan's
   // bytes): one all-reduce per step whatever the micro-batches.
-  double global_loss(double part) { return world_all_reduce(part, reduce_kind::sum); }
+  double global_loss(double part) { return everyone_all_reduce(part, reduce_kind::sum); }
 
   // x reduced (sum or max) over every device, through the device's memory (the communicator
   // works on it): one double per device, padded to the world's size.
-  double world_all_reduce(double x, reduce_kind k) {
-    std::vector<double> h(std::size_t(comm_.world().size()), 0.0);
+  double world_all_reduce(double x, reduce_kind k) { return all_reduce_one(comm_.world(), x, k); }
+  template <class C>
+  double all_reduce_one(C& c, double x, reduce_kind k) {
+    std::vector<double> h(std::size_t(c.size()), 0.0);
     h[0] = x;
     buffer_t<D, double> b = uploaded(h);
-    comm_.world().all_reduce(dev_.view(b), k);
+    c.all_reduce(dev_.view(b), k);
     dev_.download(std::as_const(dev_).view(b).first(1), std::span<double>(h).first(1));
     return h[0];
+  }
+  // Over every device of every pipeline stage: the stage's world, then the stage axis.
+  double everyone_all_reduce(double x, reduce_kind k) {
+    x = world_all_reduce(x, k);
+    return pipe_ ? all_reduce_one(*pipe_, x, k) : x;
   }
 
   // dLoss/dLoss = 1/m for a step of m micro-batches (the step's loss is their mean), laid out
@@ -684,6 +794,129 @@ class trainer {
     for (int a = 0; a < l.size(); ++a)
       if (l[a].is_broadcast() && comm_.coords()[a] != 0) one = false;
     return uploaded(std::vector<T>(1, one ? T(1.0 / microbatches()) : T(0)));
+  }
+
+  // ---- pipeline stages ----
+
+  bool last_stage() const { return stage_ == stages_ - 1; }
+  int stage_of(const std::vector<int>& first_ops, int op) const {
+    return int(std::upper_bound(first_ops.begin(), first_ops.end(), op) - first_ops.begin()) - 1;
+  }
+  // Elements of this device's shard of op o's first output.
+  std::size_t output_elements(int o) const {
+    return std::size_t(local_shape(at(at(model_.ops, o).outputs, 0), layout{at(sig(o).outputs, 0), comm_.shape()}).elements());
+  }
+
+  void set_stage(const pipeline_stage<pipe_comm>& st) {
+    if constexpr (!pipe_sends)
+      detail::fail<error>("this communicator has no non-blocking sends, so it cannot run pipeline stages; run pipelines on MPI ranks");
+    const int nops = int(model_.ops.size()), p = st.stages();
+    bool ok = p >= 1 && st.stage >= 0 && st.stage < p && at(st.first_ops, 0) == 0 && st.pipe != nullptr;
+    for (int i = 1; ok && i < p; ++i) ok = at(st.first_ops, i - 1) < at(st.first_ops, i) && at(st.first_ops, i) < nops;
+    if (!ok)
+      detail::fail<error>("pipeline stage " + detail::itos(st.stage) + " of " + detail::itos(p) +
+                          ": the stages must begin at op 0 and at ascending ops of the model's " + detail::itos(nops) +
+                          ", one communicator over the stages given");
+    if (st.pipe->size() != p || st.pipe->rank() != st.stage)
+      detail::fail<error>("the stage axis communicator has " + detail::itos(st.pipe->size()) + " ranks and this device is its rank " +
+                          detail::itos(st.pipe->rank()) + ", but the pipeline has " + detail::itos(p) +
+                          " stages and this is stage " + detail::itos(st.stage));
+    if (stage_of(st.first_ops, model_.loss_op) != p - 1)
+      detail::fail<error>("the loss op '" + at(model_.ops, model_.loss_op).name + "' must be in the last pipeline stage");
+    stage_ = st.stage;
+    stages_ = p;
+    pipe_ = st.pipe;
+    first_op_ = at(st.first_ops, stage_);
+    end_op_ = stage_ + 1 < p ? at(st.first_ops, stage_ + 1) : nops;
+    find_boundaries(st.first_ops);
+    find_stage_params(st.first_ops);
+  }
+
+  // The outputs crossing into and out of this stage: recv_fwd_ (made before it, read by it or
+  // later) and send_fwd_ (made before its end, read after it), ascending.
+  void find_boundaries(const std::vector<int>& first_ops) {
+    const int nops = int(model_.ops.size());
+    std::vector<int> furthest(static_cast<std::size_t>(nops), -1);  // the last op reading each op's first output
+    for (int i = 0; i < nops; ++i)
+      for (const tensor_ref& r : at(model_.op_inputs, i)) {
+        if (r.op < 0) continue;
+        if (r.index != 0 && stage_of(first_ops, r.op) != stage_of(first_ops, i))
+          detail::fail<error>("op '" + at(model_.ops, i).name + "' reads output " + detail::itos(r.index) + " of op '" +
+                              at(model_.ops, r.op).name + "' from another pipeline stage; only first outputs cross stages");
+        at(furthest, r.op) = std::max(at(furthest, r.op), i);
+      }
+    for (int o = 0; o < nops; ++o) {
+      if (o < first_op_ && at(furthest, o) >= first_op_) recv_fwd_.push_back(o);
+      if (o < end_op_ && at(furthest, o) >= end_op_) send_fwd_.push_back(o);
+    }
+  }
+
+  // The parameters this stage's ops use, and the stages sharing each used on several.
+  void find_stage_params(const std::vector<int>& first_ops) {
+    const int np = int(model_.params.size());
+    std::vector<std::vector<int>> users(static_cast<std::size_t>(np));
+    for (int i = 0; i < int(model_.ops.size()); ++i)
+      for (int q : at(model_.ops, i).param_ids) {
+        std::vector<int>& u = at(users, q);
+        const int s = stage_of(first_ops, i);
+        if (std::find(u.begin(), u.end(), s) == u.end()) u.insert(std::upper_bound(u.begin(), u.end(), s), s);
+      }
+    assign(held_, np, 0);
+    resize(tied_stages_, np);
+    for (int q = 0; q < np; ++q) {
+      const std::vector<int>& u = at(users, q);
+      at(held_, q) = std::find(u.begin(), u.end(), stage_) != u.end() ? 1 : 0;
+      if (u.size() > 1 && at(held_, q)) at(tied_stages_, q) = u;
+    }
+  }
+
+  send_request post_send(std::span<const T> v, int to, int tag) {
+    pipe_bytes_ += std::int64_t(v.size() * sizeof(T));
+    if constexpr (pipe_sends) return pipe_->isend(v, to, tag);
+    else return {};
+  }
+  void receive(std::span<T> v, int from, int tag) {
+    auto t = clock::now();
+    if constexpr (pipe_sends) pipe_->recv(v, from, tag);
+    profile_.pipe_wait_s += lap(t);
+  }
+
+  // Before a stage's forward: the outputs of earlier stages that it or a later stage reads, from
+  // stage s - 1 in ascending op order (as that stage sends them), each as its producer made it.
+  void receive_activations(step_buffers& b) {
+    for (int o : recv_fwd_) {
+      auto& outs = at(b.fwd, o).outputs;
+      outs.push_back(dev_.template alloc<T>(output_elements(o)));
+      receive(view(outs[0]), stage_ - 1, tag_activation);
+    }
+  }
+  // After it: the outputs later stages read, to stage s + 1; held until backward.
+  void send_activations(step_buffers& b) {
+    for (int o : send_fwd_) b.sends.push_back(post_send(view(output(b, o)), stage_ + 1, tag_activation));
+  }
+  // Before a stage's backward: the gradients of what it sent, from stage s + 1.
+  void receive_gradients(std::vector<buffer>& dy) {
+    for (int o : send_fwd_) {
+      buffer g = dev_.template alloc<T>(output_elements(o));
+      receive(view(g), stage_ + 1, tag_gradient);
+      accumulate(at(dy, o), std::move(g));
+    }
+  }
+  // After it: the gradients of what it received, to stage s - 1 (kept until sent).
+  void send_gradients(std::vector<buffer>& dy) {
+    for (int o : recv_fwd_) {
+      buffer& g = at(dy, o);
+      if (g.empty()) g = dev_.template alloc<T>(output_elements(o));
+      send_request r = post_send(view(std::as_const(g)), stage_ - 1, tag_gradient);
+      gradient_sends_.emplace_back(std::move(g), std::move(r));
+    }
+    while (!gradient_sends_.empty() && gradient_sends_.front().second.test()) gradient_sends_.pop_front();
+  }
+  void finish_sends() {
+    auto t = clock::now();
+    for (auto& [g, r] : gradient_sends_) r.wait();
+    gradient_sends_.clear();
+    profile_.pipe_wait_s += lap(t);
   }
 
   const plan_problem& problem_;
@@ -705,6 +938,15 @@ class trainer {
   std::vector<buffer> first_moment_;    ///< Adam's m, or SGD-momentum's velocity
   std::vector<buffer> second_moment_;   ///< Adam's v (empty for SGD)
   std::vector<buffer> kept_outputs_;
+  int stage_ = 0, stages_ = 1;    ///< this device's pipeline stage, of stages_
+  int first_op_ = 0, end_op_ = 0; ///< its ops
+  pipe_comm* pipe_ = nullptr;     ///< the stage axis (null: no pipeline)
+  std::vector<int> recv_fwd_, send_fwd_;        ///< outputs received from the stage before, sent to the next
+  std::vector<char> held_;                      ///< per parameter: kept here
+  std::vector<std::vector<int>> tied_stages_;   ///< per parameter held on several stages: those stages
+  std::deque<step_buffers> waiting_;            ///< micro-batches forward, not yet backward
+  std::deque<std::pair<buffer, send_request>> gradient_sends_;
+  std::int64_t pipe_bytes_ = 0;   ///< bytes sent on the stage axis (activations, gradients, tied)
   std::int64_t steps_done_ = 0;
   std::int64_t last_bytes_ = 0;
   std::int64_t heap_at_start_ = 0, peak_live_ = 0, peak_bytes_ = 0;

@@ -120,13 +120,15 @@ struct unit_costs {
   std::vector<double> activation_bytes;
   std::vector<double> transient_bytes;
   std::vector<double> send_bytes;   ///< per unit u: bytes crossing a cut just before u (0 for u = 0)
+  std::vector<double> bytes;        ///< per unit: bytes sent on the stage mesh per step (m micro-batches and the step's work)
   /// A parameter used by several units (GPT's wte): priced in its first unit; a stage that holds
   /// its last use but not its first keeps a copy too, and the two all-reduce its gradient.
   struct tied_weight {
     int first_unit = 0, last_unit = 0;
     double state_bytes = 0;  ///< parameters, gradients, optimizer state of the copy
-    double param_bytes = 0;  ///< the gradient all-reduced between the two stages
-    double step_s = 0;       ///< the copy's update
+    double param_bytes = 0;  ///< the gradient all-reduced between the two stages (its update layout's shard)
+    double step_s = 0;       ///< the copy's synchronisation and update
+    double bytes = 0;        ///< the copy's synchronisation bytes on the stage mesh
   };
   std::vector<tied_weight> tied;
   int units() const { return int(slot_s.size()); }
@@ -139,6 +141,10 @@ struct stage_figures {
   double send_s = 0;    ///< activations of one micro-batch to the next stage (0 for the last)
   double step_s = 0;    ///< once per step: gradient synchronisation and the update
   double memory = 0;    ///< peak bytes per device, with its in-flight micro-batches
+  /// Bytes each device sends per step: its units' boxings and collectives on the stage mesh, m
+  /// micro-batches of activations to the next stage and of gradients to the one before, and a
+  /// tied parameter's synchronisation and exchange (what the trainer counts).
+  double bytes = 0;
 };
 
 /// A unit range's memory as stage `stage` of s: state + in-flight activations + largest transient.
@@ -166,8 +172,11 @@ inline std::vector<stage_figures> stage_figures_of(const unit_costs& u, const pi
     for (int k = f.first_unit; k < f.end_unit; ++k) {
       f.slot_s += at(u.slot_s, k);
       f.step_s += at(u.step_s, k);
+      f.bytes += at(u.bytes, k);
     }
     if (f.end_unit < u.units()) f.send_s = stage_link.time(1, at(u.send_bytes, f.end_unit));
+    if (f.end_unit < u.units()) f.bytes += s.microbatches * at(u.send_bytes, f.end_unit);  // activations
+    if (i > 0) f.bytes += s.microbatches * at(u.send_bytes, f.first_unit);                 // their gradients
     f.memory = stage_memory(u, s, i, f.first_unit, f.end_unit);
     r.push_back(f);
   }
@@ -183,6 +192,8 @@ inline std::vector<stage_figures> stage_figures_of(const unit_costs& u, const pi
     if (a == b) continue;
     at(r, a).step_s += stage_link.time(2, t.param_bytes);
     at(r, b).step_s += stage_link.time(2, t.param_bytes) + t.step_s;
+    at(r, a).bytes += t.param_bytes;
+    at(r, b).bytes += t.param_bytes + t.bytes;
   }
   return r;
 }
@@ -285,6 +296,7 @@ inline void add_op_costs(const plan_problem& pp, const std::vector<int>& pick, c
     const int c = at(pick, i), k = at(unit, i);
     const cost_terms& t = pp.untied().unary(i, c);
     at(u.slot_s, k) += (t.compute() + t.comm()) / m;
+    at(u.bytes, k) += t.bytes;
     const op_work w = device_work(at(g.ops, i), pp.op_candidate(i, c), pp.options().mesh, bytes_of(pp.options().type));
     const memory_breakdown mem = pp.op_memory(i, c, w);
     at(u.activation_bytes, k) += double(mem.activations);
@@ -305,6 +317,7 @@ inline std::vector<std::set<int>> add_edge_costs(const plan_problem& pp, const s
     const int cu = at(pick, at(cp.edges(), e).u), cv = at(pick, at(cp.edges(), e).v), k = at(unit, info.to_node);
     const cost_terms& t = cp.pair(e, cu, cv);
     const memory_breakdown mem = pp.edge_memory(e, cu, cv);
+    at(u.bytes, k) += t.bytes;
     if (info.param) {
       at(param_units, info.from_node - ops).insert(k);
       at(u.step_s, k) += t.compute() + t.comm();
@@ -329,9 +342,13 @@ inline void add_param_costs(const plan_problem& pp, const std::vector<int>& pick
     const memory_breakdown mem = pp.param_memory(p, c);
     const int k = *us.begin();
     at(u.step_s, k) += t.compute() + t.comm();
+    at(u.bytes, k) += t.bytes;
     at(u.state_bytes, k) += state_of(mem);
     at(u.transient_bytes, k) = std::max(at(u.transient_bytes, k), t.transient);
-    if (us.size() > 1) u.tied.push_back({k, *us.rbegin(), state_of(mem), double(mem.params), t.compute() + t.comm()});
+    const param_choice& pc = pp.param_candidate(p, c);
+    const double update_bytes = double(local_shape(at(pp.model().params, p).shape, layout{pc.update, pp.options().mesh}).elements() *
+                                       bytes_of(pp.options().type));
+    if (us.size() > 1) u.tied.push_back({k, *us.rbegin(), state_of(mem), update_bytes, t.compute() + t.comm(), t.bytes});
   }
 }
 
@@ -344,7 +361,7 @@ inline unit_costs pipeline_unit_costs(const plan_problem& pp, const std::vector<
   const std::vector<int> unit = detail::unit_of_ops(pp.model());
   const int n = int(pipeline_units(pp.model()).size());
   unit_costs u;
-  for (auto* v : {&u.slot_s, &u.step_s, &u.state_bytes, &u.activation_bytes, &u.transient_bytes})
+  for (auto* v : {&u.slot_s, &u.step_s, &u.state_bytes, &u.activation_bytes, &u.transient_bytes, &u.bytes})
     v->assign(std::size_t(n), 0.0);
   detail::add_op_costs(pp, pick, unit, u);
   detail::add_param_costs(pp, pick, detail::add_edge_costs(pp, pick, unit, u), u);
@@ -395,22 +412,47 @@ inline double memory_limit_of(const plan_options& o) {
 
 // Prices `layouts` (solved for shape's micro-batches on the stage mesh) as a pipeline: cuts by
 // balance_cuts under the limit, or, where nothing fits, the fastest cuts (feasible false).
-inline pipeline_plan price_pipeline(micro_batched_plan&& layouts, const pipeline_shape& s, const plan_options& base) {
+inline pipeline_plan price_pipeline(micro_batched_plan&& layouts, const pipeline_shape& s, const plan_options& base);
+
+}  // namespace detail
+
+/// `layouts` (solved for s's micro-batches on the stage mesh of base.mesh) priced as a pipeline
+/// of shape s cut at `cuts` (the first unit of each stage; a plan file's): its stages' figures,
+/// step time and feasibility under base's memory limit. Throws layout_error when the cuts are
+/// not s.stages ascending units beginning with 0.
+inline pipeline_plan price_pipeline_at(micro_batched_plan&& layouts, const pipeline_shape& s, const plan_options& base,
+                                       const std::vector<int>& cuts) {
+  const unit_costs u = pipeline_unit_costs(*layouts.problem, layouts.result.pick);
+  bool ok = int(cuts.size()) == s.stages && !cuts.empty() && cuts.front() == 0 && cuts.back() < u.units();
+  for (std::size_t i = 1; ok && i < cuts.size(); ++i) ok = cuts[i - 1] < cuts[i];
+  if (!ok)
+    detail::fail<layout_error>("a pipeline of " + detail::itos(s.stages) + " stages needs " + detail::itos(s.stages) +
+                               " ascending stage cuts beginning with unit 0, below the model's " + detail::itos(u.units()) +
+                               " units");
   pipeline_plan r;
   r.shape = s;
-  const unit_costs u = pipeline_unit_costs(*layouts.problem, layouts.result.pick);
-  const link stage_link = make_device_mesh(base.mesh, base.hw).axis_link(0);
-  const double limit = memory_limit_of(base);
-  std::optional<std::vector<int>> cuts = balance_cuts(u, s, stage_link, limit);
-  r.feasible = cuts.has_value();
-  if (!cuts) cuts = balance_cuts(u, s, stage_link, 0);
-  r.cuts = *cuts;
+  r.cuts = cuts;
   const std::vector<int> first_op = pipeline_units(layouts.problem->model());
   for (int c : r.cuts) r.cut_ops.push_back(at(first_op, c));
-  r.stages = stage_figures_of(u, s, r.cuts, stage_link);
+  r.stages = stage_figures_of(u, s, r.cuts, make_device_mesh(base.mesh, base.hw).axis_link(0));
   r.time = pipeline_time(r.stages, s);
   r.bubble = pipeline_bubble_fraction(s);
+  const double limit = detail::memory_limit_of(base);
+  r.feasible = limit <= 0 || r.peak_memory() <= limit;
   r.layouts = std::move(layouts);
+  return r;
+}
+
+namespace detail {
+
+inline pipeline_plan price_pipeline(micro_batched_plan&& layouts, const pipeline_shape& s, const plan_options& base) {
+  const unit_costs u = pipeline_unit_costs(*layouts.problem, layouts.result.pick);
+  const link stage_link = make_device_mesh(base.mesh, base.hw).axis_link(0);
+  std::optional<std::vector<int>> cuts = balance_cuts(u, s, stage_link, memory_limit_of(base));
+  const bool fits = cuts.has_value();
+  if (!cuts) cuts = balance_cuts(u, s, stage_link, 0);
+  pipeline_plan r = price_pipeline_at(std::move(layouts), s, base, *cuts);
+  r.feasible = fits;
   return r;
 }
 

@@ -191,9 +191,11 @@ TEST_CASE("vocabulary-parallel cross-entropy reports its statistics all-reduce",
   CHECK(ce.outputs[0] == tensor_shape{});
   signature vocab{{nd_sbp{S(0), S(2)}, nd_sbp{S(0), B}}, {}, {nd_sbp{P, P}}};
   op_work w = device_work(ce, vocab, mesh_shape{2, 2}, 4);
-  REQUIRE(w.stat_all_reduces.size() == 1);
+  REQUIRE(w.stat_all_reduces.size() == 2);  // two calls, each padded alone where the rows do not divide
   CHECK(w.stat_all_reduces[0].axis == 1);
-  CHECK(w.stat_all_reduces[0].bytes == 3 * (2 * 8) * 4);  // max, sum of exp, target logit per local row
+  CHECK(w.stat_all_reduces[0].bytes == (2 * 8) * 4);      // the row max per local row
+  CHECK(w.stat_all_reduces[1].axis == 1);
+  CHECK(w.stat_all_reduces[1].bytes == 2 * (2 * 8) * 4);  // sum of exp, target logit per local row
   signature tokens{{nd_sbp{S(0), S(1)}, nd_sbp{S(0), S(1)}}, {}, {nd_sbp{P, P}}};
   CHECK(device_work(ce, tokens, mesh_shape{2, 2}, 4).stat_all_reduces.empty());
 }

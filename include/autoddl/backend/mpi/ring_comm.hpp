@@ -167,6 +167,52 @@ class ring_comm {
     return count(std::int64_t(buf.size() * sizeof(T)));
   }
 
+  /// A send in flight (isend): its buffer must stay untouched until wait(request) or a true
+  /// test(request). Move-only; a request never waited is waited by its destructor.
+  class send_request {
+   public:
+    send_request() = default;
+    explicit send_request(MPI_Request r) : r_(r) {}
+    send_request(const send_request&) = delete;
+    send_request& operator=(const send_request&) = delete;
+    send_request(send_request&& o) noexcept : r_(std::exchange(o.r_, MPI_REQUEST_NULL)) {}
+    send_request& operator=(send_request&& o) noexcept {
+      if (this != &o) {
+        finish();
+        r_ = std::exchange(o.r_, MPI_REQUEST_NULL);
+      }
+      return *this;
+    }
+    ~send_request() { finish(); }
+    /// Whether the send has completed (the buffer may be reused or freed).
+    bool test() {
+      int done = 1;
+      if (r_ != MPI_REQUEST_NULL) MPI_Test(&r_, &done, MPI_STATUS_IGNORE);
+      return done != 0;
+    }
+    void wait() { finish(); }
+
+   private:
+    void finish() {
+      if (r_ != MPI_REQUEST_NULL) MPI_Wait(&r_, MPI_STATUS_IGNORE);
+      r_ = MPI_REQUEST_NULL;
+    }
+    MPI_Request r_ = MPI_REQUEST_NULL;
+  };
+
+  /// Starts sending `buf` to rank `to` and returns at once (MPI_Isend), counting its bytes; a
+  /// pipeline's sends between stages never block, so no order of blocking receives can deadlock
+  /// on them.
+  template <MpiElement T>
+  send_request isend(std::span<const T> buf, int to, int tag = 0) {
+    check_peer(to, "send destination");
+    MPI_Request r = MPI_REQUEST_NULL;
+    check(MPI_Isend(buf.data(), count_of(std::int64_t(buf.size()), comm_), datatype_of<T>(), to, tag, comm_, &r),
+          "MPI_Isend", comm_);
+    count(std::int64_t(buf.size() * sizeof(T)));
+    return send_request(r);
+  }
+
   template <MpiElement T>
   void recv(std::span<T> buf, int from, int tag = 0) {
     check_peer(from, "receive source");

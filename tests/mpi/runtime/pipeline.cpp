@@ -1,0 +1,197 @@
+// Pipeline stages on MPI ranks (runtime/trainer.hpp, runtime/pipeline_schedule.hpp): random
+// layouts of one stage's mesh, random cuts at layer boundaries, p stages x m micro-batches in the
+// 1F1B order. Every rank checks itself against its own serial run (the oracle: the same model,
+// one device, the same micro-batches): the loss of every step, and, on each stage's first
+// device, the gradients and updated parameters of the parameters the stage holds, gathered over
+// the stage mesh. Every rank's bytes per step equal its stage's predicted bytes
+// (search/pipeline.hpp, stage_figures::bytes). Seeds are fixed and printed; meson's timeout
+// catches a deadlock.
+#include <catch2/catch_test_macros.hpp>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "autoddl/backend/cpu.hpp"
+#include "autoddl/backend/mpi.hpp"
+#include "autoddl/cost/hardware_io.hpp"
+#include "autoddl/models/zoo.hpp"
+#include "autoddl/runtime/gather.hpp"
+#include "autoddl/runtime/trainer.hpp"
+#include "autoddl/search/pipeline.hpp"
+#include "autoddl/search/solve.hpp"
+
+using namespace autoddl;
+
+namespace {
+
+constexpr double tolerance = 1e-4;  // fp32, against fp32 serial
+
+int world_rank() {
+  int r = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &r);
+  return r;
+}
+int world_size() {
+  int n = 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &n);
+  return n;
+}
+
+/// The job as p stages of the stage mesh (Megatron-LM's order: stage outermost): the stage's
+/// mesh communicator and the stage axis (rank s: the same stage coordinates in stage s).
+struct stage_comms {
+  stage_comms(const mesh_shape& stage_mesh, int stages) {
+    const int r = world_rank(), per = world_size() / stages;
+    stage = r / per;
+    MPI_Comm sc = MPI_COMM_NULL, pc = MPI_COMM_NULL;
+    MPI_Comm_split(MPI_COMM_WORLD, stage, r, &sc);
+    mesh = std::make_unique<mpi::mpi_mesh_comm>(stage_mesh, sc);
+    MPI_Comm_free(&sc);
+    MPI_Comm_split(MPI_COMM_WORLD, r % per, stage, &pc);
+    pipe = mpi::ring_comm(pc, true);
+  }
+  int stage = 0;
+  std::unique_ptr<mpi::mpi_mesh_comm> mesh;
+  mpi::ring_comm pipe;
+};
+
+struct serial_result {
+  std::vector<double> losses;
+  std::vector<std::vector<float>> params, grads;
+};
+
+serial_result serial_run(const graph& g, int m, const train_options& to, int steps) {
+  plan_options so;
+  so.mesh = mesh_shape{1};
+  so.hw = load_hardware("cpu-local");
+  so.microbatches = m;
+  plan_problem pp(g, so);
+  cpu_device dev;
+  mpi::mpi_mesh_comm self(mesh_shape{1}, MPI_COMM_SELF);
+  trainer<float, cpu_device, mpi::mpi_mesh_comm> t(pp, solve_plan(pp, strategy::dp{}).pick, dev, self, to);
+  serial_result r;
+  for (int s = 0; s < steps; ++s) r.losses.push_back(t.train_step(s));
+  for (std::size_t p = 0; p < g.params.size(); ++p) {
+    r.params.push_back(t.param_shard(int(p)));
+    r.grads.push_back(t.grad_shard(int(p)));
+  }
+  return r;
+}
+
+std::vector<int> random_pick(const plan_problem& pp, std::mt19937_64& rng) {
+  const auto& u = pp.untied();
+  std::vector<int> pick(std::size_t(u.nodes()));
+  for (int n = 0; n < u.nodes(); ++n) pick[std::size_t(n)] = int(rng() % std::uint64_t(u.candidates(n)));
+  return pick;
+}
+
+// p - 1 distinct cut units among 1..units-1, ascending, after unit 0.
+std::vector<int> random_cuts(int units, int p, std::mt19937_64& rng) {
+  std::vector<int> all;
+  for (int u = 1; u < units; ++u) all.push_back(u);
+  std::shuffle(all.begin(), all.end(), rng);
+  std::vector<int> cuts{0};
+  cuts.insert(cuts.end(), all.begin(), all.begin() + (p - 1));
+  std::sort(cuts.begin(), cuts.end());
+  return cuts;
+}
+
+/// `plans` random pipeline plans of `spec` on the job's ranks as `full` = p stages x the stage
+/// mesh, m micro-batches, recompute rc; two steps each.
+void check_pipeline(const std::string& spec, const mesh_shape& full, int p, int m, recompute_mode rc, int plans) {
+  const graph g = build_model(spec, m);
+  train_options to;
+  to.opt = optimizer::sgd_momentum;
+  to.lr = 1e-2;
+  const serial_result serial = serial_run(g, m, to, 2);
+  const double gfloor = 1e-3 * max_abs(serial.grads), pfloor = 1e-3 * max_abs(serial.params);
+  plan_options base;
+  base.mesh = full;
+  base.hw = load_hardware("cpu-local");
+  base.opt = to.opt;
+  stage_comms comms(stage_mesh(full, p), p);
+  for (int k = 0; k < plans; ++k) {
+    const std::uint64_t seed = 5000 + 97 * std::uint64_t(p) + 13 * std::uint64_t(m) + std::uint64_t(k) + 3 * std::uint64_t(rc) +
+                               1000 * std::uint64_t(full.devices());
+    std::mt19937_64 rng(seed);
+    plan_options o = base;
+    o.mesh = stage_mesh(full, p);
+    o.microbatches = m;
+    o.recompute = rc;
+    micro_batched_plan layouts;
+    layouts.problem = std::make_unique<plan_problem>(g, o);
+    layouts.result.pick = random_pick(*layouts.problem, rng);
+    layouts.microbatches = m;
+    layouts.recompute = rc;
+    const std::vector<int> cuts = random_cuts(int(pipeline_units(g).size()), p, rng);
+    const pipeline_plan plan = price_pipeline_at(std::move(layouts), pipeline_shape{p, m, 1}, base, cuts);
+    const plan_problem& pp = *plan.layouts.problem;
+    INFO(spec << " on " << to_string(full) << " as " << p << " stages of " << to_string(o.mesh) << ", " << m
+              << " micro-batches, recompute " << to_string(rc) << ", seed " << seed);
+    cpu_device dev;
+    trainer<float, cpu_device, mpi::mpi_mesh_comm> t(pp, plan.layouts.result.pick, dev, *comms.mesh, to,
+                                                     pipeline_stage<mpi::ring_comm>{comms.stage, plan.cut_ops, &comms.pipe});
+    const double predicted = at(plan.stages, comms.stage).bytes;
+    bool bytes_equal = true;
+    for (int s = 0; s < 2; ++s) {
+      const double loss = t.train_step(s);
+      CHECK(std::abs(loss - serial.losses[std::size_t(s)]) <= tolerance * std::abs(serial.losses[std::size_t(s)]));
+      bytes_equal = bytes_equal && double(t.last_step_bytes()) == predicted;
+      CHECK(double(t.last_step_bytes()) == predicted);
+    }
+    double worst[2] = {0, 0};  // gradients, parameters
+    for (std::size_t q = 0; q < g.params.size(); ++q) {
+      if (!t.holds_param(int(q))) continue;
+      auto gp = gather_to_root(*comms.mesh, t.param_shard(int(q)), g.params[q].shape, t.storage(int(q)));
+      auto gg = gather_to_root(*comms.mesh, t.grad_shard(int(q)), g.params[q].shape, t.update_layout(int(q)));
+      if (comms.mesh->rank() != 0) continue;
+      worst[0] = std::max(worst[0], max_rel_error(gg, serial.grads[q], gfloor));
+      worst[1] = std::max(worst[1], max_rel_error(gp, serial.params[q], pfloor));
+    }
+    MPI_Allreduce(MPI_IN_PLACE, worst, 2, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    int all_equal = bytes_equal ? 1 : 0;
+    MPI_Allreduce(MPI_IN_PLACE, &all_equal, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    if (world_rank() == 0) {
+      std::string cut_text;
+      for (int c : plan.cut_ops) cut_text += (cut_text.empty() ? "" : ",") + std::to_string(c);
+      std::printf("%s on %s = %d stages of %s (first ops %s), %d micro-batches, recompute %s, seed %llu: bytes %s "
+                  "predicted on every rank; max rel err vs serial: grads %.2e, params %.2e\n",
+                  spec.c_str(), to_string(full).c_str(), p, to_string(o.mesh).c_str(), cut_text.c_str(), m,
+                  std::string(to_string(rc)).c_str(), static_cast<unsigned long long>(seed),
+                  all_equal ? "==" : "!=", worst[0], worst[1]);
+    }
+    CHECK(worst[0] <= tolerance);
+    CHECK(worst[1] <= tolerance);
+  }
+}
+
+// The meshes of the job's ranks for p stages: 1-D, and N/2 x 2 where its stage mesh keeps 2 axes.
+std::vector<mesh_shape> meshes_for(int ranks, int p) {
+  std::vector<mesh_shape> r;
+  if (ranks % p != 0) return r;
+  r.push_back(mesh_shape{ranks});
+  if ((ranks / 2) % p == 0 && ranks / 2 > p) r.push_back(mesh_shape{ranks / 2, 2});  // 4x2 as p x (4/p x 2)
+  return r;
+}
+
+}  // namespace
+
+// SGD, as in train.cpp: Adam's first step turns round-off into +-lr.
+TEST_CASE("random pipeline plans of a small GPT train like serial execution", "[mpi][runtime][pipeline][gpt]") {
+  const std::string gpt = "gpt:layers=2,hidden=32,heads=4,seq=16,batch=24,vocab=64";
+  for (int p : {2, 4})
+    for (const mesh_shape& full : meshes_for(world_size(), p))
+      for (int m : {1, 2, 3, 4, 8}) check_pipeline(gpt, full, p, m, m == 4 ? recompute_mode::full : recompute_mode::none, 1);
+}
+
+TEST_CASE("random pipeline plans of a small VGG train like serial execution", "[mpi][runtime][pipeline][vgg]") {
+  const std::string vgg = "vgg11:image=32,classes=16,batch=8,fc=32";
+  for (int p : {2, 4})
+    for (const mesh_shape& full : meshes_for(world_size(), p))
+      for (int m : {1, 2, 8}) check_pipeline(vgg, full, p, m, m == 2 ? recompute_mode::selective : recompute_mode::none, 1);
+}
