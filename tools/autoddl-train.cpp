@@ -8,6 +8,10 @@
 // Checkpoints (runtime/checkpoint.hpp): every K steps and after the last, each rank writes its
 // shards, rank 0 the manifest; --resume D continues from D's newest complete checkpoint up to
 // --steps steps in all, on this run's plan and mesh (resharded when they differ).
+// A pipeline (--strategy megatron:...,pp=P, or a plan file of several stages) runs each stage's
+// layers on its own devices in the 1F1B order (runtime/trainer.hpp); --json adds the stages'
+// predicted and measured time, bytes and memory. --strategy auto picks a pipeline where
+// autoddl-plan does (the outermost mesh axis between nodes).
 // --device cuda (a build with CUDA and NCCL): one GPU per rank, the rank's local index on its
 // node choosing the GPU; tensors live on the GPU, collectives go through NCCL, and --check-serial
 // still compares with a CPU serial run on rank 0.
@@ -43,15 +47,20 @@
 #include "autoddl/backend/cuda/device.cuh"
 #include "autoddl/backend/nccl/mesh_comm.cuh"
 #endif
+#include "pipeline_report.hpp"
 #include "plan_report.hpp"
 #include "support/cli.hpp"
 #include "support/stats.hpp"
+#include "train_pipeline.hpp"
 
 using namespace autoddl;
 
 namespace {
 
 using cpu_trainer = trainer<float, cpu_device, mpi::mpi_mesh_comm>;
+
+/// The model trained without --model or --plan: a small GPT that trains in seconds on a few ranks.
+constexpr const char* default_model = "gpt:layers=2,hidden=64,heads=4,seq=32,batch=8,vocab=128";
 
 struct settings {
   std::string model, mesh = "2x2", strategy = "auto", hardware = "cpu-local", optimizer_s = "adam";
@@ -79,11 +88,14 @@ void progress(int step, int steps, double loss, double secs) {
 // so every rank leaves with the same exit code.
 struct prepared {
   std::shared_ptr<text_corpus> text;  ///< --data (train_options::text points at it)
-  plan_options o;
+  plan_options o;                         ///< the plan's options; o.mesh is one stage's with a pipeline
+  mesh_shape mesh;                        ///< every device (--mesh)
   train_options to;
   graph g;
   std::unique_ptr<plan_problem> pp;
   plan_result plan;
+  std::optional<pipeline_plan> pipeline;  ///< its stages (the layouts are in pp and plan)
+  int stages() const { return pipeline ? pipeline->shape.stages : 1; }
   std::int64_t first_step = 0;
   std::filesystem::path resume_folder;   ///< the checkpoint resumed from (empty: none)
   checkpoint_manifest resume_manifest;
@@ -129,9 +141,39 @@ void check_resume(const settings& s, prepared& p) {
   p.resume_manifest = std::move(m);
 }
 
+// The plan: exactly the --plan file's (a pipeline priced at its own cuts), else the strategy's as
+// autoddl-plan chooses it (tools::plan_with_pipelines).
+void choose_plan(const settings& s, const plan_strategy& strategy, const step_settings& pin, prepared& p) {
+  if (!s.plan) {
+    tools::chosen_plan chosen = tools::plan_with_pipelines([&](int m) { return load_model(s.model, m); },
+                                                    graph_batch(load_model(s.model)), p.o, strategy, pin, s.seed);
+    p.pp = std::move(chosen.plan.problem);
+    p.plan = std::move(chosen.plan.result);
+    p.pipeline = std::move(chosen.pipeline);
+    return;
+  }
+  plan_options o = p.o;  // exactly the file's layouts and schedule
+  o.mesh = s.plan->mesh;
+  o.microbatches = s.plan->microbatches;
+  o.recompute = s.plan->recompute;
+  o.zero1_layouts = uses_zero1_layouts(strategy);
+  o.zero2_layouts = uses_zero2_layouts(strategy);
+  check_microbatches(o.microbatches, graph_batch(load_model(s.model)));
+  micro_batched_plan layouts{std::make_unique<plan_problem>(load_model(s.model, o.microbatches), o), {}, o.microbatches,
+                             o.recompute};
+  layouts.result = result_of(*layouts.problem, pick_of(*layouts.problem, *s.plan), strategy);
+  if (s.plan->stages > 1) {
+    tools::chosen_plan c = tools::file_pipeline(std::move(layouts), *s.plan, p.o);
+    layouts = std::move(c.plan);
+    p.pipeline = std::move(c.pipeline);
+  }
+  p.pp = std::move(layouts.problem);
+  p.plan = std::move(layouts.result);
+}
+
 prepared prepare(const settings& s, int ranks) {
   prepared p;
-  p.o.mesh = parse_mesh(s.mesh);
+  p.o.mesh = p.mesh = parse_mesh(s.mesh);
   if (p.o.mesh.devices() != ranks)
     throw error("mesh " + s.mesh + " has " + std::to_string(p.o.mesh.devices()) + " devices but the job has " +
                 std::to_string(ranks) + " ranks; run mpirun -np " + std::to_string(p.o.mesh.devices()) +
@@ -161,21 +203,13 @@ prepared prepare(const settings& s, int ranks) {
   if (s.recompute != "auto") pin.recompute = parse_recompute(s.recompute);
   const plan_strategy strategy = parse_strategy(s.plan ? s.plan->strategy : s.strategy);
   if (std::holds_alternative<strategy::exhaustive>(strategy)) throw error("--strategy exhaustive is for tiny planning problems; use autoddl-plan");
-  if (s.plan) {  // exactly the file's layouts and schedule
-    p.o.microbatches = s.plan->microbatches;
-    p.o.recompute = s.plan->recompute;
-    p.o.zero1_layouts = uses_zero1_layouts(strategy);
-    p.o.zero2_layouts = uses_zero2_layouts(strategy);
-    check_microbatches(p.o.microbatches, graph_batch(load_model(s.model)));
-    p.pp = std::make_unique<plan_problem>(load_model(s.model, p.o.microbatches), p.o);
-    p.plan = result_of(*p.pp, pick_of(*p.pp, *s.plan), strategy);
-  } else {
-    micro_batched_plan chosen = plan_micro_batched([&](int m) { return load_model(s.model, m); },
-                                                   graph_batch(load_model(s.model)), p.o, strategy, pin, s.seed);
-    p.pp = std::move(chosen.problem);
-    p.plan = std::move(chosen.result);
-  }
-  p.o = p.pp->options();  // the micro-batches, recomputation and mesh the plan runs with
+  choose_plan(s, strategy, pin, p);
+  if (p.pipeline && p.pipeline->shape.chunks > 1)
+    throw error("the plan interleaves " + std::to_string(p.pipeline->shape.chunks) +
+                " model chunks per device (vpp); autoddl-train runs the 1F1B schedule with one chunk per device, drop vpp");
+  if (p.pipeline && s.device != "cpu")
+    throw error("pipelines run on MPI ranks with --device cpu; --device " + s.device + " runs plans of one stage");
+  p.o = p.pp->options();  // the micro-batches, recomputation and (stage) mesh the plan runs with
   p.g = p.pp->model();    // one micro-batch
   if (!p.plan.feasible)  // refused before any tensor is allocated
     throw error("the " + to_string(strategy) + " plan needs " + tools::si(p.plan.totals.peak_memory(), "B") +
@@ -192,18 +226,15 @@ prepared prepare(const settings& s, int ranks) {
 // match what the command line also says.
 void read_plan_option(settings& s, const CLI::App& app) {
   if (s.plan_path.empty()) {
-    if (s.model.empty()) throw error("--model is required (or --plan, a plan file that names the model)");
+    if (s.model.empty()) s.model = default_model;
     return;
   }
   plan_file f = read_plan_file(s.plan_path);
   const std::string where = "plan file " + s.plan_path;
-  if (f.stages > 1)
-    throw error(where + " is a pipeline of " + std::to_string(f.stages) +
-                " stages, which autoddl-train does not run yet (it runs plans of one stage); plan without pp");
   if (!s.model.empty() && s.model != f.model)
     throw error(where + " is for model '" + f.model + "', not '" + s.model + "'");
-  if (app.count("--mesh") && parse_mesh(s.mesh) != f.mesh)
-    throw error(where + " is for mesh " + to_string(f.mesh) + ", not " + s.mesh);
+  if (app.count("--mesh") && parse_mesh(s.mesh) != f.pipeline_mesh)
+    throw error(where + " is for mesh " + to_string(f.pipeline_mesh) + ", not " + s.mesh);
   for (const char* knob : {"--strategy", "--microbatches", "--recompute"})
     if (app.count(knob)) throw error(std::string(knob) + " and --plan both choose the plan; drop " + knob);
   if (f.dtype != "fp32") throw error(where + " was made for " + f.dtype + "; autoddl-train trains fp32 (plan with --dtype fp32)");
@@ -212,7 +243,7 @@ void read_plan_option(settings& s, const CLI::App& app) {
     throw error(where + " was priced for optimizer " + f.optimizer + "; train it with --optimizer " +
                 (f.optimizer == "sgd-momentum" ? std::string("sgd") : f.optimizer));
   s.model = f.model;
-  s.mesh = to_string(f.mesh);
+  s.mesh = to_string(f.pipeline_mesh);
   if (!app.count("--hardware")) s.hardware = f.hardware;
   s.plan = std::move(f);
 }
@@ -233,6 +264,7 @@ template <class Trainer>
 void restore(Trainer& t, const prepared& p, const graph& g, const mesh_shape& mesh, const mesh_coord& coords) {
   checkpoint_reader<float> r(p.resume_folder, p.resume_manifest);
   for (std::size_t q = 0; q < g.params.size(); ++q) {
+    if (!t.holds_param(int(q))) continue;  // another pipeline stage's
     const restored x = read_state(r, int(q), make_shard(g.params[q].shape, t.storage(int(q)), mesh, coords),
                                   make_shard(g.params[q].shape, t.update_layout(int(q)), mesh, coords), p.to.opt);
     t.restore_shard(int(q), x.param, x.m, x.v);
@@ -274,14 +306,15 @@ class serial_check {
     if (!p.resume_folder.empty()) restore(*serial_, p, g_, mesh_shape{1}, mesh_coord{});
   }
 
-  /// After step k of the distributed trainer t; `comm` (MPI) gathers its shards to rank 0.
-  template <class Trainer>
-  void after_step(int k, double loss, const Trainer& t, mpi::mpi_mesh_comm& comm) {
+  /// After step k of the distributed trainer t; gather(q, shard, layout) assembles parameter q's
+  /// whole tensor on rank 0 from every device's shard (called alike on every rank).
+  template <class Trainer, class Gather>
+  void after_step(int k, double loss, const Trainer& t, Gather&& gather) {
     if (rank_ == 0) {
       const double sl = serial_->train_step(k);
       err_loss = std::max(err_loss, std::abs(loss - sl) / std::max(1e-12, std::abs(sl)));
     }
-    if (!compared_) compare_tensors(t, comm);
+    if (!compared_) compare_tensors(t, gather);
     compared_ = true;
   }
 
@@ -292,8 +325,8 @@ class serial_check {
 
  private:
   // Every parameter and gradient gathered to rank 0 and compared with the serial run's.
-  template <class Trainer>
-  void compare_tensors(const Trainer& t, mpi::mpi_mesh_comm& comm) {
+  template <class Trainer, class Gather>
+  void compare_tensors(const Trainer& t, Gather& gather) {
     std::vector<std::vector<float>> sp, sg;
     if (rank_ == 0)
       for (std::size_t q = 0; q < g_.params.size(); ++q) {
@@ -302,8 +335,8 @@ class serial_check {
       }
     const double gfloor = rank_ == 0 ? 1e-3 * max_abs(sg) : 0, pfloor = rank_ == 0 ? 1e-3 * max_abs(sp) : 0;
     for (std::size_t q = 0; q < g_.params.size(); ++q) {
-      auto gp = gather_to_root(comm, t.param_shard(int(q)), g_.params[q].shape, t.storage(int(q)));
-      auto gg = gather_to_root(comm, t.grad_shard(int(q)), g_.params[q].shape, t.update_layout(int(q)));
+      auto gp = gather(int(q), t.param_shard(int(q)), t.storage(int(q)));
+      auto gg = gather(int(q), t.grad_shard(int(q)), t.update_layout(int(q)));
       if (rank_ != 0) continue;
       const double ep = max_rel_error(gp, sp[q], pfloor), eg = max_rel_error(gg, sg[q], gfloor);
       if (ep >= err_params) { err_params = ep; worst_param_name = g_.params[q].name; }
@@ -325,13 +358,36 @@ struct run_record {
   std::vector<std::string> checkpoints;  ///< folders written
   std::int64_t bytes = 0;       ///< the most any step sent from this device
   std::int64_t peak_bytes = 0;  ///< the highest step peak memory of any device (trainer::last_step_peak_bytes)
+  std::vector<double> busy_s;   ///< per step: this device's time not waiting for other pipeline stages
+  std::vector<tools::stage_measure> stages;  ///< a pipeline's stages, measured (rank 0)
 };
 
 // Rank 0's report: one JSON object, or a few lines for a person.
+// What a step is predicted to send and hold per device, and what was measured: the whole plan's,
+// or with a pipeline the most of any stage.
+struct device_figures {
+  double bytes = 0, predicted_bytes = 0, predicted_peak = 0;
+};
+device_figures figures_of(const prepared& p, const run_record& run) {
+  device_figures f{double(run.bytes), p.plan.totals.bytes, 0};
+  if (!p.pipeline) {
+    f.predicted_peak = double(replay_step_memory(*p.pp, p.plan.pick).peak());
+    return f;
+  }
+  f.bytes = f.predicted_bytes = 0;
+  for (int i = 0; i < p.stages(); ++i) {
+    f.bytes = std::max(f.bytes, at(run.stages, i).bytes);
+    f.predicted_bytes = std::max(f.predicted_bytes, at(p.pipeline->stages, i).bytes);
+  }
+  f.predicted_peak = p.pipeline->peak_memory();
+  return f;
+}
+
 void report(const settings& s, const prepared& p, const run_record& run, const serial_check* check, int ranks) {
   const plan_problem& pp = *p.pp;
   const plan_result& plan = p.plan;
   const double med = tools::median(run.secs);
+  const device_figures fig = figures_of(p, run);
   if (s.json) {
     nlohmann::json j;
     j["first_step"] = p.first_step;
@@ -341,12 +397,14 @@ void report(const settings& s, const prepared& p, const run_record& run, const s
     j["step_s"] = run.secs;
     j["step_s_median"] = med;
     j["predicted_step_s"] = plan.time;
-    j["bytes_sent_per_device"] = run.bytes;
-    j["predicted_bytes_per_device"] = plan.totals.bytes;
+    j["bytes_sent_per_device"] = fig.bytes;
+    j["predicted_bytes_per_device"] = fig.predicted_bytes;
     j["microbatches"] = p.o.microbatches;
     j["recompute"] = std::string(to_string(p.o.recompute));
     j["peak_bytes_per_device"] = run.peak_bytes;
-    j["predicted_peak_bytes_per_device"] = replay_step_memory(pp, plan.pick).peak();
+    j["predicted_peak_bytes_per_device"] = fig.predicted_peak;
+    j["pipeline_stages"] = p.stages();
+    if (p.pipeline) j["stages"] = tools::stages_json(*p.pipeline, p.g, run.stages);
     j["max_rel_err_vs_serial"] = check ? nlohmann::json(check->worst()) : nlohmann::json(nullptr);
     if (check)
       j["rel_err_vs_serial"] = {{"loss_all_steps", check->err_loss}, {"gradients_step1", check->err_grads},
@@ -356,6 +414,7 @@ void report(const settings& s, const prepared& p, const run_record& run, const s
     j["ranks"] = ranks;
     j["optimizer"] = std::string(to_string(p.to.opt));
     j["plan"] = tools::plan_json(pp, plan, plan_rows(pp, plan), s.model, s.hardware);
+    if (p.pipeline) tools::add_pipeline_json(j["plan"], p.pipeline, p.g);
     std::puts(j.dump(2).c_str());
     return;
   }
@@ -370,11 +429,11 @@ void report(const settings& s, const prepared& p, const run_record& run, const s
     fmt::print("checkpoints: {} (last {})\n", run.checkpoints.size(), run.checkpoints.back());
   fmt::print("step time: measured median {}  predicted {}  (measured/predicted {:.2f})\n", tools::seconds(med),
              tools::seconds(plan.time), med / plan.time);
-  fmt::print("bytes sent per device per step: {} (predicted {:.0f}{})\n", run.bytes, plan.totals.bytes,
-             double(run.bytes) == plan.totals.bytes ? ", equal" : ", DIFFERENT");
-  const double replayed = double(replay_step_memory(pp, plan.pick).peak());
+  fmt::print("bytes sent per device per step: {:.0f} (predicted {:.0f}{}){}\n", fig.bytes, fig.predicted_bytes,
+             fig.bytes == fig.predicted_bytes ? ", equal" : ", DIFFERENT", p.pipeline ? ", the most of any stage" : "");
   fmt::print("peak memory per device: measured {}  predicted {}  (measured/predicted {:.2f})\n",
-             tools::si(double(run.peak_bytes), "B"), tools::si(replayed, "B"), double(run.peak_bytes) / replayed);
+             tools::si(double(run.peak_bytes), "B"), tools::si(fig.predicted_peak, "B"), double(run.peak_bytes) / fig.predicted_peak);
+  if (p.pipeline) tools::print_stages(*p.pipeline, p.g, run.stages);
   if (check)
     fmt::print("largest relative difference from serial training: {:.2e} (loss over all steps {:.2e}, gradients "
                "of step 1 {:.2e} at {}, parameters after step 1 {:.2e} at {})\n",
@@ -384,12 +443,16 @@ void report(const settings& s, const prepared& p, const run_record& run, const s
 
 // Writes the checkpoint after `steps_done` steps: every rank its shards, rank 0 (after all are
 // in place) the manifest. Returns the folder.
+// A pipeline's stages save the parameters they own (the first stage using each: one copy of a tied one).
 template <class Trainer>
 std::string save_checkpoint(const settings& s, const prepared& p, const Trainer& t, std::int64_t steps_done,
                             const mesh_coord& coords, int rank, int ranks) {
   const std::filesystem::path folder = checkpoint_folder(s.checkpoint_dir, steps_done);
   std::vector<shard_to_write<float>> shards;
+  const std::vector<int> owner = p.pipeline ? tools::param_owner_stages(p.g, p.pipeline->cut_ops)
+                                            : std::vector<int>(p.g.params.size(), 0);
   for (std::size_t q = 0; q < p.g.params.size(); ++q) {
+    if (owner[q] != t.stage()) continue;
     const shard_info block = make_shard(p.g.params[q].shape, t.storage(int(q)), p.o.mesh, coords);
     shards.push_back({int(q), "param", block, t.param_shard(int(q))});
     const shard_info state = make_shard(p.g.params[q].shape, t.update_layout(int(q)), p.o.mesh, coords);
@@ -418,7 +481,10 @@ std::string save_checkpoint(const settings& s, const prepared& p, const Trainer&
     m.strategy = to_string(p.plan.strategy);
     m.recompute = std::string(to_string(p.o.recompute));
     m.microbatches = p.o.microbatches;
-    m.mesh = to_string(p.o.mesh);
+    m.mesh = to_string(p.mesh);
+    m.stages = p.stages();
+    m.stage_mesh = to_string(p.o.mesh);
+    if (p.pipeline) m.cuts = p.pipeline->cut_ops;
     m.pick = p.plan.pick;
     for (std::size_t q = 0; q < p.g.params.size(); ++q) {
       m.param_names.push_back(p.g.params[q].name);
@@ -441,15 +507,39 @@ std::string save_checkpoint(const settings& s, const prepared& p, const Trainer&
   return folder.string();
 }
 
-// Trains on `dev` with `comm` (its MPI mesh `host` gathers for --check-serial); from here on
-// ranks communicate, so a failure aborts the job (main).
+// This device's stage for the trainer (nullopt without a pipeline).
+template <class Pipe>
+std::optional<pipeline_stage<Pipe>> stage_of(const prepared& p, mpi::pipeline_comms* pc) {
+  if constexpr (std::is_same_v<Pipe, mpi::ring_comm>)
+    if (pc) return pipeline_stage<Pipe>{pc->stage(), p.pipeline->cut_ops, &pc->pipe()};
+  return std::nullopt;
+}
+
+// Parameter q's whole tensor on rank 0 (--check-serial): over the mesh, or a pipeline's owning stage.
+struct whole_tensor {
+  const prepared& p;
+  mpi::mpi_mesh_comm& host;
+  mpi::pipeline_comms* pc;
+  std::vector<int> owner;  ///< per parameter: the stage gathered (a pipeline's)
+  std::vector<float> operator()(int q, const std::vector<float>& shard, const nd_sbp& layout) {
+    const tensor_shape& shape = at(p.g.params, q).shape;
+    if (!pc) return gather_to_root(host, shard, shape, layout);
+    return tools::gather_stage_to_zero(*pc, at(owner, q), shard, shape, layout);
+  }
+};
+
+// Trains on `dev` with `comm` (its MPI mesh `host` gathers for --check-serial; a pipeline's
+// stages are `pc`'s); from here on ranks communicate, so a failure aborts the job (main).
 template <Device D, MeshCommunicator M>
-int train(const settings& s, const prepared& p, int rank, int ranks, D& dev, M& comm, mpi::mpi_mesh_comm& host) {
-  trainer<float, D, M> t(*p.pp, p.plan.pick, dev, comm, p.to);
+int train(const settings& s, const prepared& p, int rank, int ranks, D& dev, M& comm, mpi::mpi_mesh_comm& host,
+          mpi::pipeline_comms* pc) {
+  using trainer_t = trainer<float, D, M>;
+  trainer_t t(*p.pp, p.plan.pick, dev, comm, p.to, stage_of<typename trainer_t::pipe_comm>(p, pc));
   if (!p.resume_folder.empty() &&
       !on_every_rank(rank, [&] { restore(t, p, p.g, p.o.mesh, comm.coords()); }))
     return 2;  // a shard missing, damaged or short: one sentence, nothing overwritten
   std::unique_ptr<serial_check> check = s.check_serial ? std::make_unique<serial_check>(p, rank) : nullptr;
+  whole_tensor gather{p, host, pc, p.pipeline ? tools::param_owner_stages(p.g, p.pipeline->cut_ops) : std::vector<int>{}};
   const bool bar = rank == 0 && isatty(fileno(stderr));
   run_record run;
   for (int k = int(p.first_step); k < s.steps; ++k) {
@@ -458,40 +548,50 @@ int train(const settings& s, const prepared& p, int rank, int ranks, D& dev, M& 
     if (k == 1 && rank == s.inject_failure) throw error("injected failure (--inject-failure " + std::to_string(rank) + ")");
     run.losses.push_back(t.train_step(k));
     run.secs.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    run.busy_s.push_back(t.last_step_profile().total_s - t.last_step_profile().pipe_wait_s);
     run.bytes = std::max(run.bytes, t.last_step_bytes());
     if (bar) progress(k, s.steps, run.losses.back(), run.secs.back());
     run.peak_bytes = std::max(run.peak_bytes, t.last_step_peak_bytes());
-    if (check) check->after_step(k, run.losses.back(), t, host);
+    if (check) check->after_step(k, run.losses.back(), t, gather);
     const bool due = s.checkpoint_every > 0 && (k + 1) % s.checkpoint_every == 0;
     if (!s.checkpoint_dir.empty() && (due || k + 1 == s.steps))
       run.checkpoints.push_back(save_checkpoint(s, p, t, k + 1, comm.coords(), rank, ranks));
   }
+  if (p.pipeline)
+    run.stages = tools::gather_stage_measures({double(run.bytes), tools::median(run.busy_s), double(run.peak_bytes)},
+                                              p.stages(), ranks / p.stages());
   MPI_Allreduce(MPI_IN_PLACE, &run.peak_bytes, 1, MPI_INT64_T, MPI_MAX, MPI_COMM_WORLD);
   if (rank == 0) report(s, p, run, check.get(), ranks);
   return 0;
 }
 
-// The device --device names, and its communicator.
+// The device --device names, and its communicator; a pipeline's stages on MPI ranks.
 int train_on_device(const settings& s, const prepared& p, int rank, int ranks) {
 #if defined(AUTODDL_WITH_CUDA)
   if (s.device == "cuda") {
     const int ordinal = nccl::local_device_ordinal();
     cuda::cuda_device dev(ordinal);
     nccl::nccl_mesh_comm comm(p.o.mesh, ordinal, dev.stream());
-    return train(s, p, rank, ranks, dev, comm, comm.mpi());
+    return train(s, p, rank, ranks, dev, comm, comm.mpi(), nullptr);
   }
 #endif
   cpu_device dev;
+  if (p.pipeline) {
+    mpi::pipeline_comms pc(p.o.mesh, p.stages());
+    return train(s, p, rank, ranks, dev, pc.mesh(), pc.mesh(), &pc);
+  }
   mpi::mpi_mesh_comm comm(p.o.mesh);
-  return train(s, p, rank, ranks, dev, comm, comm);
+  return train(s, p, rank, ranks, dev, comm, comm, nullptr);
 }
 
 // The command line's options, read into s.
 void add_options(CLI::App& app, settings& s) {
-  app.add_option("--model", s.model, "NAME:key=value,... (gpt, bert, vgg11, vgg13, vgg16, vgg19, mlp); optional with --plan");
+  app.add_option("--model", s.model,
+                 std::string("NAME:key=value,... (gpt, bert, vgg11, vgg13, vgg16, vgg19, mlp); default ") + default_model +
+                     "; optional with --plan");
   app.add_option("--mesh", s.mesh, "device mesh, one device per MPI rank, e.g. 4 or 2x2");
   app.add_option("--strategy", s.strategy,
-                 std::string(autoddl::tools::strategies_help) + " or exact (pipelines, pp > 1, are planned but not yet run)");
+                 std::string(autoddl::tools::strategies_help) + " or exact (megatron with pp > 1 runs a pipeline, 1F1B)");
   app.add_option("--hardware", s.hardware, "the profile the plan is priced with (default cpu-local)");
   app.add_option("--steps", s.steps, "training steps");
   app.add_option("--lr", s.lr, "learning rate (default 1e-3; 3e-3 with --data)");

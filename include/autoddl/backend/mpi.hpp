@@ -4,5 +4,6 @@
 #include "autoddl/backend/mpi/error.hpp"
 #include "autoddl/backend/mpi/init.hpp"
 #include "autoddl/backend/mpi/mesh_comm.hpp"
+#include "autoddl/backend/mpi/pipeline_comm.hpp"
 #include "autoddl/backend/mpi/ring_comm.hpp"
 #include "autoddl/backend/mpi/timing.hpp"

@@ -12,8 +12,9 @@
 //
 // The manifest (format "autoddl-checkpoint", version 1) holds the model spec, the dtype, the
 // steps done (the data position: step k's batch is keyed by k), the optimizer and its learning
-// rate, the seed, the plan (mesh, strategy, micro-batches, recomputation, pipeline stages, the
-// pick, each parameter's storage layout), the global shapes, and per rank file its size and per
+// rate, the seed, the plan (mesh, strategy, micro-batches, recomputation, pipeline stages with
+// one stage's mesh and the first op of each stage, the pick, each parameter's storage layout;
+// a pipeline's stages save the parameters their ops use first), the global shapes, and per rank file its size and per
 // shard the parameter, the tensor ("param", "m", "v"), the global offset and local shape of its
 // block, where it sits in the file and an FNV-1a 64 checksum of its bytes.
 //
@@ -81,7 +82,9 @@ struct checkpoint_manifest {
   double lr = 0;
   std::uint64_t seed = 0;
   int microbatches = 1, stages = 1;
-  std::vector<int> pick;
+  std::string stage_mesh;       ///< one pipeline stage's mesh (== mesh without a pipeline; empty: as mesh)
+  std::vector<int> cuts{0};     ///< a pipeline's first op of each stage
+  std::vector<int> pick;        ///< the layouts (of one stage's mesh for a pipeline)
   std::vector<std::string> param_names, storage;    ///< per parameter: name, storage layout
   std::vector<std::vector<std::int64_t>> shapes;    ///< per parameter: global shape
   std::vector<checkpoint_rank_file> ranks;
@@ -245,6 +248,8 @@ inline nlohmann::json to_json(const checkpoint_manifest& m) {
             {"microbatches", m.microbatches},
             {"recompute", m.recompute},
             {"stages", m.stages},
+            {"stage_mesh", m.stage_mesh.empty() ? m.mesh : m.stage_mesh},
+            {"cuts", m.cuts},
             {"pick", m.pick}}},
           {"params", params},
           {"ranks", ranks}};
@@ -398,6 +403,11 @@ inline checkpoint_manifest parse_manifest(std::string_view text, const std::file
   m.microbatches = r.get<int>(plan, "microbatches");
   m.recompute = r.get<std::string>(plan, "recompute");
   m.stages = r.get<int>(plan, "stages");
+  m.stage_mesh = plan.contains("stage_mesh") ? r.get<std::string>(plan, "stage_mesh") : m.mesh;  // (older manifests)
+  if (plan.contains("cuts")) m.cuts = r.get<std::vector<int>>(plan, "cuts");
+  if (int(m.cuts.size()) != m.stages)
+    detail::fail<error>("checkpoint manifest " + path.string() + ": field 'plan.cuts' must list the first op of each of the " +
+                        std::to_string(m.stages) + " stages");
   m.pick = r.get<std::vector<int>>(plan, "pick");
   if (!r.need(j, "params").is_array() || !r.need(j, "ranks").is_array())
     detail::fail<error>("checkpoint manifest " + path.string() + ": fields 'params' and 'ranks' must be arrays");

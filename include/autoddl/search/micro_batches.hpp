@@ -82,8 +82,8 @@ inline micro_batched_plan plan_micro_batched(const std::function<graph(int)>& bu
   check_strategy(s, base.mesh);
   if (pipeline_stages(s) > 1)
     detail::fail<layout_error>(to_string(s) + " has " + detail::itos(pipeline_stages(s)) +
-                               " pipeline stages, which this planner and autoddl-train do not run; plan it with "
-                               "plan_pipeline (search/pipeline.hpp, as autoddl-plan does) or leave pp out");
+                               " pipeline stages, which this planner does not lay out; plan it with "
+                               "plan_pipeline (search/pipeline.hpp, as autoddl-plan and autoddl-train do) or leave pp out");
   const auto* mg = std::get_if<strategy::megatron>(&s);
   if (const std::optional<int> m = megatron_microbatches(s, base.mesh, batch)) {
     if (pin.microbatches && *pin.microbatches != *m)

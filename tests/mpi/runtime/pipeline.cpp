@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <memory>
+#include <utility>
 #include <random>
 #include <string>
 #include <vector>
@@ -41,24 +42,6 @@ int world_size() {
   MPI_Comm_size(MPI_COMM_WORLD, &n);
   return n;
 }
-
-/// The job as p stages of the stage mesh (Megatron-LM's order: stage outermost): the stage's
-/// mesh communicator and the stage axis (rank s: the same stage coordinates in stage s).
-struct stage_comms {
-  stage_comms(const mesh_shape& stage_mesh, int stages) {
-    const int r = world_rank(), per = world_size() / stages;
-    stage = r / per;
-    MPI_Comm sc = MPI_COMM_NULL, pc = MPI_COMM_NULL;
-    MPI_Comm_split(MPI_COMM_WORLD, stage, r, &sc);
-    mesh = std::make_unique<mpi::mpi_mesh_comm>(stage_mesh, sc);
-    MPI_Comm_free(&sc);
-    MPI_Comm_split(MPI_COMM_WORLD, r % per, stage, &pc);
-    pipe = mpi::ring_comm(pc, true);
-  }
-  int stage = 0;
-  std::unique_ptr<mpi::mpi_mesh_comm> mesh;
-  mpi::ring_comm pipe;
-};
 
 struct serial_result {
   std::vector<double> losses;
@@ -114,7 +97,7 @@ void check_pipeline(const std::string& spec, const mesh_shape& full, int p, int 
   base.mesh = full;
   base.hw = load_hardware("cpu-local");
   base.opt = to.opt;
-  stage_comms comms(stage_mesh(full, p), p);
+  mpi::pipeline_comms comms(stage_mesh(full, p), p);
   for (int k = 0; k < plans; ++k) {
     const std::uint64_t seed = 5000 + 97 * std::uint64_t(p) + 13 * std::uint64_t(m) + std::uint64_t(k) + 3 * std::uint64_t(rc) +
                                1000 * std::uint64_t(full.devices());
@@ -134,9 +117,9 @@ void check_pipeline(const std::string& spec, const mesh_shape& full, int p, int 
     INFO(spec << " on " << to_string(full) << " as " << p << " stages of " << to_string(o.mesh) << ", " << m
               << " micro-batches, recompute " << to_string(rc) << ", seed " << seed);
     cpu_device dev;
-    trainer<float, cpu_device, mpi::mpi_mesh_comm> t(pp, plan.layouts.result.pick, dev, *comms.mesh, to,
-                                                     pipeline_stage<mpi::ring_comm>{comms.stage, plan.cut_ops, &comms.pipe});
-    const double predicted = at(plan.stages, comms.stage).bytes;
+    trainer<float, cpu_device, mpi::mpi_mesh_comm> t(pp, plan.layouts.result.pick, dev, comms.mesh(), to,
+                                                     pipeline_stage<mpi::ring_comm>{comms.stage(), plan.cut_ops, &comms.pipe()});
+    const double predicted = at(plan.stages, comms.stage()).bytes;
     bool bytes_equal = true;
     for (int s = 0; s < 2; ++s) {
       const double loss = t.train_step(s);
@@ -147,9 +130,9 @@ void check_pipeline(const std::string& spec, const mesh_shape& full, int p, int 
     double worst[2] = {0, 0};  // gradients, parameters
     for (std::size_t q = 0; q < g.params.size(); ++q) {
       if (!t.holds_param(int(q))) continue;
-      auto gp = gather_to_root(*comms.mesh, t.param_shard(int(q)), g.params[q].shape, t.storage(int(q)));
-      auto gg = gather_to_root(*comms.mesh, t.grad_shard(int(q)), g.params[q].shape, t.update_layout(int(q)));
-      if (comms.mesh->rank() != 0) continue;
+      auto gp = gather_to_root(comms.mesh(), t.param_shard(int(q)), g.params[q].shape, t.storage(int(q)));
+      auto gg = gather_to_root(comms.mesh(), t.grad_shard(int(q)), g.params[q].shape, t.update_layout(int(q)));
+      if (comms.mesh().rank() != 0) continue;
       worst[0] = std::max(worst[0], max_rel_error(gg, serial.grads[q], gfloor));
       worst[1] = std::max(worst[1], max_rel_error(gp, serial.params[q], pfloor));
     }
