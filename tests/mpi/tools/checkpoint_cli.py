@@ -130,9 +130,13 @@ try:
         for np, mesh, strategy, what in [(4, "2x2", "megatron", "another strategy (megatron on 2x2)"),
                                          (2, "2", "auto", "4 -> 2 ranks"),
                                          (4, "4", "zero", "another mesh (4, zero)"),
-                                         (2, "2", "zero:stage=2", "ZeRO-2 on 2 ranks (optimizer state in slices)")]:
+                                         (2, "2", "zero:stage=2", "ZeRO-2 on 2 ranks (optimizer state in slices)"),
+                                         (4, "2x2", "megatron:tp=2,pp=2", "into a pipeline (2 stages of 2)")]:
             out = os.path.join(work, "re-" + mesh + strategy)
-            j, r = trained(np, mesh, "--strategy", strategy, "--steps", "4", "--resume", half_dir, "--checkpoint-dir", out)
+            # (a pipeline keeps the uninterrupted run's micro-batches: dropout masks are keyed by micro-batch)
+            same_m = ["--microbatches", str(whole["microbatches"])] if "pp=" in strategy else []
+            j, r = trained(np, mesh, "--strategy", strategy, "--steps", "4", "--resume", half_dir, "--checkpoint-dir", out,
+                           *same_m)
             check(what + ": resuming succeeds", j is not None, r.stderr[-1500:])
             if j:
                 loss_err = max(abs(x - y) / abs(y) for x, y in zip(j["losses"], whole["losses"][2:]))
@@ -151,6 +155,24 @@ try:
             print(f"     2 -> 4 ranks: max rel diff losses {loss_err:.2e}, parameters {param_err:.2e}")
             check("2 -> 4 ranks: losses and parameters within 1e-5", loss_err <= 1e-5 and param_err <= 1e-5,
                   f"{loss_err:.2e}, {param_err:.2e}")
+
+        # a pipeline's checkpoint (each stage saves what it owns) resumes without a pipeline
+        pipe_dir = os.path.join(work, "pipe")
+        jp, r = trained(4, "2x2", "--strategy", "megatron:tp=2,pp=2", "--steps", "2", "--checkpoint-dir", pipe_dir,
+                        "--microbatches", str(whole["microbatches"]))
+        check("a pipeline run writes its checkpoint", jp is not None and jp["checkpoints"], r.stderr[-1500:])
+        if jp:
+            m = json.load(open(os.path.join(pipe_dir, "step-00000002", "manifest.json")))["plan"]
+            check("the pipeline's manifest carries its stages, stage mesh and cuts",
+                  m["stages"] == 2 and m["stage_mesh"] == "2" and len(m["cuts"]) == 2 and m["mesh"] == "2x2", str(m)[:400])
+            jf, r = trained(2, "2", "--steps", "4", "--resume", pipe_dir, "--checkpoint-dir", os.path.join(work, "after-pipe"))
+            check("pipeline -> 2 ranks without one: resuming succeeds", jf is not None, r.stderr[-1500:])
+            if jf:
+                loss_err = max(abs(x - y) / abs(y) for x, y in zip(jp["losses"] + jf["losses"], whole["losses"]))
+                param_err = max_rel_diff(global_tensors(os.path.join(work, "after-pipe", "step-00000004")), final)
+                print(f"     pipeline -> 2 ranks: max rel diff losses {loss_err:.2e}, parameters {param_err:.2e}")
+                check("pipeline -> 2 ranks: losses and parameters within 1e-5", loss_err <= 1e-5 and param_err <= 1e-5,
+                      f"{loss_err:.2e}, {param_err:.2e}")
 
     # a crash while writing step 3 left a folder without a manifest: resuming skips it
     crashed = os.path.join(work, "crashed")

@@ -56,10 +56,33 @@ for args, says, what in [
     check(what + ": exit 2 and one sentence", r.returncode == 2 and says in r.stderr and
           r.stderr.count("autoddl-train:") == 1, r.stderr[-1000:])
 
-# pipelines are planned (autoddl-plan) but not run: one sentence, exit 2 (issue 13)
-r = run(4, "--model", model, "--mesh", "2x2", "--steps", "1", "--strategy", "megatron:tp=2,pp=2")
-check("a megatron pp plan: exit 2 and one sentence", r.returncode == 2 and "has 2 pipeline stages" in r.stderr and
-      r.stderr.count("autoddl-train:") == 1, r.stderr[-1000:])
+# pipelines: 2 stages of 2 devices in the 1F1B order, equal to serial, each stage's bytes as priced
+r = run(4, "--mesh", "2x2", "--strategy", "megatron:tp=2,pp=2", "--microbatches", "4", "--check-serial")
+check("the default model as megatron:tp=2,pp=2 with 4 micro-batches on 4 ranks runs (--check-serial)",
+      r.returncode == 0 and "pipeline: 2 stages x 4 micro-batches" in r.stdout and "largest relative difference" in r.stdout,
+      r.stderr[-1500:])
+r = run(4, "--model", model, "--mesh", "2x2", "--strategy", "megatron:tp=2,pp=2", "--microbatches", "4", "--steps", "2",
+        "--check-serial", "--optimizer", "sgd", "--json")
+check("a pipeline run with --json succeeds", r.returncode == 0, r.stderr[-1500:])
+if r.returncode == 0:
+    j = json.loads(r.stdout)
+    stages = j.get("stages", [])
+    check("pipeline JSON: pipeline_stages 2, 4 micro-batches, two stages with predicted and measured time",
+          j.get("pipeline_stages") == 2 and j.get("microbatches") == 4 and len(stages) == 2 and
+          all(s["busy_s_median"] > 0 and s["predicted_busy_s"] > 0 for s in stages), str(stages)[:600])
+    check("pipeline: every stage sends the bytes predicted for it",
+          all(s["bytes_sent_per_device"] == s["predicted_bytes_per_device"] for s in stages) and
+          j["bytes_sent_per_device"] == j["predicted_bytes_per_device"], str(stages)[:600])
+    check("pipeline: training equals serial within 1e-4", j["max_rel_err_vs_serial"] <= 1e-4, str(j["max_rel_err_vs_serial"]))
+    check("pipeline: the plan's JSON names the stages", j["plan"].get("pipeline_stages") == 2 and
+          len(j["plan"].get("pipeline", {}).get("cuts", [])) == 2)
+for args, says, what in [
+        (["--strategy", "megatron:tp=2,pp=2,vpp=2"], "interleaves 2 model chunks per device (vpp)", "an interleaved pipeline"),
+        (["--strategy", "megatron:tp=2,pp=2,dp=2"], "is 8 devices, but mesh 2x2 has 4", "tp x pp x dp not the device count"),
+        (["--strategy", "megatron:tp=2,pp=3"], "must divide", "pp not dividing the outermost axis")]:
+    r = run(4, "--model", model, "--mesh", "2x2", "--steps", "1", *args)
+    check(what + ": exit 2 and one sentence", r.returncode == 2 and says in r.stderr and
+          r.stderr.count("autoddl-train:") == 1, r.stderr[-1000:])
 
 # ZeRO stages 1 and 2: each device updates its slice, then the slices are all-gathered
 for stage in ["1", "2"]:
@@ -182,6 +205,21 @@ if planner:
         r = run(4, "--plan", pf, "--steps", "1", *(args if "--optimizer" in args else args + ["--optimizer", "sgd"]))
         check(what + ": exit 2 and one sentence", r.returncode == 2 and says in r.stderr and
               r.stderr.count("autoddl-train:") == 1, r.stderr[-800:])
+    pipe_file = os.path.join(tmp, "pipeline.json")  # a pipeline's plan file runs at its own cuts
+    r = subprocess.run([planner, "--model", model, "--mesh", "2x2", "--hardware", "cpu-local", "--strategy",
+                        "megatron:tp=2,pp=2", "--microbatches", "2", "--optimizer", "sgd-momentum", "--out", pipe_file],
+                       capture_output=True, text=True, timeout=120)
+    check("autoddl-plan --out writes a pipeline plan", r.returncode == 0, r.stderr[-800:])
+    r = run(4, "--plan", pipe_file, "--steps", "2", "--check-serial", "--optimizer", "sgd", "--json")
+    check("autoddl-train --plan runs a pipeline plan file", r.returncode == 0, r.stderr[-1500:])
+    if r.returncode == 0:
+        j = json.loads(r.stdout)
+        cuts = json.load(open(pipe_file))["schedule"]["cuts"]
+        check("--plan pipeline: the file's stages and cuts, bytes as priced, equal to serial",
+              j["pipeline_stages"] == 2 and [s["ops"].split(" .. ")[0] for s in j["stages"]] ==
+              [j["plan"]["layers"][c]["name"] for c in cuts] and
+              all(s["bytes_sent_per_device"] == s["predicted_bytes_per_device"] for s in j["stages"]) and
+              j["max_rel_err_vs_serial"] <= 1e-4, str(j.get("stages"))[:800])
     edited = json.loads(json.dumps(plan))
     edited["ops"][2]["outputs"][0] = ["P", "P"]  # a layernorm cannot output partial sums
     bad = os.path.join(tmp, "bad.json")
