@@ -242,7 +242,9 @@ void plan_model(const plan_cli& c) {
   if (!c.out.empty())
     write_file(c.out, "the plan",
                autoddl::tools::plan_file_of(pp, best.result, chosen_plan.pipeline, c.model, c.hardware, o.mesh).dump(1) + "\n");
-  if (!c.svg.empty()) write_file(c.svg, "the picture", plan_svg(pp, best.result, rows, cmp.plans));
+  if (!c.svg.empty())
+    write_file(c.svg, "the picture",
+               plan_svg(pp, best.result, rows, cmp.plans, autoddl::tools::svg_stages_of(chosen_plan.pipeline)));
   print_plan(c, pp, best.result, chosen_plan.pipeline, rows, cmp);
 }
 

@@ -16,6 +16,7 @@
 
 #include "autoddl/search/pipeline.hpp"
 #include "autoddl/search/plan_file.hpp"
+#include "autoddl/search/svg.hpp"
 #include "plan_report.hpp"
 
 namespace autoddl::tools {
@@ -127,6 +128,20 @@ inline void add_pipeline_json(nlohmann::json& j, const std::optional<pipeline_pl
     j.erase(key);
   }
   j["pipeline"]["layout_reference"] = reference;
+}
+
+/// The stages of the picture (plan_svg); none without a pipeline.
+inline svg_stages svg_stages_of(const std::optional<pipeline_plan>& p) {
+  svg_stages s;
+  if (!p) return s;
+  s.first_ops = p->cut_ops;
+  for (const stage_figures& f : p->stages) {
+    s.slot_s.push_back(f.slot_s);
+    s.memory.push_back(f.memory);
+  }
+  s.microbatches = p->shape.microbatches;
+  s.bubble = p->bubble;
+  return s;
 }
 
 /// The plan file of r (plan_file_json), with the pipeline's stages, chunks, cuts and whole

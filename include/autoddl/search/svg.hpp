@@ -9,7 +9,10 @@
 // consecutive repeated blocks laid out alike draw once, under a line naming them ("h0-h23 x24",
 // times per block), so a 96-layer model stays readable. Below: the peak memory per device
 // against the limit, by purpose, and the predicted step of the plan beside the other plans given
-// (the experts), with whether gradient synchronisation overlaps backward.
+// (the experts), with whether gradient synchronisation overlaps backward. A pipeline plan
+// (svg_stages) draws each stage under its own heading (its ops, time per micro-batch and peak
+// memory; blocks fold within a stage only), a band of the stage's colour beside its rows, and
+// the stages, micro-batches and bubble under the title.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -79,16 +82,31 @@ inline double nice_step(double span) {
 
 }  // namespace detail
 
+/// A pipeline's stages as the picture shows them (search/pipeline.hpp's pipeline_plan): the
+/// first op of each stage, per stage its predicted forward + backward per micro-batch and peak
+/// memory per device, the micro-batches and the bubble fraction. Empty first_ops: no pipeline.
+struct svg_stages {
+  std::vector<int> first_ops;
+  std::vector<double> slot_s, memory;
+  int microbatches = 1;
+  double bubble = 0;
+  int stage_of(int op) const {
+    return int(std::upper_bound(first_ops.begin(), first_ops.end(), op) - first_ops.begin()) - 1;
+  }
+};
+
 /// The picture of result r of pp (rows from plan_rows), with `others` (name, result) drawn
-/// beside it in the comparison of predicted steps.
+/// beside it in the comparison of predicted steps, and a pipeline's stages where `stages` has any.
 inline std::string plan_svg(const plan_problem& pp, const plan_result& r, const std::vector<plan_row>& rows,
-                            const std::vector<std::pair<std::string, plan_result>>& others = {}) {
+                            const std::vector<std::pair<std::string, plan_result>>& others = {},
+                            const svg_stages& stages = {}) {
   using namespace detail;
   const graph& g = pp.model();
   const int axes = pp.options().mesh.size();
-  // which rows to draw: consecutive repeated blocks laid out alike draw once
+  const bool piped = !stages.first_ops.empty();
+  // which rows to draw: consecutive repeated blocks laid out alike (and in one stage) draw once
   auto key_of = [&](int first, int last) {
-    std::string k;
+    std::string k = piped ? std::to_string(stages.stage_of(first)) + "|" : std::string();
     for (int i = first; i < last; ++i) {
       const signature& s = at(pp.op_candidates(i), at(r.pick, i));
       k += std::string(to_string(at(g.ops, i).kind)) + to_string(s.outputs[0]);
@@ -102,14 +120,24 @@ inline std::string plan_svg(const plan_problem& pp, const plan_result& r, const 
     std::string heading;
   };
   std::vector<line> lines;
+  int next_stage = 0;  // the stage whose heading comes next
+  auto stage_headings = [&](int op) {  // the headings of the stages beginning at or before op
+    for (; piped && next_stage < int(stages.first_ops.size()) && at(stages.first_ops, next_stage) <= op; ++next_stage)
+      lines.push_back({-1, "stage " + std::to_string(next_stage) + ": " + svg_time(at(stages.slot_s, next_stage)) +
+                               " per micro-batch, peak memory " + svg_bytes(at(stages.memory, next_stage)) + " per device"});
+  };
   for (const op_run& run : fold_repeated_blocks(g, key_of)) {
+    stage_headings(run.first);
     if (run.count > 1)
       lines.push_back({-1, block_prefix(at(rows, run.first).name) + "-" + block_prefix(at(rows, run.last_first).name) + " x" +
                                std::to_string(run.count) + ": laid out alike, times per block"});
-    for (int k = run.first; k < run.end; ++k) lines.push_back({k, {}});
+    for (int k = run.first; k < run.end; ++k) {
+      if (run.count == 1) stage_headings(k);
+      lines.push_back({k, {}});
+    }
   }
 
-  const double row_h = 16, top = 74, name_w = 170, cell = 30, gap = 28;
+  const double row_h = 16, top = piped ? 88 : 74, name_w = 170, cell = 30, gap = 28;
   const double act_x = name_w, w_x = act_x + cell * axes + gap, time_x = w_x + cell * axes + gap, time_w = 420;
   double max_t = 1e-12;
   for (const plan_row& row : rows) max_t = std::max(max_t, std::max(row.compute_s, row.comm_s));
@@ -132,6 +160,12 @@ inline std::string plan_svg(const plan_problem& pp, const plan_result& r, const 
                     " (gradient synchronisation " + (pp.overlap() == overlap_rule::none ? "does not overlap" : "overlaps") +
                     " backward); " + std::to_string(pp.options().microbatches) + " micro-batch" +
                     (pp.options().microbatches == 1 ? "" : "es") + ", recompute " + std::string(to_string(pp.options().recompute)));
+  if (piped)
+    s += svg_text(8, 46,
+                  "pipeline: " + std::to_string(stages.first_ops.size()) + " stages (1F1B) x " + std::to_string(stages.microbatches) +
+                      " micro-batches, bubble " + svg_num(100 * stages.bubble) + "% of the step; each stage's devices form mesh " +
+                      to_string(pp.options().mesh) + " and run the rows under its heading",
+                  " fill='#8c2d04'");
   // column headings
   s += svg_text(8, top - 20, "op (kind)");
   s += svg_text(act_x, top - 32, "output");
@@ -159,6 +193,7 @@ inline std::string plan_svg(const plan_problem& pp, const plan_result& r, const 
     }
     const int i = l.op;
     const plan_row& row = at(rows, i);
+    if (piped) s += svg_rect(0, y, 5, row_h, stages.stage_of(i) % 2 == 0 ? "#8c2d04" : "#fdae6b", "stage " + std::to_string(stages.stage_of(i)));
     const signature& sig = at(pp.op_candidates(i), at(r.pick, i));
     s += svg_text(8, y + 12, row.name + " (" + row.op + ")");
     for (int a = 0; a < axes; ++a) {

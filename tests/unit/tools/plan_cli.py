@@ -206,6 +206,17 @@ for needle in ["h0.attn.q (linear)", "lm_head (linear)", "weight", "h0-h23 x24",
                "predicted step per plan", ">dp<", ">megatron<", " ms<"]:
     check(f"the SVG shows '{needle}'", needle in text)
 check("the SVG draws one block of 24", "h5.attn.q" not in text)
+# a pipeline's picture: a heading per stage, in order, before the stage's first op; blocks fold within a stage
+svg_pp = os.path.join(tmp, "gpt24-pp.svg")
+r = run("--model", "gpt:layers=24,hidden=1024,heads=16,seq=1024,batch=8,vocab=50257", "--mesh", "2x4", "--strategy",
+        "megatron:tp=4,pp=2", "--svg", svg_pp, "--json")
+text = open(svg_pp).read() if r.returncode == 0 else ""
+cuts = json.loads(r.stdout)["pipeline"]["cuts"] if r.returncode == 0 else []
+heads = [text.find(">stage %d: " % i) for i in range(3)]
+firsts = [text.find(">" + c + " (") for c in cuts]
+check("a pipeline's SVG heads each stage before its first op and names the bubble",
+      len(cuts) == 2 and heads[2] == -1 and 0 < heads[0] < firsts[0] < heads[1] < firsts[1] and "bubble" in text,
+      f"cuts {cuts}, headings at {heads}, first ops at {firsts}")
 
 # the 24-layer GPT's table: repeated blocks laid out alike print once; --all-ops prints every op
 gpt24 = "gpt:layers=24,hidden=1024,heads=16,seq=1024,batch=8,vocab=50257"
