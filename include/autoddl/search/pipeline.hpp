@@ -172,7 +172,7 @@ inline std::vector<stage_figures> stage_figures_of(const unit_costs& u, const pi
     for (int k = f.first_unit; k < f.end_unit; ++k) {
       f.slot_s += at(u.slot_s, k);
       f.step_s += at(u.step_s, k);
-      f.bytes += at(u.bytes, k);
+      if (k < std::ssize(u.bytes)) f.bytes += at(u.bytes, k);  // (figures built by hand may leave bytes out)
     }
     if (f.end_unit < u.units()) f.send_s = stage_link.time(1, at(u.send_bytes, f.end_unit));
     if (f.end_unit < u.units()) f.bytes += s.microbatches * at(u.send_bytes, f.end_unit);  // activations

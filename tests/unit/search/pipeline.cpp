@@ -213,6 +213,11 @@ TEST_CASE("a stage's figures: its units' slots, the cut's transfer on the stage 
   CHECK(std::abs(f[0].send_s - (1e-3 + 6e3 / 1e6)) < 1e-12);  // alpha + bytes / beta
   CHECK(f[1].send_s == 0);
   CHECK(f[0].memory == 300 + 2 * 30 + 2);  // state + min(2 - 0, 4) x activations + transient
+  // bytes per step: the units' own, then m activations out (stage 0) or m gradients back (stage 1)
+  u.bytes = {1, 2, 3, 4};
+  const std::vector<stage_figures> b = stage_figures_of(u, s, {0, 2}, test_link());
+  CHECK(b[0].bytes == 1 + 2 + 4 * 6e3);
+  CHECK(b[1].bytes == 3 + 4 + 4 * 6e3);
   CHECK(f[1].memory == 700 + 1 * 70 + 4);
   // (m + p - 1) x (slowest slot + 2 x slowest transfer)
   CHECK(std::abs(pipeline_time(f, s) - 5 * (7e-3 + 2 * 7e-3)) < 1e-12);
