@@ -106,6 +106,8 @@ void check_pipeline(const std::string& spec, const mesh_shape& full, int p, int 
     o.mesh = stage_mesh(full, p);
     o.microbatches = m;
     o.recompute = rc;
+    o.zero1_layouts = true;  // random plans draw ZeRO-1's and ZeRO-2's parameter layouts too
+    o.zero2_layouts = true;
     micro_batched_plan layouts;
     layouts.problem = std::make_unique<plan_problem>(g, o);
     layouts.result.pick = random_pick(*layouts.problem, rng);
@@ -139,14 +141,16 @@ void check_pipeline(const std::string& spec, const mesh_shape& full, int p, int 
     MPI_Allreduce(MPI_IN_PLACE, worst, 2, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
     int all_equal = bytes_equal ? 1 : 0;
     MPI_Allreduce(MPI_IN_PLACE, &all_equal, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    int sliced = 0;  // parameters updated in slices and gathered (ZeRO stages 1 and 2)
+    for (std::size_t q = 0; q < g.params.size(); ++q) sliced += !(t.update_layout(int(q)) == t.storage(int(q)));
     if (world_rank() == 0) {
       std::string cut_text;
       for (int c : plan.cut_ops) cut_text += (cut_text.empty() ? "" : ",") + std::to_string(c);
       std::printf("%s on %s = %d stages of %s (first ops %s), %d micro-batches, recompute %s, seed %llu: bytes %s "
-                  "predicted on every rank; max rel err vs serial: grads %.2e, params %.2e\n",
+                  "predicted on every rank; max rel err vs serial: grads %.2e, params %.2e; %d parameters updated in slices\n",
                   spec.c_str(), to_string(full).c_str(), p, to_string(o.mesh).c_str(), cut_text.c_str(), m,
                   std::string(to_string(rc)).c_str(), static_cast<unsigned long long>(seed),
-                  all_equal ? "==" : "!=", worst[0], worst[1]);
+                  all_equal ? "==" : "!=", worst[0], worst[1], sliced);
     }
     CHECK(worst[0] <= tolerance);
     CHECK(worst[1] <= tolerance);
