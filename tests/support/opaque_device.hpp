@@ -181,6 +181,11 @@ class opaque_axis_comm {
   auto send(std::span<const T> buf, int peer) { return c_->send(detail::flip(buf), peer); }
   template <class T>
   auto recv(std::span<T> buf, int peer) { return c_->recv(detail::flip(buf), peer); }
+  // a pipeline's stage axis: non-blocking sends, tagged receives
+  template <class T>
+  auto isend(std::span<const T> buf, int peer, int tag) { return c_->isend(detail::flip(buf), peer, tag); }
+  template <class T>
+  auto recv(std::span<T> buf, int peer, int tag) { return c_->recv(detail::flip(buf), peer, tag); }
 
  private:
   C* c_ = nullptr;

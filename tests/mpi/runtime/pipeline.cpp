@@ -5,7 +5,8 @@
 // device, the gradients and updated parameters of the parameters the stage holds, gathered over
 // the stage mesh. Every rank's bytes per step equal its stage's predicted bytes
 // (search/pipeline.hpp, stage_figures::bytes). Seeds are fixed and printed; meson's timeout
-// catches a deadlock.
+// catches a deadlock. Built twice, like train.cpp: on cpu_device, and with
+// AUTODDL_TEST_OPAQUE_DEVICE on the opaque test device (suite `generic`).
 #include <catch2/catch_test_macros.hpp>
 
 #include <algorithm>
@@ -25,6 +26,10 @@
 #include "autoddl/runtime/trainer.hpp"
 #include "autoddl/search/pipeline.hpp"
 #include "autoddl/search/solve.hpp"
+
+#if defined(AUTODDL_TEST_OPAQUE_DEVICE)
+#include "opaque_device.hpp"
+#endif
 
 using namespace autoddl;
 
@@ -118,9 +123,18 @@ void check_pipeline(const std::string& spec, const mesh_shape& full, int p, int 
     const plan_problem& pp = *plan.layouts.problem;
     INFO(spec << " on " << to_string(full) << " as " << p << " stages of " << to_string(o.mesh) << ", " << m
               << " micro-batches, recompute " << to_string(rc) << ", seed " << seed);
+#if defined(AUTODDL_TEST_OPAQUE_DEVICE)
+    testing::opaque_device dev;
+    testing::opaque_mesh_comm<mpi::mpi_mesh_comm> comm(comms.mesh());
+    testing::opaque_axis_comm<mpi::ring_comm> pipe(&comms.pipe());
+#else
     cpu_device dev;
-    trainer<float, cpu_device, mpi::mpi_mesh_comm> t(pp, plan.layouts.result.pick, dev, comms.mesh(), to,
-                                                     pipeline_stage<mpi::ring_comm>{comms.stage(), plan.cut_ops, &comms.pipe()});
+    mpi::mpi_mesh_comm& comm = comms.mesh();
+    mpi::ring_comm& pipe = comms.pipe();
+#endif
+    using pipe_t = std::remove_reference_t<decltype(pipe)>;
+    trainer<float, decltype(dev), std::remove_reference_t<decltype(comm)>> t(
+        pp, plan.layouts.result.pick, dev, comm, to, pipeline_stage<pipe_t>{comms.stage(), plan.cut_ops, &pipe});
     const double predicted = at(plan.stages, comms.stage()).bytes;
     bool bytes_equal = true;
     for (int s = 0; s < 2; ++s) {
