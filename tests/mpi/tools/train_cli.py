@@ -124,6 +124,10 @@ try:
     r = run(4, "--model", model, "--mesh", "2x2", "--steps", "5", "--inject-failure", "2", timeout=120)
     check("a failing rank aborts the job with its message",
           r.returncode != 0 and "rank 2 failed, aborting the job: injected failure" in r.stderr, r.stderr[-1500:])
+    r = run(4, "--model", model, "--mesh", "2x2", "--strategy", "megatron:tp=2,pp=2", "--microbatches", "4", "--steps", "5",
+            "--inject-failure", "2", timeout=120)  # its peers wait for its activations and gradients
+    check("a failing rank of a pipeline aborts the job with its message",
+          r.returncode != 0 and "rank 2 failed, aborting the job: injected failure" in r.stderr, r.stderr[-1500:])
 except subprocess.TimeoutExpired:
     check("a failing rank aborts the job instead of hanging", False, "timed out: the job hung")
 
