@@ -544,20 +544,24 @@ class plan_problem {
     const std::uint64_t tree_key = (std::uint64_t(shape) << 40) | (layout_code(from) << 20) | pm;
     auto tree = box_trees_.find(tree_key);
     if (tree == box_trees_.end()) {
-      if (std::ssize(box_graphs_) <= shape) resize(box_graphs_, shape + 1);
-      auto& graph = at(box_graphs_, shape);
-      if (!graph)
-        graph.emplace(make_boxing_graph(o_.mesh, at(shapes_, shape), elem_, alpha_beta_cost{dmesh_}));
+      const boxing_graph& graph = graph_locked(shape);
       if (box_tree_bytes_ > max_tree_bytes) {  // searches are cheap to redo, memory is not
         box_trees_.clear();
         box_tree_bytes_ = 0;
       }
-      tree = box_trees_.emplace(tree_key, boxing_tree_search(*graph, from, pm)).first;
+      tree = box_trees_.emplace(tree_key, boxing_tree_search(graph, from, pm)).first;
       box_tree_bytes_ += tree->second.footprint();
     }
     return tree->second;
   }
   static constexpr std::size_t max_tree_bytes = std::size_t(256) << 20;
+  // The graph of single-axis steps of shape id `shape`, built on first use.
+  const boxing_graph& graph_locked(int shape) const {
+    if (std::ssize(box_graphs_) <= shape) resize(box_graphs_, shape + 1);
+    auto& graph = at(box_graphs_, shape);
+    if (!graph) graph.emplace(make_boxing_graph(o_.mesh, at(shapes_, shape), elem_, alpha_beta_cost{dmesh_}));
+    return *graph;
+  }
   boxing_path box_locked(const nd_sbp& from, const nd_sbp& to, int shape) const {
     return merge_ring_all_reduce(tree_locked(from, to, shape).path_to(to), dmesh_);
   }
@@ -584,20 +588,48 @@ class plan_problem {
   // dual(output).
   template <class R, class F>
   std::pair<R, R> edge_boxings(int e, int cu, int cv, F&& f) const {
-    const edge_info& ei = at(edges_, e);
+    const edge_layout_pairs l = edge_layouts(e, cu, cv);
     const int shape = at(edge_shape_, e);
     std::lock_guard<std::mutex> lock(box_memo_mutex_);
+    R fwd = f(l.fwd_from, l.fwd_to, shape);
+    return {std::move(fwd), f(l.bwd_from, l.bwd_to, shape)};
+  }
+  // What edge e boxes under picks cu, cv: a parameter edge storage -> compute layout and its
+  // gradient dual(compute) -> the summing layout; an activation edge output -> input and
+  // dual(input) -> dual(output).
+  struct edge_layout_pairs {
+    nd_sbp fwd_from, fwd_to, bwd_from, bwd_to;
+  };
+  edge_layout_pairs edge_layouts(int e, int cu, int cv) const {
+    const edge_info& ei = at(edges_, e);
     if (ei.param) {
-      const int p = ei.from_node - int(g_.ops.size());
-      const param_choice& store = param_candidate(p, cu);
+      const param_choice& store = param_candidate(ei.from_node - int(g_.ops.size()), cu);
       const nd_sbp& comp = at(op_candidate(ei.to_node, cv).params, ei.tensor_index);
-      R fwd = f(store.storage, comp, shape);
-      return {std::move(fwd), f(dual(comp), store.grad_sum, shape)};
+      return {store.storage, comp, dual(comp), store.grad_sum};
     }
     const nd_sbp& out = at(op_candidate(ei.from_node, cu).outputs, ei.producer_output);
     const nd_sbp& in = at(op_candidate(ei.to_node, cv).inputs, ei.tensor_index);
-    R fwd = f(out, in, shape);
-    return {std::move(fwd), f(dual(in), dual(out), shape)};
+    return {out, in, dual(in), dual(out)};
+  }
+  // Each term of edge_terms(e, cu, cv) or less, without a search: both paths' boxing_lower_bound
+  // on the comm terms as edge_terms places them (less a relative 1e-9: the path's cost sums its
+  // steps in another order), zero elsewhere (copies, bytes and memory are never negative).
+  cost_terms edge_lower_bound(int e, int cu, int cv) const {
+    const edge_info& ei = at(edges_, e);
+    const boxing_lower_bound& lb = at(box_bounds_, at(edge_shape_, e));
+    const edge_layout_pairs l = edge_layouts(e, cu, cv);
+    constexpr double slack = 1 - 1e-9;
+    cost_terms t;
+    t.comm_fwd = slack * lb(l.fwd_from, l.fwd_to);
+    const double bwd = slack * lb(l.bwd_from, l.bwd_to);
+    if (ei.param) {
+      t.comm_grad = bwd;
+      return t;
+    }
+    t.comm_bwd = bwd;
+    if (recomputed_inside(e)) t.comm_bwd += t.comm_fwd;
+    scale_per_micro_batch(t);
+    return t;
   }
 
   void build();
@@ -629,6 +661,7 @@ class plan_problem {
   /// Per shape id; searches point into them (a deque keeps them in place as it grows; no
   /// <memory>, whose <atomic> brings POSIX ::link beside autoddl::link).
   mutable std::deque<std::optional<boxing_graph>> box_graphs_;
+  std::vector<boxing_lower_bound> box_bounds_;  ///< per shape id of an edge (build): read without the lock
   mutable std::unordered_map<std::uint64_t, boxing_tree_search> box_trees_;  ///< searched on demand
   mutable std::size_t box_tree_bytes_ = 0;
   mutable std::unordered_map<std::uint64_t, path_summary> box_summaries_;  ///< by (shape, from, to)  ///< by (shape, source, target P axes)
@@ -665,6 +698,13 @@ inline void plan_problem::build() {
   auto pair = [this](int e, int cu, int cv) { return edge_terms(e, cu, cv); };
   tied_.set_pair_cost(pair);
   untied_.set_pair_cost(pair);
+  {
+    std::lock_guard<std::mutex> lock(box_memo_mutex_);
+    for (int sh = 0; sh < std::ssize(shapes_); ++sh) box_bounds_.push_back(make_boxing_lower_bound(graph_locked(sh)));
+  }
+  auto bound = [this](int e, int cu, int cv) { return edge_lower_bound(e, cu, cv); };
+  tied_.set_pair_lower_bound(bound);
+  untied_.set_pair_lower_bound(bound);
   tied_.finalize();
   untied_.finalize();
   untied_.share_pair_memo(tied_);  // same edges, classes and ports: price each pair once

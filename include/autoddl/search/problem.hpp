@@ -70,6 +70,10 @@ class choice_problem {
     return m < 0 ? candidates(side == 0 ? ed.u : ed.v) : at(port_counts_, m);
   }
   void set_pair_cost(pair_fn f) { pair_ = std::move(f); }
+  /// A cheap lower bound on every term of pair(edge, cu, cv) (e.g. boxing_lower_bound's time
+  /// on the comm terms, zero elsewhere): the descent skips a move whose bound ranks out of
+  /// reach without pricing its pairs. Without one the bound is zero (terms are never negative).
+  void set_pair_lower_bound(pair_fn f) { pair_bound_ = std::move(f); }
 
   /// Freezes the groups: call once after the last add_node.
   void finalize() {
@@ -159,6 +163,20 @@ class choice_problem {
     return *slot;
   }
 
+  /// Each term of pair(e, cu, cv) or less: the memoised price where it is known, else the
+  /// bound set_pair_lower_bound gave (zero without one). Prices nothing.
+  cost_terms pair_lower_bound(int e, int cu, int cv) const {
+    const choice_edge& ed = at(edges_, e);
+    const auto& m = at(memo(), ed.cls);
+    if (!m.empty()) {
+      const auto& row = at(m, port(e, 0, cu));
+      if (!row.empty()) {
+        if (const auto& slot = at(row, port(e, 1, cv))) return *slot;
+      }
+    }
+    return pair_bound_ ? pair_bound_(e, cu, cv) : cost_terms{};
+  }
+
   /// Total terms of a full assignment (one pick per group).
   cost_terms evaluate(const std::vector<int>& pick) const {
     cost_terms t;
@@ -175,6 +193,7 @@ class choice_problem {
   std::vector<std::vector<int>> port_maps_;
   std::vector<int> port_counts_;
   pair_fn pair_;
+  pair_fn pair_bound_;
   std::vector<int> group_of_;
   std::vector<std::vector<int>> groups_;
   std::vector<std::vector<int>> incident_;
