@@ -49,6 +49,59 @@ constexpr double path_buffer(const boxing_path& p) {
   return m;
 }
 
+namespace detail {
+
+/// Path summaries by 64-bit key in one array (open addressing, linear probing, at most half
+/// full): a lookup reads a key or two where std::unordered_map chases a node, and the planner
+/// looks a summary up for each of the millions of pairs a 4-D search prices.
+class summary_table {
+ public:
+  const path_summary* find(std::uint64_t key) const {
+    if (keys_.empty()) return nullptr;
+    for (std::size_t i = slot(key);; i = (i + 1) & (keys_.size() - 1)) {
+      if (keys_[i] == key) return &values_[i];
+      if (keys_[i] == empty) return nullptr;
+    }
+  }
+  /// @pre key is not in the table and is not ~0.
+  void insert(std::uint64_t key, const path_summary& s) {
+    if (2 * (size_ + 1) > keys_.size()) rehash(std::max<std::size_t>(1024, 2 * keys_.size()));
+    place(key, s);
+    ++size_;
+  }
+  std::size_t size() const { return size_; }
+  void clear() {
+    keys_.clear();
+    values_.clear();
+    size_ = 0;
+  }
+
+ private:
+  static constexpr std::uint64_t empty = ~std::uint64_t(0);
+  std::size_t slot(std::uint64_t key) const {  // Fibonacci hashing onto the power-of-two size
+    return std::size_t((key * 0x9E3779B97F4A7C15ull) >> (64 - std::countr_zero(keys_.size())));
+  }
+  void place(std::uint64_t key, const path_summary& s) {
+    std::size_t i = slot(key);
+    while (keys_[i] != empty) i = (i + 1) & (keys_.size() - 1);
+    keys_[i] = key;
+    values_[i] = s;
+  }
+  void rehash(std::size_t n) {
+    std::vector<std::uint64_t> keys(n, empty);
+    std::vector<path_summary> values(n);
+    keys.swap(keys_);
+    values.swap(values_);
+    for (std::size_t i = 0; i < keys.size(); ++i)
+      if (keys[i] != empty) place(keys[i], values[i]);
+  }
+  std::vector<std::uint64_t> keys_;
+  std::vector<path_summary> values_;
+  std::size_t size_ = 0;
+};
+
+}  // namespace detail
+
 /// The searched paths of one pricing context. Every member but lock() needs the lock held
 /// (`_locked`); shape ids and graphs stay valid for the book's life, trees and summaries are
 /// dropped past their budgets (searches are cheap to redo, memory is not).
@@ -82,12 +135,11 @@ class boxing_book {
   /// What a price needs of box_locked(from, to, shape), memoised by (shape, from, to).
   path_summary summary_locked(const nd_sbp& from, const nd_sbp& to, int shape) {
     const std::uint64_t key = (std::uint64_t(shape) << 40) | (layout_code(from) << 20) | layout_code(to);
-    auto it = summaries_.find(key);
-    if (it != summaries_.end()) return it->second;
+    if (const path_summary* known = summaries_.find(key)) return *known;
     if (summaries_.size() >= max_summaries) summaries_.clear();
     const boxing_path p = box_locked(from, to, shape);
     const path_summary s{p.cost, path_copy_time(p, copy_), p.bytes_per_device(), path_buffer(p), p.size()};
-    summaries_.emplace(key, s);
+    summaries_.insert(key, s);
     return s;
   }
   /// Shortest-path trees held now (one per source, target P axes and shape).
@@ -100,7 +152,7 @@ class boxing_book {
   }
 
   static constexpr std::size_t max_tree_bytes = std::size_t(256) << 20;
-  static constexpr std::size_t max_summaries = std::size_t(1) << 22;  ///< about 300 MB of map nodes
+  static constexpr std::size_t max_summaries = std::size_t(1) << 22;  ///< at most 8M slots, 384 MB
 
  private:
   // An nd-SBP as a number below 10^max_mesh_axes (B 0, P 1, S(d) 2 + d; 10 > 2 + max_tensor_rank).
@@ -137,7 +189,7 @@ class boxing_book {
   std::deque<std::optional<boxing_graph>> graphs_;
   std::unordered_map<std::uint64_t, boxing_tree_search> trees_;  ///< by (shape, source, target P axes)
   std::size_t tree_bytes_ = 0;
-  std::unordered_map<std::uint64_t, path_summary> summaries_;  ///< by (shape, from, to)
+  detail::summary_table summaries_;  ///< by (shape, from, to)
 };
 
 namespace detail {

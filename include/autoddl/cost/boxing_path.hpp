@@ -220,6 +220,7 @@ class boxing_dijkstra {
     done_.assign(n, 0);
     const int src = t_.encode(t_.from);
     at(t_.dist, src) = 0;
+    heap_.reserve(n / 2 + 1);  // most searches push about half the states: no regrowth
     heap_.push_back({0.0, 0, src});
   }
   /// Continues until state `stop` is finished (-1: every reachable state).
@@ -318,11 +319,16 @@ struct boxing_lower_bound {
   int alphabet = 0;
   std::vector<double> least;  ///< [axis][from letter][to letter]: the cheapest chain on that axis
 
-  static constexpr int letter(const sbp& s) { return s.is_broadcast() ? 0 : s.is_partial() ? 1 : 2 + s.dim; }
-  constexpr double operator()(const nd_sbp& from, const nd_sbp& to) const {
+  /// B 0, P 1, S(d) 2 + d; of dual(s) where `dual` (B and P swap, S stays: DESIGN.md).
+  static constexpr int letter(const sbp& s, bool dual = false) {
+    return s.is_broadcast() ? (dual ? 1 : 0) : s.is_partial() ? (dual ? 0 : 1) : 2 + s.dim;
+  }
+  constexpr double operator()(const nd_sbp& from, const nd_sbp& to) const { return between(from, false, to, false); }
+  /// The bound from `from` (or dual(from)) to `to` (or dual(to)), without making the duals.
+  constexpr double between(const nd_sbp& from, bool dual_from, const nd_sbp& to, bool dual_to) const {
     double t = 0;
     for (int a = 0; a < axes; ++a)
-      t += at(least, (a * alphabet + letter(from[a])) * alphabet + letter(to[a]));
+      t += at(least, (a * alphabet + letter(from[a], dual_from)) * alphabet + letter(to[a], dual_to));
     return t;
   }
 };

@@ -414,8 +414,20 @@ class plan_problem {
 
  private:
   cost_terms edge_terms(int e, int cu, int cv) const {
-    const edge_info& ei = at(edges_, e);
     const auto [fwd, bwd] = edge_summaries(e, cu, cv);
+    cost_terms t = edge_time_terms(e, cu, fwd, bwd);
+    t.memory = double(edge_memory(e, cu, cv, fwd.steps > 0, bwd.steps > 0).total());
+    return t;
+  }
+  // edge_terms(e, cu, cv).serial_time(), the same sums, without its memory: what the exact
+  // references price for every pair of ports.
+  double edge_serial_time(int e, int cu, int cv) const {
+    const auto [fwd, bwd] = edge_summaries(e, cu, cv);
+    return edge_time_terms(e, cu, fwd, bwd).serial_time();
+  }
+  // edge_terms but memory, from the paths' summaries.
+  cost_terms edge_time_terms(int e, int cu, const path_summary& fwd, const path_summary& bwd) const {
+    const edge_info& ei = at(edges_, e);
     cost_terms t;
     // Copies beside the collectives (cost/boxing_copies.hpp), on the step's own comm term; the
     // forward boxing starts from a copy of the source shard (the trainer passes the producer's
@@ -436,7 +448,6 @@ class plan_problem {
     }
     // buffers: a path's largest intermediate is a transient; what edge_memory keeps lives on
     t.transient = std::max(fwd.buffer, bwd.buffer);
-    t.memory = double(edge_memory(e, cu, cv, fwd.steps > 0, bwd.steps > 0).total());
     return t;
   }
 
@@ -551,16 +562,19 @@ class plan_problem {
   cost_terms edge_lower_bound(int e, int cu, int cv) const {
     const edge_info& ei = at(edges_, e);
     const boxing_lower_bound& lb = at(box_bounds_, at(edge_shape_, e));
-    const edge_layout_pairs l = edge_layouts(e, cu, cv);
     constexpr double slack = 1 - 1e-9;
     cost_terms t;
-    t.comm_fwd = slack * lb(l.fwd_from, l.fwd_to);
-    const double bwd = slack * lb(l.bwd_from, l.bwd_to);
-    if (ei.param) {
-      t.comm_grad = bwd;
+    if (ei.param) {  // the layouts of edge_layouts, read in place
+      const param_choice& store = param_candidate(ei.from_node - int(g_.ops.size()), cu);
+      const nd_sbp& comp = at(op_candidate(ei.to_node, cv).params, ei.tensor_index);
+      t.comm_fwd = slack * lb(store.storage, comp);
+      t.comm_grad = slack * lb.between(comp, true, store.grad_sum, false);
       return t;
     }
-    t.comm_bwd = bwd;
+    const nd_sbp& out = at(op_candidate(ei.from_node, cu).outputs, ei.producer_output);
+    const nd_sbp& in = at(op_candidate(ei.to_node, cv).inputs, ei.tensor_index);
+    t.comm_fwd = slack * lb(out, in);
+    t.comm_bwd = slack * lb.between(in, true, out, true);
     if (recomputed_inside(e)) t.comm_bwd += t.comm_fwd;
     scale_per_micro_batch(t);
     return t;
@@ -615,6 +629,7 @@ class plan_problem {
   kernel_prices prices_;  ///< the profile's measured kernels for this dtype
   std::vector<std::vector<signature>> op_sigs_;
   std::vector<std::vector<int>> op_sig_index_;
+  std::vector<int> candidates_like_;  ///< per op: the first op with the same candidates, in order
   std::vector<std::vector<param_choice>> param_sigs_;
   std::vector<int> uses_;  ///< per parameter: how many op slots use it
   int blocks_ = 1;         ///< repeated blocks in the graph (at least 1)
@@ -666,6 +681,9 @@ inline void plan_problem::build() {
       if (at(box_bounds_, sh).axes == 0) at(box_bounds_, sh) = make_boxing_lower_bound(book_->graph_locked(sh));
     }
   }
+  auto serial = [this](int e, int cu, int cv) { return edge_serial_time(e, cu, cv); };
+  tied_.set_pair_serial_time(serial);
+  untied_.set_pair_serial_time(serial);
   auto bound = [this](int e, int cu, int cv) { return edge_lower_bound(e, cu, cv); };
   tied_.set_pair_lower_bound(bound);
   untied_.set_pair_lower_bound(bound);
@@ -692,6 +710,12 @@ inline void plan_problem::build_op_candidates() {
     const bool listed = i < std::ssize(o_.allowed) && !at(o_.allowed, i).empty();
     for (int k = 0; k < int(all.size()); ++k) index.push_back(k);
     if (listed) index = at(o_.allowed, i);
+    candidates_like_.push_back(i);
+    for (int j = 0; j < i; ++j)
+      if (at(candidates_like_, j) == j && same_node(j, i) && at(op_sig_index_, j) == index) {
+        candidates_like_.back() = j;
+        break;
+      }
     for (int k : index) {
       if (k < 0 || k >= std::ssize(all))
         detail::fail<layout_error>("op '" + at(g_.ops, i).name + "' allows signature " + detail::itos(k) + " but has " +
@@ -803,6 +827,7 @@ inline void plan_problem::add_edges(const std::vector<int>& param_key) {
   // (op, role, tensor index), registered in both problems under the same id.
   std::map<std::tuple<int, int, int>, int> port_ids;
   auto ports = [&](int op, int role, int index) {  // role 0: output, 1: input, 2: parameter
+    op = at(candidates_like_, op);  // ops with the same candidates share their maps
     auto [it, fresh] = port_ids.try_emplace({op, role, index}, 0);
     if (!fresh) return it->second;
     std::vector<nd_sbp> seen;

@@ -17,6 +17,7 @@
 #include "autoddl/cost/hardware.hpp"
 #include "autoddl/search/coordinate_descent.hpp"
 #include "autoddl/search/exact.hpp"
+#include "autoddl/ops/signatures.hpp"
 
 #include "terms_oracle.hpp"
 
@@ -361,6 +362,8 @@ TEST_CASE("the boxing lower bound is at most the cheapest path and exact for one
         CHECK(lb(from, to) <= cost * (1 + 1e-12));
         CHECK(lb(from, to) >= 0);
         tight += lb(from, to) >= cost * (1 - 1e-12);
+        CHECK(lb.between(from, true, to, false) == lb(dual(from), to));  // the duals read in place
+        CHECK(lb.between(from, true, to, true) == lb(dual(from), dual(to)));
       }
     INFO(m);
     CHECK(tight >= int(layouts.size()));  // at least every from == to, and some single steps
