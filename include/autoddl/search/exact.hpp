@@ -167,7 +167,7 @@ class sp_reduction {
   sp_reduction(const choice_problem& p, sp_budget budget, price_fn price = {}, bool branch = false)
       : p_(p), unary_(std::size_t(p.nodes())), nbr_(std::size_t(p.nodes())), alive_(std::size_t(p.nodes()), 1),
         budget_(budget), branch_(branch) {
-    if (!price) price = [&p](int e, int x, int y) { return p.pair_serial_time(e, x, y); };
+    if (!price) price = [&p](int e, int x, int y) { return p.pair(e, x, y).serial_time(); };
     for (int i = 0; i < p.nodes(); ++i)
       for (int c = 0; c < p.candidates(i); ++c) at(unary_, i).push_back(p.unary(i, c).serial_time());
     for (int e = 0; e < int(p.edges().size()); ++e) {
@@ -512,7 +512,7 @@ inline bounded_exact tied_series_parallel_optimum_within(const choice_problem& p
                                                          std::int64_t max_steps = -1) {
   const detail::folded_groups f = detail::fold_groups(p);
   auto price = [&](int e, int x, int y) {
-    return p.pair_serial_time(at(f.edge_of, e).item, x, y) * at(f.edge_of, e).count;
+    return p.pair(at(f.edge_of, e).item, x, y).serial_time() * at(f.edge_of, e).count;
   };
   detail::sp_reduction r(f.problem, detail::budget_of(budget_s, max_steps), price, /*branch=*/true);
   bounded_exact out;

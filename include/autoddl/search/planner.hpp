@@ -419,12 +419,6 @@ class plan_problem {
     t.memory = double(edge_memory(e, cu, cv, fwd.steps > 0, bwd.steps > 0).total());
     return t;
   }
-  // edge_terms(e, cu, cv).serial_time(), the same sums, without its memory: what the exact
-  // references price for every pair of ports.
-  double edge_serial_time(int e, int cu, int cv) const {
-    const auto [fwd, bwd] = edge_summaries(e, cu, cv);
-    return edge_time_terms(e, cu, fwd, bwd).serial_time();
-  }
   // edge_terms but memory, from the paths' summaries.
   cost_terms edge_time_terms(int e, int cu, const path_summary& fwd, const path_summary& bwd) const {
     const edge_info& ei = at(edges_, e);
@@ -681,9 +675,6 @@ inline void plan_problem::build() {
       if (at(box_bounds_, sh).axes == 0) at(box_bounds_, sh) = make_boxing_lower_bound(book_->graph_locked(sh));
     }
   }
-  auto serial = [this](int e, int cu, int cv) { return edge_serial_time(e, cu, cv); };
-  tied_.set_pair_serial_time(serial);
-  untied_.set_pair_serial_time(serial);
   auto bound = [this](int e, int cu, int cv) { return edge_lower_bound(e, cu, cv); };
   tied_.set_pair_lower_bound(bound);
   untied_.set_pair_lower_bound(bound);

@@ -76,10 +76,6 @@ class choice_problem {
   /// on the comm terms, zero elsewhere): the descent skips a move whose bound ranks out of
   /// reach without pricing its pairs. Without one the bound is zero (terms are never negative).
   void set_pair_lower_bound(pair_fn f) { pair_bound_ = std::move(f); }
-  /// pair(edge, cu, cv).serial_time(), bit for bit, for less than the whole terms (no memory,
-  /// nothing memoised): what the exact references ask of every pair of ports, most of which no
-  /// move of the descent prices. Without one, pair_serial_time prices the pair.
-  void set_pair_serial_time(std::function<double(int, int, int)> f) { pair_serial_ = std::move(f); }
 
   /// Freezes the groups: call once after the last add_node.
   void finalize() {
@@ -174,13 +170,6 @@ class choice_problem {
     return memo_.prices[std::size_t(slot)];
   }
 
-  /// pair(e, cu, cv).serial_time(): the memoised price where known, else set_pair_serial_time's.
-  double pair_serial_time(int e, int cu, int cv) const {
-    if (!pair_serial_) return pair(e, cu, cv).serial_time();
-    if (const cost_terms* known = memoised(e, cu, cv)) return known->serial_time();
-    return pair_serial_(e, cu, cv);
-  }
-
   /// Each term of pair(e, cu, cv) or less: the memoised price where it is known, else the
   /// bound set_pair_lower_bound gave (zero without one). Prices nothing.
   cost_terms pair_lower_bound(int e, int cu, int cv) const {
@@ -215,7 +204,6 @@ class choice_problem {
   std::vector<int> port_counts_;
   pair_fn pair_;
   pair_fn pair_bound_;
-  std::function<double(int, int, int)> pair_serial_;
   std::vector<int> group_of_;
   std::vector<std::vector<int>> groups_;
   std::vector<std::vector<int>> incident_;

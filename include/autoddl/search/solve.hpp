@@ -179,10 +179,6 @@ inline std::optional<std::vector<int>> axis_optimum(const plan_problem& pp, cons
     const auto [x, y] = original(e, cu, cv);
     return t.pair(e, x, y);
   });
-  sub.set_pair_serial_time([&t, original](int e, int cu, int cv) {
-    const auto [x, y] = original(e, cu, cv);
-    return t.pair_serial_time(e, x, y);
-  });
   sub.finalize();
   const bounded_exact ex = tied_series_parallel_optimum_within(sub, budget_s);
   if (!ex.result) return std::nullopt;
