@@ -220,6 +220,7 @@ class boxing_dijkstra {
     done_.assign(n, 0);
     const int src = t_.encode(t_.from);
     at(t_.dist, src) = 0;
+    heap_.reserve(n / 2 + 1);  // most searches push about half the states: no regrowth
     heap_.push_back({0.0, 0, src});
   }
   /// Continues until state `stop` is finished (-1: every reachable state).
@@ -301,6 +302,61 @@ constexpr boxing_graph make_boxing_graph(const mesh_shape& mesh, const tensor_sh
   }
   g.first.push_back(static_cast<int>(g.arcs.size()));
   return g;
+}
+
+/// A lower bound on the cost of every boxing path between two nd-SBPs of one graph, for far less
+/// than a search: each step of a path changes one axis, so on an axis where `from` and `to`
+/// differ the path takes a chain of steps on that axis from from's letter to to's letter, and
+/// each step costs at least the least that letter change costs on that axis anywhere in the
+/// graph. The bound is the sum over the axes of the cheapest such chain (Floyd-Warshall over
+/// the letters B, P, S(0)..). The planner skips a candidate whose bound already ranks out of
+/// reach, without searching its paths. On mesh 2 ([S(0)] -> [B] is one all-gather) the bound
+/// is that all-gather's cost; infinity where no chain exists.
+/// @post (*this)(from, to) <= the cost of every path of the graph from `from` to `to`, up to a
+/// relative 1e-9 that the caller's slack covers (the sums run in another order).
+struct boxing_lower_bound {
+  int axes = 0;
+  int alphabet = 0;
+  std::vector<double> least;  ///< [axis][from letter][to letter]: the cheapest chain on that axis
+
+  /// B 0, P 1, S(d) 2 + d; of dual(s) where `dual` (B and P swap, S stays: DESIGN.md).
+  static constexpr int letter(const sbp& s, bool dual = false) {
+    return s.is_broadcast() ? (dual ? 1 : 0) : s.is_partial() ? (dual ? 0 : 1) : 2 + s.dim;
+  }
+  constexpr double operator()(const nd_sbp& from, const nd_sbp& to) const { return between(from, false, to, false); }
+  /// The bound from `from` (or dual(from)) to `to` (or dual(to)), without making the duals.
+  constexpr double between(const nd_sbp& from, bool dual_from, const nd_sbp& to, bool dual_to) const {
+    double t = 0;
+    for (int a = 0; a < axes; ++a)
+      t += at(least, (a * alphabet + letter(from[a], dual_from)) * alphabet + letter(to[a], dual_to));
+    return t;
+  }
+};
+
+/// The boxing_lower_bound of graph g: the least arc of each (axis, letter change), then the
+/// cheapest chains of them per axis.
+constexpr boxing_lower_bound make_boxing_lower_bound(const boxing_graph& g) {
+  const int k = g.alphabet, axes = g.mesh.size();
+  boxing_lower_bound lb{axes, k, std::vector<double>(static_cast<std::size_t>(axes * k * k),
+                                                     std::numeric_limits<double>::infinity())};
+  auto cell = [&](int a, int x, int y) -> double& { return at(lb.least, (a * k + x) * k + y); };
+  auto digit = [&](int id, int a) {
+    for (int i = 0; i < a; ++i) id /= k;
+    return id % k;
+  };
+  for (int u = 0; u + 1 < static_cast<int>(g.first.size()); ++u)
+    for (int i = at(g.first, u); i < at(g.first, u + 1); ++i) {
+      const boxing_arc& r = at(g.arcs, i);
+      double& c = cell(r.axis, digit(u, r.axis), digit(r.to, r.axis));
+      c = std::min(c, r.cost);
+    }
+  for (int a = 0; a < axes; ++a) {
+    for (int x = 0; x < k; ++x) cell(a, x, x) = 0;
+    for (int m = 0; m < k; ++m)
+      for (int x = 0; x < k; ++x)
+        for (int y = 0; y < k; ++y) cell(a, x, y) = std::min(cell(a, x, y), cell(a, x, m) + cell(a, m, y));
+  }
+  return lb;
 }
 
 /// A boxing_tree searched on demand over a boxing_graph: settle(v) continues the search until

@@ -83,12 +83,24 @@ class descent_state {
   void add_edges_part(cost_terms& t, int g, int c) const {
     for (const auto& [e, k] : p_.group_edge_items(g)) t.add_times(pair_at(e, g, c), k);
   }
+  /// add_edges_part with each pair's lower bound (choice_problem::pair_lower_bound): the same
+  /// additions in the same order of terms no larger, so a monotone objective ranks the sum no
+  /// higher than the priced one. Prices nothing.
+  void add_edges_bound(cost_terms& t, int g, int c) const {
+    for (const auto& [e, k] : p_.group_edge_items(g)) t.add_times(bound_at(e, g, c), k);
+  }
   /// obj.rank(without(g) + part(g, c)) given base == without(g); with a monotone objective,
-  /// +infinity without pricing g's edges where its nodes alone already rank at `cutoff` or above
-  /// (the edges only add), so pairs no move can take are never priced.
+  /// +infinity without pricing g's edges where its nodes alone, or its nodes and its edges' lower
+  /// bounds, already rank at `cutoff` or above (the edges only add), so pairs no move can take
+  /// are never priced.
   double rank_of(const cost_terms& base, int g, int c, const objective& obj, double cutoff) const {
     cost_terms t = nodes_part(g, c);
-    if (obj.monotone && obj.rank(base + t) >= cutoff) return std::numeric_limits<double>::infinity();
+    if (obj.monotone) {
+      if (obj.rank(base + t) >= cutoff) return std::numeric_limits<double>::infinity();
+      cost_terms lb = t;
+      add_edges_bound(lb, g, c);
+      if (obj.rank(base + lb) >= cutoff) return std::numeric_limits<double>::infinity();
+    }
     add_edges_part(t, g, c);
     return obj.rank(base + t);
   }
@@ -115,48 +127,43 @@ class descent_state {
   /// split into what neither group touches (fixed), gu's items without the gu-gv edges (per cu),
   /// gv's likewise (per cv), and the gu-gv edges (per pair), instead of re-pricing both groups'
   /// items per pair (k^2 of them: 117,649 pairs per edge with 343 picks on a 3-D mesh).
+  /// With a monotone objective every sum is first ranked with its unpriced pairs' lower bounds
+  /// (own_part(.., bound), cross_bound): a pick or pair whose bound ranks out of reach is skipped
+  /// before anything is priced, and gv's part of a pick is priced only when a pair needs it.
+  /// Bounds only skip what could not be kept, so the pairs tried and the one returned are
+  /// those of pricing everything.
   /// Returns {cu, cv, rank}; {current, current, best_rank} when no pair improves.
   std::tuple<int, int, double> best_pair(int gu, int gv, const objective& obj, double best_rank) const {
     const int cu0 = at(pick_, gu), cv0 = at(pick_, gv);
     const int ku = p_.group_candidates(gu), kv = p_.group_candidates(gv);
-    auto other = [&](int e, int g) {  // the group at the other end of edge e from group g
-      const auto& ed = at(p_.edges(), e);
-      return p_.group_of(ed.u) == g ? p_.group_of(ed.v) : p_.group_of(ed.u);
-    };
-    std::vector<choice_problem::repeated> cross;  // edges joining gu and gv
-    for (const auto& it : p_.group_edge_items(gu))
-      if (other(it.item, gu) == gv) cross.push_back(it);
-    auto own = [&](int g, int c, int skip) {  // g's nodes and its edges not leading to `skip`
-      cost_terms t;
-      for (const auto& [n, k] : p_.group_unary_items(g)) t.add_times(p_.unary(n, c), k);
-      for (const auto& [e, k] : p_.group_edge_items(g))
-        if (other(e, g) != skip) t.add_times(pair_at(e, g, c), k);
-      return t;
-    };
+    const std::vector<choice_problem::repeated> cross = cross_items(gu, gv);
     // What neither group owns: the totals less both groups' parts, transient the max outside.
     cost_terms base = totals_;
     base.subtract_additive(part(gu, cu0));
-    base.subtract_additive(own(gv, cv0, gu));  // gv's part without the cross edges (left with gu's)
+    base.subtract_additive(own_part(gv, cv0, gu, false));  // gv's part without the cross edges (left with gu's)
     base.transient = max_outside_both(gu, gv);
-    std::vector<cost_terms> b(static_cast<std::size_t>(kv));
-    for (int cv = 0; cv < kv; ++cv) at(b, cv) = own(gv, cv, gu);
-    // Each term's least over gv's picks: with a monotone objective, a + least ranks no higher
-    // than any pair (cu, cv) (the cross edges only add), so a cu whose bound cannot improve is
-    // skipped whole; the pairs tried in order and the one returned stay the same.
-    const cost_terms least = least_of(b);
+    // gv's part per pick: a lower bound now (the price itself where the objective is not
+    // monotone), the price on first need. Each term's least over gv's picks bounds any pair
+    // from below together with gu's part (the cross edges only add).
+    std::vector<cost_terms> low(static_cast<std::size_t>(kv)), b(static_cast<std::size_t>(kv));
+    std::vector<char> priced(static_cast<std::size_t>(kv), 0);
+    for (int cv = 0; cv < kv; ++cv) at(low, cv) = own_part(gv, cv, gu, obj.monotone);
+    const cost_terms least = least_of(low);
+    auto out_of_reach = [&](const cost_terms& t) { return obj.monotone && obj.rank(t) >= best_rank * (1 - 1e-12); };
     int bu = cu0, bv = cv0;
     for (int cu = 0; cu < ku; ++cu) {
-      if (cu == cu0) continue;
-      const cost_terms a = base + own(gu, cu, gv);
-      if (obj.monotone && obj.rank(a + least) >= best_rank * (1 - 1e-12)) continue;
+      if (cu == cu0 || out_of_reach(base + own_part(gu, cu, gv, true) + least)) continue;
+      const cost_terms a = base + own_part(gu, cu, gv, false);
+      if (out_of_reach(a + least)) continue;
       for (int cv = 0; cv < kv; ++cv) {
-        cost_terms t = a + at(b, cv);
-        // the cross edges only add: a pair already out of reach is not priced
-        if (obj.monotone && obj.rank(t) >= best_rank * (1 - 1e-12)) continue;
-        for (const auto& [e, k] : cross) {
-          const auto& ed = at(p_.edges(), e);
-          t.add_times(p_.pair(e, p_.group_of(ed.u) == gu ? cu : cv, p_.group_of(ed.v) == gu ? cu : cv), k);
+        if (out_of_reach(a + at(low, cv))) continue;
+        if (!at(priced, cv)) {
+          at(b, cv) = obj.monotone ? own_part(gv, cv, gu, false) : at(low, cv);
+          at(priced, cv) = 1;
         }
+        cost_terms t = a + at(b, cv);
+        if (out_of_reach(t) || out_of_reach(cross_sum(t, cross, gu, cu, cv, true))) continue;
+        t = cross_sum(t, cross, gu, cu, cv, false);
         const double rk = obj.rank(t);
         if (rk < best_rank * (1 - 1e-12)) {
           best_rank = rk;
@@ -196,6 +203,47 @@ class descent_state {
   const cost_terms& pair_at(int e, int g, int c) const {
     const auto& ed = at(p_.edges(), e);
     return p_.pair(e, pick_of(ed.u, g, c), pick_of(ed.v, g, c));
+  }
+  // The group at the other end of edge e from group g.
+  int other_group(int e, int g) const {
+    const auto& ed = at(p_.edges(), e);
+    return p_.group_of(ed.u) == g ? p_.group_of(ed.v) : p_.group_of(ed.u);
+  }
+  // Group gu's edge items that join it to gv.
+  std::vector<choice_problem::repeated> cross_items(int gu, int gv) const {
+    std::vector<choice_problem::repeated> cross;
+    for (const auto& it : p_.group_edge_items(gu))
+      if (other_group(it.item, gu) == gv) cross.push_back(it);
+    return cross;
+  }
+  // Group g's nodes under pick c and its edges not leading to group `skip`, the other ends at
+  // their picks; each edge's lower bound instead of its price where `bound`.
+  cost_terms own_part(int g, int c, int skip, bool bound) const {
+    cost_terms t;
+    for (const auto& [n, k] : p_.group_unary_items(g)) t.add_times(p_.unary(n, c), k);
+    for (const auto& [e, k] : p_.group_edge_items(g)) {
+      if (other_group(e, g) == skip) continue;
+      if (bound) t.add_times(bound_at(e, g, c), k);
+      else t.add_times(pair_at(e, g, c), k);
+    }
+    return t;
+  }
+  // t plus the cross edges (gu picking cu, the other group cv): their prices, or their lower
+  // bounds where `bound`.
+  cost_terms cross_sum(cost_terms t, const std::vector<choice_problem::repeated>& cross, int gu, int cu, int cv,
+                       bool bound) const {
+    for (const auto& [e, k] : cross) {
+      const auto& ed = at(p_.edges(), e);
+      const int x = p_.group_of(ed.u) == gu ? cu : cv, y = p_.group_of(ed.v) == gu ? cu : cv;
+      if (bound) t.add_times(p_.pair_lower_bound(e, x, y), k);
+      else t.add_times(p_.pair(e, x, y), k);
+    }
+    return t;
+  }
+  // pair_at's lower bound (choice_problem::pair_lower_bound), pricing nothing.
+  cost_terms bound_at(int e, int g, int c) const {
+    const auto& ed = at(p_.edges(), e);
+    return p_.pair_lower_bound(e, pick_of(ed.u, g, c), pick_of(ed.v, g, c));
   }
   // The largest transient of the items neither group ga nor gb owns.
   double max_outside_both(int ga, int gb) const {

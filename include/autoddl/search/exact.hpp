@@ -173,7 +173,12 @@ class sp_reduction {
     for (int e = 0; e < int(p.edges().size()); ++e) {
       if (spent()) return;
       const choice_edge& ed = at(p.edges(), e);
-      add_matrix(ed.u, ed.v, edge_matrix(e, price));
+      std::optional<sp_matrix> m = edge_matrix(e, price);
+      if (!m) {  // the deadline passed within the edge (4-D meshes: 625 x 625 ports); it counts 0
+        timed_out_ = true;
+        return;
+      }
+      add_matrix(ed.u, ed.v, *m);
     }
   }
 
@@ -211,7 +216,9 @@ class sp_reduction {
   }
 
  private:
-  sp_matrix edge_matrix(int e, const price_fn& price) const {
+  // Edge e's matrix by classes of picks, or nullopt where the deadline passes while it is priced
+  // (checked per row: one edge of a 4-D mesh can take seconds).
+  std::optional<sp_matrix> edge_matrix(int e, const price_fn& price) const {
     sp_matrix m{p_.candidates(at(p_.edges(), e).u), p_.candidates(at(p_.edges(), e).v), {}, {},
                 p_.ports(e, 0), p_.ports(e, 1), {}};
     std::vector<int> row_pick(std::size_t(m.row_classes), -1), col_pick(std::size_t(m.col_classes), -1);
@@ -224,9 +231,13 @@ class sp_reduction {
       if (at(col_pick, m.col_class.back()) < 0) at(col_pick, m.col_class.back()) = y;
     }
     m.v.assign(std::size_t(m.row_classes) * std::size_t(m.col_classes), 0.0);
-    for (int r = 0; r < m.row_classes; ++r)
+    for (int r = 0; r < m.row_classes; ++r) {
+      if (budget_.deadline != std::chrono::steady_clock::time_point::max() &&
+          std::chrono::steady_clock::now() > budget_.deadline)
+        return std::nullopt;
       for (int c = 0; c < m.col_classes; ++c)
         if (at(row_pick, r) >= 0 && at(col_pick, c) >= 0) m.cls(r, c) = price(e, at(row_pick, r), at(col_pick, c));
+    }
     return m;
   }
 

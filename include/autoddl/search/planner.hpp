@@ -45,6 +45,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "autoddl/cost/boxing_book.hpp"
 #include "autoddl/cost/boxing_copies.hpp"
 #include "autoddl/sbp/boxing.hpp"
 #include "autoddl/cost/collective_cost.hpp"
@@ -135,22 +136,14 @@ struct plan_options {
   bool zero1_layouts = false;
 };
 
-/// What the price of an edge needs of a boxing path (planner's memo per path target).
-struct path_summary {
-  double seconds = 0;       ///< path.cost: alpha-beta seconds of its collectives
-  double copy_seconds = 0;  ///< path_copy_time: the copies beside them
-  std::int64_t bytes = 0;   ///< bytes_per_device
-  double buffer = 0;        ///< largest per-device buffer a step touches (plan_problem::path_buffer)
-  int steps = 0;
-};
-
 /// The layout-choice problem of one model on one mesh, and everything needed to read a pick.
 class plan_problem {
  public:
   plan_problem(const plan_problem&) = delete;  // the pair-cost function refers to this object
   plan_problem& operator=(const plan_problem&) = delete;
   plan_problem(const graph& g, const plan_options& o)
-      : g_(g), o_(o), dmesh_(make_device_mesh(o.mesh, o.hw)), elem_(bytes_of(o.type)), prices_(o.hw.measured, o.type) {
+      : g_(g), o_(o), dmesh_(make_device_mesh(o.mesh, o.hw)), elem_(bytes_of(o.type)), prices_(o.hw.measured, o.type),
+        book_(&boxing_book_for(dmesh_, o.hw.measured.copy, elem_)) {
     validate(g_);
     if (o.microbatches < 1)
       detail::fail<error>("plan_options::microbatches must be at least 1, got " + detail::itos(o.microbatches));
@@ -224,21 +217,24 @@ class plan_problem {
   /// storage -> compute layout, and the gradient dual(compute) -> the summing layout.
   std::pair<boxing_path, boxing_path> edge_paths(int e, int cu, int cv) const {
     return edge_boxings<boxing_path>(e, cu, cv, [this](const nd_sbp& from, const nd_sbp& to, int shape) {
-      return box_locked(from, to, shape);
+      return book_->box_locked(from, to, shape);
     });
   }
 
   /// The priced path from -> to for a tensor of shape s (boxing_cost on this problem's mesh).
   /// Memoised by shortest-path tree: the search asks for every target of the same source and
-  /// shape across repeated layers and candidate pairs, and one search answers them all.
+  /// shape across repeated layers and candidate pairs, and one search answers them all. The
+  /// trees are the process's for this mesh, its links, copy rate and dtype (boxing_book_for),
+  /// shared with the other problems of that context.
   boxing_path box(const nd_sbp& from, const nd_sbp& to, const tensor_shape& s) const {
-    std::lock_guard<std::mutex> lock(box_memo_mutex_);
-    return box_locked(from, to, shape_id_locked(s));
+    const auto lock = book_->lock();
+    return book_->box_locked(from, to, book_->shape_id_locked(s));
   }
-  /// Shortest-path trees searched so far (one per source, target P axes and shape).
+  /// Shortest-path trees held now for this problem's context (one per source, target P axes and
+  /// shape; boxing_book_for).
   std::size_t boxing_trees() const {
-    std::lock_guard<std::mutex> lock(box_memo_mutex_);
-    return box_trees_.size();
+    const auto lock = book_->lock();
+    return book_->trees_locked();
   }
   /// The terms of op `op` alone under candidate c (compute, activations, statistic all-reduces).
   /// Compute is the profile's measured kernel time where its table has this kernel, the
@@ -418,8 +414,14 @@ class plan_problem {
 
  private:
   cost_terms edge_terms(int e, int cu, int cv) const {
-    const edge_info& ei = at(edges_, e);
     const auto [fwd, bwd] = edge_summaries(e, cu, cv);
+    cost_terms t = edge_time_terms(e, cu, fwd, bwd);
+    t.memory = double(edge_memory(e, cu, cv, fwd.steps > 0, bwd.steps > 0).total());
+    return t;
+  }
+  // edge_terms but memory, from the paths' summaries.
+  cost_terms edge_time_terms(int e, int cu, const path_summary& fwd, const path_summary& bwd) const {
+    const edge_info& ei = at(edges_, e);
     cost_terms t;
     // Copies beside the collectives (cost/boxing_copies.hpp), on the step's own comm term; the
     // forward boxing starts from a copy of the source shard (the trainer passes the producer's
@@ -440,7 +442,6 @@ class plan_problem {
     }
     // buffers: a path's largest intermediate is a transient; what edge_memory keeps lives on
     t.transient = std::max(fwd.buffer, bwd.buffer);
-    t.memory = double(edge_memory(e, cu, cv, fwd.steps > 0, bwd.steps > 0).total());
     return t;
   }
 
@@ -514,68 +515,10 @@ class plan_problem {
     return double(local_shape(s, layout{out, o_.mesh}).elements()) * elem_;
   }
 
-  // Largest per-device buffer a path touches: a step's input or output is at most the bytes
-  // its axis group holds (T), which is what a gathered or reduced result occupies.
-  static double path_buffer(const boxing_path& p) {
-    double m = 0;
-    for (const auto& st : p) m = std::max(m, double(st.group_bytes));
-    return m;
-  }
-
-  // An nd-SBP as a number below 10^max_mesh_axes (B 0, P 1, S(d) 2 + d; 10 > 2 + max_tensor_rank).
-  static std::uint64_t layout_code(const nd_sbp& v) {
-    std::uint64_t c = 0;
-    for (int i = 0; i < v.size(); ++i)
-      c = c * 10 + (v[i].is_broadcast() ? 0 : v[i].is_partial() ? 1 : 2 + std::uint64_t(v[i].dim));
-    return c * 10 + std::uint64_t(v.size());  // the length too: [B] and [B,B] differ
-  }
-  int shape_id_locked(const tensor_shape& s) const {
-    const auto f = std::find(shapes_.begin(), shapes_.end(), s);
-    if (f != shapes_.end()) return int(f - shapes_.begin());
-    shapes_.push_back(s);
-    return int(shapes_.size()) - 1;
-  }
-  // box() with box_memo_mutex_ held and the shape interned. boxing_cost's path, read from one
-  // shortest-path tree per (source, target P axes, shape): the same path (cost/boxing_path.hpp,
-  // boxing_tree), one search for every target.
-  boxing_tree_search& tree_locked(const nd_sbp& from, const nd_sbp& to, int shape) const {
-    static_assert(2 + max_tensor_rank <= 10 && max_mesh_axes <= 5, "layout_code needs a wider digit or key");
-    const unsigned pm = partial_axes_of(to);
-    const std::uint64_t tree_key = (std::uint64_t(shape) << 40) | (layout_code(from) << 20) | pm;
-    auto tree = box_trees_.find(tree_key);
-    if (tree == box_trees_.end()) {
-      if (std::ssize(box_graphs_) <= shape) resize(box_graphs_, shape + 1);
-      auto& graph = at(box_graphs_, shape);
-      if (!graph)
-        graph.emplace(make_boxing_graph(o_.mesh, at(shapes_, shape), elem_, alpha_beta_cost{dmesh_}));
-      if (box_tree_bytes_ > max_tree_bytes) {  // searches are cheap to redo, memory is not
-        box_trees_.clear();
-        box_tree_bytes_ = 0;
-      }
-      tree = box_trees_.emplace(tree_key, boxing_tree_search(*graph, from, pm)).first;
-      box_tree_bytes_ += tree->second.footprint();
-    }
-    return tree->second;
-  }
-  static constexpr std::size_t max_tree_bytes = std::size_t(256) << 20;
-  boxing_path box_locked(const nd_sbp& from, const nd_sbp& to, int shape) const {
-    return merge_ring_all_reduce(tree_locked(from, to, shape).path_to(to), dmesh_);
-  }
-  // What edge_terms needs of box(from, to, shape), memoised by (shape, from, to).
-  const path_summary& summary_locked(const nd_sbp& from, const nd_sbp& to, int shape) const {
-    const std::uint64_t key = (std::uint64_t(shape) << 40) | (layout_code(from) << 20) | layout_code(to);
-    auto it = box_summaries_.find(key);
-    if (it == box_summaries_.end()) {
-      const boxing_path p = box_locked(from, to, shape);
-      it = box_summaries_.emplace(key, path_summary{p.cost, path_copy_time(p, o_.hw.measured.copy),
-                                                    p.bytes_per_device(), path_buffer(p), p.size()}).first;
-    }
-    return it->second;
-  }
   // The forward and backward summaries of edge e under picks cu, cv (edge_paths' paths).
   std::pair<path_summary, path_summary> edge_summaries(int e, int cu, int cv) const {
     return edge_boxings<path_summary>(e, cu, cv, [this](const nd_sbp& from, const nd_sbp& to, int shape) {
-      return summary_locked(from, to, shape);
+      return book_->summary_locked(from, to, shape);
     });
   }
   // f(from, to, shape id) for edge e's forward and then backward boxing under picks cu, cv, under
@@ -584,25 +527,90 @@ class plan_problem {
   // dual(output).
   template <class R, class F>
   std::pair<R, R> edge_boxings(int e, int cu, int cv, F&& f) const {
-    const edge_info& ei = at(edges_, e);
+    const edge_layout_pairs l = edge_layouts(e, cu, cv);
     const int shape = at(edge_shape_, e);
-    std::lock_guard<std::mutex> lock(box_memo_mutex_);
+    const auto lock = book_->lock();
+    R fwd = f(l.fwd_from, l.fwd_to, shape);
+    return {std::move(fwd), f(l.bwd_from, l.bwd_to, shape)};
+  }
+  // What edge e boxes under picks cu, cv: a parameter edge storage -> compute layout and its
+  // gradient dual(compute) -> the summing layout; an activation edge output -> input and
+  // dual(input) -> dual(output).
+  struct edge_layout_pairs {
+    nd_sbp fwd_from, fwd_to, bwd_from, bwd_to;
+  };
+  edge_layout_pairs edge_layouts(int e, int cu, int cv) const {
+    const edge_info& ei = at(edges_, e);
     if (ei.param) {
-      const int p = ei.from_node - int(g_.ops.size());
-      const param_choice& store = param_candidate(p, cu);
+      const param_choice& store = param_candidate(ei.from_node - int(g_.ops.size()), cu);
       const nd_sbp& comp = at(op_candidate(ei.to_node, cv).params, ei.tensor_index);
-      R fwd = f(store.storage, comp, shape);
-      return {std::move(fwd), f(dual(comp), store.grad_sum, shape)};
+      return {store.storage, comp, dual(comp), store.grad_sum};
     }
     const nd_sbp& out = at(op_candidate(ei.from_node, cu).outputs, ei.producer_output);
     const nd_sbp& in = at(op_candidate(ei.to_node, cv).inputs, ei.tensor_index);
-    R fwd = f(out, in, shape);
-    return {std::move(fwd), f(dual(in), dual(out), shape)};
+    return {out, in, dual(in), dual(out)};
+  }
+  // Each term of edge_terms(e, cu, cv) or less, without a search: both paths' boxing_lower_bound
+  // on the comm terms as edge_terms places them (less a relative 1e-9: the path's cost sums its
+  // steps in another order), zero elsewhere (copies, bytes and memory are never negative).
+  cost_terms edge_lower_bound(int e, int cu, int cv) const {
+    const edge_info& ei = at(edges_, e);
+    const boxing_lower_bound& lb = at(box_bounds_, at(edge_shape_, e));
+    constexpr double slack = 1 - 1e-9;
+    cost_terms t;
+    if (ei.param) {  // the layouts of edge_layouts, read in place
+      const param_choice& store = param_candidate(ei.from_node - int(g_.ops.size()), cu);
+      const nd_sbp& comp = at(op_candidate(ei.to_node, cv).params, ei.tensor_index);
+      t.comm_fwd = slack * lb(store.storage, comp);
+      t.comm_grad = slack * lb.between(comp, true, store.grad_sum, false);
+      return t;
+    }
+    const nd_sbp& out = at(op_candidate(ei.from_node, cu).outputs, ei.producer_output);
+    const nd_sbp& in = at(op_candidate(ei.to_node, cv).inputs, ei.tensor_index);
+    t.comm_fwd = slack * lb(out, in);
+    t.comm_bwd = slack * lb.between(in, true, out, true);
+    if (recomputed_inside(e)) t.comm_bwd += t.comm_fwd;
+    scale_per_micro_batch(t);
+    return t;
   }
 
   void build();
   void build_op_candidates();
   void build_param_candidates();
+  int nops() const { return int(g_.ops.size()); }
+  // Whether ops a and b are the same computation on the same shapes (names and parameter ids
+  // aside): the same signatures on any mesh.
+  bool same_node(int a, int b) const {
+    const op_node &x = at(g_.ops, a), &y = at(g_.ops, b);
+    const op_attrs &p = x.attrs, &q = y.attrs;
+    return x.kind == y.kind && x.inputs == y.inputs && x.params == y.params && x.outputs == y.outputs &&
+           p.kernel == q.kernel && p.stride == q.stride && p.padding == q.padding && p.heads == q.heads &&
+           p.causal == q.causal && p.dropout == q.dropout && p.bias == q.bias && p.transpose_w == q.transpose_w &&
+           p.positions == q.positions && p.target == q.target;
+  }
+  // Whether op_terms(a, c) == op_terms(b, c) for every candidate c: the same node and candidates,
+  // and alike in everything else op_terms reads (which inputs are the model's, how many
+  // backwards read each input and output, recomputation, outputs read by other blocks). The
+  // ops of identical repeated blocks are: a 96-layer GPT prices one layer's ops.
+  bool ops_priced_alike(int a, int b) const {
+    if (!same_node(a, b) || at(op_sig_index_, a) != at(op_sig_index_, b) || recomputed(a) != recomputed(b) ||
+        at(readers_, a) != at(readers_, b) || at(read_by_other_block_, a) != at(read_by_other_block_, b))
+      return false;
+    const auto &ia = at(g_.op_inputs, a), &ib = at(g_.op_inputs, b);
+    if (ia.size() != ib.size()) return false;
+    for (std::size_t j = 0; j < ia.size(); ++j) {
+      const tensor_ref ra = at(ia, j), rb = at(ib, j);
+      if ((ra.op < 0) != (rb.op < 0)) return false;
+      if (ra.op >= 0 && at(at(readers_, ra.op), ra.index) != at(at(readers_, rb.op), rb.index)) return false;
+    }
+    return true;
+  }
+  // Whether param_terms(a, c) == param_terms(b, c) for every c: same shape, same candidates,
+  // both with one use or both with several.
+  bool params_priced_alike(int a, int b) const {
+    return at(g_.params, a).shape == at(g_.params, b).shape && (at(uses_, a) > 1) == (at(uses_, b) > 1) &&
+           at(param_sigs_, a) == at(param_sigs_, b);
+  }
   int op_key(int i) const;
   std::vector<int> param_tie_keys() const;
   void add_nodes(choice_problem& cp, const std::vector<int>* param_key);
@@ -615,6 +623,7 @@ class plan_problem {
   kernel_prices prices_;  ///< the profile's measured kernels for this dtype
   std::vector<std::vector<signature>> op_sigs_;
   std::vector<std::vector<int>> op_sig_index_;
+  std::vector<int> candidates_like_;  ///< per op: the first op with the same candidates, in order
   std::vector<std::vector<param_choice>> param_sigs_;
   std::vector<int> uses_;  ///< per parameter: how many op slots use it
   int blocks_ = 1;         ///< repeated blocks in the graph (at least 1)
@@ -623,15 +632,9 @@ class plan_problem {
   std::vector<edge_info> edges_;
   std::vector<std::vector<cost_terms>> unary_;  ///< per node: its candidates' own terms (add_nodes)
   choice_problem tied_, untied_;
-  mutable std::mutex box_memo_mutex_;
-  std::vector<int> edge_shape_;  ///< per edge: its tensor's id in shapes_
-  mutable std::vector<tensor_shape> shapes_;  ///< the shapes box() has seen, interned
-  /// Per shape id; searches point into them (a deque keeps them in place as it grows; no
-  /// <memory>, whose <atomic> brings POSIX ::link beside autoddl::link).
-  mutable std::deque<std::optional<boxing_graph>> box_graphs_;
-  mutable std::unordered_map<std::uint64_t, boxing_tree_search> box_trees_;  ///< searched on demand
-  mutable std::size_t box_tree_bytes_ = 0;
-  mutable std::unordered_map<std::uint64_t, path_summary> box_summaries_;  ///< by (shape, from, to)  ///< by (shape, source, target P axes)
+  boxing_book* book_;  ///< this context's searched paths (boxing_book_for), shared by problems
+  std::vector<int> edge_shape_;  ///< per edge: its tensor's id in book_
+  std::vector<boxing_lower_bound> box_bounds_;  ///< per shape id of an edge (build): read without the lock
 };
 
 inline void plan_problem::build() {
@@ -665,6 +668,16 @@ inline void plan_problem::build() {
   auto pair = [this](int e, int cu, int cv) { return edge_terms(e, cu, cv); };
   tied_.set_pair_cost(pair);
   untied_.set_pair_cost(pair);
+  {
+    const auto lock = book_->lock();
+    for (int sh : edge_shape_) {
+      if (std::ssize(box_bounds_) <= sh) resize(box_bounds_, sh + 1);
+      if (at(box_bounds_, sh).axes == 0) at(box_bounds_, sh) = make_boxing_lower_bound(book_->graph_locked(sh));
+    }
+  }
+  auto bound = [this](int e, int cu, int cv) { return edge_lower_bound(e, cu, cv); };
+  tied_.set_pair_lower_bound(bound);
+  untied_.set_pair_lower_bound(bound);
   tied_.finalize();
   untied_.finalize();
   untied_.share_pair_memo(tied_);  // same edges, classes and ports: price each pair once
@@ -679,12 +692,21 @@ inline void plan_problem::build_op_candidates() {
     detail::fail<layout_error>("plan_options::allowed has " + detail::itos(std::int64_t(o_.allowed.size())) +
                                " entries but graph '" + g_.name + "' has " + detail::itos(nops) +
                                " ops; give at most one allow-list per op");
+  std::vector<std::pair<int, std::vector<signature>>> seen;  // an op of each distinct node, its signatures
   for (int i = 0; i < nops; ++i) {
-    std::vector<signature> all = signatures(at(g_.ops, i), o_.mesh);
+    auto f = std::find_if(seen.begin(), seen.end(), [&](const auto& s) { return same_node(s.first, i); });
+    if (f == seen.end()) f = seen.insert(seen.end(), {i, signatures(at(g_.ops, i), o_.mesh)});
+    const std::vector<signature>& all = f->second;
     std::vector<int>& index = at(op_sig_index_, i);
     const bool listed = i < std::ssize(o_.allowed) && !at(o_.allowed, i).empty();
     for (int k = 0; k < int(all.size()); ++k) index.push_back(k);
     if (listed) index = at(o_.allowed, i);
+    candidates_like_.push_back(i);
+    for (int j = 0; j < i; ++j)
+      if (at(candidates_like_, j) == j && same_node(j, i) && at(op_sig_index_, j) == index) {
+        candidates_like_.back() = j;
+        break;
+      }
     for (int k : index) {
       if (k < 0 || k >= std::ssize(all))
         detail::fail<layout_error>("op '" + at(g_.ops, i).name + "' allows signature " + detail::itos(k) + " but has " +
@@ -755,14 +777,23 @@ inline std::vector<int> plan_problem::param_tie_keys() const {
 // One node per op and per parameter, with its candidates' own terms; tied by key when param_key
 // is given (the tied problem), each its own group otherwise.
 inline void plan_problem::add_nodes(choice_problem& cp, const std::vector<int>* param_key) {
-  if (unary_.empty()) {  // priced once, for both problems
-    for (int i = 0; i < int(g_.ops.size()); ++i) {
+  if (unary_.empty()) {  // priced once, for both problems; a node priced like an earlier one copies it
+    std::vector<int> priced;  // nodes priced so far, each unlike the others
+    auto alike = [&](int n) {
+      return std::find_if(priced.begin(), priced.end(), [&](int m) { return n < nops() ? ops_priced_alike(m, n) : m >= nops() && params_priced_alike(m - nops(), n - nops()); });
+    };
+    for (int n = 0; n < nops() + int(g_.params.size()); ++n) {
+      if (const auto f = alike(n); f != priced.end()) {
+        std::vector<cost_terms> copy = at(unary_, *f);
+        unary_.push_back(std::move(copy));
+        continue;
+      }
+      priced.push_back(n);
       std::vector<cost_terms>& u = unary_.emplace_back();
-      for (int c = 0; c < int(at(op_sigs_, i).size()); ++c) u.push_back(op_terms(i, c));
-    }
-    for (int p = 0; p < int(g_.params.size()); ++p) {
-      std::vector<cost_terms>& u = unary_.emplace_back();
-      for (int c = 0; c < int(at(param_sigs_, p).size()); ++c) u.push_back(param_terms(p, c));
+      if (n < nops())
+        for (int c = 0; c < int(at(op_sigs_, n).size()); ++c) u.push_back(op_terms(n, c));
+      else
+        for (int c = 0; c < int(at(param_sigs_, n - nops()).size()); ++c) u.push_back(param_terms(n - nops(), c));
     }
   }
   for (int i = 0; i < int(g_.ops.size()); ++i) cp.add_node(at(unary_, i), param_key ? op_key(i) : -1);
@@ -787,6 +818,7 @@ inline void plan_problem::add_edges(const std::vector<int>& param_key) {
   // (op, role, tensor index), registered in both problems under the same id.
   std::map<std::tuple<int, int, int>, int> port_ids;
   auto ports = [&](int op, int role, int index) {  // role 0: output, 1: input, 2: parameter
+    op = at(candidates_like_, op);  // ops with the same candidates share their maps
     auto [it, fresh] = port_ids.try_emplace({op, role, index}, 0);
     if (!fresh) return it->second;
     std::vector<nd_sbp> seen;
@@ -803,8 +835,9 @@ inline void plan_problem::add_edges(const std::vector<int>& param_key) {
   };
   auto add = [&](edge_info ei, int c, int u_ports) {
     edges_.push_back(ei);
-    edge_shape_.push_back(shape_id_locked(ei.param ? at(g_.params, ei.from_node - int(g_.ops.size())).shape
-                                                   : at(at(g_.ops, ei.from_node).outputs, ei.producer_output)));
+    const auto lock = book_->lock();
+    edge_shape_.push_back(book_->shape_id_locked(ei.param ? at(g_.params, ei.from_node - int(g_.ops.size())).shape
+                                                          : at(at(g_.ops, ei.from_node).outputs, ei.producer_output)));
     const int v_ports = ports(ei.to_node, ei.param ? 2 : 1, ei.tensor_index);
     tied_.add_edge(ei.from_node, ei.to_node, c, u_ports, v_ports);
     untied_.add_edge(ei.from_node, ei.to_node, c, u_ports, v_ports);

@@ -6,6 +6,8 @@
 // class (edges between corresponding ops of identical blocks share one class).
 #include <algorithm>
 #include <cstddef>
+#include <cstdint>
+#include <deque>
 #include <functional>
 #include <optional>
 #include <string>
@@ -70,6 +72,10 @@ class choice_problem {
     return m < 0 ? candidates(side == 0 ? ed.u : ed.v) : at(port_counts_, m);
   }
   void set_pair_cost(pair_fn f) { pair_ = std::move(f); }
+  /// A cheap lower bound on every term of pair(edge, cu, cv) (e.g. boxing_lower_bound's time
+  /// on the comm terms, zero elsewhere): the descent skips a move whose bound ranks out of
+  /// reach without pricing its pairs. Without one the bound is zero (terms are never negative).
+  void set_pair_lower_bound(pair_fn f) { pair_bound_ = std::move(f); }
 
   /// Freezes the groups: call once after the last add_node.
   void finalize() {
@@ -101,7 +107,8 @@ class choice_problem {
     build_group_items();
     int classes = 0;
     for (const auto& e : edges_) classes = std::max(classes, e.cls + 1);
-    own_memo_.assign(std::size_t(classes), {});
+    own_memo_.slot.assign(std::size_t(classes), {});
+    own_memo_.prices.clear();
     memo_source_ = nullptr;
     for (const auto& e : edges_)
       for (int m : {e.u_ports, e.v_ports})
@@ -112,7 +119,7 @@ class choice_problem {
   /// Uses o's memo of pair costs from now on (both finalized). @pre o has the same edges with
   /// the same classes, ports and pair costs, e.g. the same problem with other groups.
   void share_pair_memo(const choice_problem& o) {
-    if (o.edges_.size() != edges_.size() || o.memo().size() != memo().size())
+    if (o.edges_.size() != edges_.size() || o.memo().slot.size() != memo().slot.size())
       detail::fail("share_pair_memo needs two finalized problems with the same edges and classes");
     for (std::size_t e = 0; e < edges_.size(); ++e)
       if (o.edges_[e].cls != edges_[e].cls || o.ports(int(e), 0) != ports(int(e), 0) || o.ports(int(e), 1) != ports(int(e), 1))
@@ -147,16 +154,37 @@ class choice_problem {
   /// 625 x 625 port pairs, most of which no move ever asks for.
   const cost_terms& pair(int e, int cu, int cv) const {
     const choice_edge& ed = at(edges_, e);
-    auto& m = at(memo(), ed.cls);
+    pair_memo& memo_ = memo();
+    auto& m = at(memo_.slot, ed.cls);
     const int ku = ports(e, 0), kv = ports(e, 1);
     if (m.empty()) m.resize(std::size_t(ku));
     auto& row = at(m, port(e, 0, cu));
-    if (row.empty()) row.resize(std::size_t(kv));
+    if (row.empty()) row.assign(std::size_t(kv), -1);
     if (int(m.size()) != ku || int(row.size()) != kv)
       detail::fail("edges of one class must join nodes with the same candidate and port counts");
-    auto& slot = at(row, port(e, 1, cv));
-    if (!slot) slot = pair_ ? pair_(e, cu, cv) : cost_terms{};
-    return *slot;
+    std::int32_t& slot = at(row, port(e, 1, cv));
+    if (slot < 0) {
+      memo_.prices.push_back(pair_ ? pair_(e, cu, cv) : cost_terms{});
+      slot = std::int32_t(memo_.prices.size() - 1);
+    }
+    return memo_.prices[std::size_t(slot)];
+  }
+
+  /// Each term of pair(e, cu, cv) or less: the memoised price where it is known, else the
+  /// bound set_pair_lower_bound gave (zero without one). Prices nothing.
+  cost_terms pair_lower_bound(int e, int cu, int cv) const {
+    if (const cost_terms* known = memoised(e, cu, cv)) return *known;
+    return pair_bound_ ? pair_bound_(e, cu, cv) : cost_terms{};
+  }
+  /// The memoised price of pair(e, cu, cv), or nullptr where it is not priced yet.
+  const cost_terms* memoised(int e, int cu, int cv) const {
+    const pair_memo& memo_ = memo();
+    const auto& m = at(memo_.slot, at(edges_, e).cls);
+    if (m.empty()) return nullptr;
+    const auto& row = at(m, port(e, 0, cu));
+    if (row.empty()) return nullptr;
+    const std::int32_t slot = at(row, port(e, 1, cv));
+    return slot < 0 ? nullptr : &memo_.prices[std::size_t(slot)];
   }
 
   /// Total terms of a full assignment (one pick per group).
@@ -175,6 +203,7 @@ class choice_problem {
   std::vector<std::vector<int>> port_maps_;
   std::vector<int> port_counts_;
   pair_fn pair_;
+  pair_fn pair_bound_;
   std::vector<int> group_of_;
   std::vector<std::vector<int>> groups_;
   std::vector<std::vector<int>> incident_;
@@ -211,9 +240,15 @@ class choice_problem {
       }
     }
   }
-  using pair_memo = std::vector<std::vector<std::vector<std::optional<cost_terms>>>>;
-  /// Per class, per port of u, per port of v: this problem's own, or (share_pair_memo) the one of
-  /// memo_source_, which must outlive this problem (a plan_problem holds both).
+  /// Per class, per port of u, per port of v: the index of the price in `prices` (-1: not priced
+  /// yet; 4 bytes a slot where an optional price took 72: a 4-D class has 390,625 of them);
+  /// a deque, so a price once made stays where pair() returned it. This problem's own, or
+  /// (share_pair_memo) the one of memo_source_, which must outlive this problem (a
+  /// plan_problem holds both).
+  struct pair_memo {
+    std::vector<std::vector<std::vector<std::int32_t>>> slot;
+    std::deque<cost_terms> prices;
+  };
   mutable pair_memo own_memo_;
   const choice_problem* memo_source_ = nullptr;
   const choice_problem& memo_owner() const { return memo_source_ ? memo_source_->memo_owner() : *this; }

@@ -10,7 +10,9 @@
 //   exhaustive  every tied assignment (tiny models only)
 // The auto strategy's descent also starts from the tied optimum of the additive objective (the DP
 // over the groups, exact.hpp) where that prices at most 500,000 port pairs (a count, not a clock,
-// so the plan does not depend on the machine's load).
+// so the plan does not depend on the machine's load). Beyond that count (4-D meshes) it starts
+// also from the mesh axes taken as coordinates (per_axis_seed: per axis, the tied DP over the
+// candidates that keep the other axes' layouts).
 // optimal_gap: when the DP solves the model within its budget (0.25 s or 10 % of the search), the
 // descent is rerun on the additive objective and compared with the DP optimum,
 // (descent - optimum) / optimum; the DP relaxes the memory limit, so this bounds the true gap
@@ -67,7 +69,7 @@ inline constexpr double tied_seed_budget_s = 10;
 
 inline descent_result auto_descent(const plan_problem& pp, const objective& obj, std::uint64_t seed,
                                    const std::vector<std::vector<int>>& expert_picks,
-                                   const std::vector<std::vector<int>>& tied_seeds = {}) {
+                                   const std::vector<std::vector<int>>& tied_seeds = {}, bool joint_seeds = true) {
   const choice_problem& t = pp.tied();
   std::vector<std::vector<int>> starts;
   for (const auto& ep : expert_picks) {  // project: each group takes its first node's pick
@@ -85,7 +87,7 @@ inline descent_result auto_descent(const plan_problem& pp, const objective& obj,
   // tied plan need not untie best (the small GPT on 2x2x2: the tied optimum's untied descent
   // ends 1.6 % above the experts' on the additive objective), so the seeds only ever add.
   for (const auto& sd : tied_seeds) {
-    const descent_result ts = descend(t, obj, sd, /*joint=*/true);
+    const descent_result ts = descend(t, obj, sd, joint_seeds);
     if (ts.pick == tied.pick) continue;  // where the others ended: nothing new to untie
     descent_result d = descend(pp.untied(), obj, pp.untie(ts.pick));
     if (obj.rank(d.totals) < obj.rank(best.totals)) best = std::move(d);
@@ -125,11 +127,103 @@ inline std::vector<std::vector<int>> tied_optimum_seeds(const plan_problem& pp, 
   return {ex.result->pick};
 }
 
+// Whether a and b agree on every mesh axis but `axis`.
+inline bool agree_off_axis(const nd_sbp& a, const nd_sbp& b, int axis) {
+  for (int i = 0; i < a.size(); ++i)
+    if (i != axis && !(a[i] == b[i])) return false;
+  return true;
+}
+
+// Tied group g's candidates that agree with its candidate c0 on every mesh axis but `axis`
+// (an op: every tensor's nd-SBP; a parameter: its storage, summing and update layouts); c0
+// among them.
+inline std::vector<int> axis_neighbours(const plan_problem& pp, int g, int c0, int axis) {
+  const int n = pp.tied().group_nodes(g)[0], nops = int(pp.model().ops.size());
+  std::vector<int> out;
+  for (int c = 0; c < pp.tied().group_candidates(g); ++c) {
+    bool same = true;
+    if (n < nops) {
+      const signature &x = pp.op_candidate(n, c), &y = pp.op_candidate(n, c0);
+      for (const auto side : {&signature::inputs, &signature::params, &signature::outputs})
+        for (std::size_t j = 0; same && j < (x.*side).size(); ++j) same = agree_off_axis((x.*side)[j], (y.*side)[j], axis);
+    } else {
+      const param_choice &x = pp.param_candidate(n - nops, c), &y = pp.param_candidate(n - nops, c0);
+      same = agree_off_axis(x.storage, y.storage, axis) && agree_off_axis(x.grad_sum, y.grad_sum, axis) &&
+             agree_off_axis(x.update, y.update, axis);
+    }
+    if (same) out.push_back(c);
+  }
+  return out;
+}
+
+// The tied optimum of the additive objective over the picks that change only mesh axis `axis`
+// of `pick` (each group among its axis_neighbours: a handful of candidates, so the DP over
+// groups is cheap where the whole one is not), or nullopt over budget.
+inline std::optional<std::vector<int>> axis_optimum(const plan_problem& pp, const std::vector<int>& pick, int axis,
+                                                    double budget_s) {
+  const choice_problem& t = pp.tied();
+  std::vector<std::vector<int>> keep;
+  for (int g = 0; g < t.groups(); ++g) keep.push_back(axis_neighbours(pp, g, at(pick, g), axis));
+  choice_problem sub;
+  for (int n = 0; n < t.nodes(); ++n) {
+    std::vector<cost_terms> u;
+    for (int c : at(keep, t.group_of(n))) u.push_back(t.unary(n, c));
+    sub.add_node(std::move(u), t.group_of(n));
+  }
+  for (int e = 0; e < int(t.edges().size()); ++e) sub.add_edge(at(t.edges(), e).u, at(t.edges(), e).v, e);
+  auto original = [&t, &keep](int e, int cu, int cv) {
+    const choice_edge& ed = at(t.edges(), e);
+    return std::pair<int, int>{at(at(keep, t.group_of(ed.u)), cu), at(at(keep, t.group_of(ed.v)), cv)};
+  };
+  sub.set_pair_cost([&t, original](int e, int cu, int cv) {
+    const auto [x, y] = original(e, cu, cv);
+    return t.pair(e, x, y);
+  });
+  sub.finalize();
+  const bounded_exact ex = tied_series_parallel_optimum_within(sub, budget_s);
+  if (!ex.result) return std::nullopt;
+  std::vector<int> out(std::size_t(t.groups()));
+  for (int n = 0; n < t.nodes(); ++n) at(out, t.group_of(n)) = at(at(keep, t.group_of(n)), at(ex.result->pick, sub.group_of(n)));
+  return out;
+}
+
+/// Where the whole tied DP is out of reach (4-D meshes: 2401 candidates an op): the mesh axes
+/// as coordinates. From `start`, each axis in turn takes the tied optimum of the additive
+/// objective with the other axes' layouts fixed (axis_optimum), while a round improves it
+/// (at most `rounds`): many groups move at once along one axis, which single and pair moves
+/// of the descent cannot. A start for the descent, kept where it ends better.
+inline std::vector<int> per_axis_seed(const plan_problem& pp, std::vector<int> pick, double budget_s, int rounds = 4) {
+  double best = pp.tied().evaluate(pick).serial_time();
+  for (int round = 0; round < rounds; ++round) {
+    bool moved = false;
+    for (int a = 0; a < pp.options().mesh.size(); ++a) {
+      const std::optional<std::vector<int>> next = axis_optimum(pp, pick, a, budget_s);
+      if (!next) continue;
+      const double v = pp.tied().evaluate(*next).serial_time();
+      if (v < best * (1 - 1e-12)) {
+        best = v;
+        pick = *next;
+        moved = true;
+      }
+    }
+    if (!moved) break;
+  }
+  return pick;
+}
+
 inline void solve_auto(const plan_problem& pp, std::uint64_t seed, plan_result& r) {
   const auto t0 = std::chrono::steady_clock::now();
-  const std::vector<std::vector<int>> seeds = tied_optimum_seeds(pp, tied_seed_budget_s);
+  std::vector<std::vector<int>> seeds = tied_optimum_seeds(pp, tied_seed_budget_s);
+  bool joint_seeds = true;
+  if (seeds.empty() && tied_port_pairs(pp.tied()) > tied_seed_max_pairs && pp.options().mesh.size() > 1) {
+    const std::vector<int> dp = make_expert_plan(pp, expert::dp).pick;  // from data parallel, tied
+    std::vector<int> s(std::size_t(pp.tied().groups()));
+    for (int gi = 0; gi < pp.tied().groups(); ++gi) at(s, gi) = at(dp, pp.tied().group_nodes(gi)[0]);
+    seeds.push_back(per_axis_seed(pp, std::move(s), tied_seed_budget_s));
+    joint_seeds = false;  // single moves from it: joint ones over 2401 x 2401 picks cost more than they found
+  }
   if (!seeds.empty()) r.tied_seed = seeds[0];
-  descent_result d = auto_descent(pp, pp.make_objective(), seed, expert_starts(pp), seeds);
+  descent_result d = auto_descent(pp, pp.make_objective(), seed, expert_starts(pp), seeds, joint_seeds);
   r.pick = std::move(d.pick);
   r.runner_up = std::move(d.runner_up);
   r.search_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -148,7 +242,8 @@ inline void attach_optimal_gap(const plan_problem& pp, std::uint64_t seed, plan_
   if (ex.result) {
     std::vector<std::vector<int>> seeds;
     if (!r.tied_seed.empty()) seeds.push_back(r.tied_seed);
-    descent_result ds = detail::auto_descent(pp, pp.serial_objective(), seed, detail::expert_starts(pp), seeds);
+    const bool joint_seeds = tied_port_pairs(pp.tied()) <= detail::tied_seed_max_pairs;  // as solve_auto
+    descent_result ds = detail::auto_descent(pp, pp.serial_objective(), seed, detail::expert_starts(pp), seeds, joint_seeds);
     const double got = ds.totals.serial_time();
     r.optimal_gap = ex.result->time > 0 ? (got - ex.result->time) / ex.result->time : 0.0;
     r.exact = exact_status::solved;

@@ -17,6 +17,7 @@
 #include "autoddl/cost/hardware.hpp"
 #include "autoddl/search/coordinate_descent.hpp"
 #include "autoddl/search/exact.hpp"
+#include "autoddl/ops/signatures.hpp"
 
 #include "terms_oracle.hpp"
 
@@ -299,4 +300,85 @@ TEST_CASE("the series-parallel DP by classes of picks finds the optimum every pi
     }
   }
   CHECK(checked_exhaustive >= 5);
+}
+
+TEST_CASE("pair lower bounds skip moves without changing what the descent picks", "[search][descent]") {
+  // The bound of a pair is its table entry scaled term by term by a factor in [0, 1] drawn here
+  // (0: no information; 1: the price itself), the transient and memory sometimes dropped.
+  for (std::uint64_t seed = 1; seed <= 60; ++seed) {
+    const auto t = make_tables(seed);
+    INFO("seed " << seed);
+    for (bool tie : {true, false}) {
+      const choice_problem plain = make_problem(t, tie, /*ports=*/true);
+      choice_problem bounded = make_problem(t, tie, /*ports=*/true);
+      const auto scale = std::make_shared<std::vector<double>>();
+      std::mt19937_64 rng(seed * 13 + (tie ? 1 : 0));
+      for (int i = 0; i < 64; ++i) scale->push_back(i % 5 == 0 ? 1.0 : std::uniform_real_distribution<double>(0, 1)(rng));
+      bounded.set_pair_lower_bound([t, scale](int e, int cu, int cv) {
+        const auto [u, v] = t->edges[std::size_t(e)];
+        const int pu = t->port[std::size_t(u % t->width)][std::size_t(cu)], pv = t->port[std::size_t(v % t->width)][std::size_t(cv)];
+        cost_terms x = t->pair[std::size_t(t->cls[std::size_t(e)])][std::size_t(pu)][std::size_t(pv)];
+        const double f = (*scale)[std::size_t(e * 7 + pu * 3 + pv) % scale->size()];
+        x.compute_fwd *= f, x.compute_bwd *= f, x.comm_fwd *= f, x.comm_bwd *= f, x.comm_grad *= f, x.bytes *= f;
+        if (f < 0.5) x.memory = 0, x.transient = 0;
+        return x;
+      });
+      for (double limit : {0.0, 40.0}) {
+        const objective ob{[](const cost_terms& x) { return x.compute() + x.comm_fwd + x.comm_bwd + std::max(x.compute_bwd, x.comm_grad); },
+                           limit, /*monotone=*/true};
+        std::vector<int> start(static_cast<std::size_t>(plain.groups()));
+        for (int g = 0; g < plain.groups(); ++g) start[std::size_t(g)] = int(rng() % std::uint64_t(plain.group_candidates(g)));
+        const descent_result a = descend(plain, ob, start, /*joint=*/tie);
+        const descent_result b = descend(bounded, ob, start, /*joint=*/tie);
+        INFO("tied " << tie << " memory limit " << limit);
+        CHECK(a.pick == b.pick);
+        CHECK(a.totals.serial_time() == b.totals.serial_time());
+        CHECK(a.runner_up == b.runner_up);
+      }
+    }
+  }
+}
+
+TEST_CASE("the boxing lower bound is at most the cheapest path and exact for one collective", "[search][boxing]") {
+  hardware hw;
+  hw.devices_per_node = 4;
+  hw.intra_node = autoddl::link{1e-6, 1e11};
+  hw.inter_node = autoddl::link{5e-6, 1e10};
+  struct mesh_case {
+    const char* mesh;
+    tensor_shape shape;
+  };
+  for (const auto& [m, shape] : {mesh_case{"2x2x2", {8, 4}}, mesh_case{"2x4", {8, 12, 4}}, mesh_case{"2x2x2x2", {4, 8}},
+                                 mesh_case{"8", {8, 8}}}) {
+    const mesh_shape mesh = parse_mesh(m);
+    const device_mesh dm = make_device_mesh(mesh, hw);
+    const boxing_lower_bound lb = make_boxing_lower_bound(make_boxing_graph(mesh, shape, 4, alpha_beta_cost{dm}));
+    const std::vector<nd_sbp> layouts = all_layouts(mesh, shape);
+    int tight = 0;
+    for (const nd_sbp& from : layouts)
+      for (const nd_sbp& to : layouts) {
+        const double cost = cheapest_boxing({from, to, mesh, shape, 4}, alpha_beta_cost{dm}).cost;
+        INFO(m << " " << to_string(from) << " -> " << to_string(to));
+        CHECK(lb(from, to) <= cost * (1 + 1e-12));
+        CHECK(lb(from, to) >= 0);
+        tight += lb(from, to) >= cost * (1 - 1e-12);
+        CHECK(lb.between(from, true, to, false) == lb(dual(from), to));  // the duals read in place
+        CHECK(lb.between(from, true, to, true) == lb(dual(from), dual(to)));
+      }
+    INFO(m);
+    CHECK(tight >= int(layouts.size()));  // at least every from == to, and some single steps
+  }
+  // One axis of 8 on one link (closed forms, Thakur et al. 2005): an all-gather of T is
+  // 7 alpha + 7/8 T / beta; a P -> B is the ring all-reduce 14 alpha + 14/8 T / beta.
+  const mesh_shape mesh = parse_mesh("8");
+  const device_mesh dm = make_device_mesh(mesh, hw);  // 8 devices, 4 per node: the inter-node link
+  const boxing_lower_bound lb = make_boxing_lower_bound(make_boxing_graph(mesh, {64, 8}, 4, alpha_beta_cost{dm}));
+  const double bytes = 64 * 8 * 4, alpha = 5e-6, beta = 1e10;
+  nd_sbp s0, b, p;
+  s0.push_back(S(0));
+  b.push_back(B);
+  p.push_back(P);
+  CHECK(std::abs(lb(s0, b) - (7 * alpha + 7.0 / 8 * bytes / beta)) <= 1e-15);
+  CHECK(std::abs(lb(p, b) - (14 * alpha + 14.0 / 8 * bytes / beta)) <= 1e-15);
+  CHECK(lb(b, s0) == 0);  // a split is local
 }

@@ -1,0 +1,90 @@
+// The planner's pricing shortcuts against pricing each thing on its own:
+//   - ops (and parameters) priced alike copy one price: every op's candidates equal op_terms of
+//     that op, every parameter's param_terms, on a GPT of identical blocks on 2-D and 3-D meshes;
+//   - a boxing_book shared by problems of one context gives the path boxing_cost finds alone,
+//     and problems of one context share one book, of another context not.
+#include <catch2/catch_test_macros.hpp>
+
+#include <string>
+#include <vector>
+
+#include "autoddl/cost/boxing_book.hpp"
+#include "autoddl/cost/hardware_io.hpp"
+#include "autoddl/models/zoo.hpp"
+#include "autoddl/search.hpp"
+
+using namespace autoddl;
+
+namespace {
+
+bool same_terms(const cost_terms& a, const cost_terms& b) {
+  return a.compute_fwd == b.compute_fwd && a.compute_bwd == b.compute_bwd && a.comm_fwd == b.comm_fwd &&
+         a.comm_bwd == b.comm_bwd && a.comm_grad == b.comm_grad && a.memory == b.memory && a.transient == b.transient &&
+         a.bytes == b.bytes;
+}
+
+}  // namespace
+
+TEST_CASE("ops of identical blocks priced once carry every op's own price", "[search][planner]") {
+  for (const char* mesh : {"2x4", "2x2x2"})
+    for (recompute_mode r : {recompute_mode::none, recompute_mode::selective, recompute_mode::full}) {
+      plan_options o;
+      o.mesh = parse_mesh(mesh);
+      o.hw = load_hardware("dgx-a100");
+      o.type = dtype::bf16;
+      o.recompute = r;
+      o.microbatches = 2;
+      const plan_problem pp(build_model("gpt:layers=3,hidden=64,heads=4,seq=32,batch=16,vocab=128", 2), o);
+      const choice_problem& p = pp.untied();
+      int checked = 0;
+      for (int i = 0; i < int(pp.model().ops.size()); ++i)
+        for (int c = 0; c < p.candidates(i); ++c) {
+          INFO(mesh << " recompute " << to_string(r) << " op " << pp.model().ops[std::size_t(i)].name << " candidate " << c);
+          CHECK(same_terms(p.unary(i, c), pp.op_terms(i, c)));
+          ++checked;
+        }
+      for (int q = 0; q < int(pp.model().params.size()); ++q)
+        for (int c = 0; c < p.candidates(pp.param_node(q)); ++c) {
+          INFO(mesh << " parameter " << q << " candidate " << c);
+          CHECK(same_terms(p.unary(pp.param_node(q), c), pp.param_terms(q, c)));
+        }
+      CHECK(checked > 1000);
+    }
+}
+
+TEST_CASE("a boxing book shared by the problems of one context prices every path as boxing_cost alone",
+          "[search][boxing]") {
+  hardware hw = load_hardware("dgx-a100");
+  const mesh_shape mesh = parse_mesh("2x2x2");
+  const device_mesh dm = make_device_mesh(mesh, hw);
+  boxing_book& book = boxing_book_for(dm, hw.measured.copy, 2);
+  CHECK(&book == &boxing_book_for(dm, hw.measured.copy, 2));
+  CHECK(&book != &boxing_book_for(dm, hw.measured.copy, 4));  // another element size
+  hardware slower = hw;
+  slower.intra_node.alpha *= 2;  // 2x2x2 on dgx-a100 runs over its intra-node links only
+  CHECK(&book != &boxing_book_for(make_device_mesh(parse_mesh("2x2x2"), slower), hw.measured.copy, 2));
+  const tensor_shape shape{8, 4, 6};
+  std::vector<nd_sbp> layouts{nd_sbp{}};
+  for (int a = 0; a < mesh.size(); ++a) {
+    std::vector<nd_sbp> next;
+    for (const nd_sbp& v : layouts)
+      for (sbp s : {B, P, S(0), S(1), S(2)}) {
+        nd_sbp w = v;
+        w.push_back(s);
+        if (a + 1 < mesh.size() || divides(shape, layout{w, mesh})) next.push_back(w);
+      }
+    layouts = std::move(next);
+  }
+  const auto lock = book.lock();
+  const int id = book.shape_id_locked(shape);
+  for (const nd_sbp& from : layouts)
+    for (const nd_sbp& to : layouts) {
+      const boxing_path alone = boxing_cost({from, to, mesh, shape, 2}, dm);
+      const path_summary s = book.summary_locked(from, to, id);
+      INFO(to_string(from) << " -> " << to_string(to));
+      CHECK(s.seconds == alone.cost);
+      CHECK(s.steps == alone.size());
+      CHECK(s.bytes == alone.bytes_per_device());
+      CHECK(s.copy_seconds == path_copy_time(alone, hw.measured.copy));
+    }
+}
