@@ -1,6 +1,6 @@
 // Pipelines on this machine's MPI ranks: predicted against measured step (search/pipeline.hpp's
 // 1F1B price, runtime/trainer.hpp's stages), for a small GPT on 4 ranks as 2 stages of 2
-// devices, with megatron:tp=2,pp=2 and with auto layouts inside the stages, at 2 and 4
+// devices, with megatron:tp=2,pp=2 and with auto layouts inside the stages, at 2, 4 and 8
 // micro-batches, next to the plan without a pipeline on 2x2.
 //
 // The plans are timed interleaved (benchmarks/interleaved.hpp): each round runs one
@@ -101,7 +101,7 @@ std::vector<runnable> prepare(const options& o, int ranks) {
   const auto build = [&](int m) { return build_model(o.model, m); };
   const std::int64_t batch = graph_batch(build_model(o.model));
   std::vector<runnable> rows;
-  for (int m : {2, 4}) {
+  for (int m : {2, 4, 8}) {
     step_settings pin;
     pin.microbatches = m;
     rows.push_back(pipelined("megatron:tp=2,pp=2 m=" + std::to_string(m),
