@@ -84,6 +84,13 @@ inline chosen_plan plan_with_pipelines(const std::function<graph(int)>& build, s
   return piped;
 }
 
+/// Stage i's ops as the reports name them: "first op .. last op".
+inline std::string stage_ops(const pipeline_plan& p, const graph& g, int i) {
+  const int first = at(p.cut_ops, i);
+  const int last = (i + 1 < int(p.cut_ops.size()) ? at(p.cut_ops, i + 1) : int(g.ops.size())) - 1;
+  return at(g.ops, first).name + " .. " + at(g.ops, last).name;
+}
+
 /// The pipeline section of the table: stages, cuts, bubble, per-stage predicted time and memory.
 inline void print_pipeline(const pipeline_plan& p, const graph& g) {
   fmt::print("\npipeline  {} stages x {} micro-batches{}, 1F1B: bubble {:.1f}% ((p - 1) / {}m), predicted step {}\n",
@@ -93,10 +100,8 @@ inline void print_pipeline(const pipeline_plan& p, const graph& g) {
   fmt::print("{:<6} {:<32} {:>12} {:>12} {:>12} {:>12}\n", "stage", "ops", "per micro-b.", "send", "sync+update",
              "memory");
   for (int i = 0; i < int(p.stages.size()); ++i) {
-    const int first = at(p.cut_ops, i);
-    const int last = (i + 1 < int(p.cut_ops.size()) ? at(p.cut_ops, i + 1) : int(g.ops.size())) - 1;
     const stage_figures& f = at(p.stages, i);
-    fmt::print("{:<6} {:<32} {:>12} {:>12} {:>12} {:>12}\n", i, at(g.ops, first).name + " .. " + at(g.ops, last).name,
+    fmt::print("{:<6} {:<32} {:>12} {:>12} {:>12} {:>12}\n", i, stage_ops(p, g, i),
                seconds(f.slot_s), seconds(f.send_s), seconds(f.step_s), si(f.memory, "B"));
   }
 }

@@ -99,13 +99,6 @@ inline double predicted_busy_s(const pipeline_plan& p, int i) {
   return p.shape.microbatches * f.slot_s + f.step_s;
 }
 
-/// The stages' names: "first op .. last op".
-inline std::string stage_ops(const pipeline_plan& p, const graph& g, int i) {
-  const int first = at(p.cut_ops, i);
-  const int last = (i + 1 < int(p.cut_ops.size()) ? at(p.cut_ops, i + 1) : int(g.ops.size())) - 1;
-  return at(g.ops, first).name + " .. " + at(g.ops, last).name;
-}
-
 /// --json's "stages": per stage its ops and predicted against measured time, bytes and memory.
 inline nlohmann::json stages_json(const pipeline_plan& p, const graph& g, const std::vector<stage_measure>& m) {
   nlohmann::json a = nlohmann::json::array();

@@ -421,8 +421,7 @@ inline pipeline_plan price_pipeline(micro_batched_plan&& layouts, const pipeline
 /// step time and feasibility under base's memory limit. Throws layout_error when the cuts are
 /// not s.stages ascending units beginning with 0.
 inline pipeline_plan price_pipeline_at(micro_batched_plan&& layouts, const pipeline_shape& s, const plan_options& base,
-                                       const std::vector<int>& cuts) {
-  const unit_costs u = pipeline_unit_costs(*layouts.problem, layouts.result.pick);
+                                       const std::vector<int>& cuts, const unit_costs& u) {
   bool ok = int(cuts.size()) == s.stages && !cuts.empty() && cuts.front() == 0 && cuts.back() < u.units();
   for (std::size_t i = 1; ok && i < cuts.size(); ++i) ok = cuts[i - 1] < cuts[i];
   if (!ok)
@@ -443,6 +442,13 @@ inline pipeline_plan price_pipeline_at(micro_batched_plan&& layouts, const pipel
   return r;
 }
 
+/// The same, its unit costs computed from `layouts` (pipeline_unit_costs).
+inline pipeline_plan price_pipeline_at(micro_batched_plan&& layouts, const pipeline_shape& s, const plan_options& base,
+                                       const std::vector<int>& cuts) {
+  const unit_costs u = pipeline_unit_costs(*layouts.problem, layouts.result.pick);
+  return price_pipeline_at(std::move(layouts), s, base, cuts, u);
+}
+
 namespace detail {
 
 inline pipeline_plan price_pipeline(micro_batched_plan&& layouts, const pipeline_shape& s, const plan_options& base) {
@@ -451,7 +457,7 @@ inline pipeline_plan price_pipeline(micro_batched_plan&& layouts, const pipeline
   std::optional<std::vector<int>> cuts = balance_cuts(u, s, stage_link, memory_limit_of(base));
   const bool fits = cuts.has_value();
   if (!cuts) cuts = balance_cuts(u, s, stage_link, 0);
-  pipeline_plan r = price_pipeline_at(std::move(layouts), s, base, *cuts);
+  pipeline_plan r = price_pipeline_at(std::move(layouts), s, base, *cuts, u);  // the unit costs priced once
   r.feasible = fits;
   return r;
 }
