@@ -1,11 +1,13 @@
 // A typed MLP trained on 2 MPI ranks: the first layer is pinned data parallel, the rest is left
 // to the search; the compiler checks the pinned layouts, solve_plan picks the others, and the
-// trainer runs the plan (one dispatch per op per step), sending exactly the predicted bytes.
+// trainer runs each layer through the compiled instance of its pick (typed_program), sending
+// exactly the predicted bytes.
 //   mpirun -np 2 build/examples/typed_mlp_train
 #include <autoddl/backend/cpu.hpp>
 #include <autoddl/backend/mpi.hpp>
 #include <autoddl/cost/hardware_io.hpp>
 #include <autoddl/runtime/trainer.hpp>
+#include <autoddl/runtime/typed_program.hpp>
 #include <autoddl/search.hpp>
 
 #include <cstdio>
@@ -35,6 +37,7 @@ int main(int argc, char** argv) {
     train_options to;
     to.lr = 1e-2;
     trainer<float, cpu_device, mpi::mpi_mesh_comm> t(pp, plan.pick, dev, comm, to);
+    t.run_instances(typed_program<mlp, float, cpu_device>(chosen_signatures(pp, plan)));
     double first = 0, last = 0;
     for (int step = 0; step < 30; ++step) {
       last = t.train_step(step % 2);  // two batches, seen again and again: the loss must fall

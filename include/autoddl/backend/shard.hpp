@@ -23,14 +23,12 @@ struct shard_info {
   friend constexpr bool operator==(const shard_info&, const shard_info&) = default;
 };
 
-/// The block of `global` that the device at `coord` holds under `sbp` on `mesh`.
-/// B and P axes do not move the block (a P device holds a whole-shape addend).
-/// @pre coord[i] < mesh[i]; the split dims divide evenly (throws layout_error otherwise).
-/// Example: make_shard([8,6], [S(0),S(1)], 2x3, {1,2}) -> local [4,2], offset {4,4}.
-constexpr shard_info make_shard(const tensor_shape& global, const nd_sbp& sbp, const mesh_shape& mesh,
-                                const mesh_coord& coord) {
-  layout l{sbp, mesh};
-  shard_info s{global, local_shape(global, l), {}};
+/// The block of `global` whose local shape under `sbp` on `mesh` is `local` (known already: a
+/// typed model's instance carries it as a compile-time constant), on the device at `coord`.
+/// @pre coord[i] < mesh[i] (throws layout_error otherwise); local == local_shape(global, {sbp, mesh}).
+constexpr shard_info shard_with_local(const tensor_shape& global, const tensor_shape& local, const nd_sbp& sbp,
+                                      const mesh_shape& mesh, const mesh_coord& coord) {
+  shard_info s{global, local, {}};
   for (int i = 0; i < mesh.size(); ++i)
     if (at(coord, i) < 0 || at(coord, i) >= mesh[i])
       detail::fail<layout_error>("mesh coordinate " + detail::itos(at(coord, i)) + " on axis " + detail::itos(i) +
@@ -42,6 +40,15 @@ constexpr shard_info make_shard(const tensor_shape& global, const nd_sbp& sbp, c
     at(s.offset, d) = chunk * s.local[d];
   }
   return s;
+}
+
+/// The block of `global` that the device at `coord` holds under `sbp` on `mesh`.
+/// B and P axes do not move the block (a P device holds a whole-shape addend).
+/// @pre coord[i] < mesh[i]; the split dims divide evenly (throws layout_error otherwise).
+/// Example: make_shard([8,6], [S(0),S(1)], 2x3, {1,2}) -> local [4,2], offset {4,4}.
+constexpr shard_info make_shard(const tensor_shape& global, const nd_sbp& sbp, const mesh_shape& mesh,
+                                const mesh_coord& coord) {
+  return shard_with_local(global, local_shape(global, layout{sbp, mesh}), sbp, mesh, coord);
 }
 
 /// A whole tensor held by one device: local == global, offset 0.

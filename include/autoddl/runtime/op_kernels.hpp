@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <type_traits>
 
 #include "autoddl/backend/device.hpp"
 #include "autoddl/backend/shard.hpp"
@@ -38,30 +39,80 @@ void check_backward_operands(const kernel_context<T>& c, const operands<T>& in) 
 }
 }  // namespace detail
 
+namespace detail {
+/// The kernel of op kind K, forward: one mapping from kinds to kernels, used by op_forward's
+/// run-time dispatch and by a typed model's instances (runtime/typed_program.hpp), which know K
+/// at compile time.
+template <op_kind K, class T, Device D>
+forward_result<D, T> forward_kernel(D& dev, const kernel_context<T>& ctx, const operands<T>& in) {
+  if constexpr (K == op_kind::linear || K == op_kind::matmul) return linear_fwd(dev, ctx, in);
+  else if constexpr (K == op_kind::batched_matmul) return batched_matmul_fwd(dev, ctx, in);
+  else if constexpr (K == op_kind::conv2d) return conv2d_fwd(dev, ctx, in);
+  else if constexpr (K == op_kind::layernorm) return layernorm_fwd(dev, ctx, in);
+  else if constexpr (K == op_kind::softmax) return softmax_fwd(dev, ctx, in);
+  else if constexpr (K == op_kind::attention) return attention_fwd(dev, ctx, in);
+  else if constexpr (K == op_kind::embedding) return embedding_fwd(dev, ctx, in);
+  else if constexpr (K == op_kind::cross_entropy) return cross_entropy_fwd(dev, ctx, in);
+  else return unary_fwd(dev, ctx, in);  // max_pool, relu, gelu, dropout, add, reshape
+}
+
+/// The kernel of op kind K, backward (see forward_kernel).
+template <op_kind K, class T, Device D>
+gradients<D, T> backward_kernel(D& dev, const kernel_context<T>& ctx, const operands<T>& in,
+                                const forward_result<D, T>& fwd, std::span<const T> dy) {
+  if constexpr (K == op_kind::linear || K == op_kind::matmul) return linear_bwd(dev, ctx, in, dy);
+  else if constexpr (K == op_kind::batched_matmul) return batched_matmul_bwd(dev, ctx, in, dy);
+  else if constexpr (K == op_kind::conv2d) return conv2d_bwd(dev, ctx, in, dy);
+  else if constexpr (K == op_kind::layernorm) return layernorm_bwd(dev, ctx, in, fwd, dy);
+  else if constexpr (K == op_kind::softmax) return softmax_bwd(dev, ctx, fwd, dy);
+  else if constexpr (K == op_kind::attention) return attention_bwd(dev, ctx, in, fwd, dy);
+  else if constexpr (K == op_kind::embedding) return embedding_bwd(dev, ctx, in, dy);
+  else if constexpr (K == op_kind::cross_entropy) return cross_entropy_bwd(dev, ctx, in, fwd, dy);
+  else return unary_bwd(dev, ctx, in, fwd, dy);
+}
+
+/// f(std::integral_constant<op_kind, K>{}) for the run-time kind k.
+template <class F>
+decltype(auto) dispatch_kind(op_kind k, const std::string& op_name, F&& f) {
+  using K = op_kind;
+  switch (k) {
+    case K::linear: return f(std::integral_constant<K, K::linear>{});
+    case K::matmul: return f(std::integral_constant<K, K::matmul>{});
+    case K::batched_matmul: return f(std::integral_constant<K, K::batched_matmul>{});
+    case K::conv2d: return f(std::integral_constant<K, K::conv2d>{});
+    case K::layernorm: return f(std::integral_constant<K, K::layernorm>{});
+    case K::softmax: return f(std::integral_constant<K, K::softmax>{});
+    case K::attention: return f(std::integral_constant<K, K::attention>{});
+    case K::embedding: return f(std::integral_constant<K, K::embedding>{});
+    case K::cross_entropy: return f(std::integral_constant<K, K::cross_entropy>{});
+    case K::max_pool: return f(std::integral_constant<K, K::max_pool>{});
+    case K::relu: return f(std::integral_constant<K, K::relu>{});
+    case K::gelu: return f(std::integral_constant<K, K::gelu>{});
+    case K::dropout: return f(std::integral_constant<K, K::dropout>{});
+    case K::add: return f(std::integral_constant<K, K::add>{});
+    case K::reshape: return f(std::integral_constant<K, K::reshape>{});
+  }
+  fail<error>("unknown op kind of op '" + op_name + "'");
+}
+
+/// Throws layout_error unless dY holds the local shard of the op's output.
+template <class T>
+void check_dy(const kernel_context<T>& ctx, std::span<const T> dy) {
+  if (std::int64_t(dy.size()) != ctx.shards.outputs[0].local.elements())
+    fail<layout_error>(std::string(to_string(ctx.op.kind)) + " op '" + ctx.op.name + "': dY holds " +
+                       itos(std::int64_t(dy.size())) + " elements but its local shard " +
+                       to_string(ctx.shards.outputs[0].local) + " needs " + itos(ctx.shards.outputs[0].local.elements()));
+}
+}  // namespace detail
+
 /// Runs `ctx.op` forward on this device's local operands.
 /// @pre operand sizes match ctx.shards (throws layout_error naming the operand otherwise).
 /// @post outputs[0] is the local block of Y laid out ctx.sig.outputs[0]; saved is for op_backward.
 template <class T, Device D>
 forward_result<D, T> op_forward(D& dev, const kernel_context<T>& ctx, const operands<T>& in) {
   detail::check_operands(ctx, in);
-  switch (ctx.op.kind) {
-    case op_kind::linear:
-    case op_kind::matmul: return detail::linear_fwd(dev, ctx, in);
-    case op_kind::batched_matmul: return detail::batched_matmul_fwd(dev, ctx, in);
-    case op_kind::conv2d: return detail::conv2d_fwd(dev, ctx, in);
-    case op_kind::layernorm: return detail::layernorm_fwd(dev, ctx, in);
-    case op_kind::softmax: return detail::softmax_fwd(dev, ctx, in);
-    case op_kind::attention: return detail::attention_fwd(dev, ctx, in);
-    case op_kind::embedding: return detail::embedding_fwd(dev, ctx, in);
-    case op_kind::cross_entropy: return detail::cross_entropy_fwd(dev, ctx, in);
-    case op_kind::max_pool:
-    case op_kind::relu:
-    case op_kind::gelu:
-    case op_kind::dropout:
-    case op_kind::add:
-    case op_kind::reshape: return detail::unary_fwd(dev, ctx, in);
-  }
-  detail::fail<error>("op_forward: unknown op kind of op '" + ctx.op.name + "'");
+  return detail::dispatch_kind(ctx.op.kind, ctx.op.name,
+                               [&](auto k) { return detail::forward_kernel<decltype(k)::value, T>(dev, ctx, in); });
 }
 
 /// Runs `ctx.op` backward on this device: `dy` is the local block of dY laid out
@@ -72,29 +123,10 @@ template <class T, Device D>
 gradients<D, T> op_backward(D& dev, const kernel_context<T>& ctx, const operands<T>& in, const forward_result<D, T>& fwd,
                             std::span<const T> dy) {
   detail::check_backward_operands(ctx, in);
-  if (std::int64_t(dy.size()) != ctx.shards.outputs[0].local.elements())
-    detail::fail<layout_error>(std::string(to_string(ctx.op.kind)) + " op '" + ctx.op.name + "': dY holds " +
-                               detail::itos(std::int64_t(dy.size())) + " elements but its local shard " +
-                               to_string(ctx.shards.outputs[0].local) + " needs " +
-                               detail::itos(ctx.shards.outputs[0].local.elements()));
-  switch (ctx.op.kind) {
-    case op_kind::linear:
-    case op_kind::matmul: return detail::linear_bwd(dev, ctx, in, dy);
-    case op_kind::batched_matmul: return detail::batched_matmul_bwd(dev, ctx, in, dy);
-    case op_kind::conv2d: return detail::conv2d_bwd(dev, ctx, in, dy);
-    case op_kind::layernorm: return detail::layernorm_bwd(dev, ctx, in, fwd, dy);
-    case op_kind::softmax: return detail::softmax_bwd(dev, ctx, fwd, dy);
-    case op_kind::attention: return detail::attention_bwd(dev, ctx, in, fwd, dy);
-    case op_kind::embedding: return detail::embedding_bwd(dev, ctx, in, dy);
-    case op_kind::cross_entropy: return detail::cross_entropy_bwd(dev, ctx, in, fwd, dy);
-    case op_kind::max_pool:
-    case op_kind::relu:
-    case op_kind::gelu:
-    case op_kind::dropout:
-    case op_kind::add:
-    case op_kind::reshape: return detail::unary_bwd(dev, ctx, in, fwd, dy);
-  }
-  detail::fail<error>("op_backward: unknown op kind of op '" + ctx.op.name + "'");
+  detail::check_dy(ctx, dy);
+  return detail::dispatch_kind(ctx.op.kind, ctx.op.name, [&](auto k) {
+    return detail::backward_kernel<decltype(k)::value, T>(dev, ctx, in, fwd, dy);
+  });
 }
 
 }  // namespace autoddl

@@ -66,6 +66,7 @@
 #include "autoddl/index.hpp"
 #include "autoddl/runtime/boxing.hpp"
 #include "autoddl/runtime/data.hpp"
+#include "autoddl/runtime/op_instance.hpp"
 #include "autoddl/runtime/op_kernels.hpp"
 #include "autoddl/runtime/pipeline_schedule.hpp"
 #include "autoddl/search/plan_paths.hpp"
@@ -160,6 +161,24 @@ class trainer {
   }
 
   const signature& sig(int op) const { return at(problem_.op_candidates(op), at(pick_, op)); }
+  /// From the next step on, runs every op through a typed model's compiled instance
+  /// (runtime/typed_program.hpp): kernel contexts from the instance's constant local shapes,
+  /// kernels chosen at compile time; an empty program goes back to the dynamic dispatch.
+  /// @throws layout_error when the program has another op count, or an op's instance has
+  /// another signature than the plan's pick.
+  void run_instances(op_program<T, D> program) {
+    if (!program.empty() && program.size() != model_.ops.size())
+      detail::fail<layout_error>("the typed program has " + std::to_string(program.size()) + " ops but the plan's model has " +
+                                 std::to_string(model_.ops.size()));
+    for (int i = 0; i < int(program.size()); ++i)
+      if (!(at(program, i).sig == sig(i)))
+        detail::fail<layout_error>("op '" + at(model_.ops, i).name + "': the typed program's instance runs " +
+                                   to_string(at(model_.ops, i), at(program, i).sig) + " but the plan picked " +
+                                   to_string(at(model_.ops, i), sig(i)));
+    program_ = std::move(program);
+  }
+  /// Whether ops run through a typed model's instances (run_instances).
+  bool runs_instances() const { return !program_.empty(); }
   /// This device's pipeline stage (0 without a pipeline) and the stages.
   int stage() const { return stage_; }
   int stages() const { return stages_; }
@@ -406,8 +425,7 @@ class trainer {
   // 0; the copy is kept), then the kernel.
   void forward_op(step_buffers& b, int i, std::int64_t step_index, int k) {
     const op_node& n = at(model_.ops, i);
-    at(b.ctx, i) = make_kernel_context<T>(n, sig(i), comm_.shape(), comm_.coords(),
-                                          micro_batch_seed(options_.seed, step_index, k), std::uint64_t(i));
+    at(b.ctx, i) = context_of(i, micro_batch_seed(options_.seed, step_index, k));
     kernel_context<T>& ctx = at(b.ctx, i);
     wire_statistics(ctx);
     ctx.input_grad_wanted.assign(n.inputs.size(), true);
@@ -432,8 +450,25 @@ class trainer {
         at(gathered_, i)[j] = run_boxing<T>(dev_, comm_, clone(at(params_, p)), at(model_.params, p).shape, storage(p), path);
     }
     at(profile_.boxing_s, i) += lap(t);
-    at(b.fwd, i) = op_forward(dev_, ctx, make_operands(b, i));
+    at(b.fwd, i) = kernel_forward(i, ctx, make_operands(b, i));
     at(profile_.kernel_s, i) += lap(t);
+  }
+
+  // Op i's kernel context on this device: from the typed instance's constant local shapes where
+  // the ops run through instances, else from its signature.
+  kernel_context<T> context_of(int i, std::uint64_t seed) const {
+    const op_node& n = at(model_.ops, i);
+    if (program_.empty()) return make_kernel_context<T>(n, sig(i), comm_.shape(), comm_.coords(), seed, std::uint64_t(i));
+    const op_instance<T, D>& x = at(program_, i);
+    return kernel_context<T>{n, x.sig, comm_.shape(), comm_.coords(), x.shards(comm_.coords()), seed, std::uint64_t(i), true,
+                             {}, {}};
+  }
+  forward_result<D, T> kernel_forward(int i, const kernel_context<T>& c, const operands<T>& in) {
+    return program_.empty() ? op_forward(dev_, c, in) : at(program_, i).forward(dev_, c, in);
+  }
+  gradients<D, T> kernel_backward(int i, const kernel_context<T>& c, const operands<T>& in, const forward_result<D, T>& f,
+                                  std::span<const T> dy) {
+    return program_.empty() ? op_backward(dev_, c, in, f, dy) : at(program_, i).backward(dev_, c, in, f, dy);
   }
 
   // Input j of op i: its producer's output boxed by the edge's forward path (if it has one).
@@ -478,7 +513,7 @@ class trainer {
       for (std::size_t j = 0; j < at(b.inputs, o).size(); ++j)
         if (schedule().inside_block(o, j)) box_input(b, o, j);
       at(profile_.boxing_s, o) += lap(t);
-      at(b.fwd, o) = op_forward(dev_, at(b.ctx, o), make_operands(b, o));
+      at(b.fwd, o) = kernel_forward(o, at(b.ctx, o), make_operands(b, o));
       at(profile_.kernel_s, o) += lap(t);
       release_after_forward(b, o, pending, true);
       sample_memory();
@@ -533,8 +568,8 @@ class trainer {
       if (at(dy, i).empty()) at(dy, i) = dev_.template alloc<T>(std::size_t(at(b.ctx, i).shards.outputs[0].local.elements()));
       auto t = clock::now();
       if (schedule().selectively_recomputed(i))
-        at(b.fwd, i) = op_forward(dev_, at(b.ctx, i), make_operands(b, i));
-      auto grads = op_backward(dev_, at(b.ctx, i), make_operands(b, i), at(b.fwd, i), view(std::as_const(at(dy, i))));
+        at(b.fwd, i) = kernel_forward(i, at(b.ctx, i), make_operands(b, i));
+      auto grads = kernel_backward(i, at(b.ctx, i), make_operands(b, i), at(b.fwd, i), view(std::as_const(at(dy, i))));
       at(profile_.kernel_s, i) += lap(t);
       sample_memory();
       for (std::size_t j = 0; j < n.inputs.size(); ++j) {
@@ -930,6 +965,7 @@ class trainer {
   std::vector<boxing_path> slice_paths_;   ///< per parameter: storage -> update layout (a local slice)
   std::vector<boxing_path> gather_paths_;  ///< per parameter: update layout -> storage (ZeRO 1, 2)
   std::vector<input_kind> input_kinds_;
+  op_program<T, D> program_;  ///< a typed model's instances per op (run_instances); empty: dynamic dispatch
   std::vector<buffer> params_, grads_;  ///< storage shards of parameters and their gradients
   std::vector<buffer> grad_sums_;       ///< per parameter: its uses' gradients, summed
   std::vector<std::vector<buffer>> gathered_;        ///< per op slot: parameter boxed to compute, this step
