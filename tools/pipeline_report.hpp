@@ -63,11 +63,16 @@ inline chosen_plan plan_with_pipelines(const std::function<graph(int)>& build, s
     c.plan.result.strategy = s;
     return c;
   }
-  chosen_plan c{plan_micro_batched(build, batch, o, s, pin, seed), std::nullopt};
-  if (!std::holds_alternative<strategy::automatic>(s) || !detail::outer_axis_between_nodes(o)) return c;
+  const bool piping = std::holds_alternative<strategy::automatic>(s) && detail::outer_axis_between_nodes(o);
+  step_settings flat_pin = pin;
+  flat_pin.with_gap = pin.with_gap && !piping;  // the plan without a pipeline gets its gap only if it is kept
+  chosen_plan c{plan_micro_batched(build, batch, o, s, flat_pin, seed), std::nullopt};
+  if (!piping) return c;
   std::optional<pipeline_plan> p = search_pipeline(build, batch, o, pin, seed);
+  const bool keep_flat = !p || !p->feasible || (c.plan.result.feasible && c.plan.result.time <= p->time);
+  if (keep_flat && pin.with_gap) attach_optimal_gap(*c.plan.problem, seed, c.plan.result);  // as plan_micro_batched would
   if (!p) return c;
-  if (!p->feasible || (c.plan.result.feasible && c.plan.result.time <= p->time)) {
+  if (keep_flat) {
     c.plan.result.notes.push_back(fmt::format("the best pipeline found ({} stages x {} micro-batches, recompute {}) takes "
                                               "{}{}; the plan without one is kept",
                                               p->shape.stages, p->shape.microbatches,

@@ -6,8 +6,10 @@
 // seeds) are descended and the best result kept. Totals are updated incrementally, so trying a
 // candidate costs the group's own nodes and edges, not the whole plan.
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <limits>
+#include <optional>
 #include <random>
 #include <tuple>
 #include <vector>
@@ -93,17 +95,30 @@ class descent_state {
   /// +infinity without pricing g's edges where its nodes alone, or its nodes and its edges' lower
   /// bounds, already rank at `cutoff` or above (the edges only add), so pairs no move can take
   /// are never priced.
+  /// Within a move of g (begin_move(g), no set since) each edge's bound and price are read from
+  /// a per-port cache: the picks of g that one port serves share them.
   double rank_of(const cost_terms& base, int g, int c, const objective& obj, double cutoff) const {
     cost_terms t = nodes_part(g, c);
+    const move_cache* m = cache_for(g, -1);
     if (obj.monotone) {
       if (obj.rank(base + t) >= cutoff) return std::numeric_limits<double>::infinity();
       cost_terms lb = t;
-      add_edges_bound(lb, g, c);
+      if (m) add_edges_cached(*m, lb, g, c, /*bound=*/true);
+      else add_edges_bound(lb, g, c);
       if (obj.rank(base + lb) >= cutoff) return std::numeric_limits<double>::infinity();
     }
-    add_edges_part(t, g, c);
+    if (m) add_edges_cached(*m, t, g, c, /*bound=*/false);
+    else add_edges_part(t, g, c);
     return obj.rank(base + t);
   }
+
+  /// Starts a move of group g: its picks are tried with every other group fixed, so an edge's
+  /// price depends only on the port of g's end (choice_problem::port). Until the next set(),
+  /// rank_of(.., g, ..) asks each (edge, port) for its lower bound and its price once: a 4-D op
+  /// has 2401 picks but a few hundred ports an edge. The cache holds what pair_lower_bound and
+  /// pair would return (a bound is replaced by the price once priced, as the memo does), so the
+  /// ranks are those without it.
+  void begin_move(int g) const { bind(at(moves_, 0), g, -1); }
 
   /// Each term's least over `v` (zero terms when v is empty).
   static cost_terms least_of(const std::vector<cost_terms>& v) {
@@ -137,6 +152,10 @@ class descent_state {
     const int cu0 = at(pick_, gu), cv0 = at(pick_, gv);
     const int ku = p_.group_candidates(gu), kv = p_.group_candidates(gv);
     const std::vector<choice_problem::repeated> cross = cross_items(gu, gv);
+    // gu's own part (without the gu-gv edges) has its other ends fixed while gu moves, and gv's
+    // likewise: each is read through a cache per port (begin_move), one per group
+    bind(at(moves_, 0), gu, gv);
+    bind(at(moves_, 1), gv, gu);
     // What neither group owns: the totals less both groups' parts, transient the max outside.
     cost_terms base = totals_;
     base.subtract_additive(part(gu, cu0));
@@ -177,6 +196,7 @@ class descent_state {
 
   void set(int g, int c) {
     if (c == at(pick_, g)) return;
+    for (move_cache& m : moves_) m.group = -1;
     totals_ = totals_with(g, c);
     at(pick_, g) = c;
     bool lost_top = false;
@@ -196,6 +216,71 @@ class descent_state {
   }
 
  private:
+  // One (edge, port) of a move: its price where priced, else its lower bound once asked.
+  struct port_entry {
+    unsigned generation = 0;  // the cache's generation when filled; older: empty
+    bool priced = false;
+    cost_terms terms;
+  };
+  // A move of `group` with every group but it (and `skip`, whose edges it leaves out) fixed: per
+  // edge item of the group, per port of its end. A new generation empties it without touching it.
+  struct move_cache {
+    int group = -1, skip = -1;  // group -1: none
+    unsigned generation = 0;
+    mutable std::vector<std::vector<port_entry>> items;  // filled as const moves read it
+  };
+  void bind(move_cache& m, int g, int skip) const {
+    m.group = g;
+    m.skip = skip;
+    if (++m.generation == 0) {  // wrapped: entries of generation 0 would read as filled
+      m.items.clear();
+      m.generation = 1;
+    }
+    const auto& items = p_.group_edge_items(g);
+    if (m.items.size() < items.size()) m.items.resize(items.size());
+    for (std::size_t i = 0; i < items.size(); ++i) {
+      const int side = cached_side(items[i].item, g);
+      const std::size_t ports = side < 0 ? 0 : std::size_t(p_.ports(items[i].item, side));
+      if (at(m.items, i).size() < ports) at(m.items, i).resize(ports);
+    }
+  }
+  // The cache bound to a move of g leaving out `skip`, or nullptr.
+  const move_cache* cache_for(int g, int skip) const {
+    for (const move_cache& m : moves_)
+      if (m.group == g && m.skip == skip) return &m;
+    return nullptr;
+  }
+  // g's end of edge e (0: u, 1: v), or -1 where both ends are g's (no single port).
+  int cached_side(int e, int g) const {
+    const auto& ed = at(p_.edges(), e);
+    if (p_.group_of(ed.u) == g && p_.group_of(ed.v) == g) return -1;
+    return p_.group_of(ed.u) == g ? 0 : 1;
+  }
+  // Group g's edge items but those leading to m.skip, each its bound (bound) or price, read
+  // through m: the same terms added in the same order as add_edges_bound / add_edges_part.
+  void add_edges_cached(const move_cache& m, cost_terms& t, int g, int c, bool bound) const {
+    const auto& items = p_.group_edge_items(g);
+    for (std::size_t i = 0; i < items.size(); ++i) {
+      const auto& [e, k] = items[i];
+      if (m.skip >= 0 && other_group(e, g) == m.skip) continue;
+      const int side = cached_side(e, g);
+      if (side < 0) {
+        t.add_times(bound ? bound_at(e, g, c) : pair_at(e, g, c), k);
+        continue;
+      }
+      port_entry& x = at(at(m.items, i), p_.port(e, side, c));
+      if (x.generation != m.generation) {
+        x.generation = m.generation;
+        x.priced = false;
+        if (bound) x.terms = bound_at(e, g, c);
+      }
+      if (!bound && !x.priced) {
+        x.terms = pair_at(e, g, c);
+        x.priced = true;
+      }
+      t.add_times(x.terms, k);
+    }
+  }
   int pick_of(int node, int g, int c) const {
     return p_.group_of(node) == g ? c : at(pick_, p_.group_of(node));
   }
@@ -221,6 +306,10 @@ class descent_state {
   cost_terms own_part(int g, int c, int skip, bool bound) const {
     cost_terms t;
     for (const auto& [n, k] : p_.group_unary_items(g)) t.add_times(p_.unary(n, c), k);
+    if (const move_cache* m = cache_for(g, skip)) {
+      add_edges_cached(*m, t, g, c, bound);
+      return t;
+    }
     for (const auto& [e, k] : p_.group_edge_items(g)) {
       if (other_group(e, g) == skip) continue;
       if (bound) t.add_times(bound_at(e, g, c), k);
@@ -285,6 +374,8 @@ class descent_state {
   std::vector<double> node_tr_, edge_tr_;  // each item's transient under the current picks
   double top_ = 0;                         // their maximum
   int top_count_ = 0;                      // how many items hold it
+  // The moves in progress: a single move's (begin_move), or a joint move's two groups (best_pair).
+  mutable std::array<move_cache, 2> moves_;
 };
 
 /// Group g's best pick with the others fixed: the current one unless another ranks lower by
@@ -293,6 +384,7 @@ inline int best_single(const descent_state& s, const objective& obj, int g) {
   int best = at(s.pick(), g);
   double best_rank = obj.rank(s.totals());
   const cost_terms base = s.without(g);
+  s.begin_move(g);
   for (int c = 0; c < s.problem().group_candidates(g); ++c) {
     if (c == at(s.pick(), g)) continue;
     const double rk = s.rank_of(base, g, c, obj, best_rank * (1 - 1e-12));
@@ -306,11 +398,17 @@ inline int best_single(const descent_state& s, const objective& obj, int g) {
 
 }  // namespace detail
 
-/// Descends from one start. Deterministic: groups in index order, ties keep the current pick.
-/// joint: also try both ends of every distinct pair of adjacent groups together (k^2 picks per
-/// pair); worth it on tied problems, whose few groups stand for many repeated ops.
-inline descent_result descend(const choice_problem& p, const objective& obj, std::vector<int> start,
-                              bool joint = false, int max_sweeps = 100) {
+/// A descent's result with the state it ended in: runner-ups are read from that state (its
+/// incrementally kept totals), so a caller that descends from many starts can rank them by
+/// `result` and price the runner-ups of the winner only (add_runner_ups), as descend would have.
+struct kept_descent {
+  descent_result result;  ///< runner_up empty
+  detail::descent_state state;
+};
+
+/// descend without the runner-ups (see descend): every sweep, the pick and the totals.
+inline kept_descent descend_keeping_state(const choice_problem& p, const objective& obj, std::vector<int> start,
+                                          bool joint = false, int max_sweeps = 100) {
   if (int(start.size()) != p.groups()) detail::fail("a start must pick one candidate per group");
   detail::descent_state s(p, std::move(start));
   descent_result r;
@@ -365,22 +463,41 @@ inline descent_result descend(const choice_problem& p, const objective& obj, std
   r.totals = p.evaluate(r.pick);
   r.time = obj.time(r.totals);
   r.feasible = obj.feasible(r.totals);
+  return {std::move(r), std::move(s)};
+}
+
+/// Fills r.runner_up from the state its descent ended in (descend_keeping_state): per group,
+/// the best objective with another candidate there, all else as picked. It prices every
+/// candidate of every group (bounds aside), often more than the descent itself on a 4-D mesh.
+inline void add_runner_ups(descent_result& r, const detail::descent_state& s, const objective& obj) {
+  const choice_problem& p = s.problem();
   r.runner_up.assign(std::size_t(p.groups()), 0.0);
   for (int g = 0; g < p.groups(); ++g) {
     double second = std::numeric_limits<double>::infinity();
     const cost_terms base = s.without(g);
+    s.begin_move(g);
     for (int c = 0; c < p.group_candidates(g); ++c)
       if (c != at(r.pick, g)) second = std::min(second, s.rank_of(base, g, c, obj, second));
     at(r.runner_up, g) = second;
   }
-  return r;
+}
+
+/// Descends from one start. Deterministic: groups in index order, ties keep the current pick.
+/// joint: also try both ends of every distinct pair of adjacent groups together (k^2 picks per
+/// pair); worth it on tied problems, whose few groups stand for many repeated ops.
+/// runner_ups: fill descent_result::runner_up (add_runner_ups); off where nobody reads them.
+inline descent_result descend(const choice_problem& p, const objective& obj, std::vector<int> start,
+                              bool joint = false, int max_sweeps = 100, bool runner_ups = true) {
+  kept_descent k = descend_keeping_state(p, obj, std::move(start), joint, max_sweeps);
+  if (runner_ups) add_runner_ups(k.result, k.state, obj);
+  return std::move(k.result);
 }
 
 /// Descends from each given start and from `random_starts` random ones (seeded), keeping the
-/// best (feasible first, then fastest).
+/// best (feasible first, then fastest); runner_ups as descend's, of the best only.
 inline descent_result coordinate_descent(const choice_problem& p, const objective& obj,
                                          const std::vector<std::vector<int>>& starts, int random_starts = 2,
-                                         std::uint64_t seed = 1, bool joint = false) {
+                                         std::uint64_t seed = 1, bool joint = false, bool runner_ups = true) {
   std::vector<std::vector<int>> all = starts;
   std::mt19937_64 rng(seed);
   for (int k = 0; k < random_starts; ++k) {
@@ -390,18 +507,20 @@ inline descent_result coordinate_descent(const choice_problem& p, const objectiv
     all.push_back(std::move(s));
   }
   if (all.empty()) all.push_back(std::vector<int>(std::size_t(p.groups()), 0));
-  descent_result best;
+  std::optional<kept_descent> best;  // a state holds a reference: replaced by emplace
   double best_rank = std::numeric_limits<double>::infinity();
   for (std::size_t i = 0; i < all.size(); ++i) {
-    descent_result r = descend(p, obj, all[i], joint);
-    double rk = obj.rank(r.totals);
+    kept_descent k = descend_keeping_state(p, obj, all[i], joint);
+    double rk = obj.rank(k.result.totals);
     if (rk < best_rank) {
       best_rank = rk;
-      best = std::move(r);
-      best.start = int(i);
+      k.result.start = int(i);
+      best.emplace(std::move(k));
     }
   }
-  return best;
+  if (!best) return descent_result{};
+  if (runner_ups) add_runner_ups(best->result, best->state, obj);
+  return std::move(best->result);
 }
 
 }  // namespace autoddl

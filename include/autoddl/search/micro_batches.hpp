@@ -176,9 +176,9 @@ inline micro_batched_plan plan_micro_batched(const std::function<graph(int)>& bu
                                 (best.microbatches == 1 ? "" : "es") + " and recompute " +
                                 std::string(to_string(best.recompute)) + " among " + detail::itos(tried) +
                                 " settings tried (micro-batches/recompute: " + log + ")");
-  if (searching && !single && pin.with_gap) {  // search_s: everything tried; then the winner's gap
+  if (searching && !single) {  // search_s: everything tried; then the winner's gap
     best.result.search_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    attach_optimal_gap(*best.problem, seed, best.result);
+    if (pin.with_gap) attach_optimal_gap(*best.problem, seed, best.result);
   }
   best.settings_tried = tried;
   return best;

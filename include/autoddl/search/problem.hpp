@@ -7,7 +7,6 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
-#include <deque>
 #include <functional>
 #include <optional>
 #include <string>
@@ -108,7 +107,7 @@ class choice_problem {
     int classes = 0;
     for (const auto& e : edges_) classes = std::max(classes, e.cls + 1);
     own_memo_.slot.assign(std::size_t(classes), {});
-    own_memo_.prices.clear();
+    own_memo_.prices = {};
     memo_source_ = nullptr;
     for (const auto& e : edges_)
       for (int m : {e.u_ports, e.v_ports})
@@ -164,10 +163,9 @@ class choice_problem {
       detail::fail("edges of one class must join nodes with the same candidate and port counts");
     std::int32_t& slot = at(row, port(e, 1, cv));
     if (slot < 0) {
-      memo_.prices.push_back(pair_ ? pair_(e, cu, cv) : cost_terms{});
-      slot = std::int32_t(memo_.prices.size() - 1);
+      slot = memo_.prices.push(pair_ ? pair_(e, cu, cv) : cost_terms{});
     }
-    return memo_.prices[std::size_t(slot)];
+    return memo_.prices[slot];
   }
 
   /// Each term of pair(e, cu, cv) or less: the memoised price where it is known, else the
@@ -184,7 +182,7 @@ class choice_problem {
     const auto& row = at(m, port(e, 0, cu));
     if (row.empty()) return nullptr;
     const std::int32_t slot = at(row, port(e, 1, cv));
-    return slot < 0 ? nullptr : &memo_.prices[std::size_t(slot)];
+    return slot < 0 ? nullptr : &memo_.prices[slot];
   }
 
   /// Total terms of a full assignment (one pick per group).
@@ -240,14 +238,37 @@ class choice_problem {
       }
     }
   }
+  /// Prices in chunks of 1024 (72 KiB, from the heap a finished problem gave back rather than
+  /// fresh pages), each reserved once, so a price once made stays where pair() returned it. A
+  /// std::deque allocates a 512-byte node per 7 prices: millions of allocations on a 4-D mesh.
+  class price_store {
+   public:
+    const cost_terms& operator[](std::int32_t i) const {
+      return at(chunks_, i >> chunk_bits)[std::size_t(i & (chunk - 1))];
+    }
+    /// Appends t; returns its index.
+    std::int32_t push(const cost_terms& t) {
+      if (chunks_.empty() || chunks_.back().size() == chunk) {
+        chunks_.emplace_back();
+        chunks_.back().reserve(chunk);
+      }
+      chunks_.back().push_back(t);
+      return count_++;
+    }
+
+   private:
+    static constexpr int chunk_bits = 10;
+    static constexpr std::size_t chunk = std::size_t(1) << chunk_bits;
+    std::vector<std::vector<cost_terms>> chunks_;  // a chunk's buffer never moves: never past its reserve
+    std::int32_t count_ = 0;
+  };
   /// Per class, per port of u, per port of v: the index of the price in `prices` (-1: not priced
-  /// yet; 4 bytes a slot where an optional price took 72: a 4-D class has 390,625 of them);
-  /// a deque, so a price once made stays where pair() returned it. This problem's own, or
-  /// (share_pair_memo) the one of memo_source_, which must outlive this problem (a
-  /// plan_problem holds both).
+  /// yet; 4 bytes a slot where an optional price took 72: a 4-D class has 390,625 of them).
+  /// This problem's own, or (share_pair_memo) the one of memo_source_, which must outlive this
+  /// problem (a plan_problem holds both).
   struct pair_memo {
     std::vector<std::vector<std::vector<std::int32_t>>> slot;
-    std::deque<cost_terms> prices;
+    price_store prices;
   };
   mutable pair_memo own_memo_;
   const choice_problem* memo_source_ = nullptr;

@@ -69,7 +69,8 @@ inline constexpr double tied_seed_budget_s = 10;
 
 inline descent_result auto_descent(const plan_problem& pp, const objective& obj, std::uint64_t seed,
                                    const std::vector<std::vector<int>>& expert_picks,
-                                   const std::vector<std::vector<int>>& tied_seeds = {}, bool joint_seeds = true) {
+                                   const std::vector<std::vector<int>>& tied_seeds = {}, bool joint_seeds = true,
+                                   bool runner_ups = true) {
   const choice_problem& t = pp.tied();
   std::vector<std::vector<int>> starts;
   for (const auto& ep : expert_picks) {  // project: each group takes its first node's pick
@@ -81,27 +82,32 @@ inline descent_result auto_descent(const plan_problem& pp, const objective& obj,
   // MLP on 2x2x2, dgx-a100 bf16: 33 % above the optimum with joint moves from the best start only,
   // 0.01 % with them from every start); each start ends where it would have with joint moves
   // after the fact, so the best of them is never worse than before
-  const descent_result tied = coordinate_descent(t, obj, starts, 1, seed, /*joint=*/true);
-  descent_result best = descend(pp.untied(), obj, pp.untie(tied.pick));
+  const descent_result tied = coordinate_descent(t, obj, starts, 1, seed, /*joint=*/true, /*runner_ups=*/false);
+  // Only the untied winner's runner-ups are read: the tied descents price none, and each untied
+  // one keeps its state until another beats it (the runner-ups of 2401 picks an op on a 4-D
+  // mesh cost more than the descents).
+  std::optional<kept_descent> best;
+  best.emplace(descend_keeping_state(pp.untied(), obj, pp.untie(tied.pick)));
   // Each seed is descended on its own, tied then untied, and kept where it ends better: the best
   // tied plan need not untie best (the small GPT on 2x2x2: the tied optimum's untied descent
   // ends 1.6 % above the experts' on the additive objective), so the seeds only ever add.
   for (const auto& sd : tied_seeds) {
-    const descent_result ts = descend(t, obj, sd, joint_seeds);
+    const descent_result ts = descend(t, obj, sd, joint_seeds, 100, /*runner_ups=*/false);
     if (ts.pick == tied.pick) continue;  // where the others ended: nothing new to untie
-    descent_result d = descend(pp.untied(), obj, pp.untie(ts.pick));
-    if (obj.rank(d.totals) < obj.rank(best.totals)) best = std::move(d);
+    kept_descent d = descend_keeping_state(pp.untied(), obj, pp.untie(ts.pick));
+    if (obj.rank(d.result.totals) < obj.rank(best->result.totals)) best.emplace(std::move(d));
   }
   // An expert plan that still beats the result is descended too, so auto is never predicted
   // slower than any expert plan (descent never makes its start worse).
   for (std::size_t i = 0; i < expert_picks.size(); ++i) {
     const cost_terms et = pp.untied().evaluate(expert_picks[i]);
-    if (obj.rank(et) < obj.rank(best.totals)) {
-      descent_result d = descend(pp.untied(), obj, expert_picks[i]);
-      if (obj.rank(d.totals) < obj.rank(best.totals)) best = std::move(d);
+    if (obj.rank(et) < obj.rank(best->result.totals)) {
+      kept_descent d = descend_keeping_state(pp.untied(), obj, expert_picks[i]);
+      if (obj.rank(d.result.totals) < obj.rank(best->result.totals)) best.emplace(std::move(d));
     }
   }
-  return best;
+  if (runner_ups) add_runner_ups(best->result, best->state, obj);
+  return std::move(best->result);
 }
 
 /// The picks of every expert plan that applies to pp's mesh: the starts of the search.
@@ -243,7 +249,8 @@ inline void attach_optimal_gap(const plan_problem& pp, std::uint64_t seed, plan_
     std::vector<std::vector<int>> seeds;
     if (!r.tied_seed.empty()) seeds.push_back(r.tied_seed);
     const bool joint_seeds = tied_port_pairs(pp.tied()) <= detail::tied_seed_max_pairs;  // as solve_auto
-    descent_result ds = detail::auto_descent(pp, pp.serial_objective(), seed, detail::expert_starts(pp), seeds, joint_seeds);
+    descent_result ds = detail::auto_descent(pp, pp.serial_objective(), seed, detail::expert_starts(pp), seeds, joint_seeds,
+                                                 /*runner_ups=*/false);  // only its totals are read
     const double got = ds.totals.serial_time();
     r.optimal_gap = ex.result->time > 0 ? (got - ex.result->time) / ex.result->time : 0.0;
     r.exact = exact_status::solved;

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <memory>
 #include <random>
 #include <string>
@@ -336,6 +337,129 @@ TEST_CASE("pair lower bounds skip moves without changing what the descent picks"
         CHECK(a.runner_up == b.runner_up);
       }
     }
+  }
+}
+
+namespace {
+
+// Bounds of t's pairs scaled term by term by a factor in [0, 1] drawn from rng (0: no
+// information; 1: the price itself), the transient and memory sometimes dropped.
+void set_scaled_bounds(choice_problem& p, const std::shared_ptr<const tables>& t, std::mt19937_64& rng) {
+  const auto scale = std::make_shared<std::vector<double>>();
+  for (int i = 0; i < 64; ++i) scale->push_back(i % 5 == 0 ? 1.0 : std::uniform_real_distribution<double>(0, 1)(rng));
+  p.set_pair_lower_bound([t, scale](int e, int cu, int cv) {
+    const auto [u, v] = t->edges[std::size_t(e)];
+    const int pu = t->port[std::size_t(u % t->width)][std::size_t(cu)], pv = t->port[std::size_t(v % t->width)][std::size_t(cv)];
+    cost_terms x = t->pair[std::size_t(t->cls[std::size_t(e)])][std::size_t(pu)][std::size_t(pv)];
+    const double f = (*scale)[std::size_t(e * 7 + pu * 3 + pv) % scale->size()];
+    x.compute_fwd *= f, x.compute_bwd *= f, x.comm_fwd *= f, x.comm_bwd *= f, x.comm_grad *= f, x.bytes *= f;
+    if (f < 0.5) x.memory = 0, x.transient = 0;
+    return x;
+  });
+}
+
+// Checks every pick of group g, in a shuffled order and twice (the second pass reads the move's
+// cache), against the tables: rank_of is the rank of the brute totals, or +infinity only where
+// that rank is at the cutoff or above (a random other pick's rank, or none).
+void check_move(const detail::descent_state& s, const tables& t, const objective& ob, int g, std::mt19937_64& rng) {
+  const choice_problem& p = s.problem();
+  std::vector<int> order;
+  for (int c = 0; c < p.group_candidates(g); ++c) order.push_back(c);
+  auto brute_rank = [&](int c) {
+    std::vector<int> moved = s.pick();
+    moved[std::size_t(g)] = c;
+    return ob.rank(brute_totals(t, per_node(p, moved)));
+  };
+  const cost_terms base = s.without(g);
+  s.begin_move(g);
+  for (int pass = 0; pass < 2; ++pass) {
+    std::shuffle(order.begin(), order.end(), rng);
+    for (int c : order) {
+      const double cutoff = rng() % 3 == 0 ? std::numeric_limits<double>::infinity() : brute_rank(order[rng() % order.size()]);
+      const double got = s.rank_of(base, g, c, ob, cutoff), want = brute_rank(c);
+      INFO("group " << g << " pick " << c << " pass " << pass << " cutoff " << cutoff << " got " << got << " want " << want);
+      if (std::isinf(got)) CHECK(want >= cutoff * (1 - 1e-9));
+      else CHECK(std::abs(got - want) <= 1e-9 * (1 + std::abs(want)));
+    }
+  }
+}
+
+}  // namespace
+
+TEST_CASE("a move's cache per port ranks every pick as the tables do, and a set ends it", "[search][descent]") {
+  for (std::uint64_t seed = 1; seed <= 40; ++seed) {
+    const auto t = make_tables(seed);
+    INFO("seed " << seed);
+    for (bool tie : {true, false})
+      for (bool bounds : {false, true}) {
+        choice_problem p = make_problem(t, tie, /*ports=*/true);
+        std::mt19937_64 rng(seed * 31 + (tie ? 1 : 0) + (bounds ? 2 : 0));
+        if (bounds) set_scaled_bounds(p, t, rng);
+        for (double limit : {0.0, 40.0}) {
+          INFO("tied " << tie << " bounds " << bounds << " memory limit " << limit);
+          const objective ob{[](const cost_terms& x) { return x.compute() + x.comm_fwd + x.comm_bwd + std::max(x.compute_bwd, x.comm_grad); },
+                             limit, /*monotone=*/true};
+          std::vector<int> pick(static_cast<std::size_t>(p.groups()));
+          for (int g = 0; g < p.groups(); ++g) pick[std::size_t(g)] = int(rng() % std::uint64_t(p.group_candidates(g)));
+          detail::descent_state s(p, pick);
+          for (int g = 0; g < p.groups(); ++g) check_move(s, *t, ob, g, rng);
+          // a move of g, then a neighbour changes: g's prices must be read anew
+          for (int g = 0; g + 1 < p.groups(); ++g) {
+            check_move(s, *t, ob, g, rng);
+            s.set(g + 1, int(rng() % std::uint64_t(p.group_candidates(g + 1))));
+            const cost_terms base = s.without(g);
+            for (int c = 0; c < p.group_candidates(g); ++c) {
+              std::vector<int> moved = s.pick();
+              moved[std::size_t(g)] = c;
+              const double want = ob.rank(brute_totals(*t, per_node(p, moved)));
+              CHECK(std::abs(s.rank_of(base, g, c, ob, std::numeric_limits<double>::infinity()) - want) <= 1e-9 * (1 + want));
+            }
+          }
+        }
+      }
+  }
+}
+
+TEST_CASE("a joint move through the per-port caches finds the best pair the tables give", "[search][descent]") {
+  // best_pair of every adjacent pair of groups against the brute ranks of every (cu != current,
+  // cv) from the tables; after a single move's cache was filled, and without, with and without
+  // bounds, so stale or shared cache entries would show.
+  for (std::uint64_t seed = 1; seed <= 40; ++seed) {
+    const auto t = make_tables(seed);
+    INFO("seed " << seed);
+    for (bool tie : {true, false})
+      for (bool bounds : {false, true}) {
+        choice_problem p = make_problem(t, tie, /*ports=*/true);
+        std::mt19937_64 rng(seed * 17 + (tie ? 1 : 0) + (bounds ? 2 : 0));
+        if (bounds) set_scaled_bounds(p, t, rng);
+        const objective ob{[](const cost_terms& x) { return x.compute() + x.comm_fwd + x.comm_bwd + std::max(x.compute_bwd, x.comm_grad); },
+                           0.0, /*monotone=*/true};
+        std::vector<int> pick(static_cast<std::size_t>(p.groups()));
+        for (int g = 0; g < p.groups(); ++g) pick[std::size_t(g)] = int(rng() % std::uint64_t(p.group_candidates(g)));
+        detail::descent_state s(p, pick);
+        for (const auto& ed : p.edges()) {
+          const int gu = std::min(p.group_of(ed.u), p.group_of(ed.v)), gv = std::max(p.group_of(ed.u), p.group_of(ed.v));
+          if (gu == gv) continue;
+          if (rng() % 2) check_move(s, *t, ob, gu, rng);
+          const double r0 = ob.rank(brute_totals(*t, per_node(p, s.pick())));
+          double want = r0;
+          for (int cu = 0; cu < p.group_candidates(gu); ++cu)
+            for (int cv = 0; cu != s.pick()[std::size_t(gu)] && cv < p.group_candidates(gv); ++cv) {
+              std::vector<int> moved = s.pick();
+              moved[std::size_t(gu)] = cu;
+              moved[std::size_t(gv)] = cv;
+              want = std::min(want, ob.rank(brute_totals(*t, per_node(p, moved))));
+            }
+          const auto [bu, bv, rk] = s.best_pair(gu, gv, ob, ob.rank(s.totals()));
+          std::vector<int> got = s.pick();
+          got[std::size_t(gu)] = bu;
+          got[std::size_t(gv)] = bv;
+          INFO("groups " << gu << ", " << gv << " tied " << tie << " bounds " << bounds);
+          CHECK(std::abs(ob.rank(brute_totals(*t, per_node(p, got))) - rk) <= 1e-9 * (1 + rk));
+          if (want < r0 * (1 - 1e-9)) CHECK(std::abs(rk - want) <= 1e-9 * (1 + want));
+          else CHECK(rk >= want * (1 - 1e-9));
+        }
+      }
   }
 }
 
