@@ -64,6 +64,7 @@ static_assert(SideQueue<decltype(executor::dev), std::remove_reference_t<decltyp
 #endif
 );
 
+#if defined(AUTODDL_TEST_SIDE_QUEUE)
 /// The parameter slots whose gradient the plan boxes (dual(compute) -> summing layout), which
 /// the executor queues on a side queue in the last micro-batch's backward, and the collectives
 /// among their paths' steps (each one a deferred step on every rank; a local step may queue
@@ -84,6 +85,7 @@ boxed_gradients boxed_param_gradients(const plan_problem& pp, const std::vector<
     }
   return n;
 }
+#endif
 
 constexpr double tolerance = 1e-4;  // fp32, against fp32 serial
 
