@@ -49,8 +49,8 @@
 // of each parameter edge's summed gradient in the last micro-batch's backward, and its addition
 // into the parameter's summing layout, go on the side queue, so the remaining ops' backward runs
 // beside them (what the cost model's overlap_rule::grad_sync_with_backward prices). Those boxed
-// sums are kept apart (boxed_sums_) from the contributions added on the main queue until
-// synchronise_gradients joins the side queue and adds them in; only then do the tied parameters'
+// sums are kept apart (boxed_sums_) from the contributions added on the main queue until the
+// join after backward (before the loss all-reduce) adds them in; only then do the tied parameters'
 // synchronisation, the pipeline's tied exchange, the finiteness check and the optimizer read a
 // gradient. Everything a side-queue step uses lives, unwritten by the main queue, until that join:
 // the summed contribution is moved into the side queue's boxing, whose temporaries die while the
@@ -130,9 +130,10 @@ struct step_profile {
   double inputs_s = 0;           ///< synthetic model inputs generated (not priced: the data loader's share)
   double accumulate_s = 0;       ///< gradient contributions added (residuals, tied parameters)
   double loss_s = 0;             ///< the global loss all-reduce (reported, outside the plan's bytes)
-  double sync_s = 0;             ///< tied parameters' one synchronisation (includes side_join_s)
-  /// With a side queue (SideQueue<D, M>): the host's time in the join before synchronise_gradients
-  /// (a queued wait on a GPU; the deferred gradient boxings themselves on the opaque test device).
+  double sync_s = 0;             ///< tied parameters' one synchronisation
+  /// With a side queue (SideQueue<D, M>): the host's time in the join after backward, before the
+  /// loss all-reduce (a queued wait on a GPU; the deferred gradient boxings themselves on the
+  /// opaque test device); counted in none of the other fields.
   /// The gradient boxings' share of boxing_s is then only the time to queue them.
   double side_join_s = 0;
   double update_s = 0;           ///< optimizer update
@@ -242,6 +243,9 @@ class trainer {
     double local_loss = 0;
     for (const pipeline_slot& x : one_f_one_b(stages_, stage_, m)) local_loss += run_slot(step_index, x);
     finish_sends();
+    // Backward is all queued: the main queue waits for the side queue's gradient boxings here, so
+    // that no collective of another communicator (the loss's, over the world) runs beside them.
+    join_gradient_boxing();
     auto t = clock::now();
     const double loss = global_loss(local_loss) / m;
     if (options_.check_finite && !std::isfinite(loss))
@@ -643,7 +647,8 @@ class trainer {
   // use (its contribution already went to storage), one synchronisation for a tied one.
   // A pipeline stage synchronises the parameters it holds; one held by several stages is then
   // exchanged with them and summed (exchange_tied_gradient). First the side queue's gradient
-  // boxings are joined: nothing below reads a gradient before that.
+  // boxings are joined (train_step has done so; joining again is a no-op): nothing below reads a
+  // gradient before that.
   void synchronise_gradients() {
     join_gradient_boxing();
     for (std::size_t p = 0; p < grads_.size(); ++p) {
