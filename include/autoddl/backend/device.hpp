@@ -19,6 +19,12 @@
 //   (the host synchronises before it reads); the others may return before they have run.
 // - A buffer is default-constructible (empty), movable, and knows its size(); destroying one
 //   while queued work still uses it is safe (the device orders the release).
+// - Optional: a device and its paired communicator may offer a second, side queue (the concept
+//   SideQueue<D, M> and its rules, backend/communicator.hpp). "Call order" above is then per
+//   queue: side-queue work runs after what the main queue had when the side queue was entered,
+//   and the main queue sees it only after a join. A buffer destroyed while the side queue is
+//   current is released in the side queue's order; one used there must not be destroyed on the
+//   main queue before the join (the caller keeps it).
 #include <concepts>
 #include <cstddef>
 #include <cstdint>

@@ -44,6 +44,19 @@
 // the synchronised gradients (in stage order, so every copy stays equal). Bytes sent per step
 // count these messages too (what search/pipeline.hpp prices per stage).
 //
+// Where the Device and its communicator offer a side queue (SideQueue<D, M>,
+// backend/communicator.hpp: cuda_device with nccl_mesh_comm, not cpu_device with MPI), the boxing
+// of each parameter edge's summed gradient in the last micro-batch's backward, and its addition
+// into the parameter's summing layout, go on the side queue, so the remaining ops' backward runs
+// beside them (what the cost model's overlap_rule::grad_sync_with_backward prices). Those boxed
+// sums are kept apart (boxed_sums_) from the contributions added on the main queue until the
+// join after backward (before the loss all-reduce) adds them in; only then do the tied parameters'
+// synchronisation, the pipeline's tied exchange, the finiteness check and the optimizer read a
+// gradient. Everything a side-queue step uses lives, unwritten by the main queue, until that join:
+// the summed contribution is moved into the side queue's boxing, whose temporaries die while the
+// side queue is current (released in its order), and boxed_sums_ is touched only there and after
+// the join. Without a side queue every step runs in program order on one queue, as before.
+//
 // Every tensor of the model (parameters, gradients, optimizer state, activations, boxing
 // buffers) is a buffer of the Device; accumulation, zeroing and packing are its primitives and
 // collectives run on its memory (backend/device.hpp, communicator.hpp). The host touches values
@@ -119,6 +132,11 @@ struct step_profile {
   double accumulate_s = 0;       ///< gradient contributions added (residuals, tied parameters)
   double loss_s = 0;             ///< the global loss all-reduce (reported, outside the plan's bytes)
   double sync_s = 0;             ///< tied parameters' one synchronisation
+  /// With a side queue (SideQueue<D, M>): the host's time in the join after backward, before the
+  /// loss all-reduce (a queued wait on a GPU; the deferred gradient boxings themselves on the
+  /// opaque test device); counted in none of the other fields.
+  /// The gradient boxings' share of boxing_s is then only the time to queue them.
+  double side_join_s = 0;
   double update_s = 0;           ///< optimizer update
   double pipe_wait_s = 0;        ///< a pipeline stage waiting for its neighbours' activations and gradients
   double total_s = 0;            ///< the whole train_step
@@ -244,6 +262,9 @@ class trainer {
     double local_loss = 0;
     for (const pipeline_slot& x : one_f_one_b(stages_, stage_, m)) local_loss += run_slot(step_index, x);
     finish_sends();
+    // Backward is all queued: the main queue waits for the side queue's gradient boxings here, so
+    // that no collective of another communicator (the loss's, over the world) runs beside them.
+    join_gradient_boxing();
     auto t = clock::now();
     const double loss = global_loss(local_loss) / m;
     if (options_.check_finite && !std::isfinite(loss))
@@ -403,6 +424,7 @@ class trainer {
     resize(params_, np);
     resize(grads_, np);
     resize(grad_sums_, np);
+    resize(boxed_sums_, np);
     resize(first_moment_, np);
     resize(second_moment_, np);
     for (int p = 0; p < np; ++p) {
@@ -611,6 +633,11 @@ class trainer {
     accumulate(sum, std::move(g));
     profile_.accumulate_s += lap(t);
     if (!last_micro_batch) return;
+    if constexpr (SideQueue<D, M>) {
+      box_on_side_queue(i, j, p, path);
+      at(profile_.boxing_s, i) += lap(t);
+      return;
+    }
     buffer boxed = run_boxing<T>(dev_, comm_, std::move(sum), at(model_.params, p).shape, dual(sig(i).params[j]), path);
     release(sum);
     at(profile_.boxing_s, i) += lap(t);
@@ -618,11 +645,47 @@ class trainer {
     profile_.accumulate_s += lap(t);
   }
 
+  // With a side queue: op i's slot j's summed gradient (moved out of param_grad_acc_) boxed and
+  // added into boxed_sums_[p] there. Every buffer the path makes, and the sum itself, dies before
+  // the switch back, so the device releases it in the side queue's order.
+  void box_on_side_queue(int i, std::size_t j, int p, const boxing_path& path) {
+    dev_.use_side_queue(comm_);
+    side_pending_ = true;
+    buffer& sum = at(param_grad_acc_, i)[j];
+    {
+      buffer boxed = run_boxing<T>(dev_, comm_, std::move(sum), at(model_.params, p).shape, dual(sig(i).params[j]), path);
+      accumulate(at(boxed_sums_, p), std::move(boxed));
+    }
+    release(sum);
+    dev_.use_main_queue(comm_);
+  }
+
+  // The main queue waits for the gradient boxings queued on the side queue, then adds each
+  // parameter's boxed sum to what the main queue summed (a move where it summed nothing).
+  void join_gradient_boxing() {
+    if constexpr (SideQueue<D, M>) {
+      if (!side_pending_) return;
+      auto t = clock::now();
+      dev_.join_side_queue(comm_);
+      side_pending_ = false;
+      profile_.side_join_s += lap(t);
+      for (std::size_t p = 0; p < boxed_sums_.size(); ++p)
+        if (!boxed_sums_[p].empty()) {
+          accumulate(grad_sums_[p], std::move(boxed_sums_[p]));
+          release(boxed_sums_[p]);  // (accumulate adds without taking it where grad_sums_[p] held a value)
+        }
+      profile_.accumulate_s += lap(t);
+    }
+  }
+
   // Each parameter's summed gradient boxed to its storage: nothing for a parameter with one
   // use (its contribution already went to storage), one synchronisation for a tied one.
   // A pipeline stage synchronises the parameters it holds; one held by several stages is then
-  // exchanged with them and summed (exchange_tied_gradient).
+  // exchanged with them and summed (exchange_tied_gradient). First the side queue's gradient
+  // boxings are joined (train_step has done so; joining again is a no-op): nothing below reads a
+  // gradient before that.
   void synchronise_gradients() {
+    join_gradient_boxing();
     for (std::size_t p = 0; p < grads_.size(); ++p) {
       if (!holds_param(int(p))) continue;
       const param_choice& pc = param_layouts(int(p));
@@ -968,6 +1031,8 @@ class trainer {
   op_program<T, D> program_;  ///< a typed model's instances per op (run_instances); empty: dynamic dispatch
   std::vector<buffer> params_, grads_;  ///< storage shards of parameters and their gradients
   std::vector<buffer> grad_sums_;       ///< per parameter: its uses' gradients, summed
+  std::vector<buffer> boxed_sums_;      ///< per parameter: boxed on the side queue, summed there (until the join)
+  bool side_pending_ = false;           ///< side-queue work queued since the last join
   std::vector<std::vector<buffer>> gathered_;        ///< per op slot: parameter boxed to compute, this step
   std::vector<std::vector<buffer>> param_grad_acc_;  ///< per op slot: gradient summed over micro-batches
   std::optional<step_schedule> schedule_;  ///< what the step keeps and reruns (after paths_)

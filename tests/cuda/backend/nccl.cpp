@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "autoddl/backend/communicator.hpp"
@@ -162,6 +163,38 @@ TEST_CASE("an overlapped gradient all-reduce on a side stream waits for the kern
   dev.scale(2.0f, other.m());  // compute that may overlap the reduction
   red.join();
   dev.scale(0.5f, grad.m());  // after join: sees the reduced gradient
+  CHECK(grad.get() == std::vector<double>(std::size_t(len), 0.5 * n * (n + 1) / 2));
+  CHECK(other.get() == std::vector<double>(std::size_t(len), 2.0));
+}
+
+// The device's own side queue (SideQueue with nccl_mesh_comm), as the trainer uses it: a boxing
+// queued on the side stream after the main stream's kernel that made the gradient, through a
+// temporary that dies while the side queue is current (freed on the side stream), beside main
+// stream compute, then joined before the main stream reads the result.
+TEST_CASE("cuda_device's side queue runs after the main stream's kernels and is joined before the main stream reads",
+          "[nccl][overlap][side_queue]") {
+  static_assert(SideQueue<cudatest::cuda_device, nccl_mesh_comm>);
+  cudatest::cuda_device dev(nccl::local_device_ordinal());
+  const int n = world_size();
+  int me = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &me);
+  nccl_mesh_comm mesh(mesh_shape{n}, dev.ordinal(), dev.stream());
+  const std::int64_t len = 1 << 20;
+  dvec<float> grad(dev, std::vector<double>(std::size_t(len), 0.0)), other(dev, std::vector<double>(std::size_t(len), 1.0));
+  dev.fill(grad.m(), float(me + 1));  // main stream, just before the fork
+  dev.use_side_queue(mesh);
+  CHECK(dev.stream() == dev.side_stream());
+  {
+    auto tmp = dev.alloc<float>(std::size_t(len));  // allocated, and freed below, on the side stream
+    dev.copy(grad.c(), dev.view(tmp));
+    mesh.axis(0).all_reduce(dev.view(tmp));
+    dev.copy(std::as_const(dev).view(tmp), grad.m());
+  }
+  dev.use_main_queue(mesh);
+  CHECK(dev.stream() == dev.main_stream());
+  dev.scale(2.0f, other.m());  // main-stream compute beside the side stream's all-reduce
+  dev.join_side_queue(mesh);
+  dev.scale(0.5f, grad.m());  // after the join: sees the reduced gradient
   CHECK(grad.get() == std::vector<double>(std::size_t(len), 0.5 * n * (n + 1) / 2));
   CHECK(other.get() == std::vector<double>(std::size_t(len), 2.0));
 }

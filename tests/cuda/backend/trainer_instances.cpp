@@ -12,6 +12,9 @@ namespace autoddl {
 static_assert(Device<cuda::cuda_device>);
 static_assert(MeshCommunicator<nccl::nccl_mesh_comm>);
 static_assert(AxisCommunicatorFor<nccl::nccl_comm, __nv_bfloat16>);
+// The GPU pair offers a side queue (a second stream), so the trainer overlaps gradient boxing
+// with backward there (backend/communicator.hpp, SideQueue).
+static_assert(SideQueue<cuda::cuda_device, nccl::nccl_mesh_comm>);
 template class trainer<float, cuda::cuda_device, nccl::nccl_mesh_comm>;
 template class trainer<__nv_bfloat16, cuda::cuda_device, nccl::nccl_mesh_comm>;
 

@@ -6,7 +6,9 @@
 // the stage mesh. Every rank's bytes per step equal its stage's predicted bytes
 // (search/pipeline.hpp, stage_figures::bytes). Seeds are fixed and printed; meson's timeout
 // catches a deadlock. Built twice, like train.cpp: on cpu_device, and with
-// AUTODDL_TEST_OPAQUE_DEVICE on the opaque test device (suite `generic`).
+// AUTODDL_TEST_OPAQUE_DEVICE on the opaque test device (suite `generic`), and a third time with
+// AUTODDL_TEST_SIDE_QUEUE as well, on the opaque device whose side queue defers the executor's
+// gradient boxings to the join (suite `generic`).
 #include <catch2/catch_test_macros.hpp>
 
 #include <algorithm>
@@ -124,7 +126,11 @@ void check_pipeline(const std::string& spec, const mesh_shape& full, int p, int 
     INFO(spec << " on " << to_string(full) << " as " << p << " stages of " << to_string(o.mesh) << ", " << m
               << " micro-batches, recompute " << to_string(rc) << ", seed " << seed);
 #if defined(AUTODDL_TEST_OPAQUE_DEVICE)
+#if defined(AUTODDL_TEST_SIDE_QUEUE)
+    testing::side_queue_opaque_device dev;  // gradient boxings deferred to the join
+#else
     testing::opaque_device dev;
+#endif
     testing::opaque_mesh_comm<mpi::mpi_mesh_comm> comm(comms.mesh());
     testing::opaque_axis_comm<mpi::ring_comm> pipe(&comms.pipe());
 #else
@@ -142,7 +148,15 @@ void check_pipeline(const std::string& spec, const mesh_shape& full, int p, int 
       CHECK(std::abs(loss - serial.losses[std::size_t(s)]) <= tolerance * std::abs(serial.losses[std::size_t(s)]));
       bytes_equal = bytes_equal && double(t.last_step_bytes()) == predicted;
       CHECK(double(t.last_step_bytes()) == predicted);
+#if defined(AUTODDL_TEST_SIDE_QUEUE)
+      CHECK(dev.pending_steps() == 0);  // joined before the step's end
+#endif
     }
+#if defined(AUTODDL_TEST_SIDE_QUEUE)
+    if (world_rank() == 0)
+      std::printf("side queue on rank 0: %lld deferred steps in %lld joins over 2 steps\n",
+                  static_cast<long long>(dev.deferred_steps()), static_cast<long long>(dev.joins()));
+#endif
     double worst[2] = {0, 0};  // gradients, parameters
     for (std::size_t q = 0; q < g.params.size(); ++q) {
       if (!t.holds_param(int(q))) continue;

@@ -7,6 +7,10 @@
 // Built twice: on cpu_device, and with AUTODDL_TEST_OPAQUE_DEVICE on the opaque test device
 // (tests/support/opaque_device.hpp: memory the host cannot reach), the meson suite `generic`,
 // which proves the executor touches model tensors only through the Device and the communicator.
+// Built a third time with AUTODDL_TEST_SIDE_QUEUE too, on side_queue_opaque_device, whose side
+// queue defers the gradient boxings the executor puts there until the join (and catches a
+// main-queue step that touches their memory before it): the same results, and each step of a
+// plan whose parameter gradients box must have deferred steps and joined once.
 #include <catch2/catch_test_macros.hpp>
 
 #include <cstdint>
@@ -37,7 +41,10 @@ namespace {
 struct executor {
   explicit executor(const mesh_shape& m, MPI_Comm parent = MPI_COMM_WORLD) : mpi(m, parent) {}
   mpi::mpi_mesh_comm mpi;
-#if defined(AUTODDL_TEST_OPAQUE_DEVICE)
+#if defined(AUTODDL_TEST_SIDE_QUEUE)
+  testing::side_queue_opaque_device dev;
+  testing::opaque_mesh_comm<mpi::mpi_mesh_comm> comm{mpi};
+#elif defined(AUTODDL_TEST_OPAQUE_DEVICE)
   testing::opaque_device dev;
   testing::opaque_mesh_comm<mpi::mpi_mesh_comm> comm{mpi};
 #else
@@ -47,6 +54,38 @@ struct executor {
 };
 using test_trainer = trainer<float, decltype(executor::dev), std::remove_reference_t<decltype(executor::comm)>>;
 static_assert(MeshCommunicator<std::remove_reference_t<decltype(executor::comm)>>);
+// Which pairs offer a side queue (backend/communicator.hpp): the CPU with MPI blocks, so not it.
+static_assert(!SideQueue<cpu_device, mpi::mpi_mesh_comm>);
+static_assert(SideQueue<decltype(executor::dev), std::remove_reference_t<decltype(executor::comm)>> ==
+#if defined(AUTODDL_TEST_SIDE_QUEUE)
+              true
+#else
+              false
+#endif
+);
+
+#if defined(AUTODDL_TEST_SIDE_QUEUE)
+/// The parameter slots whose gradient the plan boxes (dual(compute) -> summing layout), which
+/// the executor queues on a side queue in the last micro-batch's backward, and the collectives
+/// among their paths' steps (each one a deferred step on every rank; a local step may queue
+/// nothing on some ranks: B -> P on coordinate 0).
+struct boxed_gradients {
+  int paths = 0, collectives = 0;
+};
+boxed_gradients boxed_param_gradients(const plan_problem& pp, const std::vector<int>& pick) {
+  const plan_paths paths(pp, pick);
+  boxed_gradients n;
+  for (int i = 0; i < int(pp.model().ops.size()); ++i)
+    for (std::size_t j = 0; j < pp.model().ops[std::size_t(i)].param_ids.size(); ++j) {
+      const boxing_path& path = paths.param(i, j).backward;
+      n.paths += path.size() > 0 ? 1 : 0;
+      for (const auto& st : path)
+        n.collectives += st.op == collective::all_gather || st.op == collective::all_reduce ||
+                         st.op == collective::reduce_scatter || st.op == collective::all_to_all;
+    }
+  return n;
+}
+#endif
 
 constexpr double tolerance = 1e-4;  // fp32, against fp32 serial
 
@@ -143,8 +182,23 @@ void check_model(const std::string& spec, int plans, optimizer opt, schedule sc 
 #if defined(AUTODDL_TEST_OPAQUE_DEVICE)
         const std::int64_t downloads_before = on.dev.downloads();
 #endif
+#if defined(AUTODDL_TEST_SIDE_QUEUE)
+        const std::int64_t deferred_before = on.dev.deferred_steps(), joins_before = on.dev.joins();
+#endif
         const double loss = t.train_step(s);
         CHECK(double(t.last_step_bytes()) == predicted);
+#if defined(AUTODDL_TEST_SIDE_QUEUE)
+        // every boxed parameter gradient went through the side queue, joined once per step
+        const boxed_gradients boxed = boxed_param_gradients(pp, pick);
+        const std::int64_t deferred = on.dev.deferred_steps() - deferred_before;
+        CHECK(deferred >= boxed.collectives);
+        if (boxed.paths == 0) CHECK(deferred == 0);
+        CHECK(on.dev.joins() - joins_before == (boxed.paths > 0 ? 1 : 0));
+        CHECK(on.dev.pending_steps() == 0);
+        if (rank == 0 && s == 0)
+          std::printf("side queue: %d boxed parameter gradients (%d collectives), %lld deferred steps joined in step 0\n",
+                      boxed.paths, boxed.collectives, static_cast<long long>(deferred));
+#endif
 #if defined(AUTODDL_TEST_OPAQUE_DEVICE)
         // the host reads only what a user reads: each micro-batch's loss part, the step's loss
         // and the finiteness flag (both through one all-reduced double)
@@ -256,3 +310,37 @@ TEST_CASE("m micro-batches of batch/m rows train like one batch (gradient accumu
   check_accumulation("gpt:layers=2,hidden=32,heads=4,seq=16,batch=8,vocab=64,dropout=0", 4, optimizer::sgd_momentum);
   check_accumulation("mlp:layers=3,hidden=32,batch=16,in=16,out=8", 4, optimizer::adam);
 }
+
+#if defined(AUTODDL_TEST_SIDE_QUEUE)
+// The test device's own contract, on one rank: side-queue steps run at the join, in order; a
+// main-queue step that writes what they read, or reads what they write, is refused; a buffer
+// destroyed on the side queue keeps its storage until the join but leaves bytes_in_use at once.
+TEST_CASE("the opaque side queue defers its steps to the join and refuses main-queue steps on their memory",
+          "[mpi][runtime][side_queue]") {
+  executor on(mesh_shape{1}, MPI_COMM_SELF);
+  auto& dev = on.dev;
+  auto x = dev.alloc<float>(4), y = dev.alloc<float>(4), z = dev.alloc<float>(4);
+  dev.fill(dev.view(x), 2.0f);
+  const std::int64_t bytes_before = dev.bytes_in_use();
+  dev.use_side_queue(on.comm);
+  {
+    auto tmp = dev.alloc<float>(4);
+    dev.copy(dev.view(std::as_const(x)), dev.view(tmp));       // tmp = 2
+    dev.axpy(3.0f, dev.view(std::as_const(tmp)), dev.view(y));  // y = 6
+  }  // tmp dies on the side queue
+  on.comm.axis(0).all_reduce(dev.view(y));  // one rank: y unchanged, but deferred too
+  dev.use_main_queue(on.comm);
+  CHECK(dev.pending_steps() == 3);
+  CHECK(dev.bytes_in_use() == bytes_before);
+  CHECK_NOTHROW(dev.fill(dev.view(z), 1.0f));                                 // memory no side step touches
+  CHECK_NOTHROW(dev.copy(dev.view(std::as_const(x)), dev.view(z)));           // reading what a side step reads
+  CHECK_THROWS_AS(dev.fill(dev.view(x), 0.0f), std::logic_error);             // writing it
+  CHECK_THROWS_AS(dev.copy(dev.view(std::as_const(y)), dev.view(z)), std::logic_error);  // reading what one writes
+  CHECK_THROWS_AS(on.comm.axis(0).all_reduce(dev.view(y)), std::logic_error);  // a main-queue collective on it
+  dev.join_side_queue(on.comm);
+  CHECK(dev.pending_steps() == 0);
+  std::vector<float> h(4);
+  dev.download(dev.view(std::as_const(y)), std::span<float>(h));
+  CHECK(h == std::vector<float>(4, 6.0f));
+}
+#endif

@@ -1,7 +1,14 @@
 #pragma once
 // cuda_device: the Device of autoddl/backend/device.hpp on one GPU. Same primitives, same
 // semantics as cpu_device (autoddl/backend/cpu/device.hpp); spans refer to GPU memory (view()
-// gives them) and every primitive is queued on the device's one stream, in call order.
+// gives them) and every primitive is queued on the device's current stream, in call order.
+//   - side queue (SideQueue with nccl_mesh_comm, backend/communicator.hpp): a second stream.
+//     use_side_queue(comm) records an event on the main stream, makes the side stream wait for
+//     it, and points the current stream, the cuBLAS handle and comm's communicators at the side
+//     stream; use_main_queue(comm) points them back; join_side_queue records an event on the side
+//     stream and makes the main stream wait for it. Buffers are allocated and freed on the current
+//     stream (buffer.cuh), so a side-queue temporary is freed after the side work that used it.
+//     upload, download, all_finite and synchronize belong to the main queue (the contract).
 //   - element types: float, double, __half, __nv_bfloat16; the half types compute in float and
 //     round once on store; index tensors (std::int64_t) are plain buffers.
 //   - GEMMs: cuBLAS cublasGemmStridedBatchedEx, float accumulation (tensor cores for the half
@@ -54,6 +61,19 @@ class owned_blas {
   cublasHandle_t handle_ = nullptr;
 };
 
+/// A CUDA event without timing (a fork or join point between the streams), owned.
+class owned_event {
+ public:
+  owned_event() { check(cudaEventCreateWithFlags(&event_, cudaEventDisableTiming), "cudaEventCreateWithFlags"); }
+  owned_event(const owned_event&) = delete;
+  owned_event& operator=(const owned_event&) = delete;
+  ~owned_event() { (void)cudaEventDestroy(event_); }  // nothing to report to at destruction
+  cudaEvent_t get() const { return event_; }
+
+ private:
+  cudaEvent_t event_ = nullptr;
+};
+
 /// Makes `ordinal` the current device, raises its default pool's release threshold so that
 /// freed blocks stay cached, and returns the state its buffers share (with a new stream).
 inline std::shared_ptr<allocation_state> make_allocation_state(int ordinal) {
@@ -90,12 +110,17 @@ class cuda_device {
   ~cuda_device() = default;
 
   int ordinal() const { return ordinal_; }
-  cudaStream_t stream() const { return state_->stream.get(); }
+  /// The stream primitives are queued on now: main_stream(), or side_stream() while the side
+  /// queue is current.
+  cudaStream_t stream() const { return state_->current; }
+  cudaStream_t main_stream() const { return state_->stream.get(); }
+  cudaStream_t side_stream() const { return state_->side.get(); }
   cublasHandle_t blas() const { return blas_.get(); }
-  /// Waits for every primitive queued so far; reports an error a kernel raised while running,
-  /// then a buffer's failed release (cudaFreeAsync) since the last call.
+  /// Waits for every primitive queued on the main stream so far (side-queue work is waited for
+  /// by join_side_queue); reports an error a kernel raised while running, then a buffer's failed
+  /// release (cudaFreeAsync) since the last call.
   void synchronize() const {
-    check(cudaStreamSynchronize(stream()), "cudaStreamSynchronize");
+    check(cudaStreamSynchronize(main_stream()), "cudaStreamSynchronize");
     check(state_->free_error.exchange(cudaSuccess), "cudaFreeAsync (a buffer's release, reported here)");
   }
 
@@ -240,6 +265,31 @@ class cuda_device {
                 std::int64_t lo, std::span<const statistic_t<T>> m, std::span<const statistic_t<T>> stats,
                 std::span<const T> dloss, T scale, std::span<T> dx);
 
+  // ---- the side queue (SideQueue, backend/communicator.hpp) -----------------------------------
+  /// Everything queued afterwards (primitives, allocations, frees, comm's collectives) goes on the
+  /// side stream, after everything queued on the main stream so far.
+  template <class M>
+    requires requires(M& m, cudaStream_t s) { m.set_stream(s); }
+  void use_side_queue(M& comm) {
+    check(cudaEventRecord(fork_.get(), main_stream()), "cudaEventRecord (side queue fork)");
+    check(cudaStreamWaitEvent(side_stream(), fork_.get(), 0), "cudaStreamWaitEvent (side queue fork)");
+    make_current(side_stream(), comm);
+  }
+  /// Back to the main stream; the side stream's work goes on beside it.
+  template <class M>
+    requires requires(M& m, cudaStream_t s) { m.set_stream(s); }
+  void use_main_queue(M& comm) {
+    make_current(main_stream(), comm);
+  }
+  /// The main stream waits (on the GPU; the host does not) for everything queued on the side
+  /// stream so far.
+  template <class M>
+    requires requires(M& m, cudaStream_t s) { m.set_stream(s); }
+  void join_side_queue(M&) {
+    check(cudaEventRecord(join_.get(), side_stream()), "cudaEventRecord (side queue join)");
+    check(cudaStreamWaitEvent(main_stream(), join_.get(), 0), "cudaStreamWaitEvent (side queue join)");
+  }
+
   // ---- optimizers ---------------------------------------------------------------------------
   template <class T>
   void sgd_momentum(const optimizer_step& o, std::span<const T> g, std::span<T> vel, std::span<T> p);
@@ -247,6 +297,13 @@ class cuda_device {
   void adam(const optimizer_step& o, std::span<const T> g, std::span<T> m, std::span<T> v, std::span<T> p);
 
  private:
+  // s becomes the current stream of the device, its cuBLAS handle and comm's communicators.
+  template <class M>
+  void make_current(cudaStream_t s, M& comm) {
+    check(cublasSetStream(blas(), s), "cublasSetStream");
+    state_->current = s;
+    comm.set_stream(s);
+  }
   static void fits(std::size_t from, std::size_t to, const char* what) {
     if (from > to)
       throw cuda_error(std::string("cuda_device::") + what + " of " + std::to_string(from) + " elements into " +
@@ -256,6 +313,7 @@ class cuda_device {
   int ordinal_ = 0;
   std::shared_ptr<detail::allocation_state> state_;  // before blas_: the handle is bound to its stream
   detail::owned_blas blas_;
+  detail::owned_event fork_, join_;  // the side queue's fork and join points
 };
 
 static_assert(Device<cuda_device>, "cuda_device must model autoddl::Device");
