@@ -43,10 +43,16 @@ constexpr overlap_rule parse_overlap_rule(std::string_view s) {
   detail::fail<parse_error>("unknown overlap rule '" + std::string(s) + "'; write none or grad_sync_with_backward");
 }
 
-constexpr double step_time(const step_terms& t, overlap_rule rule = overlap_rule::grad_sync_with_backward) {
+/// With m micro-batches (t holds the whole step: m backwards), the executor issues the gradient
+/// synchronisation during the last micro-batch's backward only (the earlier ones accumulate), so
+/// only that backward, compute_bwd / m, can hide it:
+///   step = compute_fwd + comm_fwd + comm_bwd + (m - 1) / m compute_bwd + max(compute_bwd / m, comm_grad)
+constexpr double step_time(const step_terms& t, overlap_rule rule = overlap_rule::grad_sync_with_backward,
+                           int microbatches = 1) {
   const double exposed = t.compute_fwd + t.comm_fwd + t.comm_bwd;
   if (rule == overlap_rule::none) return exposed + t.compute_bwd + t.comm_grad;
-  return exposed + (t.compute_bwd > t.comm_grad ? t.compute_bwd : t.comm_grad);
+  const double window = microbatches > 1 ? t.compute_bwd / double(microbatches) : t.compute_bwd;
+  return exposed + (t.compute_bwd - window) + (window > t.comm_grad ? window : t.comm_grad);
 }
 
 }  // namespace autoddl

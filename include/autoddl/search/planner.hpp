@@ -23,7 +23,8 @@
 // micro-batches in the compute layout and boxed to the summing layout once (a parameter edge
 // whose gradient boxes holds that accumulation buffer through the step when m > 1, in place of
 // its share of the stored gradient); memory
-// holds one micro-batch's activations. Recomputation (plan_options::recompute, repeated blocks):
+// holds one micro-batch's activations; with overlap, only the last micro-batch's backward hides the
+// gradient synchronisation (step_time(terms, rule, m)). Recomputation (plan_options::recompute, repeated blocks):
 //   selective  a block's attention core keeps its inputs only; its forward reruns in backward
 //              (compute_bwd += compute_fwd).
 //   full       a block keeps its inputs: the outputs of ops outside it that it reads, and the
@@ -172,8 +173,9 @@ class plan_problem {
 
   objective make_objective() const {
     const overlap_rule r = overlap();
-    return objective{[r](const cost_terms& t) {
-                       return step_time(step_terms{t.compute_fwd, t.compute_bwd, t.comm_fwd, t.comm_bwd, t.comm_grad}, r);
+    const int m = o_.microbatches;
+    return objective{[r, m](const cost_terms& t) {
+                       return step_time(step_terms{t.compute_fwd, t.compute_bwd, t.comm_fwd, t.comm_bwd, t.comm_grad}, r, m);
                      },
                      o_.memory_limit > 0 ? o_.memory_limit : o_.hw.device.memory_bytes, /*monotone=*/true};
   }

@@ -66,6 +66,11 @@ TEST_CASE("gradient synchronisation hides behind backward compute", "[cost][step
   CHECK(step_time(t, overlap_rule::none) == Approx(1.0 + 2.0 + 0.1 + 0.2 + 1.5));
   step_terms comm_bound{1.0, 2.0, 0.1, 0.2, 3.5};
   CHECK(step_time(comm_bound) == Approx(1.0 + 0.1 + 0.2 + 3.5));
+  // 4 micro-batches: three backwards of 0.5 s accumulate, the sync hides behind the last one only
+  CHECK(step_time(t, overlap_rule::grad_sync_with_backward, 4) == Approx(1.3 + 3 * 0.5 + 1.5));
+  step_terms compute_bound{1.0, 8.0, 0.1, 0.2, 1.5};
+  CHECK(step_time(compute_bound, overlap_rule::grad_sync_with_backward, 4) == Approx(1.3 + 8.0));
+  CHECK(step_time(t, overlap_rule::none, 4) == step_time(t, overlap_rule::none));
   step_terms sum = t;
   sum += comm_bound;
   CHECK(sum == step_terms{2.0, 4.0, 0.2, 0.4, 5.0});
