@@ -28,30 +28,13 @@
 #include "autoddl/search/solve.hpp"
 #include "autoddl/search/step_memory.hpp"
 
-#if defined(AUTODDL_TEST_OPAQUE_DEVICE)
-#include "opaque_device.hpp"
-#endif
+#include "test_executor.hpp"
 
 using namespace autoddl;
+using testing::executor;
 
 namespace {
 
-/// The device and communicator a test's trainer runs on: the MPI mesh itself with cpu_device, or
-/// the opaque device with the mesh wrapped to work on its memory.
-struct executor {
-  explicit executor(const mesh_shape& m, MPI_Comm parent = MPI_COMM_WORLD) : mpi(m, parent) {}
-  mpi::mpi_mesh_comm mpi;
-#if defined(AUTODDL_TEST_SIDE_QUEUE)
-  testing::side_queue_opaque_device dev;
-  testing::opaque_mesh_comm<mpi::mpi_mesh_comm> comm{mpi};
-#elif defined(AUTODDL_TEST_OPAQUE_DEVICE)
-  testing::opaque_device dev;
-  testing::opaque_mesh_comm<mpi::mpi_mesh_comm> comm{mpi};
-#else
-  cpu_device dev;
-  mpi::mpi_mesh_comm& comm = mpi;
-#endif
-};
 using test_trainer = trainer<float, decltype(executor::dev), std::remove_reference_t<decltype(executor::comm)>>;
 static_assert(MeshCommunicator<std::remove_reference_t<decltype(executor::comm)>>);
 // Which pairs offer a side queue (backend/communicator.hpp): the CPU with MPI blocks, so not it.

@@ -24,27 +24,15 @@
 #include "autoddl/search/solve.hpp"
 #include "autoddl/search/typed.hpp"
 
-#if defined(AUTODDL_TEST_OPAQUE_DEVICE)
-#include "opaque_device.hpp"
-#endif
+#include "test_executor.hpp"
 
 using namespace autoddl;
+using testing::executor;
 
 namespace {
 
-struct executor {
-  explicit executor(const mesh_shape& m, MPI_Comm parent = MPI_COMM_WORLD) : mpi(m, parent) {}
-  mpi::mpi_mesh_comm mpi;
-#if defined(AUTODDL_TEST_OPAQUE_DEVICE)
-  testing::opaque_device dev;
-  testing::opaque_mesh_comm<mpi::mpi_mesh_comm> comm{mpi};
-#else
-  cpu_device dev;
-  mpi::mpi_mesh_comm& comm = mpi;
-#endif
-};
-using device_t = decltype(executor::dev);
-using test_trainer = trainer<float, device_t, std::remove_reference_t<decltype(executor::comm)>>;
+using device_t = testing::executor_device;
+using test_trainer = trainer<float, device_t, testing::executor_comm>;
 
 template <class Mesh>
 using typed_mlp = typed_model<float, Mesh, static_shape<8, 16>, layers::linear<32>, layers::relu<>, layers::linear<32>,
