@@ -224,6 +224,22 @@ bool close(const cost_terms& a, const cost_terms& b) {
          near(a.bytes, b.bytes) && a.transient == b.transient;
 }
 
+// Bounds of t's pairs scaled term by term by a factor in [0, 1] drawn from rng (0: no
+// information; 1: the price itself), the transient and memory sometimes dropped.
+void set_scaled_bounds(choice_problem& p, const std::shared_ptr<const tables>& t, std::mt19937_64& rng) {
+  const auto scale = std::make_shared<std::vector<double>>();
+  for (int i = 0; i < 64; ++i) scale->push_back(i % 5 == 0 ? 1.0 : std::uniform_real_distribution<double>(0, 1)(rng));
+  p.set_pair_lower_bound([t, scale](int e, int cu, int cv) {
+    const auto [u, v] = t->edges[std::size_t(e)];
+    const int pu = t->port[std::size_t(u % t->width)][std::size_t(cu)], pv = t->port[std::size_t(v % t->width)][std::size_t(cv)];
+    cost_terms x = t->pair[std::size_t(t->cls[std::size_t(e)])][std::size_t(pu)][std::size_t(pv)];
+    const double f = (*scale)[std::size_t(e * 7 + pu * 3 + pv) % scale->size()];
+    x.compute_fwd *= f, x.compute_bwd *= f, x.comm_fwd *= f, x.comm_bwd *= f, x.comm_grad *= f, x.bytes *= f;
+    if (f < 0.5) x.memory = 0, x.transient = 0;
+    return x;
+  });
+}
+
 }  // namespace
 
 TEST_CASE("ports and folded repeats price every move of the descent as the full tables do", "[search][descent]") {
@@ -312,18 +328,8 @@ TEST_CASE("pair lower bounds skip moves without changing what the descent picks"
     for (bool tie : {true, false}) {
       const choice_problem plain = make_problem(t, tie, /*ports=*/true);
       choice_problem bounded = make_problem(t, tie, /*ports=*/true);
-      const auto scale = std::make_shared<std::vector<double>>();
       std::mt19937_64 rng(seed * 13 + (tie ? 1 : 0));
-      for (int i = 0; i < 64; ++i) scale->push_back(i % 5 == 0 ? 1.0 : std::uniform_real_distribution<double>(0, 1)(rng));
-      bounded.set_pair_lower_bound([t, scale](int e, int cu, int cv) {
-        const auto [u, v] = t->edges[std::size_t(e)];
-        const int pu = t->port[std::size_t(u % t->width)][std::size_t(cu)], pv = t->port[std::size_t(v % t->width)][std::size_t(cv)];
-        cost_terms x = t->pair[std::size_t(t->cls[std::size_t(e)])][std::size_t(pu)][std::size_t(pv)];
-        const double f = (*scale)[std::size_t(e * 7 + pu * 3 + pv) % scale->size()];
-        x.compute_fwd *= f, x.compute_bwd *= f, x.comm_fwd *= f, x.comm_bwd *= f, x.comm_grad *= f, x.bytes *= f;
-        if (f < 0.5) x.memory = 0, x.transient = 0;
-        return x;
-      });
+      set_scaled_bounds(bounded, t, rng);
       for (double limit : {0.0, 40.0}) {
         const objective ob{[](const cost_terms& x) { return x.compute() + x.comm_fwd + x.comm_bwd + std::max(x.compute_bwd, x.comm_grad); },
                            limit, /*monotone=*/true};
@@ -341,22 +347,6 @@ TEST_CASE("pair lower bounds skip moves without changing what the descent picks"
 }
 
 namespace {
-
-// Bounds of t's pairs scaled term by term by a factor in [0, 1] drawn from rng (0: no
-// information; 1: the price itself), the transient and memory sometimes dropped.
-void set_scaled_bounds(choice_problem& p, const std::shared_ptr<const tables>& t, std::mt19937_64& rng) {
-  const auto scale = std::make_shared<std::vector<double>>();
-  for (int i = 0; i < 64; ++i) scale->push_back(i % 5 == 0 ? 1.0 : std::uniform_real_distribution<double>(0, 1)(rng));
-  p.set_pair_lower_bound([t, scale](int e, int cu, int cv) {
-    const auto [u, v] = t->edges[std::size_t(e)];
-    const int pu = t->port[std::size_t(u % t->width)][std::size_t(cu)], pv = t->port[std::size_t(v % t->width)][std::size_t(cv)];
-    cost_terms x = t->pair[std::size_t(t->cls[std::size_t(e)])][std::size_t(pu)][std::size_t(pv)];
-    const double f = (*scale)[std::size_t(e * 7 + pu * 3 + pv) % scale->size()];
-    x.compute_fwd *= f, x.compute_bwd *= f, x.comm_fwd *= f, x.comm_bwd *= f, x.comm_grad *= f, x.bytes *= f;
-    if (f < 0.5) x.memory = 0, x.transient = 0;
-    return x;
-  });
-}
 
 // Checks every pick of group g, in a shuffled order and twice (the second pass reads the move's
 // cache), against the tables: rank_of is the rank of the brute totals, or +infinity only where
