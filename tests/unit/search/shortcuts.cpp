@@ -224,6 +224,19 @@ bool close(const cost_terms& a, const cost_terms& b) {
          near(a.bytes, b.bytes) && a.transient == b.transient;
 }
 
+// The step time with the gradient synchronisation hidden behind backward, under a memory limit.
+objective overlapped(double limit, bool monotone) {
+  return objective{[](const cost_terms& x) { return x.compute() + x.comm_fwd + x.comm_bwd + std::max(x.compute_bwd, x.comm_grad); },
+                   limit, monotone};
+}
+
+// One pick per group of p, drawn from rng.
+std::vector<int> random_pick(const choice_problem& p, std::mt19937_64& rng) {
+  std::vector<int> pick(static_cast<std::size_t>(p.groups()));
+  for (int g = 0; g < p.groups(); ++g) pick[std::size_t(g)] = int(rng() % std::uint64_t(p.group_candidates(g)));
+  return pick;
+}
+
 // Bounds of t's pairs scaled term by term by a factor in [0, 1] drawn from rng (0: no
 // information; 1: the price itself), the transient and memory sometimes dropped.
 void set_scaled_bounds(choice_problem& p, const std::shared_ptr<const tables>& t, std::mt19937_64& rng) {
@@ -249,8 +262,7 @@ TEST_CASE("ports and folded repeats price every move of the descent as the full 
     for (bool tie : {true, false}) {
       const choice_problem p = make_problem(t, tie, /*ports=*/true);
       std::mt19937_64 rng(seed * 7 + (tie ? 1 : 0));
-      std::vector<int> pick(static_cast<std::size_t>(p.groups()));
-      for (int g = 0; g < p.groups(); ++g) pick[std::size_t(g)] = int(rng() % std::uint64_t(p.group_candidates(g)));
+      const std::vector<int> pick = random_pick(p, rng);
       detail::descent_state s(p, pick);
       for (int g = 0; g < p.groups(); ++g)
         for (int c = 0; c < p.group_candidates(g); ++c) {
@@ -281,13 +293,11 @@ TEST_CASE("joint moves bounded by a monotone objective pick what the full scan o
     INFO("seed " << seed);
     const choice_problem p = make_problem(t, /*tie=*/true, /*ports=*/true);
     for (int kind = 0; kind < 2; ++kind) {
-      objective full{[](const cost_terms& x) { return x.compute() + x.comm_fwd + x.comm_bwd + std::max(x.compute_bwd, x.comm_grad); },
-                     kind == 0 ? 0.0 : 40.0};
+      objective full = overlapped(kind == 0 ? 0.0 : 40.0, /*monotone=*/false);
       objective bounded = full;
       bounded.monotone = true;
       std::mt19937_64 rng(seed);
-      std::vector<int> start(static_cast<std::size_t>(p.groups()));
-      for (int g = 0; g < p.groups(); ++g) start[std::size_t(g)] = int(rng() % std::uint64_t(p.group_candidates(g)));
+      const std::vector<int> start = random_pick(p, rng);
       const descent_result a = descend(p, full, start, /*joint=*/true);
       const descent_result b = descend(p, bounded, start, /*joint=*/true);
       INFO("memory limit " << full.memory_limit);
@@ -331,10 +341,8 @@ TEST_CASE("pair lower bounds skip moves without changing what the descent picks"
       std::mt19937_64 rng(seed * 13 + (tie ? 1 : 0));
       set_scaled_bounds(bounded, t, rng);
       for (double limit : {0.0, 40.0}) {
-        const objective ob{[](const cost_terms& x) { return x.compute() + x.comm_fwd + x.comm_bwd + std::max(x.compute_bwd, x.comm_grad); },
-                           limit, /*monotone=*/true};
-        std::vector<int> start(static_cast<std::size_t>(plain.groups()));
-        for (int g = 0; g < plain.groups(); ++g) start[std::size_t(g)] = int(rng() % std::uint64_t(plain.group_candidates(g)));
+        const objective ob = overlapped(limit, /*monotone=*/true);
+        const std::vector<int> start = random_pick(plain, rng);
         const descent_result a = descend(plain, ob, start, /*joint=*/tie);
         const descent_result b = descend(bounded, ob, start, /*joint=*/tie);
         INFO("tied " << tie << " memory limit " << limit);
@@ -347,6 +355,24 @@ TEST_CASE("pair lower bounds skip moves without changing what the descent picks"
 }
 
 namespace {
+
+// Runs body(t, p, rng, tie, bounds) for 40 seeds' tables, tied and untied, without and with
+// scaled pair bounds; rng is seeded from the seed times mult.
+template <class Body>
+void for_each_table_case(std::uint64_t mult, Body body) {
+  for (std::uint64_t seed = 1; seed <= 40; ++seed) {
+    const auto t = make_tables(seed);
+    INFO("seed " << seed);
+    for (bool tie : {true, false})
+      for (bool bounds : {false, true}) {
+        choice_problem p = make_problem(t, tie, /*ports=*/true);
+        std::mt19937_64 rng(seed * mult + (tie ? 1 : 0) + (bounds ? 2 : 0));
+        if (bounds) set_scaled_bounds(p, t, rng);
+        INFO("tied " << tie << " bounds " << bounds);
+        body(t, p, rng);
+      }
+  }
+}
 
 // Checks every pick of group g, in a shuffled order and twice (the second pass reads the move's
 // cache), against the tables: rank_of is the rank of the brute totals, or +infinity only where
@@ -377,80 +403,58 @@ void check_move(const detail::descent_state& s, const tables& t, const objective
 }  // namespace
 
 TEST_CASE("a move's cache per port ranks every pick as the tables do, and a set ends it", "[search][descent]") {
-  for (std::uint64_t seed = 1; seed <= 40; ++seed) {
-    const auto t = make_tables(seed);
-    INFO("seed " << seed);
-    for (bool tie : {true, false})
-      for (bool bounds : {false, true}) {
-        choice_problem p = make_problem(t, tie, /*ports=*/true);
-        std::mt19937_64 rng(seed * 31 + (tie ? 1 : 0) + (bounds ? 2 : 0));
-        if (bounds) set_scaled_bounds(p, t, rng);
-        for (double limit : {0.0, 40.0}) {
-          INFO("tied " << tie << " bounds " << bounds << " memory limit " << limit);
-          const objective ob{[](const cost_terms& x) { return x.compute() + x.comm_fwd + x.comm_bwd + std::max(x.compute_bwd, x.comm_grad); },
-                             limit, /*monotone=*/true};
-          std::vector<int> pick(static_cast<std::size_t>(p.groups()));
-          for (int g = 0; g < p.groups(); ++g) pick[std::size_t(g)] = int(rng() % std::uint64_t(p.group_candidates(g)));
-          detail::descent_state s(p, pick);
-          for (int g = 0; g < p.groups(); ++g) check_move(s, *t, ob, g, rng);
-          // a move of g, then a neighbour changes: g's prices must be read anew
-          for (int g = 0; g + 1 < p.groups(); ++g) {
-            check_move(s, *t, ob, g, rng);
-            s.set(g + 1, int(rng() % std::uint64_t(p.group_candidates(g + 1))));
-            const cost_terms base = s.without(g);
-            for (int c = 0; c < p.group_candidates(g); ++c) {
-              std::vector<int> moved = s.pick();
-              moved[std::size_t(g)] = c;
-              const double want = ob.rank(brute_totals(*t, per_node(p, moved)));
-              CHECK(std::abs(s.rank_of(base, g, c, ob, std::numeric_limits<double>::infinity()) - want) <= 1e-9 * (1 + want));
-            }
-          }
+  for_each_table_case(31, [](const std::shared_ptr<const tables>& t, choice_problem& p, std::mt19937_64& rng) {
+    for (double limit : {0.0, 40.0}) {
+      INFO("memory limit " << limit);
+      const objective ob = overlapped(limit, /*monotone=*/true);
+      detail::descent_state s(p, random_pick(p, rng));
+      for (int g = 0; g < p.groups(); ++g) check_move(s, *t, ob, g, rng);
+      // a move of g, then a neighbour changes: g's prices must be read anew
+      for (int g = 0; g + 1 < p.groups(); ++g) {
+        check_move(s, *t, ob, g, rng);
+        s.set(g + 1, int(rng() % std::uint64_t(p.group_candidates(g + 1))));
+        const cost_terms base = s.without(g);
+        for (int c = 0; c < p.group_candidates(g); ++c) {
+          std::vector<int> moved = s.pick();
+          moved[std::size_t(g)] = c;
+          const double want = ob.rank(brute_totals(*t, per_node(p, moved)));
+          CHECK(std::abs(s.rank_of(base, g, c, ob, std::numeric_limits<double>::infinity()) - want) <= 1e-9 * (1 + want));
         }
       }
-  }
+    }
+  });
 }
 
 TEST_CASE("a joint move through the per-port caches finds the best pair the tables give", "[search][descent]") {
   // best_pair of every adjacent pair of groups against the brute ranks of every (cu != current,
   // cv) from the tables; after a single move's cache was filled, and without, with and without
   // bounds, so stale or shared cache entries would show.
-  for (std::uint64_t seed = 1; seed <= 40; ++seed) {
-    const auto t = make_tables(seed);
-    INFO("seed " << seed);
-    for (bool tie : {true, false})
-      for (bool bounds : {false, true}) {
-        choice_problem p = make_problem(t, tie, /*ports=*/true);
-        std::mt19937_64 rng(seed * 17 + (tie ? 1 : 0) + (bounds ? 2 : 0));
-        if (bounds) set_scaled_bounds(p, t, rng);
-        const objective ob{[](const cost_terms& x) { return x.compute() + x.comm_fwd + x.comm_bwd + std::max(x.compute_bwd, x.comm_grad); },
-                           0.0, /*monotone=*/true};
-        std::vector<int> pick(static_cast<std::size_t>(p.groups()));
-        for (int g = 0; g < p.groups(); ++g) pick[std::size_t(g)] = int(rng() % std::uint64_t(p.group_candidates(g)));
-        detail::descent_state s(p, pick);
-        for (const auto& ed : p.edges()) {
-          const int gu = std::min(p.group_of(ed.u), p.group_of(ed.v)), gv = std::max(p.group_of(ed.u), p.group_of(ed.v));
-          if (gu == gv) continue;
-          if (rng() % 2) check_move(s, *t, ob, gu, rng);
-          const double r0 = ob.rank(brute_totals(*t, per_node(p, s.pick())));
-          double want = r0;
-          for (int cu = 0; cu < p.group_candidates(gu); ++cu)
-            for (int cv = 0; cu != s.pick()[std::size_t(gu)] && cv < p.group_candidates(gv); ++cv) {
-              std::vector<int> moved = s.pick();
-              moved[std::size_t(gu)] = cu;
-              moved[std::size_t(gv)] = cv;
-              want = std::min(want, ob.rank(brute_totals(*t, per_node(p, moved))));
-            }
-          const auto [bu, bv, rk] = s.best_pair(gu, gv, ob, ob.rank(s.totals()));
-          std::vector<int> got = s.pick();
-          got[std::size_t(gu)] = bu;
-          got[std::size_t(gv)] = bv;
-          INFO("groups " << gu << ", " << gv << " tied " << tie << " bounds " << bounds);
-          CHECK(std::abs(ob.rank(brute_totals(*t, per_node(p, got))) - rk) <= 1e-9 * (1 + rk));
-          if (want < r0 * (1 - 1e-9)) CHECK(std::abs(rk - want) <= 1e-9 * (1 + want));
-          else CHECK(rk >= want * (1 - 1e-9));
+  for_each_table_case(17, [](const std::shared_ptr<const tables>& t, choice_problem& p, std::mt19937_64& rng) {
+    const objective ob = overlapped(0.0, /*monotone=*/true);
+    detail::descent_state s(p, random_pick(p, rng));
+    for (const auto& ed : p.edges()) {
+      const int gu = std::min(p.group_of(ed.u), p.group_of(ed.v)), gv = std::max(p.group_of(ed.u), p.group_of(ed.v));
+      if (gu == gv) continue;
+      if (rng() % 2) check_move(s, *t, ob, gu, rng);
+      const double r0 = ob.rank(brute_totals(*t, per_node(p, s.pick())));
+      double want = r0;
+      for (int cu = 0; cu < p.group_candidates(gu); ++cu)
+        for (int cv = 0; cu != s.pick()[std::size_t(gu)] && cv < p.group_candidates(gv); ++cv) {
+          std::vector<int> moved = s.pick();
+          moved[std::size_t(gu)] = cu;
+          moved[std::size_t(gv)] = cv;
+          want = std::min(want, ob.rank(brute_totals(*t, per_node(p, moved))));
         }
-      }
-  }
+      const auto [bu, bv, rk] = s.best_pair(gu, gv, ob, ob.rank(s.totals()));
+      std::vector<int> got = s.pick();
+      got[std::size_t(gu)] = bu;
+      got[std::size_t(gv)] = bv;
+      INFO("groups " << gu << ", " << gv);
+      CHECK(std::abs(ob.rank(brute_totals(*t, per_node(p, got))) - rk) <= 1e-9 * (1 + rk));
+      if (want < r0 * (1 - 1e-9)) CHECK(std::abs(rk - want) <= 1e-9 * (1 + want));
+      else CHECK(rk >= want * (1 - 1e-9));
+    }
+  });
 }
 
 TEST_CASE("the boxing lower bound is at most the cheapest path and exact for one collective", "[search][boxing]") {
