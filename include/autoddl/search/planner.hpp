@@ -23,8 +23,9 @@
 // micro-batches in the compute layout and boxed to the summing layout once (a parameter edge
 // whose gradient boxes holds that accumulation buffer through the step when m > 1, in place of
 // its share of the stored gradient); memory
-// holds one micro-batch's activations; with overlap, only the last micro-batch's backward hides the
-// gradient synchronisation (step_time(terms, rule, m)). Recomputation (plan_options::recompute, repeated blocks):
+// holds one micro-batch's activations; with overlap, only the last micro-batch's backward hides
+// the gradient synchronisation (step_time(terms, rule, m)). Recomputation
+// (plan_options::recompute, repeated blocks):
 //   selective  a block's attention core keeps its inputs only; its forward reruns in backward
 //              (compute_bwd += compute_fwd).
 //   full       a block keeps its inputs: the outputs of ops outside it that it reads, and the

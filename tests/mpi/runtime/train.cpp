@@ -35,11 +35,11 @@ using testing::executor;
 
 namespace {
 
-using test_trainer = trainer<float, decltype(executor::dev), std::remove_reference_t<decltype(executor::comm)>>;
-static_assert(MeshCommunicator<std::remove_reference_t<decltype(executor::comm)>>);
+using test_trainer = trainer<float, testing::executor_device, testing::executor_comm>;
+static_assert(MeshCommunicator<testing::executor_comm>);
 // Which pairs offer a side queue (backend/communicator.hpp): the CPU with MPI blocks, so not it.
 static_assert(!SideQueue<cpu_device, mpi::mpi_mesh_comm>);
-static_assert(SideQueue<decltype(executor::dev), std::remove_reference_t<decltype(executor::comm)>> ==
+static_assert(SideQueue<testing::executor_device, testing::executor_comm> ==
 #if defined(AUTODDL_TEST_SIDE_QUEUE)
               true
 #else
