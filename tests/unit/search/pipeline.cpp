@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdio>
 #include <limits>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -332,21 +333,82 @@ TEST_CASE("a pipeline plan of a GPT: stage meshes, cuts at blocks, the tied embe
   CHECK(pl.stages[1].send_s == 0);
 }
 
+namespace {
+
+// Every (stages, micro-batches, recompute) point of the 4x2 mesh, planned one by one.
+struct point_plans {
+  double best = std::numeric_limits<double>::infinity();  // the fastest feasible point's step
+  double least_peak_none = std::numeric_limits<double>::infinity();
+  double least_peak_full = std::numeric_limits<double>::infinity();
+  bool none_feasible = false;
+  int recompute_faster = 0;  // points where recomputing beats not recomputing, memory roomy
+};
+point_plans plan_every_point(const plan_options& o) {
+  point_plans r;
+  const double limit = o.memory_limit > 0 ? o.memory_limit : o.hw.device.memory_bytes;
+  for (int p : {2, 4})
+    for (int m : divisors(16)) {
+      std::optional<pipeline_plan> none;
+      for (recompute_mode rm : {recompute_mode::none, recompute_mode::selective, recompute_mode::full}) {
+        pipeline_plan x = plan_pipeline(gpt, 16, o, strategy::automatic{}, {p, m, 1}, rm);
+        if (x.feasible) r.best = std::min(r.best, x.time);
+        if (rm == recompute_mode::full) r.least_peak_full = std::min(r.least_peak_full, x.peak_memory());
+        if (rm != recompute_mode::none && none && none->feasible && none->peak_memory() < 0.5 * limit &&
+            x.time < none->time)
+          ++r.recompute_faster;
+        if (rm == recompute_mode::none) {
+          r.least_peak_none = std::min(r.least_peak_none, x.peak_memory());
+          r.none_feasible = r.none_feasible || x.feasible;
+          none = std::move(x);
+        }
+      }
+    }
+  return r;
+}
+
+}  // namespace
+
 TEST_CASE("the pipeline search finds the best of every (stages, micro-batches, recompute) point it may reach",
           "[search][pipeline]") {
   const plan_options o = gpt_options(mesh_shape{4, 2});
   const auto found = search_pipeline(gpt, 16, o, {}, 1, 100);
   REQUIRE(found);
-  double best = std::numeric_limits<double>::infinity();
-  for (int p : {2, 4})
-    for (int m : divisors(16))
-      for (recompute_mode r : {recompute_mode::none, recompute_mode::selective, recompute_mode::full}) {
-        const pipeline_plan x = plan_pipeline(gpt, 16, o, strategy::automatic{}, {p, m, 1}, r);
-        if (x.feasible) best = std::min(best, x.time);
-      }
-  const double gap = (found->time - best) / best;
-  std::printf("pipeline search: %.6g s, best of every point %.6g s, gap %.3f %%\n", found->time, best, 100 * gap);
+  const point_plans every = plan_every_point(o);
+  const double gap = (found->time - every.best) / every.best;
+  std::printf("pipeline search: %.6g s, best of every point %.6g s, gap %.3f %%\n", found->time, every.best, 100 * gap);
   CHECK(found->feasible);
+  CHECK(gap <= 0.05);
+  // why the search does not try more recomputation where memory is roomy: at no point with
+  // half the limit to spare does recomputing make the step faster
+  CHECK(every.recompute_faster == 0);
+}
+
+TEST_CASE("where memory binds, the pipeline search recomputes", "[search][pipeline]") {
+  plan_options o = gpt_options(mesh_shape{4, 2});
+  const point_plans roomy = plan_every_point(o);
+  std::printf("least peak: %.6g B without recomputation, %.6g B with full\n", roomy.least_peak_none,
+              roomy.least_peak_full);
+  REQUIRE(roomy.least_peak_full < 0.95 * roomy.least_peak_none);
+  // a limit no point fits without recomputation but some point fits with it, found by planning
+  // every point under limits 10 % apart (the layouts adapt to the limit, so the peaks above
+  // only start the walk)
+  point_plans tight;
+  for (double limit = roomy.least_peak_none; limit > 0.1 * roomy.least_peak_full; limit *= 0.9) {
+    o.memory_limit = limit;
+    tight = plan_every_point(o);
+    std::printf("limit %.6g B: a point fits without recomputation: %d; best %.6g s\n", limit, int(tight.none_feasible),
+                tight.best);
+    if (!tight.none_feasible || !std::isfinite(tight.best)) break;
+  }
+  REQUIRE_FALSE(tight.none_feasible);
+  REQUIRE(std::isfinite(tight.best));
+  const auto found = search_pipeline(gpt, 16, o, {}, 1, 100);
+  REQUIRE(found);
+  CHECK(found->feasible);
+  CHECK(found->layouts.recompute != recompute_mode::none);
+  const double gap = (found->time - tight.best) / tight.best;
+  std::printf("tight limit %.6g B: search %.6g s (%s), best of every point %.6g s, gap %.3f %%\n", o.memory_limit,
+              found->time, std::string(to_string(found->layouts.recompute)).c_str(), tight.best, 100 * gap);
   CHECK(gap <= 0.05);
 }
 
