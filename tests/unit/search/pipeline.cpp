@@ -345,7 +345,7 @@ struct point_plans {
 };
 point_plans plan_every_point(const plan_options& o) {
   point_plans r;
-  const double limit = o.memory_limit > 0 ? o.memory_limit : o.hw.device.memory_bytes;
+  const double limit = detail::memory_limit_of(o);
   for (int p : {2, 4})
     for (int m : divisors(16)) {
       std::optional<pipeline_plan> none;
