@@ -12,7 +12,9 @@
 // Ops are visited in topological order; among the candidates that obey the rules, each op takes
 // the one cheapest with its already-placed producers (compute + boxing on those edges). An op
 // with no candidate obeying the rules takes the cheapest of all, and the plan says so.
+#include <cstdint>
 #include <limits>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -116,7 +118,19 @@ struct expert_storage_rule {
   expert e;
   int zero_stage;
   bool zero_12() const { return e == expert::zero && zero_stage < 3; }
+  // memo per parameter: (compute layout, pick); a parameter meets few distinct compute layouts,
+  // while its op's candidates and edges ask for them many times
+  mutable std::vector<std::vector<std::pair<nd_sbp, int>>> memo{};
   int operator()(int p, const nd_sbp& comp) const {
+    if (memo.empty()) memo.resize(pp.model().params.size());
+    auto& seen = at(memo, p);
+    for (const auto& [c, pick] : seen)
+      if (c == comp) return pick;
+    const int pick = compute(p, comp);
+    seen.emplace_back(comp, pick);
+    return pick;
+  }
+  int compute(int p, const nd_sbp& comp) const {
     const tensor_shape& shape = at(pp.model().params, p).shape;
     const nd_sbp want = expert_storage(zero_12() ? expert::dp : e, comp, shape, pp.options().mesh);
     const nd_sbp update = zero_12() ? zero_shard(want, shape, pp.options().mesh) : want;
@@ -214,7 +228,33 @@ inline expert_plan make_expert_plan(const plan_problem& pp, expert e, bool sp = 
   r.pick.assign(std::size_t(cp.nodes()), -1);
   std::vector<std::vector<int>> in_edges(std::size_t(cp.nodes()));  // incoming edges per op node
   for (std::size_t k = 0; k < cp.edges().size(); ++k) at(in_edges, cp.edges()[k].v).push_back(int(k));
-  for (int i = 0; i < int(pp.model().ops.size()); ++i) detail::expert_pick_op(pp, e, sp, storage, at(in_edges, i), i, r);
+  // An op whose pick depends on exactly what an earlier op's did takes that op's pick: the
+  // blocks of a GPT after the first (issue 19: the expert starts were a quarter of planning
+  // GPT-3 on 16x8x8). The key is everything expert_pick_op reads: the op's candidates and own
+  // terms (shared lists: same address, same content), its kind, whether it is in a block, and
+  // per incoming edge its class, its tensor and the producer's pick, or for a parameter edge
+  // the parameter's terms (parameters priced alike store alike).
+  std::map<std::vector<std::uintptr_t>, std::pair<int, bool>> done;  // key -> pick, relaxed
+  const int nops = int(pp.model().ops.size());
+  for (int i = 0; i < nops; ++i) {
+    std::vector<std::uintptr_t> key{reinterpret_cast<std::uintptr_t>(&pp.op_candidates(i)),
+                                    reinterpret_cast<std::uintptr_t>(&cp.unary(i, 0)),
+                                    std::uintptr_t(at(pp.model().ops, i).kind), std::uintptr_t(at(pp.model().block, i) >= 0)};
+    for (int k : at(in_edges, i)) {
+      const auto& info = at(pp.edge_infos(), k);
+      const int u = at(cp.edges(), k).u;
+      key.insert(key.end(), {std::uintptr_t(at(cp.edges(), k).cls), std::uintptr_t(info.param), std::uintptr_t(info.tensor_index),
+                             info.param ? reinterpret_cast<std::uintptr_t>(&cp.unary(u, 0)) : std::uintptr_t(at(r.pick, u))});
+    }
+    if (const auto f = done.find(key); f != done.end()) {
+      at(r.pick, i) = f->second.first;
+      if (f->second.second) r.relaxed.push_back(at(pp.model().ops, i).name);
+      continue;
+    }
+    const std::size_t relaxed = r.relaxed.size();
+    detail::expert_pick_op(pp, e, sp, storage, at(in_edges, i), i, r);
+    done.emplace(std::move(key), std::pair<int, bool>{at(r.pick, i), r.relaxed.size() > relaxed});
+  }
   detail::expert_store_params(pp, storage, r);
   return r;
 }

@@ -158,9 +158,9 @@ class plan_problem {
   const choice_problem& tied() const { return tied_; }
   const choice_problem& untied() const { return untied_; }
   int param_node(int p) const { return int(g_.ops.size()) + p; }
-  const std::vector<signature>& op_candidates(int op) const { return at(op_sigs_, op); }
+  const std::vector<signature>& op_candidates(int op) const { return at(sig_lists_, at(op_sig_list_, op)); }
   /// Op `op`'s candidate c.
-  const signature& op_candidate(int op, int c) const { return at(at(op_sigs_, op), c); }
+  const signature& op_candidate(int op, int c) const { return at(op_candidates(op), c); }
   /// The index into signatures(op, mesh) of op's candidate c (c itself without an allow-list).
   int signature_index(int op, int c) const { return at(at(op_sig_index_, op), c); }
   const std::vector<param_choice>& param_candidates(int p) const { return at(param_sigs_, p); }
@@ -356,7 +356,7 @@ class plan_problem {
   kernel_price_counts kernel_price_counts_of() const {
     kernel_price_counts k;
     for (int i = 0; i < int(g_.ops.size()); ++i)
-      for (int c = 0; c < int(at(op_sigs_, i).size()); ++c) {
+      for (int c = 0; c < int(op_candidates(i).size()); ++c) {
         const op_work w = device_work(at(g_.ops, i), op_candidate(i, c), o_.mesh, elem_);
         const price_source s = kernel_price_of(i, c, w).source;
         ++(s == price_source::measured ? k.measured : s == price_source::fitted ? k.fitted : k.analytical);
@@ -624,7 +624,8 @@ class plan_problem {
   device_mesh dmesh_;
   int elem_;
   kernel_prices prices_;  ///< the profile's measured kernels for this dtype
-  std::vector<std::vector<signature>> op_sigs_;
+  std::vector<std::vector<signature>> sig_lists_;  ///< the distinct candidate lists of the ops
+  std::vector<int> op_sig_list_;                    ///< per op: its list in sig_lists_
   std::vector<std::vector<int>> op_sig_index_;
   std::vector<int> candidates_like_;  ///< per op: the first op with the same candidates, in order
   std::vector<std::vector<param_choice>> param_sigs_;
@@ -633,7 +634,9 @@ class plan_problem {
   std::vector<std::vector<char>> read_by_other_block_;  ///< per op output: read by an op of another block
   std::vector<std::vector<int>> readers_;  ///< per op output: backwards that read it (at least 1)
   std::vector<edge_info> edges_;
-  std::vector<std::vector<cost_terms>> unary_;  ///< per node: its candidates' own terms (add_nodes)
+  /// the distinct candidate terms (add_nodes): nodes priced alike and both problems share them
+  std::deque<std::vector<cost_terms>> unary_;  ///< a deque: its elements never move (the problems point at them)
+  std::vector<int> unary_of_;                  ///< per node: its terms in unary_
   choice_problem tied_, untied_;
   boxing_book* book_;  ///< this context's searched paths (boxing_book_for), shared by problems
   std::vector<int> edge_shape_;  ///< per edge: its tensor's id in book_
@@ -689,7 +692,8 @@ inline void plan_problem::build() {
 // Every op's candidates: signatures(op, mesh), or the ones its allow-list names.
 inline void plan_problem::build_op_candidates() {
   const int nops = int(g_.ops.size());
-  resize(op_sigs_, nops);
+  op_sig_list_.clear();
+  sig_lists_.clear();
   resize(op_sig_index_, nops);
   if (std::ssize(o_.allowed) > nops)
     detail::fail<layout_error>("plan_options::allowed has " + detail::itos(std::int64_t(o_.allowed.size())) +
@@ -710,14 +714,21 @@ inline void plan_problem::build_op_candidates() {
         candidates_like_.back() = j;
         break;
       }
+    if (candidates_like_.back() != i) {  // the same list as an earlier op: shared (a GPT's blocks)
+      op_sig_list_.push_back(at(op_sig_list_, candidates_like_.back()));
+      continue;
+    }
+    std::vector<signature> mine;
     for (int k : index) {
       if (k < 0 || k >= std::ssize(all))
         detail::fail<layout_error>("op '" + at(g_.ops, i).name + "' allows signature " + detail::itos(k) + " but has " +
                                    detail::itos(std::int64_t(all.size())) + " on mesh " + to_string(o_.mesh) +
                                    "; list indices into signatures(op, mesh)");
-      at(op_sigs_, i).push_back(at(all, k));
+      mine.push_back(at(all, k));
     }
-    if (at(op_sigs_, i).empty())
+    op_sig_list_.push_back(int(sig_lists_.size()));
+    sig_lists_.push_back(std::move(mine));
+    if (op_candidates(i).empty())
       detail::fail<layout_error>("op '" + at(g_.ops, i).name + "' has no signature whose tensors divide evenly on mesh " +
                                  to_string(o_.mesh) + "; choose sizes divisible by the mesh axes or a smaller mesh");
   }
@@ -780,28 +791,29 @@ inline std::vector<int> plan_problem::param_tie_keys() const {
 // One node per op and per parameter, with its candidates' own terms; tied by key when param_key
 // is given (the tied problem), each its own group otherwise.
 inline void plan_problem::add_nodes(choice_problem& cp, const std::vector<int>* param_key) {
-  if (unary_.empty()) {  // priced once, for both problems; a node priced like an earlier one copies it
+  if (unary_.empty()) {  // priced once, for both problems; a node priced like an earlier one shares its terms
     std::vector<int> priced;  // nodes priced so far, each unlike the others
     auto alike = [&](int n) {
       return std::find_if(priced.begin(), priced.end(), [&](int m) { return n < nops() ? ops_priced_alike(m, n) : m >= nops() && params_priced_alike(m - nops(), n - nops()); });
     };
     for (int n = 0; n < nops() + int(g_.params.size()); ++n) {
       if (const auto f = alike(n); f != priced.end()) {
-        std::vector<cost_terms> copy = at(unary_, *f);
-        unary_.push_back(std::move(copy));
+        unary_of_.push_back(at(unary_of_, *f));
         continue;
       }
       priced.push_back(n);
-      std::vector<cost_terms>& u = unary_.emplace_back();
+      std::vector<cost_terms> u;
       if (n < nops())
-        for (int c = 0; c < int(at(op_sigs_, n).size()); ++c) u.push_back(op_terms(n, c));
+        for (int c = 0; c < int(op_candidates(n).size()); ++c) u.push_back(op_terms(n, c));
       else
         for (int c = 0; c < int(at(param_sigs_, n - nops()).size()); ++c) u.push_back(param_terms(n - nops(), c));
+      unary_of_.push_back(int(unary_.size()));
+      unary_.push_back(std::move(u));
     }
   }
-  for (int i = 0; i < int(g_.ops.size()); ++i) cp.add_node(at(unary_, i), param_key ? op_key(i) : -1);
+  for (int i = 0; i < int(g_.ops.size()); ++i) cp.add_node(&at(unary_, at(unary_of_, i)), param_key ? op_key(i) : -1);
   for (int p = 0; p < int(g_.params.size()); ++p)
-    cp.add_node(at(unary_, param_node(p)), param_key ? at(*param_key, p) : -1);
+    cp.add_node(&at(unary_, at(unary_of_, param_node(p))), param_key ? at(*param_key, p) : -1);
 }
 
 // Activation edges (producer -> consumer) and parameter edges (parameter -> user), with edge
@@ -826,7 +838,7 @@ inline void plan_problem::add_edges(const std::vector<int>& param_key) {
     if (!fresh) return it->second;
     std::vector<nd_sbp> seen;
     std::vector<int> port_of;
-    for (const signature& sig : at(op_sigs_, op)) {
+    for (const signature& sig : op_candidates(op)) {
       const nd_sbp& l = at(role == 0 ? sig.outputs : role == 1 ? sig.inputs : sig.params, index);
       const auto f = std::find(seen.begin(), seen.end(), l);
       port_of.push_back(int(f - seen.begin()));

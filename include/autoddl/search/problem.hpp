@@ -33,10 +33,22 @@ class choice_problem {
   /// Adds a node with its candidates' own costs; returns its index. group < 0: its own group.
   int add_node(std::vector<cost_terms> unary, int group = -1) {
     if (unary.empty()) detail::fail("a node of the layout-choice problem needs at least one candidate");
-    int id = int(unary_.size());
-    unary_.push_back(std::move(unary));
+    own_.push_back(int(owned_.size()));
+    owned_.push_back(std::move(unary));
+    ext_.push_back(nullptr);
     group_key_.push_back(group);
-    return id;
+    return int(own_.size()) - 1;
+  }
+  /// The same, the costs held by the caller (a pointer), who keeps them alive and unchanged as long as this
+  /// problem (and its copies) lives: nodes and problems that price alike share one copy (a
+  /// GPT-3's 96 blocks, the tied and untied problems of a plan_problem; issue 19: building the
+  /// problems of its micro-batch settings was mostly first touches of fresh memory).
+  int add_node(const std::vector<cost_terms>* unary, int group = -1) {
+    if (!unary || unary->empty()) detail::fail("a node of the layout-choice problem needs at least one candidate");
+    own_.push_back(-1);
+    ext_.push_back(unary);
+    group_key_.push_back(group);
+    return int(own_.size()) - 1;
   }
   /// Adds an edge u-v whose cost pair(edge, pick of u, pick of v) is shared by class `cls`.
   /// u_ports, v_ports (from add_ports, or -1): which picks of u (of v) the pair cost cannot tell
@@ -78,10 +90,10 @@ class choice_problem {
 
   /// Freezes the groups: call once after the last add_node.
   void finalize() {
-    group_of_.assign(unary_.size(), -1);
+    group_of_.assign(own_.size(), -1);
     groups_.clear();
     std::vector<std::pair<int, int>> key_to_group;
-    for (std::size_t i = 0; i < unary_.size(); ++i) {
+    for (std::size_t i = 0; i < own_.size(); ++i) {
       int g = -1;
       if (group_key_[i] >= 0)
         for (auto [k, gg] : key_to_group)
@@ -92,7 +104,7 @@ class choice_problem {
         if (group_key_[i] >= 0) key_to_group.push_back({group_key_[i], g});
       }
       if (!at(groups_, g).empty() &&
-          at(unary_, at(groups_, g)[0]).size() != unary_[i].size())
+          costs(at(groups_, g)[0]).size() != costs(int(i)).size())
         detail::fail("nodes tied into one group must have the same number of candidates");
       at(groups_, g).push_back(int(i));
       group_of_[i] = g;
@@ -126,15 +138,15 @@ class choice_problem {
     memo_source_ = &o.memo_owner();
   }
 
-  int nodes() const { return int(unary_.size()); }
+  int nodes() const { return int(own_.size()); }
   int groups() const { return int(groups_.size()); }
-  int candidates(int node) const { return int(at(unary_, node).size()); }
+  int candidates(int node) const { return int(costs(node).size()); }
   int group_candidates(int g) const { return candidates(at(groups_, g)[0]); }
   int group_of(int node) const { return at(group_of_, node); }
   const std::vector<int>& group_nodes(int g) const { return at(groups_, g); }
   const std::vector<int>& group_edges(int g) const { return at(incident_, g); }
   const std::vector<choice_edge>& edges() const { return edges_; }
-  const cost_terms& unary(int node, int c) const { return at(at(unary_, node), c); }
+  const cost_terms& unary(int node, int c) const { return at(costs(node), c); }
 
   /// A group's nodes and incident edges with the repeats folded: `count` items price alike under
   /// every pick, `item` stands for them (nodes with equal candidate costs; edges of one class
@@ -195,8 +207,14 @@ class choice_problem {
   }
 
  private:
-  std::vector<std::vector<cost_terms>> unary_;
+  std::vector<std::vector<cost_terms>> owned_;       ///< the costs add_node copied in
+  std::vector<int> own_;                             ///< per node: its costs in owned_, or -1
+  std::vector<const std::vector<cost_terms>*> ext_;  ///< per node: the caller's costs where own_ is -1
   std::vector<int> group_key_;
+  const std::vector<cost_terms>& costs(int node) const {
+    const int k = at(own_, node);
+    return k >= 0 ? at(owned_, k) : *at(ext_, node);
+  }
   std::vector<choice_edge> edges_;
   std::vector<std::vector<int>> port_maps_;
   std::vector<int> port_counts_;
@@ -219,8 +237,8 @@ class choice_problem {
       auto& items = unary_items_[g];
       for (int n : groups_[g]) {
         auto f = std::find_if(items.begin(), items.end(), [&](const repeated& r) {
-          return std::equal(unary_[std::size_t(r.item)].begin(), unary_[std::size_t(r.item)].end(),
-                            unary_[std::size_t(n)].begin(), unary_[std::size_t(n)].end(), same);
+          const std::vector<cost_terms> &a = costs(r.item), &b = costs(n);
+          return &a == &b || std::equal(a.begin(), a.end(), b.begin(), b.end(), same);
         });
         if (f == items.end()) items.push_back({n, 1});
         else ++f->count;

@@ -6,6 +6,8 @@
 #include <catch2/catch_test_macros.hpp>
 
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "autoddl/cost/hardware_io.hpp"
 #include "autoddl/models/zoo.hpp"
@@ -44,5 +46,35 @@ TEST_CASE("megatron on gpt2-medium, mesh 2x8: q, k, v, mlp.fc column-parallel; a
     }
     CHECK(column == 24 * 4);
     CHECK(row == 24 * 2);
+  }
+}
+
+TEST_CASE("an expert plan's repeated blocks take the picks the greedy gives op by op", "[search][experts]") {
+  // make_expert_plan reuses an earlier op's pick where everything the greedy reads is the same
+  // (the blocks of a GPT after the first); the oracle runs the greedy on every op in turn
+  for (const auto& [spec, mesh] : {std::pair{"gpt:layers=4,hidden=64,heads=4,seq=32,batch=16,vocab=128", mesh_shape{2, 2, 2}},
+                                   std::pair{"bert:layers=3,hidden=64,heads=4,seq=32,batch=8,vocab=128", mesh_shape{2, 4}}}) {
+    plan_options o;
+    o.mesh = mesh;
+    o.hw = load_hardware("dgx1-v100");
+    o.zero2_layouts = true;
+    const plan_problem pp(build_model(spec, 1), o);
+    const choice_problem& cp = pp.untied();
+    std::vector<std::vector<int>> in_edges(std::size_t(cp.nodes()));
+    for (std::size_t k = 0; k < cp.edges().size(); ++k) in_edges[std::size_t(cp.edges()[k].v)].push_back(int(k));
+    for (expert e : {expert::dp, expert::megatron, expert::zero, expert::owt})
+      for (bool sp : {false, true})
+        for (int stage : {2, 3}) {
+          INFO(spec << " on " << to_string(mesh) << ", expert " << to_string(e) << " sp " << sp << " stage " << stage);
+          const detail::expert_storage_rule storage{pp, e, stage};
+          expert_plan want;
+          want.pick.assign(std::size_t(cp.nodes()), -1);
+          for (int i = 0; i < int(pp.model().ops.size()); ++i)
+            detail::expert_pick_op(pp, e, sp, storage, in_edges[std::size_t(i)], i, want);
+          detail::expert_store_params(pp, storage, want);
+          const expert_plan got = make_expert_plan(pp, e, sp, stage);
+          CHECK(got.pick == want.pick);
+          CHECK(got.relaxed == want.relaxed);
+        }
   }
 }

@@ -222,3 +222,44 @@ TEST_CASE("the DP over tied groups finds the enumerated optimum over tied assign
   }
   CHECK(branched >= 10);
 }
+
+TEST_CASE("nodes whose costs the caller holds price like nodes that own a copy", "[search][groups]") {
+  // the same random tied problem built twice, once with copied costs and once with costs held
+  // outside the problem and shared by the nodes that repeat them (as plan_problem builds it):
+  // evaluations of random picks, the folded repeats and the descent's end agree
+  for (std::uint64_t seed : {11u, 12u, 13u}) {
+    INFO("seed " << seed);
+    std::mt19937_64 rng(seed);
+    std::vector<std::vector<cost_terms>> lists(3);  // node i repeats list i % 3 (groups of i % 4)
+    for (auto& l : lists)
+      for (int c = 0; c < 3; ++c) l.push_back(random_terms(rng));
+    choice_problem owned, held;
+    for (int i = 0; i < 12; ++i) {
+      owned.add_node(lists[std::size_t(i % 3)], i % 4);
+      held.add_node(&lists[std::size_t(i % 3)], i % 4);
+    }
+    auto table = std::make_shared<std::vector<cost_terms>>();
+    for (int i = 0; i < 100; ++i) table->push_back(random_terms(rng));
+    for (choice_problem* p : {&owned, &held}) {
+      for (int i = 0; i + 1 < 12; ++i) p->add_edge(i, i + 1, i % 5);
+      p->set_pair_cost([table](int e, int cu, int cv) { return (*table)[std::size_t(e % 5 * 9 + cu * 3 + cv)]; });
+      p->finalize();
+    }
+    REQUIRE(held.nodes() == owned.nodes());
+    for (int g = 0; g < owned.groups(); ++g) {
+      REQUIRE(held.group_unary_items(g).size() == owned.group_unary_items(g).size());
+      for (std::size_t k = 0; k < owned.group_unary_items(g).size(); ++k) {
+        CHECK(held.group_unary_items(g)[k].item == owned.group_unary_items(g)[k].item);
+        CHECK(held.group_unary_items(g)[k].count == owned.group_unary_items(g)[k].count);
+      }
+    }
+    for (int round = 0; round < 20; ++round) {
+      std::vector<int> pick(std::size_t(owned.groups()));
+      for (int& x : pick) x = int(rng() % 3);
+      CHECK(held.evaluate(pick).serial_time() == owned.evaluate(pick).serial_time());
+    }
+    const descent_result a = descend(owned, serial_objective(), std::vector<int>(4, 0), true);
+    const descent_result b = descend(held, serial_objective(), std::vector<int>(4, 0), true);
+    CHECK(a.pick == b.pick);
+  }
+}
