@@ -336,6 +336,18 @@ class descent_state {
   }
   // The largest transient of the items neither group ga nor gb owns.
   double max_outside_both(int ga, int gb) const {
+    if (ga == gb) return max_outside(ga);
+    // As without(): the running maximum serves unless the two groups hold every copy of it (an
+    // edge between them counted once, with ga's).
+    int held = 0;
+    for (int g : {ga, gb})
+      for (int n : p_.group_nodes(g)) held += at(node_tr_, n) == top_;
+    for (int e : p_.group_edges(ga)) held += at(edge_tr_, e) == top_;
+    for (int e : p_.group_edges(gb)) {
+      const auto& ed = at(p_.edges(), e);
+      if (p_.group_of(ed.u) != ga && p_.group_of(ed.v) != ga) held += at(edge_tr_, e) == top_;
+    }
+    if (held < top_count_) return top_;
     double m = 0;
     for (int n = 0; n < p_.nodes(); ++n)
       if (p_.group_of(n) != ga && p_.group_of(n) != gb) m = std::max(m, at(node_tr_, n));
