@@ -196,19 +196,17 @@ inline void expert_pick_op(const plan_problem& pp, expert e, bool sp, const expe
   }
 }
 
-// Each parameter stored as its first user wants.
+// Each parameter stored as its first user wants (its first parameter edge; 0 where it has none).
 inline void expert_store_params(const plan_problem& pp, const expert_storage_rule& storage, expert_plan& r) {
-  const choice_problem& cp = pp.untied();
-  for (int p = 0; p < int(pp.model().params.size()); ++p) {
-    at(r.pick, pp.param_node(p)) = 0;
-    for (std::size_t k = 0; k < cp.edges().size(); ++k) {
-      const auto& info = pp.edge_infos()[k];
-      if (info.param && info.from_node == pp.param_node(p)) {
-        const auto& sig = at(pp.op_candidates(info.to_node), at(r.pick, info.to_node));
-        at(r.pick, pp.param_node(p)) = storage(p, at(sig.params, info.tensor_index));
-        break;
-      }
-    }
+  const int nparams = int(pp.model().params.size()), nops = int(pp.model().ops.size());
+  std::vector<char> placed(std::size_t(nparams), 0);
+  for (int p = 0; p < nparams; ++p) at(r.pick, pp.param_node(p)) = 0;
+  for (const auto& info : pp.edge_infos()) {  // one pass: a parameter's first edge places it
+    if (!info.param || at(placed, info.from_node - nops)) continue;
+    const int p = info.from_node - nops;
+    at(placed, p) = 1;
+    const auto& sig = at(pp.op_candidates(info.to_node), at(r.pick, info.to_node));
+    at(r.pick, pp.param_node(p)) = storage(p, at(sig.params, info.tensor_index));
   }
 }
 

@@ -51,7 +51,8 @@ TEST_CASE("megatron on gpt2-medium, mesh 2x8: q, k, v, mlp.fc column-parallel; a
 
 TEST_CASE("an expert plan's repeated blocks take the picks the greedy gives op by op", "[search][experts]") {
   // make_expert_plan reuses an earlier op's pick where everything the greedy reads is the same
-  // (the blocks of a GPT after the first); the oracle runs the greedy on every op in turn
+  // (the blocks of a GPT after the first); the oracle runs the greedy on every op in turn and
+  // stores each parameter by a scan of the edges for its first use
   for (const auto& [spec, mesh] : {std::pair{"gpt:layers=4,hidden=64,heads=4,seq=32,batch=16,vocab=128", mesh_shape{2, 2, 2}},
                                    std::pair{"bert:layers=3,hidden=64,heads=4,seq=32,batch=8,vocab=128", mesh_shape{2, 4}}}) {
     plan_options o;
@@ -71,7 +72,18 @@ TEST_CASE("an expert plan's repeated blocks take the picks the greedy gives op b
           want.pick.assign(std::size_t(cp.nodes()), -1);
           for (int i = 0; i < int(pp.model().ops.size()); ++i)
             detail::expert_pick_op(pp, e, sp, storage, in_edges[std::size_t(i)], i, want);
-          detail::expert_store_params(pp, storage, want);
+          // each parameter stored as the user of its first parameter edge computes with it
+          const int nops = int(pp.model().ops.size());
+          for (int p = 0; p < int(pp.model().params.size()); ++p) {
+            want.pick[std::size_t(nops + p)] = 0;
+            for (std::size_t k = 0; k < cp.edges().size(); ++k) {
+              const auto& info = pp.edge_infos()[k];
+              if (!info.param || info.from_node != nops + p) continue;
+              const signature& user = pp.op_candidates(info.to_node)[std::size_t(want.pick[std::size_t(info.to_node)])];
+              want.pick[std::size_t(nops + p)] = storage(p, user.params[std::size_t(info.tensor_index)]);
+              break;
+            }
+          }
           const expert_plan got = make_expert_plan(pp, e, sp, stage);
           CHECK(got.pick == want.pick);
           CHECK(got.relaxed == want.relaxed);
