@@ -2,10 +2,14 @@
 //   - ops (and parameters) priced alike copy one price: every op's candidates equal op_terms of
 //     that op, every parameter's param_terms, on a GPT of identical blocks on 2-D and 3-D meshes;
 //   - a boxing_book shared by problems of one context gives the path boxing_cost finds alone,
-//     and problems of one context share one book, of another context not.
+//     and problems of one context share one book, of another context not;
+//   - the book's table of path summaries finds what std::unordered_map finds, through its growth.
 #include <catch2/catch_test_macros.hpp>
 
+#include <cstdint>
+#include <random>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "autoddl/cost/boxing_book.hpp"
@@ -87,4 +91,44 @@ TEST_CASE("a boxing book shared by the problems of one context prices every path
       CHECK(s.bytes == alone.bytes_per_device());
       CHECK(s.copy_seconds == path_copy_time(alone, hw.measured.copy));
     }
+}
+
+TEST_CASE("the table of path summaries finds what a std::unordered_map finds, as it grows and after a clear",
+          "[search][boxing]") {
+  for (std::uint64_t seed : {1, 2, 3}) {
+    INFO("seed " << seed);
+    std::mt19937_64 rng(seed);
+    detail::summary_table table;
+    std::unordered_map<std::uint64_t, path_summary> want;
+    auto check_all = [&](int probes) {
+      for (const auto& [k, v] : want) {
+        const path_summary* got = table.find(k);
+        REQUIRE(got != nullptr);
+        CHECK(got->seconds == v.seconds);
+        CHECK(got->bytes == v.bytes);
+        CHECK(got->steps == v.steps);
+      }
+      for (int i = 0; i < probes; ++i) {  // keys never inserted (odd keys only go in below)
+        const std::uint64_t k = (rng() >> 1) << 1;
+        CHECK(table.find(k) == nullptr);
+      }
+    };
+    for (int round = 0; round < 2; ++round) {
+      // 5000 keys: the table grows from 1024 slots through 2048, ..., 16384
+      for (int i = 0; i < 5000; ++i) {
+        std::uint64_t k = rng() | 1;
+        if (k == ~std::uint64_t(0) || want.count(k)) continue;
+        const path_summary s{double(i) * 1e-6, double(i % 7), std::int64_t(rng() % 100000), double(i % 13), i % 5};
+        table.insert(k, s);
+        want.emplace(k, s);
+        if (i % 997 == 0) check_all(20);
+      }
+      CHECK(table.size() == want.size());
+      check_all(2000);
+      table.clear();
+      want.clear();
+      CHECK(table.size() == 0);
+      check_all(100);
+    }
+  }
 }
