@@ -65,12 +65,14 @@ inline chosen_plan plan_with_pipelines(const std::function<graph(int)>& build, s
   }
   const bool piping = std::holds_alternative<strategy::automatic>(s) && detail::outer_axis_between_nodes(o);
   step_settings flat_pin = pin;
-  flat_pin.with_gap = pin.with_gap && !piping;  // the plan without a pipeline gets its gap only if it is kept
+  flat_pin.with_gap = pin.with_gap && !piping;  // the plan without a pipeline gets its gap
+  flat_pin.runner_ups = pin.runner_ups && !piping;  // and runner-ups only if it is kept
   chosen_plan c{plan_micro_batched(build, batch, o, s, flat_pin, seed), std::nullopt};
   if (!piping) return c;
   std::optional<pipeline_plan> p = search_pipeline(build, batch, o, pin, seed);
   const bool keep_flat = !p || !p->feasible || (c.plan.result.feasible && c.plan.result.time <= p->time);
-  if (keep_flat && pin.with_gap) attach_optimal_gap(*c.plan.problem, seed, c.plan.result);  // as plan_micro_batched would
+  if (keep_flat && pin.runner_ups) attach_runner_ups(*c.plan.problem, c.plan.result);  // as plan_micro_batched would
+  if (keep_flat && pin.with_gap) attach_optimal_gap(*c.plan.problem, seed, c.plan.result);
   if (!p) return c;
   if (keep_flat) {
     c.plan.result.notes.push_back(fmt::format("the best pipeline found ({} stages x {} micro-batches, recompute {}) takes "

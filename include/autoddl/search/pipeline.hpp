@@ -469,18 +469,20 @@ inline pipeline_plan price_pipeline(micro_batched_plan&& layouts, const pipeline
 /// without its pipeline) on stage_mesh(base.mesh, p), the graph one micro-batch of batch / m,
 /// then the cuts. The layout search sees p times the memory limit (a stage keeps about 1/p of
 /// the model); the cuts then hold every stage to the limit itself. with_gap: the stage layouts'
-/// gap to the exact reference (attach_optimal_gap), for auto.
+/// gap to the exact reference (attach_optimal_gap), for auto; runner_ups: their runner-ups
+/// (attach_runner_ups).
 /// Throws layout_error when p does not divide the outermost axis or exceeds the layers.
 inline pipeline_plan plan_pipeline(const std::function<graph(int)>& build, std::int64_t batch, const plan_options& base,
                                    const plan_strategy& stage_strategy, const pipeline_shape& s,
                                    std::optional<recompute_mode> recompute, std::uint64_t seed = 1,
-                                   bool with_gap = true) {
+                                   bool with_gap = true, bool runner_ups = true) {
   plan_options sub = base;
   sub.mesh = stage_mesh(base.mesh, s.stages);
   sub.memory_limit = detail::memory_limit_of(base) * s.stages;
   step_settings pin;
   pin.recompute = recompute;
   pin.with_gap = with_gap;
+  pin.runner_ups = runner_ups;
   if (!megatron_microbatches(stage_strategy, sub.mesh, batch)) pin.microbatches = s.microbatches;  // else its mbs says
   micro_batched_plan layouts = plan_micro_batched(build, batch, sub, stage_strategy, pin, seed);
   pipeline_shape shape = s;
@@ -549,10 +551,14 @@ inline pipeline_plan plan_megatron_pipeline(const std::function<graph(int)>& bui
 /// from a better point so found; all within
 /// `max_points` evaluations. nullopt when the mesh or model admits no pipeline. The result's
 /// search_s is the whole search's; its optimal_gap is its stage layouts' (attach_optimal_gap).
-inline std::optional<pipeline_plan> search_pipeline(const std::function<graph(int)>& build, std::int64_t batch,
+inline std::optional<pipeline_plan> search_pipeline(const std::function<graph(int)>& build_model, std::int64_t batch,
                                                     const plan_options& base, step_settings pin,
                                                     std::uint64_t seed = 1, int max_points = 24) {
   const auto t0 = std::chrono::steady_clock::now();
+  std::map<int, graph> graphs;  // points of one micro-batch count copy one graph
+  const std::function<graph(int)> build = [&build_model, &graphs](int m) {
+    return graph(detail::kept_graph(graphs, build_model, m));
+  };
   const int units = int(pipeline_units(build(1)).size());
   std::vector<int> ps;
   for (int d : divisors(base.mesh[0]))
@@ -571,7 +577,8 @@ inline std::optional<pipeline_plan> search_pipeline(const std::function<graph(in
     if (int(seen.size()) > max_points) return slot;
     const pipeline_shape sh{at(ps, std::get<0>(x)), at(ms, std::get<1>(x)), 1};
     try {
-      slot = plan_pipeline(build, batch, base, strategy::automatic{}, sh, at(rs, std::get<2>(x)), seed, false);
+      slot = plan_pipeline(build, batch, base, strategy::automatic{}, sh, at(rs, std::get<2>(x)), seed, /*with_gap=*/false,
+                           /*runner_ups=*/false);
     } catch (const error&) {  // the batch does not split that way: no such point
     }
     if (slot && (!best || detail::better_pipeline(*slot, *seen[*best]))) best = x;
@@ -619,6 +626,7 @@ inline std::optional<pipeline_plan> search_pipeline(const std::function<graph(in
   }
   if (!best) return std::nullopt;
   pipeline_plan r = std::move(*seen[*best]);
+  attach_runner_ups(*r.layouts.problem, r.layouts.result);  // the winner's only
   r.layouts.result.search_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   attach_optimal_gap(*r.layouts.problem, seed, r.layouts.result);  // the winner's layouts only
   r.layouts.result.notes.push_back("pipeline search: " + detail::itos(int(seen.size())) +

@@ -45,6 +45,7 @@
 #include <string>
 #include <tuple>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "autoddl/cost/boxing_book.hpp"
@@ -143,8 +144,8 @@ class plan_problem {
  public:
   plan_problem(const plan_problem&) = delete;  // the pair-cost function refers to this object
   plan_problem& operator=(const plan_problem&) = delete;
-  plan_problem(const graph& g, const plan_options& o)
-      : g_(g), o_(o), dmesh_(make_device_mesh(o.mesh, o.hw)), elem_(bytes_of(o.type)), prices_(o.hw.measured, o.type),
+  plan_problem(graph g, const plan_options& o)
+      : g_(std::move(g)), o_(o), dmesh_(make_device_mesh(o.mesh, o.hw)), elem_(bytes_of(o.type)), prices_(o.hw.measured, o.type),
         book_(&boxing_book_for(dmesh_, o.hw.measured.copy, elem_)) {
     validate(g_);
     if (o.microbatches < 1)

@@ -217,7 +217,7 @@ inline std::vector<int> per_axis_seed(const plan_problem& pp, std::vector<int> p
   return pick;
 }
 
-inline void solve_auto(const plan_problem& pp, std::uint64_t seed, plan_result& r) {
+inline void solve_auto(const plan_problem& pp, std::uint64_t seed, plan_result& r, bool runner_ups) {
   const auto t0 = std::chrono::steady_clock::now();
   std::vector<std::vector<int>> seeds = tied_optimum_seeds(pp, tied_seed_budget_s);
   bool joint_seeds = true;
@@ -229,7 +229,7 @@ inline void solve_auto(const plan_problem& pp, std::uint64_t seed, plan_result& 
     joint_seeds = false;  // single moves from it: joint ones over 2401 x 2401 picks cost more than they found
   }
   if (!seeds.empty()) r.tied_seed = seeds[0];
-  descent_result d = auto_descent(pp, pp.make_objective(), seed, expert_starts(pp), seeds, joint_seeds);
+  descent_result d = auto_descent(pp, pp.make_objective(), seed, expert_starts(pp), seeds, joint_seeds, runner_ups);
   r.pick = std::move(d.pick);
   r.runner_up = std::move(d.runner_up);
   r.search_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -291,10 +291,23 @@ inline void solve_expert(const plan_problem& pp, const plan_strategy& s, plan_re
 
 }  // namespace detail
 
+/// r.runner_up for r.pick, an auto plan of pp (per node, the best predicted step time with
+/// another pick there): what solve_plan adds unless told not to, for a caller that solves many
+/// settings and keeps one (plan_micro_batched, search_pipeline: a twentieth of planning GPT-3
+/// on 16x8x8 went on runner-ups nobody read).
+inline void attach_runner_ups(const plan_problem& pp, plan_result& r) {
+  const detail::descent_state s(pp.untied(), r.pick);
+  descent_result d;
+  d.pick = r.pick;
+  add_runner_ups(d, s, pp.make_objective());
+  r.runner_up = std::move(d.runner_up);
+}
+
 /// Chooses a plan for pp by strategy s (see search/strategy.hpp), e.g.
 ///   solve_plan(pp, strategy::automatic{});   solve_plan(pp, strategy::megatron{.tp = 4});
 /// Throws layout_error when s does not fit pp's mesh or model (check_strategy).
-/// with_gap = false skips the auto plan's exact reference (attach_optimal_gap adds it later).
+/// with_gap = false skips the auto plan's exact reference (attach_optimal_gap adds it later);
+/// runner_ups = false its runner-ups (attach_runner_ups adds them later).
 /// Prices r.pick as the search does: totals, predicted step time, feasibility.
 inline void price_pick(const plan_problem& pp, plan_result& r) {
   const objective obj = pp.make_objective();
@@ -304,7 +317,7 @@ inline void price_pick(const plan_problem& pp, plan_result& r) {
 }
 
 inline plan_result solve_plan(const plan_problem& pp, const plan_strategy& s, std::uint64_t seed = 1,
-                              bool with_gap = true) {
+                              bool with_gap = true, bool runner_ups = true) {
   const auto t0 = std::chrono::steady_clock::now();
   check_strategy(s, pp.options().mesh);
   if (!(planning_mesh(s, pp.options().mesh) == pp.options().mesh))
@@ -314,7 +327,7 @@ inline plan_result solve_plan(const plan_problem& pp, const plan_strategy& s, st
   plan_result r;
   r.strategy = s;
   if (std::holds_alternative<strategy::automatic>(s)) {
-    detail::solve_auto(pp, seed, r);
+    detail::solve_auto(pp, seed, r, runner_ups);
     if (with_gap) attach_optimal_gap(pp, seed, r);
   } else if (std::holds_alternative<strategy::exact>(s)) {
     auto ex = series_parallel_optimum(pp.untied());
