@@ -16,6 +16,7 @@
 
 #include "autoddl/index.hpp"
 #include "autoddl/search/problem.hpp"
+#include "autoddl/text.hpp"
 
 namespace autoddl {
 
@@ -33,7 +34,16 @@ namespace detail {
 
 class descent_state {
  public:
+  /// Throws error unless `pick` gives each group of p one of its candidates: the moves read picks
+  /// and the problem's accessors without bounds checks (choice_problem::finalize).
   descent_state(const choice_problem& p, std::vector<int> pick) : p_(p), pick_(std::move(pick)) {
+    if (int(pick_.size()) != p_.groups())
+      detail::fail("a descent starts from one pick per group of the problem, got " + detail::itos(std::int64_t(pick_.size())) +
+                   " for " + detail::itos(p_.groups()) + " groups");
+    for (int g = 0; g < p_.groups(); ++g)
+      if (at(pick_, g) < 0 || at(pick_, g) >= p_.group_candidates(g))
+        detail::fail("a descent's start picks candidate " + detail::itos(at(pick_, g)) + " of group " + detail::itos(g) +
+                     ", which has " + detail::itos(p_.group_candidates(g)));
     totals_ = p_.evaluate(pick_);
     node_tr_.resize(std::size_t(p_.nodes()));
     edge_tr_.resize(p_.edges().size());
@@ -252,7 +262,7 @@ class descent_state {
   }
   // g's end of edge e (0: u, 1: v), or -1 where both ends are g's (no single port).
   int cached_side(int e, int g) const {
-    const auto& ed = at(p_.edges(), e);
+    const auto& ed = at_unchecked(p_.edges(), e);
     if (p_.group_of(ed.u) == g && p_.group_of(ed.v) == g) return -1;
     return p_.group_of(ed.u) == g ? 0 : 1;
   }
@@ -268,7 +278,7 @@ class descent_state {
         t.add_times(bound ? bound_at(e, g, c) : pair_at(e, g, c), k);
         continue;
       }
-      port_entry& x = at(at(m.items, i), p_.port(e, side, c));
+      port_entry& x = at_unchecked(at_unchecked(m.items, i), p_.port(e, side, c));  // sized by bind
       if (x.generation != m.generation) {
         x.generation = m.generation;
         x.priced = false;
@@ -282,16 +292,16 @@ class descent_state {
     }
   }
   int pick_of(int node, int g, int c) const {
-    return p_.group_of(node) == g ? c : at(pick_, p_.group_of(node));
+    return p_.group_of(node) == g ? c : at_unchecked(pick_, p_.group_of(node));
   }
   // Pair cost of edge e (incident to group g) when g picks c and the other end keeps its pick.
   const cost_terms& pair_at(int e, int g, int c) const {
-    const auto& ed = at(p_.edges(), e);
+    const auto& ed = at_unchecked(p_.edges(), e);
     return p_.pair(e, pick_of(ed.u, g, c), pick_of(ed.v, g, c));
   }
   // The group at the other end of edge e from group g.
   int other_group(int e, int g) const {
-    const auto& ed = at(p_.edges(), e);
+    const auto& ed = at_unchecked(p_.edges(), e);
     return p_.group_of(ed.u) == g ? p_.group_of(ed.v) : p_.group_of(ed.u);
   }
   // Group gu's edge items that join it to gv.
@@ -331,7 +341,7 @@ class descent_state {
   }
   // pair_at's lower bound (choice_problem::pair_lower_bound), pricing nothing.
   cost_terms bound_at(int e, int g, int c) const {
-    const auto& ed = at(p_.edges(), e);
+    const auto& ed = at_unchecked(p_.edges(), e);
     return p_.pair_lower_bound(e, pick_of(ed.u, g, c), pick_of(ed.v, g, c));
   }
   // The largest transient of the items neither group ga nor gb owns.

@@ -4,6 +4,9 @@
 // by the pair of picks (boxing between them); nodes of one group pick the same index (identical
 // repeated blocks share a decision). Pair costs are computed on demand and memoised per edge
 // class (edges between corresponding ops of identical blocks share one class).
+// finalize() checks every index the problem holds (edge ends, classes, port maps), so the
+// accessors the search calls millions of times read without a bounds check (at_unchecked);
+// their own arguments are the caller's to keep in range (@pre), as with operator[].
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
@@ -71,16 +74,18 @@ class choice_problem {
     return int(port_maps_.size()) - 1;
   }
   /// The port of candidate c of edge e's end u (side 0) or v (side 1); c itself without a map.
+  /// @pre finalized, 0 <= e < edges().size(), 0 <= c < candidates of that end
   int port(int e, int side, int c) const {
-    const choice_edge& ed = at(edges_, e);
+    const choice_edge& ed = at_unchecked(edges_, e);
     const int m = side == 0 ? ed.u_ports : ed.v_ports;
-    return m < 0 ? c : at(at(port_maps_, m), c);
+    return m < 0 ? c : at_unchecked(at_unchecked(port_maps_, m), c);
   }
   /// How many ports edge e's end u (side 0) or v (side 1) has: its candidates without a map.
+  /// @pre finalized, 0 <= e < edges().size()
   int ports(int e, int side) const {
-    const choice_edge& ed = at(edges_, e);
+    const choice_edge& ed = at_unchecked(edges_, e);
     const int m = side == 0 ? ed.u_ports : ed.v_ports;
-    return m < 0 ? candidates(side == 0 ? ed.u : ed.v) : at(port_counts_, m);
+    return m < 0 ? candidates(side == 0 ? ed.u : ed.v) : at_unchecked(port_counts_, m);
   }
   void set_pair_cost(pair_fn f) { pair_ = std::move(f); }
   /// A cheap lower bound on every term of pair(edge, cu, cv) (e.g. boxing_lower_bound's time
@@ -88,8 +93,20 @@ class choice_problem {
   /// reach without pricing its pairs. Without one the bound is zero (terms are never negative).
   void set_pair_lower_bound(pair_fn f) { pair_bound_ = std::move(f); }
 
-  /// Freezes the groups: call once after the last add_node.
+  /// Freezes the groups: call once after the last add_node. Throws error where an edge names a
+  /// node, class or port map that does not exist, a port map misses candidates of its node, the
+  /// edges of one class differ in their ports, or nodes tied into one group differ in their
+  /// candidates: what the accessors then read unchecked.
   void finalize() {
+    const int n = int(own_.size());
+    for (const choice_edge& e : edges_) {
+      if (e.u < 0 || e.u >= n || e.v < 0 || e.v >= n)
+        detail::fail("an edge of the layout-choice problem joins a node that does not exist");
+      if (e.cls < 0) detail::fail("an edge of the layout-choice problem needs a class of at least 0");
+      for (int m : {e.u_ports, e.v_ports})
+        if (m < -1 || m >= int(port_maps_.size()))
+          detail::fail("an edge of the layout-choice problem names a port map that add_ports did not give");
+    }
     group_of_.assign(own_.size(), -1);
     groups_.clear();
     std::vector<std::pair<int, int>> key_to_group;
@@ -125,6 +142,14 @@ class choice_problem {
       for (int m : {e.u_ports, e.v_ports})
         if (m >= 0 && at(port_maps_, m).size() != std::size_t(candidates(m == e.u_ports ? e.u : e.v)))
           detail::fail("a port map must give a port to every candidate of the node it serves");
+    std::vector<std::pair<int, int>> class_ports(std::size_t(classes), {-1, -1});  // the memo's rows and columns
+    for (std::size_t e = 0; e < edges_.size(); ++e) {
+      auto& cp = at(class_ports, edges_[e].cls);
+      const std::pair<int, int> here{ports(int(e), 0), ports(int(e), 1)};
+      if (cp.first >= 0 && cp != here)
+        detail::fail("edges of one class must join nodes with the same candidate and port counts");
+      cp = here;
+    }
   }
 
   /// Uses o's memo of pair costs from now on (both finalized). @pre o has the same edges with
@@ -141,12 +166,13 @@ class choice_problem {
   int nodes() const { return int(own_.size()); }
   int groups() const { return int(groups_.size()); }
   int candidates(int node) const { return int(costs(node).size()); }
-  int group_candidates(int g) const { return candidates(at(groups_, g)[0]); }
-  int group_of(int node) const { return at(group_of_, node); }
+  /// @pre 0 <= g < groups(); likewise for the node, group and candidate arguments below
+  int group_candidates(int g) const { return candidates(at_unchecked(at_unchecked(groups_, g), 0)); }
+  int group_of(int node) const { return at_unchecked(group_of_, node); }
   const std::vector<int>& group_nodes(int g) const { return at(groups_, g); }
   const std::vector<int>& group_edges(int g) const { return at(incident_, g); }
   const std::vector<choice_edge>& edges() const { return edges_; }
-  const cost_terms& unary(int node, int c) const { return at(costs(node), c); }
+  const cost_terms& unary(int node, int c) const { return at_unchecked(costs(node), c); }
 
   /// A group's nodes and incident edges with the repeats folded: `count` items price alike under
   /// every pick, `item` stands for them (nodes with equal candidate costs; edges of one class
@@ -156,24 +182,22 @@ class choice_problem {
     int item = 0;
     int count = 1;
   };
-  const std::vector<repeated>& group_unary_items(int g) const { return at(unary_items_, g); }
-  const std::vector<repeated>& group_edge_items(int g) const { return at(edge_items_, g); }
+  const std::vector<repeated>& group_unary_items(int g) const { return at_unchecked(unary_items_, g); }
+  const std::vector<repeated>& group_edge_items(int g) const { return at_unchecked(edge_items_, g); }
 
   /// Pair cost of edge e for picks cu (of e.u) and cv (of e.v), memoised per class and pair of
   /// ports (picks of one port share the price).
   /// A class's rows (ports of u) are allocated on first use: on a 4-D mesh a class can have
   /// 625 x 625 port pairs, most of which no move ever asks for.
+  /// @pre finalized, 0 <= e < edges().size(), cu and cv candidates of its ends
   const cost_terms& pair(int e, int cu, int cv) const {
-    const choice_edge& ed = at(edges_, e);
+    const choice_edge& ed = at_unchecked(edges_, e);
     pair_memo& memo_ = memo();
-    auto& m = at(memo_.slot, ed.cls);
-    const int ku = ports(e, 0), kv = ports(e, 1);
-    if (m.empty()) m.resize(std::size_t(ku));
-    auto& row = at(m, port(e, 0, cu));
-    if (row.empty()) row.assign(std::size_t(kv), -1);
-    if (int(m.size()) != ku || int(row.size()) != kv)
-      detail::fail("edges of one class must join nodes with the same candidate and port counts");
-    std::int32_t& slot = at(row, port(e, 1, cv));
+    auto& m = at_unchecked(memo_.slot, ed.cls);
+    if (m.empty()) m.resize(std::size_t(ports(e, 0)));  // one class, one port count (finalize)
+    auto& row = at_unchecked(m, port(e, 0, cu));
+    if (row.empty()) row.assign(std::size_t(ports(e, 1)), -1);
+    std::int32_t& slot = at_unchecked(row, port(e, 1, cv));
     if (slot < 0) {
       slot = memo_.prices.push(pair_ ? pair_(e, cu, cv) : cost_terms{});
     }
@@ -189,11 +213,11 @@ class choice_problem {
   /// The memoised price of pair(e, cu, cv), or nullptr where it is not priced yet.
   const cost_terms* memoised(int e, int cu, int cv) const {
     const pair_memo& memo_ = memo();
-    const auto& m = at(memo_.slot, at(edges_, e).cls);
+    const auto& m = at_unchecked(memo_.slot, at_unchecked(edges_, e).cls);
     if (m.empty()) return nullptr;
-    const auto& row = at(m, port(e, 0, cu));
+    const auto& row = at_unchecked(m, port(e, 0, cu));
     if (row.empty()) return nullptr;
-    const std::int32_t slot = at(row, port(e, 1, cv));
+    const std::int32_t slot = at_unchecked(row, port(e, 1, cv));
     return slot < 0 ? nullptr : &memo_.prices[slot];
   }
 
@@ -212,8 +236,8 @@ class choice_problem {
   std::vector<const std::vector<cost_terms>*> ext_;  ///< per node: the caller's costs where own_ is -1
   std::vector<int> group_key_;
   const std::vector<cost_terms>& costs(int node) const {
-    const int k = at(own_, node);
-    return k >= 0 ? at(owned_, k) : *at(ext_, node);
+    const int k = at_unchecked(own_, node);
+    return k >= 0 ? at_unchecked(owned_, k) : *at_unchecked(ext_, node);
   }
   std::vector<choice_edge> edges_;
   std::vector<std::vector<int>> port_maps_;
@@ -262,7 +286,7 @@ class choice_problem {
   class price_store {
    public:
     const cost_terms& operator[](std::int32_t i) const {
-      return at(chunks_, i >> chunk_bits)[std::size_t(i & (chunk - 1))];
+      return at_unchecked(at_unchecked(chunks_, i >> chunk_bits), i & (chunk - 1));  // i from push
     }
     /// Appends t; returns its index.
     std::int32_t push(const cost_terms& t) {

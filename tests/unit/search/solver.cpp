@@ -6,6 +6,7 @@
 #include <cmath>
 #include <memory>
 #include <random>
+#include <string>
 
 #include "autoddl/search/coordinate_descent.hpp"
 #include "autoddl/search/exact.hpp"
@@ -262,4 +263,82 @@ TEST_CASE("nodes whose costs the caller holds price like nodes that own a copy",
     const descent_result b = descend(held, serial_objective(), std::vector<int>(4, 0), true);
     CHECK(a.pick == b.pick);
   }
+}
+
+TEST_CASE("finalize refuses edges whose nodes, classes or port maps do not exist, and classes whose ports differ",
+          "[search][errors]") {
+  // the accessors read these indices without a bounds check once finalize accepted them, so each
+  // bad one must stop it with its sentence: a node past the last, a negative class, a port map
+  // add_ports never gave, a map short of its node's candidates, one class over 2 and 3 ports
+  auto problem = [] {
+    choice_problem p;
+    p.add_node(std::vector<cost_terms>(2));
+    p.add_node(std::vector<cost_terms>(3));
+    p.add_node(std::vector<cost_terms>(3));
+    return p;
+  };
+  auto message = [](choice_problem& p) -> std::string {
+    try {
+      p.finalize();
+    } catch (const error& e) {
+      return e.what();
+    }
+    return "";
+  };
+  {
+    choice_problem p = problem();
+    p.add_edge(0, 3, 0);
+    CHECK(message(p) == "an edge of the layout-choice problem joins a node that does not exist");
+  }
+  {
+    choice_problem p = problem();
+    p.add_edge(-1, 1, 0);
+    CHECK(message(p) == "an edge of the layout-choice problem joins a node that does not exist");
+  }
+  {
+    choice_problem p = problem();
+    p.add_edge(0, 1, -2);
+    CHECK(message(p) == "an edge of the layout-choice problem needs a class of at least 0");
+  }
+  {
+    choice_problem p = problem();
+    p.add_edge(0, 1, 0, 0);
+    CHECK(message(p) == "an edge of the layout-choice problem names a port map that add_ports did not give");
+  }
+  {
+    choice_problem p = problem();
+    p.add_edge(0, 1, 0, -1, p.add_ports({0, 1}));  // node 1 has 3 candidates
+    CHECK(message(p) == "a port map must give a port to every candidate of the node it serves");
+  }
+  {
+    choice_problem p = problem();
+    p.add_edge(0, 1, 0);
+    p.add_edge(0, 2, 0, -1, p.add_ports({0, 1, 0}));  // 2 x 2 ports where the class has 2 x 3
+    CHECK(message(p) == "edges of one class must join nodes with the same candidate and port counts");
+  }
+  {  // the same class over equal port counts, and every map that exists: accepted
+    choice_problem p = problem();
+    const int m = p.add_ports({0, 0, 1});
+    p.add_edge(0, 1, 0, -1, m);
+    p.add_edge(0, 2, 0, -1, m);
+    p.add_edge(1, 2, 1);
+    CHECK(message(p).empty());
+    CHECK(p.ports(1, 1) == 2);
+  }
+}
+
+TEST_CASE("a descent refuses a start that is not one candidate per group", "[search][errors]") {
+  // its moves read the picks without a bounds check, so a bad start stops at the door
+  choice_problem p = make_problem(5, 4, shape::chain);
+  std::vector<int> ok(std::size_t(p.groups()), 0);
+  CHECK_NOTHROW(detail::descent_state(p, ok));
+  std::vector<int> short_ = ok;
+  short_.pop_back();
+  CHECK_THROWS_AS(detail::descent_state(p, short_), error);
+  std::vector<int> past = ok;
+  past.back() = p.group_candidates(p.groups() - 1);
+  CHECK_THROWS_AS(detail::descent_state(p, past), error);
+  std::vector<int> negative = ok;
+  negative.front() = -1;
+  CHECK_THROWS_AS(detail::descent_state(p, negative), error);
 }
