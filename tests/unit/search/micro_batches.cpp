@@ -15,6 +15,7 @@
 #include "autoddl/models/zoo.hpp"
 #include "autoddl/search.hpp"
 #include "autoddl/search/micro_batches.hpp"
+#include "autoddl/search/step_memory.hpp"
 
 using namespace autoddl;
 using Catch::Matchers::ContainsSubstring;
@@ -167,6 +168,38 @@ TEST_CASE("memory_of adds up to the objective's peak memory for random plans in 
           CHECK(double(pp.memory_of(pick).total()) == t.peak_memory());
         }
       }
+}
+
+TEST_CASE("the step replay skips the middle micro-batches that repeat, with the same peak as replaying each",
+          "[search][memory]") {
+  const std::uint64_t seed = 20261205;
+  std::printf("step replay: seed %llu\n", static_cast<unsigned long long>(seed));
+  std::mt19937_64 rng(seed);
+  for (const char* spec : {gpt_spec, "mlp:layers=3,hidden=32,batch=16,in=16,out=8",
+                           "vgg11:image=32,classes=16,batch=16,fc=32"})
+    for (const char* mesh : {"2", "2x2"})
+      for (int m : {2, 4, 8})
+        for (recompute_mode r : {recompute_mode::none, recompute_mode::selective, recompute_mode::full}) {
+          plan_options o;
+          o.mesh = parse_mesh(mesh);
+          o.hw = load_hardware("dgx1-v100");
+          o.microbatches = m;
+          o.recompute = r;
+          o.zero1_layouts = o.zero2_layouts = true;  // sliced updates and gathered parameters too
+          plan_problem pp(build_model(spec, m), o);
+          for (int k = 0; k < 3; ++k) {
+            std::vector<int> pick;
+            for (int n = 0; n < pp.untied().nodes(); ++n)
+              pick.push_back(int(rng() % std::uint64_t(pp.untied().candidates(n))));
+            INFO(spec << " on " << mesh << ", " << m << " micro-batches, recompute " << to_string(r) << ", plan " << k);
+            const step_memory fast = replay_step_memory(pp, pick);
+            const step_memory each = detail::step_memory_replay(pp, pick).run(/*skip_repeats=*/false);
+            CHECK(fast.stored == each.stored);
+            CHECK(fast.peak_live == each.peak_live);
+            CHECK(fast.peak_op == each.peak_op);
+            CHECK(fast.peak_in_backward == each.peak_in_backward);
+          }
+        }
 }
 
 TEST_CASE("recomputation trades memory for the forward run again", "[search][recompute]") {
