@@ -115,20 +115,22 @@ constexpr std::string to_string(const op_node& op, const signature& sig) {
 
 /// One sentence on why `sig` is not a valid signature of `op` on `mesh`, or "".
 constexpr std::string signature_problem(const op_node& op, const signature& sig, const mesh_shape& mesh) {
-  std::string s = to_string(op, sig) + "@" + to_string(mesh);
+  // the signature as text, made only for a sentence (the planner checks every candidate it
+  // prices, and valid ones need none)
+  auto s = [&] { return to_string(op, sig) + "@" + to_string(mesh); };
   if (sig.inputs.size() != op.inputs.size() || sig.params.size() != op.params.size() ||
       sig.outputs.size() != op.outputs.size())
-    return "signature " + s + " has the wrong number of tensors for " + std::string(to_string(op.kind)) + " op '" +
+    return "signature " + s() + " has the wrong number of tensors for " + std::string(to_string(op.kind)) + " op '" +
            op.name + "'";
   auto rank_ok = [&](const std::vector<nd_sbp>& v) {
     for (const nd_sbp& x : v) if (x.size() != mesh.size()) return false;
     return true;
   };
   if (!rank_ok(sig.inputs) || !rank_ok(sig.params) || !rank_ok(sig.outputs))
-    return "signature " + s + " needs one SBP per axis of the mesh " + to_string(mesh);
+    return "signature " + s() + " needs one SBP per axis of the mesh " + to_string(mesh);
   std::optional<nd_sbp> y = forward_output(op, sig.inputs, sig.params);
   if (!y || !(*y == sig.outputs[0]))
-    return "signature " + s + " is not a rule of " + std::string(to_string(op.kind)) + " op '" + op.name +
+    return "signature " + s() + " is not a rule of " + std::string(to_string(op.kind)) + " op '" + op.name +
            "' (nonlinear ops never take P; see the op's per-axis table); choose one from signatures()";
   auto check = [&](const std::vector<tensor_shape>& shapes, const std::vector<nd_sbp>& v) -> std::string {
     for (std::size_t i = 0; i < v.size(); ++i) {
