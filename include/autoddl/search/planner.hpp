@@ -356,6 +356,10 @@ class plan_problem {
   /// How many op candidates were priced from measurements, from the per-kind fit, analytically.
   kernel_price_counts kernel_price_counts_of() const {
     kernel_price_counts k;
+    if (prices_.empty()) {  // kernel_price_of's answer for every candidate, without its work
+      for (int i = 0; i < int(g_.ops.size()); ++i) k.analytical += int(op_candidates(i).size());
+      return k;
+    }
     for (int i = 0; i < int(g_.ops.size()); ++i)
       for (int c = 0; c < int(op_candidates(i).size()); ++c) {
         const op_work w = device_work(at(g_.ops, i), op_candidate(i, c), o_.mesh, elem_);
