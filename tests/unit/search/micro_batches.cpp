@@ -147,6 +147,27 @@ TEST_CASE("micro-batches: the data-parallel plan's bytes do not change and its c
   }
 }
 
+namespace {
+
+// dgx1-v100 on `mesh` with m micro-batches and recomputation r.
+plan_options setting(const char* mesh, int m, recompute_mode r) {
+  plan_options o;
+  o.mesh = parse_mesh(mesh);
+  o.hw = load_hardware("dgx1-v100");
+  o.microbatches = m;
+  o.recompute = r;
+  return o;
+}
+
+// A uniformly random candidate per node of pp.untied().
+std::vector<int> random_pick(const plan_problem& pp, std::mt19937_64& rng) {
+  std::vector<int> pick;
+  for (int n = 0; n < pp.untied().nodes(); ++n) pick.push_back(int(rng() % std::uint64_t(pp.untied().candidates(n))));
+  return pick;
+}
+
+}  // namespace
+
 TEST_CASE("memory_of adds up to the objective's peak memory for random plans in every setting",
           "[search][memory]") {
   const std::uint64_t seed = 20261203;
@@ -155,15 +176,9 @@ TEST_CASE("memory_of adds up to the objective's peak memory for random plans in 
   for (const char* mesh : {"4", "2x2"})
     for (int m : {1, 2, 4})
       for (recompute_mode r : {recompute_mode::none, recompute_mode::selective, recompute_mode::full}) {
-        plan_options o;
-        o.mesh = parse_mesh(mesh);
-        o.hw = load_hardware("dgx1-v100");
-        o.microbatches = m;
-        o.recompute = r;
-        plan_problem pp(build_model(gpt_spec, m), o);
+        plan_problem pp(build_model(gpt_spec, m), setting(mesh, m, r));
         for (int k = 0; k < 5; ++k) {
-          std::vector<int> pick;
-          for (int n = 0; n < pp.untied().nodes(); ++n) pick.push_back(int(rng() % std::uint64_t(pp.untied().candidates(n))));
+          const std::vector<int> pick = random_pick(pp, rng);
           const cost_terms t = pp.untied().evaluate(pick);
           CHECK(double(pp.memory_of(pick).total()) == t.peak_memory());
         }
@@ -180,17 +195,11 @@ TEST_CASE("the step replay skips the middle micro-batches that repeat, with the 
     for (const char* mesh : {"2", "2x2"})
       for (int m : {2, 4, 8})
         for (recompute_mode r : {recompute_mode::none, recompute_mode::selective, recompute_mode::full}) {
-          plan_options o;
-          o.mesh = parse_mesh(mesh);
-          o.hw = load_hardware("dgx1-v100");
-          o.microbatches = m;
-          o.recompute = r;
+          plan_options o = setting(mesh, m, r);
           o.zero1_layouts = o.zero2_layouts = true;  // sliced updates and gathered parameters too
           plan_problem pp(build_model(spec, m), o);
           for (int k = 0; k < 3; ++k) {
-            std::vector<int> pick;
-            for (int n = 0; n < pp.untied().nodes(); ++n)
-              pick.push_back(int(rng() % std::uint64_t(pp.untied().candidates(n))));
+            const std::vector<int> pick = random_pick(pp, rng);
             INFO(spec << " on " << mesh << ", " << m << " micro-batches, recompute " << to_string(r) << ", plan " << k);
             const step_memory fast = replay_step_memory(pp, pick);
             const step_memory each = detail::step_memory_replay(pp, pick).run(/*skip_repeats=*/false);
