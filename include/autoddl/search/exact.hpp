@@ -145,6 +145,34 @@ inline std::vector<int> worth_trying(const std::vector<double>& ub, const std::v
   return ys;
 }
 
+// The least of a[i] + b[i] over i < n (infinity when n is 0; a NaN sum never counts), in four
+// independent running minima: min is exact and order-free, so the value is the one a single
+// left-to-right scan gives, found without its chain of dependent compares.
+inline double least_sum(const double* a, const double* b, std::size_t n) {
+  constexpr double inf = std::numeric_limits<double>::infinity();
+  double m0 = inf, m1 = inf, m2 = inf, m3 = inf;
+  std::size_t i = 0;
+  for (; i + 4 <= n; i += 4) {
+    const double v0 = a[i] + b[i], v1 = a[i + 1] + b[i + 1], v2 = a[i + 2] + b[i + 2], v3 = a[i + 3] + b[i + 3];
+    m0 = v0 < m0 ? v0 : m0;
+    m1 = v1 < m1 ? v1 : m1;
+    m2 = v2 < m2 ? v2 : m2;
+    m3 = v3 < m3 ? v3 : m3;
+  }
+  for (; i < n; ++i)
+    if (const double v = a[i] + b[i]; v < m0) m0 = v;
+  return std::min(std::min(m0, m1), std::min(m2, m3));
+}
+
+// The first i with a[i] + b[i] == least (0 when least is infinite or none is): with least_sum's
+// value, the pick a left-to-right scan keeping the first strict improvement settles on.
+inline std::size_t first_sum_equal(const double* a, const double* b, std::size_t n, double least) {
+  if (least == std::numeric_limits<double>::infinity()) return 0;
+  for (std::size_t i = 0; i < n; ++i)
+    if (a[i] + b[i] == least) return i;
+  return 0;
+}
+
 /// Where a reduction stops: a wall-clock deadline and a count of steps (edges priced, nodes
 /// eliminated; < 0: no count), the latter for tests that stop it at every point.
 struct sp_budget {
@@ -178,7 +206,7 @@ class sp_reduction {
         timed_out_ = true;
         return;
       }
-      add_matrix(ed.u, ed.v, *m);
+      add_matrix(ed.u, ed.v, std::move(*m));
     }
   }
 
@@ -241,28 +269,26 @@ class sp_reduction {
     return m;
   }
 
-  void add_matrix(int a, int b, const sp_matrix& m0) {  // m0 indexed [a][b]; a == b adds the diagonal
+  void add_matrix(int a, int b, sp_matrix m) {  // m indexed [a][b]; a == b adds the diagonal
     if (a == b) {
-      for (int x = 0; x < m0.rows; ++x) at(at(unary_, a), x) += m0.value(x, x);
+      for (int x = 0; x < m.rows; ++x) at(at(unary_, a), x) += m.value(x, x);
       return;
     }
-    const sp_matrix m = a > b ? m0.transposed() : m0;  // [lo][hi]
+    if (a > b) m = m.transposed();  // [lo][hi]
     const int lo = std::min(a, b), hi = std::max(a, b);
     auto [it, fresh] = adj_.try_emplace({lo, hi});
-    it->second = fresh ? m : add_parallel(it->second, m);
+    it->second = fresh ? std::move(m) : add_parallel(it->second, m);
     at(nbr_, lo)[hi] = true;
     at(nbr_, hi)[lo] = true;
   }
 
-  sp_matrix edge_from(int a, int b) const {  // oriented [a][b]
-    const sp_matrix& mm = adj_.at({std::min(a, b), std::max(a, b)});
-    return a < b ? mm : mm.transposed();
-  }
-
-  void drop_edge(int a, int b) {
-    adj_.erase({std::min(a, b), std::max(a, b)});
+  // Removes the edge between a and b and returns its matrix, oriented [a][b] (moved, not copied:
+  // an eliminated or fixed node's edges are read once and dropped).
+  sp_matrix take_edge(int a, int b) {
+    auto node = adj_.extract({std::min(a, b), std::max(a, b)});
     at(nbr_, a).erase(b);
     at(nbr_, b).erase(a);
+    return a < b ? std::move(node.mapped()) : node.mapped().transposed();
   }
 
   void eliminate(int b) {
@@ -282,7 +308,7 @@ class sp_reduction {
   }
 
   void eliminate_leaf(int b, int a) {
-    const sp_matrix e = edge_from(a, b);
+    const sp_matrix e = take_edge(a, b);
     const std::vector<double>& ub = at(unary_, b);
     sp_undo un{b, a, -1, std::vector<int>(std::size_t(e.row_classes)), 1, e.row_class, {}};
     std::vector<double> best_of(std::size_t(e.row_classes));
@@ -297,12 +323,11 @@ class sp_reduction {
       at(best_of, r) = best;
     }
     for (int x = 0; x < e.rows; ++x) at(at(unary_, a), x) += at(best_of, at(e.row_class, x));
-    drop_edge(a, b);
     undo_.push_back(std::move(un));
   }
 
   void eliminate_series(int b, int a, int c) {
-    const sp_matrix eab = edge_from(a, b), ecb = edge_from(c, b);  // [a][b] and [c][b]
+    const sp_matrix eab = take_edge(a, b), ecb = take_edge(c, b);  // [a][b] and [c][b]
     const int ra = eab.row_classes, rc = ecb.row_classes;
     sp_matrix m{eab.rows, ecb.rows, eab.row_class, ecb.row_class, ra, rc,
                 std::vector<double>(std::size_t(ra) * std::size_t(rc))};
@@ -317,20 +342,12 @@ class sp_reduction {
       for (std::size_t i = 0; i < ny; ++i) row[i] = eab.cls(x, at(eab.col_class, ys[i])) + at(ub, ys[i]);
       for (int z = 0; z < rc; ++z) {
         const double* col = cols.data() + std::size_t(z) * ny;
-        double best = std::numeric_limits<double>::infinity();
-        std::size_t arg = 0;
-        for (std::size_t i = 0; i < ny; ++i)
-          if (const double v = row[i] + col[i]; v < best) {
-            best = v;
-            arg = i;
-          }
-        at(un.best, x * rc + z) = at(ys, arg);
+        const double best = least_sum(row.data(), col, ny);
+        at(un.best, x * rc + z) = at(ys, first_sum_equal(row.data(), col, ny, best));
         m.cls(x, z) = best;
       }
     }
-    drop_edge(a, b);
-    drop_edge(b, c);
-    add_matrix(a, c, m);
+    add_matrix(a, c, std::move(m));
     undo_.push_back(std::move(un));
   }
 
@@ -339,9 +356,8 @@ class sp_reduction {
     std::vector<int> ns;
     for (auto [m, _] : at(nbr_, n)) ns.push_back(m);
     for (int m : ns) {
-      const sp_matrix e = edge_from(m, n);
+      const sp_matrix e = take_edge(m, n);
       for (int y = 0; y < e.rows; ++y) at(at(unary_, m), y) += e.value(y, x);
-      drop_edge(m, n);
     }
     constant_ += at(at(unary_, n), x);
     undo_.push_back({n, -1, -1, {x}, 1, {}, {}});
