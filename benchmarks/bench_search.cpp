@@ -11,6 +11,7 @@
 #include "autoddl/search.hpp"
 #include "autoddl/search/micro_batches.hpp"
 #include "autoddl/search/pipeline.hpp"
+#include "support/heap.hpp"
 
 using namespace autoddl;
 
@@ -109,8 +110,10 @@ void run_pipeline(const std::string& spec, const std::string& mesh, int tp, int 
 }  // namespace
 
 int main(int argc, char** argv) {
+  const std::size_t huge = autoddl::tools::reserve_huge_page_heap();  // as autoddl-plan does
   bool quick = argc > 1 && std::string(argv[1]) == "--quick";
   std::puts("# search time and gap to the exact optimum (one core)");
+  std::printf("# heap on 2 MiB pages: %zu MiB (src/support/heap.hpp)\n", huge >> 20);
   std::puts("# headline: GPT-3 175B on 128x8 dgx-a100, bf16, the device's memory as the limit");
   run("gpt:size=gpt3-175b,batch=128", "128x8", "dgx-a100", dtype::bf16);
   std::puts("# micro-batches and recomputation chosen with the layouts, 80 GiB dgx-a100, bf16, Adam: GPT-3 175B at its");

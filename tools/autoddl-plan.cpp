@@ -26,6 +26,7 @@
 #include "pipeline_report.hpp"
 #include "plan_report.hpp"
 #include "support/cli.hpp"
+#include "support/heap.hpp"
 
 using namespace autoddl;
 using autoddl::tools::plan_json;
@@ -251,6 +252,7 @@ void plan_model(const plan_cli& c) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  autoddl::tools::reserve_huge_page_heap();  // planning's many small blocks on 2 MiB pages
   CLI::App app{"autoddl-plan: find, price and explain the distributed layout plan of a model on a device mesh"};
   plan_cli c;
   add_options(app, c);
