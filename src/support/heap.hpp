@@ -8,19 +8,27 @@
 // space only; nothing is touched) and asks the kernel to back that range with 2 MiB pages
 // (madvise MADV_HUGEPAGE, honoured where /sys/kernel/mm/transparent_hugepage/enabled is
 // "madvise" or "always"); blocks up to 32 MiB come from the heap and it is never trimmed, so
-// the planner's allocations land there. The same run then takes about 600 faults and 10 % less
-// time here (docs/reference/search.md, "Work beside the search"). glibc's own switch,
+// the planner's allocations land there. The same run then takes about 700 faults and 10 % less
+// time here (docs/reference/search.md, "The heap on huge pages"). glibc's own switch,
 // GLIBC_TUNABLES=glibc.malloc.hugetlb=1, does the same for a program that embeds the planner.
 //
 // Nothing changes but where memory comes from: plans are byte-for-byte the same. A no-op off
-// Linux and glibc, under AddressSanitizer (its allocator is not glibc's heap), and where the
-// heap cannot grow (sbrk fails: malloc then maps memory as before). Heap growth past the
-// reserve is glibc's default again (4 KiB pages).
+// Linux and glibc, under AddressSanitizer or MemorySanitizer (their allocator is not glibc's
+// heap), and where the heap cannot grow (sbrk fails: malloc then maps memory as before). Heap
+// growth past the reserve is glibc's default again (4 KiB pages).
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
 
-#if defined(__linux__) && defined(__GLIBC__) && !defined(__SANITIZE_ADDRESS__)
+#if defined(__SANITIZE_ADDRESS__)  // g++
+#define AUTODDL_HEAP_SANITIZED 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(memory_sanitizer)  // clang
+#define AUTODDL_HEAP_SANITIZED 1
+#endif
+#endif
+
+#if defined(__linux__) && defined(__GLIBC__) && !defined(AUTODDL_HEAP_SANITIZED)
 #define AUTODDL_HUGE_PAGE_HEAP 1
 #include <malloc.h>
 #include <sys/mman.h>
