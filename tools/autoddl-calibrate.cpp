@@ -3,8 +3,9 @@
 //   mpirun -np 4 autoddl-calibrate --mesh 2x2 --out mine.json
 // Per mesh axis it times the ring collectives (backend/mpi) for 4 KiB..64 MiB and fits alpha, beta,
 // gamma and, where the rate drops beyond a cache, a second regime (large_bytes, beta_large,
-// gamma_large) by relative least squares (cost/calibration.hpp, fit_link_two_regimes); it times fp32 GEMM with cblas_sgemm on every rank
-// at once (peak fp32 = the slowest rank's rate, efficiency.gemm = 1) and a streaming triad for
+// gamma_large) by relative least squares (cost/calibration.hpp, fit_link_two_regimes); it times
+// cblas_sgemm and cblas_dgemm on every rank at once (peak fp32 and fp64 = the slowest rank's
+// rate, efficiency.gemm = 1) and a streaming triad for
 // the memory bandwidth. The innermost axis gives the intra-node link, axis 0 the inter-node one
 // (on a 1-D mesh both are the same fit). With --model SPEC (repeatable) it also measures every
 // kernel the planner's candidates of those models run on the mesh, the boxing copy rate and the
@@ -24,6 +25,7 @@
 #include <cstdlib>
 #include <fmt/core.h>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "autoddl/backend/cpu.hpp"
@@ -85,14 +87,24 @@ double across_ranks(double v, MPI_Op op) {
   return r;
 }
 
+/// GEMM rate of one n^3 product in T (cblas_sgemm or cblas_dgemm), the slowest rank's.
+template <class T>
+void gemm_once(int n, const std::vector<T>& a, const std::vector<T>& b, std::vector<T>& c) {
+  if constexpr (std::is_same_v<T, float>)
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f, c.data(), n);
+  else
+    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0, a.data(), n, b.data(), n, 0.0, c.data(), n);
+}
+
+template <class T>
 double gemm_rate(int n, int reps) {
-  std::vector<float> a(std::size_t(n) * std::size_t(n), 0.5f), b(a.size(), 0.25f), c(a.size(), 0.0f);
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f, c.data(), n);
+  std::vector<T> a(std::size_t(n) * std::size_t(n), T(0.5)), b(a.size(), T(0.25)), c(a.size(), T(0));
+  gemm_once(n, a, b, c);
   double best = 1e30;
   for (int k = 0; k < reps; ++k) {
     MPI_Barrier(MPI_COMM_WORLD);
     const double t0 = wtime();
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f, c.data(), n);
+    gemm_once(n, a, b, c);
     best = std::min(best, wtime() - t0);
   }
   return across_ranks(2.0 * n * n * double(n) / best, MPI_MIN);
@@ -214,7 +226,8 @@ std::vector<autoddl::link> measure_links(const mesh_shape& shape, const calibrat
 
 hardware measure_hardware(const mesh_shape& shape, const calibrate_options& o, int rank, int size) {
   const std::vector<autoddl::link> fitted = measure_links(shape, o, rank);
-  const double flops = gemm_rate(o.gemm_n, 3);
+  const double flops = gemm_rate<float>(o.gemm_n, 3);
+  const double flops_fp64 = gemm_rate<double>(o.gemm_n, 3);
   const double bandwidth = triad_bandwidth(std::int64_t(8) << 20, 3);
   hardware h;
   h.name = o.name;
@@ -224,6 +237,7 @@ hardware measure_hardware(const mesh_shape& shape, const calibrate_options& o, i
                    std::to_string(o.sweeps) + " sweeps); relative least squares: alpha on runs < " + std::to_string(o.large_from) +
                    " group bytes, beta and gamma on runs from there up to large_bytes, beta_large and gamma_large beyond (large_bytes chosen by least error)",
                "measured: cblas_sgemm " + std::to_string(o.gemm_n) + "^3 on every rank at once (peak fp32, efficiency.gemm = 1)",
+               "measured: cblas_dgemm " + std::to_string(o.gemm_n) + "^3 on every rank at once (peak fp64)",
                "measured: streaming triad a = b + s*c over 3 x 32 MiB (memory_bandwidth)",
                "measured: efficiency.conv and efficiency.elementwise = the runtime's CPU kernels (a 3x3 conv of vgg11 and "
                "a GELU of gpt, forward + backward) in the planner's FLOPs over peak",
@@ -238,14 +252,14 @@ hardware measure_hardware(const mesh_shape& shape, const calibrate_options& o, i
   h.intra_node = fitted.back();
   h.inter_node = fitted.front();
   h.device.name = "cpu-rank";
-  h.device.peak_flops = {flops, 0, 0};
+  h.device.peak_flops = {flops, 0, 0, flops_fp64};
   h.device.efficiency = {1.0, kernel_efficiency("vgg11:image=32,classes=16,batch=8,fc=64", op_kind::conv2d, flops, 3),
                          kernel_efficiency("gpt:layers=1,hidden=256,heads=4,seq=128,batch=8,vocab=256", op_kind::gelu, flops, 5)};
   h.device.memory_bytes = double(sysconf(_SC_PHYS_PAGES)) * double(sysconf(_SC_PAGESIZE)) / double(o.devices_per_node);
   h.device.memory_bandwidth = bandwidth;
   if (rank == 0)
-    fmt::print("gemm fp32: {:.1f} GFLOP/s per rank; conv efficiency {:.3f}, element-wise efficiency {:.4f}; triad: {:.2f} GB/s per rank\n",
-               flops / 1e9, h.device.efficiency[1], h.device.efficiency[2], bandwidth / 1e9);
+    fmt::print("gemm fp32: {:.1f} GFLOP/s, fp64: {:.1f} GFLOP/s per rank; conv efficiency {:.3f}, element-wise efficiency {:.4f}; triad: {:.2f} GB/s per rank\n",
+               flops / 1e9, flops_fp64 / 1e9, h.device.efficiency[1], h.device.efficiency[2], bandwidth / 1e9);
   return h;
 }
 

@@ -115,7 +115,7 @@ void add_options(CLI::App& app, plan_cli& c) {
   app.add_option("--model", c.model, "NAME:key=value,... (gpt, bert, vgg11, vgg13, vgg16, vgg19, mlp)");
   app.add_option("--mesh", c.mesh, "device mesh, e.g. 8, 2x4, 2x2x2");
   app.add_option("--hardware", c.hardware, "a preset name or a hardware JSON file");
-  app.add_option("--dtype", c.dtype, "fp32, fp16 or bf16");
+  app.add_option("--dtype", c.dtype, "fp32, fp16, bf16 or fp64");
   app.add_option("--memory-limit", c.memory, "bytes per device, e.g. 32GiB (default: the device's memory)");
   app.add_option("--strategy", c.strategy,
                  std::string(autoddl::tools::strategies_help) + ", exact or exhaustive");

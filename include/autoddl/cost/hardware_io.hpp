@@ -149,9 +149,9 @@ class profile_reader {
     only_keys(dev, "device", {"name", "peak_flops", "efficiency", "memory_bytes", "memory_bandwidth"});
     h.device.name = text(dev, "device", "name");
     const auto& peak = object(member(dev, "device", "peak_flops"), "device.peak_flops");
-    only_keys(peak, "device.peak_flops", {"fp32", "fp16", "bf16"});
-    if (peak.empty()) fail("device.peak_flops", "is empty; give the FLOP/s of at least one of fp32, fp16, bf16");
-    for (dtype t : {dtype::fp32, dtype::fp16, dtype::bf16}) {
+    only_keys(peak, "device.peak_flops", {"fp32", "fp16", "bf16", "fp64"});
+    if (peak.empty()) fail("device.peak_flops", "is empty; give the FLOP/s of at least one of fp32, fp16, bf16, fp64");
+    for (dtype t : all_dtypes) {
       auto it = peak.find(std::string(to_string(t)));
       if (it != peak.end())
         h.device.peak_flops[std::size_t(t)] = positive(*it, "device.peak_flops." + std::string(to_string(t)), "FLOP/s");
@@ -211,8 +211,9 @@ class profile_reader {
     k.op = text(j, where, "op");
     k.key = text(j, where, "key");
     const std::string t = text(j, where, "dtype");
-    if (t != "fp32" && t != "fp16" && t != "bf16") fail(where + ".dtype", "is \"" + t + "\"; write fp32, fp16 or bf16");
-    k.type = t == "fp32" ? dtype::fp32 : t == "fp16" ? dtype::fp16 : dtype::bf16;
+    const auto* known = std::find_if(std::begin(all_dtypes), std::end(all_dtypes), [&](dtype d) { return to_string(d) == t; });
+    if (known == std::end(all_dtypes)) fail(where + ".dtype", "is \"" + t + "\"; write fp32, fp16, bf16 or fp64");
+    k.type = *known;
     if (k.key.rfind(k.op + " ", 0) != 0) fail(where + ".key", "does not start with its op '" + k.op + "'; the key names the op first");
     k.forward_flops = non_negative(j, where, "forward_flops", "FLOPs");
     k.backward_flops = non_negative(j, where, "backward_flops", "FLOPs");
@@ -326,7 +327,7 @@ inline std::string to_json(const hardware& h) {
     return j;
   };
   nlohmann::ordered_json peak = nlohmann::ordered_json::object();
-  for (dtype t : {dtype::fp32, dtype::fp16, dtype::bf16})
+  for (dtype t : all_dtypes)
     if (h.device.peak(t) > 0) peak[std::string(to_string(t))] = h.device.peak(t);
   nlohmann::ordered_json eff = nlohmann::ordered_json::object();
   for (work_kind k : {work_kind::gemm, work_kind::conv, work_kind::elementwise})

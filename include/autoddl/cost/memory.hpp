@@ -4,7 +4,8 @@
 // Optimizations Toward Training Trillion Parameter Models", section 3.1): with mixed precision
 // (fp16/bf16 parameters), Adam keeps an fp32 master copy, momentum and variance: K = 12 bytes per
 // element; SGD with momentum keeps fp32 master + momentum: 8 bytes. In fp32 training the master
-// copy is the parameter itself: Adam 8 bytes (m, v), SGD-momentum 4 bytes.
+// copy is the parameter itself: Adam 8 bytes (m, v), SGD-momentum 4 bytes; in fp64 the same
+// states in 8-byte elements: Adam 16 bytes, SGD-momentum 8.
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -45,10 +46,11 @@ constexpr recompute_mode parse_recompute(std::string_view s) {
 }
 
 /// Bytes of optimizer state for `elements` parameters stored in `param_type` (rule above).
-///   optimizer_state_bytes(adam, 1000, fp16) == 12000; (adam, 1000, fp32) == 8000.
+///   optimizer_state_bytes(adam, 1000, fp16) == 12000; (adam, 1000, fp32) == 8000; (adam, 1000, fp64) == 16000.
 constexpr std::int64_t optimizer_state_bytes(optimizer o, std::int64_t elements, dtype param_type) {
-  const bool mixed = param_type != dtype::fp32;
   const std::int64_t states = o == optimizer::adam ? 2 : 1;  // m, v  /  momentum
+  if (param_type == dtype::fp64) return elements * 8 * states;
+  const bool mixed = param_type != dtype::fp32;
   return elements * 4 * (states + (mixed ? 1 : 0));
 }
 

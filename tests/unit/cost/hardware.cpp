@@ -19,7 +19,7 @@ const std::string good = R"({
   "name": "t", "description": "d", "sources": ["s"], "devices_per_node": 4,
   "links": {"intra_node": {"name": "nv", "alpha": 2e-6, "beta": 1e11},
             "inter_node": {"name": "ib", "alpha": 5e-6, "beta": 1e10}},
-  "device": {"name": "g", "peak_flops": {"fp32": 1e13, "bf16": 1e14},
+  "device": {"name": "g", "peak_flops": {"fp32": 1e13, "bf16": 1e14, "fp64": 5e12},
              "efficiency": {"gemm": 0.7, "conv": 0.6, "elementwise": 0.5},
              "memory_bytes": 1e10, "memory_bandwidth": 1e12}})";
 
@@ -56,6 +56,7 @@ TEST_CASE("a valid profile parses field by field", "[cost][hardware]") {
   CHECK(h.device.peak(dtype::fp32) == 1e13);
   CHECK(h.device.peak(dtype::fp16) == 0);  // not listed: unsupported
   CHECK(h.device.peak(dtype::bf16) == 1e14);
+  CHECK(h.device.peak(dtype::fp64) == 5e12);
   CHECK(h.device.efficiency_of(work_kind::conv) == 0.6);
   CHECK(h.device.memory_bandwidth == 1e12);
 }

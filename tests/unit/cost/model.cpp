@@ -43,6 +43,9 @@ TEST_CASE("optimizer state follows ZeRO's K per element", "[cost][memory]") {
   CHECK(optimizer_state_bytes(optimizer::adam, 1000, dtype::fp32) == 8000);
   CHECK(optimizer_state_bytes(optimizer::sgd_momentum, 1000, dtype::fp16) == 8000);
   CHECK(optimizer_state_bytes(optimizer::sgd_momentum, 1000, dtype::fp32) == 4000);
+  // fp64 (the CPU executor's double): no master copy, each state 8 bytes
+  CHECK(optimizer_state_bytes(optimizer::adam, 1000, dtype::fp64) == 16000);
+  CHECK(optimizer_state_bytes(optimizer::sgd_momentum, 1000, dtype::fp64) == 8000);
   CHECK(parse_optimizer("adam") == optimizer::adam);
   CHECK_THROWS_AS(parse_optimizer("lamb"), parse_error);
 }
@@ -76,6 +79,9 @@ TEST_CASE("gradient synchronisation hides behind backward compute", "[cost][step
   CHECK(sum == step_terms{2.0, 4.0, 0.2, 0.4, 5.0});
   CHECK(parse_dtype("bf16") == dtype::bf16);
   CHECK(bytes_of(dtype::fp16) == 2);
+  CHECK(parse_dtype("fp64") == dtype::fp64);
+  CHECK(bytes_of(dtype::fp64) == 8);
+  CHECK(to_string(dtype::fp64) == "fp64");
   CHECK_THROWS_AS(parse_dtype("fp8"), parse_error);
 }
 
