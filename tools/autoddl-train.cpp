@@ -33,6 +33,7 @@
 #include <vector>
 
 #include "autoddl/backend/cpu.hpp"
+#include "autoddl/backend/cpu/gemm_check.hpp"
 #include "autoddl/backend/mpi.hpp"
 #include "autoddl/cost/hardware_io.hpp"
 #include "autoddl/models/model_file.hpp"
@@ -171,6 +172,32 @@ void choose_plan(const settings& s, const plan_strategy& strategy, const step_se
   p.plan = std::move(layouts.result);
 }
 
+// The CPU device's GEMMs checked on every rank before training (backend/cpu/gemm_check.hpp):
+// a BLAS that computes a wrong value on this CPU is refused with the sentence of the lowest
+// failing rank, on every rank alike, instead of training a wrong model.
+void check_blas_on_every_rank() {
+  int rank = 0, ranks = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &ranks);
+  std::string sentence;
+  try {
+    check_cpu_gemm<float>();
+  } catch (const error& e) {
+    sentence = e.what();
+  }
+  int first_failing = sentence.empty() ? ranks : rank;
+  MPI_Allreduce(MPI_IN_PLACE, &first_failing, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  if (first_failing == ranks) return;
+  if (first_failing != 0) {  // its sentence to every rank, so that rank 0 prints it
+    int length = int(sentence.size());
+    MPI_Bcast(&length, 1, MPI_INT, first_failing, MPI_COMM_WORLD);
+    sentence.resize(std::size_t(length));
+    MPI_Bcast(sentence.data(), length, MPI_CHAR, first_failing, MPI_COMM_WORLD);
+    sentence = "on rank " + std::to_string(first_failing) + ", " + sentence;
+  }
+  throw error(sentence);
+}
+
 prepared prepare(const settings& s, int ranks) {
   prepared p;
   p.o.mesh = p.mesh = parse_mesh(s.mesh);
@@ -196,6 +223,7 @@ prepared prepare(const settings& s, int ranks) {
   if (s.device == "cuda")
     throw error("this autoddl-train was built without CUDA and NCCL; rebuild with them (meson -Dcuda=enabled) or use --device cpu");
 #endif
+  if (s.device == "cpu") check_blas_on_every_rank();
   if (s.steps < 1) throw error("--steps must be at least 1, got " + std::to_string(s.steps));
   if (!(s.lr > 0)) throw error("--lr must be positive, got " + std::to_string(s.lr));
   step_settings pin;
