@@ -4,7 +4,8 @@
 //          heads, seq, batch (8), vocab, dropout (0.1)
 //   bert   size (bert-base bert-large; default bert-base), layers, hidden, heads, seq, batch, vocab,
 //          dropout (0.1)
-//   vgg11 vgg13 vgg16 vgg19   image (224), classes (1000), batch (8), fc (4096)
+//   vgg11 vgg13 vgg16 vgg19   image (224), classes (1000), batch (8), fc (4096), width (64: the
+//          first convs' channels; later stages double it up to 8 x width)
 //   mlp    layers (3), hidden (256), batch (32), in (784), out (10)
 // Explicit keys override a preset. Builders only describe shapes: nothing is allocated.
 // A model file (a user's own network as JSON) is read by load_model (models/model_file.hpp),
@@ -30,13 +31,14 @@ inline graph build_model(std::string_view spec) {
   if (s.model == "bert") return build_bert(detail::read_transformer(s, detail::bert_presets, "bert-base"));
   for (int depth : {11, 13, 16, 19}) {
     if (s.model != "vgg" + detail::itos(depth)) continue;
-    detail::spec_reader r(s, {"image", "classes", "batch", "fc"});
+    detail::spec_reader r(s, {"image", "classes", "batch", "fc", "width"});
     vgg_config c;
     c.depth = depth;
     c.image = r.count("image", 224);
     c.classes = r.count("classes", 1000);
     c.batch = r.count("batch", 8);
     c.fc = r.count("fc", 4096);
+    c.width = r.count("width", 64, std::int64_t(1) << 16);
     return build_vgg(c);
   }
   if (s.model == "mlp") {

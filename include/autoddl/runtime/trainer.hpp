@@ -170,6 +170,10 @@ class trainer {
     if (!(comm_.shape() == problem_.options().mesh))
       detail::fail<layout_error>("the plan is for mesh " + to_string(problem_.options().mesh) +
                                  " but the communicator spans " + to_string(comm_.shape()));
+    if (bytes_of(problem_.options().type) != int(sizeof(T)))
+      detail::fail<error>("the plan is priced in " + std::string(to_string(problem_.options().type)) + " (" +
+                          std::to_string(bytes_of(problem_.options().type)) + "-byte elements) but this trainer trains " +
+                          std::to_string(sizeof(T)) + "-byte elements; plan with the dtype it trains (plan_options::type)");
     schedule_.emplace(model_, recompute(), paths_.boxed_inputs());
     input_kinds_ = input_kinds(model_);
     if (options_.text) check_text_model(model_, *options_.text);

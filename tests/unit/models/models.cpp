@@ -32,6 +32,13 @@ TEST_CASE("parameter counts match the published figures", "[models][params]") {
   CHECK(param_count(build_model("vgg11")) == 132'863'336);
   CHECK(param_count(build_model("vgg13")) == 133'047'848);
   CHECK(param_count(build_model("vgg19")) == 143'667'240);
+  // width=16 at image 32: convs 3->16->32->64->64->128 x4 (9 c_in c_out + c_out each), then
+  // fc 128->32, 32->32, 32->16 (c_in c_out + c_out)
+  auto conv = [](std::int64_t ci, std::int64_t co) { return 9 * ci * co + co; };
+  auto fc = [](std::int64_t ci, std::int64_t co) { return ci * co + co; };
+  CHECK(param_count(build_model("vgg11:image=32,classes=16,batch=8,fc=32,width=16")) ==
+        conv(3, 16) + conv(16, 32) + conv(32, 64) + conv(64, 64) + conv(64, 128) + 3 * conv(128, 128) + fc(128, 32) +
+            fc(32, 32) + fc(32, 16));
   CHECK(param_count(build_model("gpt:size=gpt2")) == 124'439'808);  // GPT-2 small, tied embeddings
   CHECK(param_count(build_model("gpt:size=gpt2-medium")) == 354'823'168);
   // GPT-3 175B (Brown et al. 2020): 96 x (12 h^2 + 13 h) + (50257 + 2048) h + 2 h
