@@ -37,6 +37,8 @@
 
 using namespace autoddl;
 
+namespace pipeline_cases {
+
 namespace {
 
 using real = double;                 // the element type trained (and priced: fp64)
@@ -215,3 +217,5 @@ TEST_CASE("random pipeline plans of a small VGG train like serial execution", "[
     for (const mesh_shape& full : meshes_for(world_size(), p))
       for (int m : {1, 2, 8}) check_pipeline(vgg, full, p, m, m == 2 ? recompute_mode::selective : recompute_mode::none, 1);
 }
+
+}  // namespace pipeline_cases

@@ -43,6 +43,8 @@
 using namespace autoddl;
 using testing::executor;
 
+namespace train_cases {
+
 namespace {
 
 template <class T>
@@ -420,3 +422,5 @@ TEST_CASE("the opaque side queue defers its steps to the join and refuses main-q
   CHECK(h == std::vector<float>(4, 6.0f));
 }
 #endif
+
+}  // namespace train_cases

@@ -29,6 +29,8 @@
 using namespace autoddl;
 using testing::executor;
 
+namespace typed_instances_cases {
+
 namespace {
 
 using device_t = testing::executor_device;
@@ -174,3 +176,5 @@ TEST_CASE("a typed program for another plan is refused in one sentence") {
   CHECK_THROWS_AS(t.run_instances(program_of(picks)), layout_error);
   CHECK_THROWS_AS(program_of(std::vector<int>(2, 0)), layout_error);
 }
+
+}  // namespace typed_instances_cases

@@ -8,6 +8,8 @@
 using namespace autoddl;
 using Catch::Approx;
 
+namespace collectives_cases {
+
 namespace {
 // alpha = 10 us, beta = 1 GB/s: a byte costs 1 ns.
 const link ln{1e-5, 1e9, "test"};
@@ -177,3 +179,5 @@ TEST_CASE("a link's second regime prices the bytes of a buffer beyond large_byte
   // a one-regime link does not look at beta_large
   CHECK_NOTHROW(checked(one));
 }
+
+}  // namespace collectives_cases

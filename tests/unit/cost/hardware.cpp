@@ -13,6 +13,8 @@
 using namespace autoddl;
 using Catch::Matchers::ContainsSubstring;
 
+namespace hardware_cases {
+
 namespace {
 
 const std::string good = R"({
@@ -182,3 +184,5 @@ TEST_CASE("a link's optional second regime is read, validated and written back",
   CHECK_THAT(error_of(replaced(good, "\"beta\": 1e10", "\"beta\": 1e10, \"gamma_large\": 1e-10")),
              ContainsSubstring("field 'links.inter_node.large_bytes' is missing"));
 }
+
+}  // namespace hardware_cases

@@ -20,6 +20,9 @@
 
 using namespace autoddl;
 
+namespace hierarchical_all_reduce_cases {
+using autoddl::link;  // <unistd.h>, read by another file of the unity build, declares ::link
+
 namespace {
 
 double reduce_scatter(double n, double t, const link& l) {
@@ -108,3 +111,5 @@ TEST_CASE("an all-reduce of a count not divisible by n is priced on the padded b
   CHECK(p.bytes_per_device() == 72);  // what the executor sends: 2 * 3/4 * 48
   CHECK(std::abs(p.cost - all_reduce(4, 48, l)) <= 1e-12 * p.cost);  // 6e-5 + 72e-9
 }
+
+}  // namespace hierarchical_all_reduce_cases

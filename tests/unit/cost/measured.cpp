@@ -13,6 +13,8 @@
 using namespace autoddl;
 using Catch::Matchers::ContainsSubstring;
 
+namespace measured_cases {
+
 namespace {
 
 const std::string base = R"({
@@ -116,3 +118,5 @@ TEST_CASE("boxing copies are priced as the executor copies them", "[cost][boxing
   // no copy rate: copies are free (the GPU presets)
   CHECK(step_copy_time({0, S(0), B, collective::all_gather, 2, 1000000, 4}, copy_rate{}) == 0);
 }
+
+}  // namespace measured_cases

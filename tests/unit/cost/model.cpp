@@ -10,6 +10,9 @@
 using namespace autoddl;
 using Catch::Approx;
 
+namespace model_cases {
+using autoddl::link;  // <unistd.h>, read by another file of the unity build, declares ::link
+
 namespace {
 device_spec gpu() {
   device_spec d;
@@ -182,3 +185,5 @@ TEST_CASE("the two-regime fit keeps one regime on data without a cliff", "[cost]
                     Catch::Matchers::ContainsSubstring("needs runs below"));
   CHECK_THROWS_AS(fit_link_two_regimes({{1, 10, 0, 4096}}, "x", 1 << 20), error);
 }
+
+}  // namespace model_cases

@@ -10,6 +10,8 @@
 using namespace autoddl;
 using Catch::Matchers::ContainsSubstring;
 
+namespace checkpoint_manifest_cases {
+
 namespace {
 
 /// A one-rank manifest of one [8,16] parameter split in two [8,8] blocks (offsets written out).
@@ -96,3 +98,5 @@ TEST_CASE("a checksum or seed is decimal digits only", "[runtime][checkpoint][er
   j["seed"] = "18446744073709551615";
   CHECK(error_of(j).empty());
 }
+
+}  // namespace checkpoint_manifest_cases

@@ -14,6 +14,8 @@
 
 using namespace autoddl;
 
+namespace gradients_cases {
+
 namespace {
 double loss(const op_node& op, const sim::global_operands& g, const sim::host_tensor& r, std::uint64_t seed) {
   cpu_device dev;
@@ -147,3 +149,5 @@ TEST_CASE("a kernel told that an input gradient is unused skips it and leaves th
     for (std::size_t p = 0; p < all.params.size(); ++p) CHECK(some.params[p] == all.params[p]);
   }
 }
+
+}  // namespace gradients_cases

@@ -13,6 +13,8 @@
 
 using namespace autoddl;
 
+namespace sharded_vs_serial_cases {
+
 TEST_CASE("every op under every signature on meshes 2 and 2x2 computes the serial result", "[runtime][kernels][sharded]") {
   const std::uint64_t seed = 20240611;
   std::size_t checked = 0;
@@ -77,3 +79,5 @@ TEST_CASE("the ops of small gpt, bert, vgg and mlp models compute the serial res
     CHECK(block_ops > 0);
   }
 }
+
+}  // namespace sharded_vs_serial_cases

@@ -15,6 +15,8 @@
 
 using namespace autoddl;
 
+namespace axis_seed_cases {
+
 namespace {
 
 bool off_axis_equal(const nd_sbp& a, const nd_sbp& b, int axis) {
@@ -86,3 +88,5 @@ TEST_CASE("an axis step reaches the least additive time over the picks that chan
     CHECK(t.evaluate(seeded).serial_time() <= t.evaluate(start).serial_time());
   }
 }
+
+}  // namespace axis_seed_cases

@@ -30,6 +30,8 @@
 
 using namespace autoddl;
 
+namespace descent_oracle_cases {
+
 namespace {
 
 constexpr double inf = std::numeric_limits<double>::infinity();
@@ -306,3 +308,5 @@ TEST_CASE("runner_up is the best objective with another pick at that group, by e
     }
   }
 }
+
+}  // namespace descent_oracle_cases

@@ -14,6 +14,8 @@
 
 using namespace autoddl;
 
+namespace measured_prices_cases {
+
 namespace {
 
 const char* spec = "mlp:layers=2,hidden=64,batch=16,in=32,out=8";
@@ -94,3 +96,5 @@ TEST_CASE("the optimizer update is priced at the measured rate over each update 
       CHECK(std::abs(pp.param_terms(p, c).compute_bwd - (1e-6 + 2e-9 * elems)) <= 1e-15);
     }
 }
+
+}  // namespace measured_prices_cases

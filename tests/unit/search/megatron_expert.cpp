@@ -15,6 +15,8 @@
 
 using namespace autoddl;
 
+namespace megatron_expert_cases {
+
 namespace {
 
 bool ends_with(const std::string& x, const std::string& t) {
@@ -90,3 +92,5 @@ TEST_CASE("an expert plan's repeated blocks take the picks the greedy gives op b
         }
   }
 }
+
+}  // namespace megatron_expert_cases

@@ -20,6 +20,8 @@
 using namespace autoddl;
 using Catch::Matchers::ContainsSubstring;
 
+namespace micro_batches_cases {
+
 namespace {
 
 constexpr const char* gpt_spec = "gpt:layers=2,hidden=64,heads=4,seq=32,batch=8,vocab=128";
@@ -398,3 +400,5 @@ TEST_CASE("ZeRO stages 1, 2 and 3 hold the paper's model-state bytes; 1 and 2 se
   // offered ZeRO-2's layouts, the search starts from that plan too: never worse than it
   CHECK(solve_plan(pp, strategy::automatic{}).time <= solve_plan(pp, parse_strategy("zero:stage=2")).time * (1 + 1e-9));
 }
+
+}  // namespace micro_batches_cases

@@ -22,6 +22,8 @@
 using namespace autoddl;
 using Catch::Matchers::ContainsSubstring;
 
+namespace pipeline_cases {
+
 namespace {
 
 // 1F1B as Megatron-LM's schedule runs it: stage i warms up with min(p - i - 1, m) forwards, then
@@ -434,3 +436,5 @@ TEST_CASE("megatron's pp and vpp: parsed, printed, checked against the mesh and 
   CHECK(pl.shape.microbatches == 4);  // batch / (mbs x dp) = 16 / (2 x 2)
   CHECK(pl.stages.size() == 2);
 }
+
+}  // namespace pipeline_cases

@@ -13,6 +13,8 @@
 
 using namespace autoddl;
 
+namespace planner_cases {
+
 namespace {
 
 plan_options options(const std::string& mesh, const std::string& hw, overlap_rule r = overlap_rule::grad_sync_with_backward) {
@@ -153,3 +155,5 @@ TEST_CASE("a model the mesh cannot divide is refused in one sentence", "[search]
   CHECK_THROWS_WITH(solve_plan(pp, parse_strategy("megatron:tp=2,dp=4")),
                     Catch::Matchers::ContainsSubstring("tp=2 x dp=4 is 8 devices, but mesh 4 has 4"));
 }
+
+}  // namespace planner_cases

@@ -21,6 +21,8 @@
 
 using namespace autoddl;
 
+namespace runner_up_oracle_cases {
+
 namespace {
 
 cost_terms totals_of(const choice_problem& p, const std::vector<int>& pick) {
@@ -152,3 +154,5 @@ TEST_CASE("runner_up is a predicted step time even where the alternatives break 
     CHECK(close(r.runner_up[std::size_t(n)], best_time));
   }
 }
+
+}  // namespace runner_up_oracle_cases

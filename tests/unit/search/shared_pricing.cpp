@@ -19,6 +19,8 @@
 
 using namespace autoddl;
 
+namespace shared_pricing_cases {
+
 namespace {
 
 bool same_terms(const cost_terms& a, const cost_terms& b) {
@@ -132,3 +134,5 @@ TEST_CASE("the table of path summaries finds what a std::unordered_map finds, as
     }
   }
 }
+
+}  // namespace shared_pricing_cases

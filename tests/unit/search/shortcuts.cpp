@@ -24,6 +24,8 @@
 
 using namespace autoddl;
 
+namespace shortcuts_cases {
+
 namespace {
 
 // Every nd-SBP over {B, P, S(0..rank-1)} on `axes` axes that divides `shape` on `mesh`.
@@ -504,3 +506,5 @@ TEST_CASE("the boxing lower bound is at most the cheapest path and exact for one
   CHECK(std::abs(lb(p, b) - (14 * alpha + 14.0 / 8 * bytes / beta)) <= 1e-15);
   CHECK(lb(b, s0) == 0);  // a split is local
 }
+
+}  // namespace shortcuts_cases

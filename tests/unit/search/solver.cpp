@@ -13,6 +13,8 @@
 
 using namespace autoddl;
 
+namespace solver_cases {
+
 namespace {
 
 cost_terms random_terms(std::mt19937_64& rng) {
@@ -342,3 +344,5 @@ TEST_CASE("a descent refuses a start that is not one candidate per group", "[sea
   negative.front() = -1;
   CHECK_THROWS_AS(detail::descent_state(p, negative), error);
 }
+
+}  // namespace solver_cases

@@ -8,6 +8,8 @@
 
 using namespace autoddl;
 
+namespace typed_plan_cases {
+
 namespace {
 using searched = typed_model<float, static_mesh<2, 4>, static_shape<8, 64, 128>,
     layers::layernorm<>, layers::linear<512>, layers::gelu<>,
@@ -72,3 +74,5 @@ TEST_CASE("A typed model without a loss cannot become a plannable graph", "[sear
   using no_loss = typed_model<float, static_mesh<4>, static_shape<8, 16>, layers::linear<16>>;
   CHECK_THROWS_AS(no_loss::to_graph(), layout_error);
 }
+
+}  // namespace typed_plan_cases
