@@ -12,6 +12,10 @@ Convention (docs/errors.md repeats it):
   - a block with `// no-compile: tests/compile_fail/CASE.cpp` shows a deliberate error: it is
     not compiled here, and CASE.cpp must exist and be listed in tests/compile_fail/meson.build
     (or be an example that file runs), so the error itself is tested.
+The function-body blocks that run as one process are compiled together, each the body of its own
+function in one program that calls them in order (one compile of autoddl.hpp instead of one per
+block); where that program fails to compile or to run, each of its blocks is compiled and run
+alone, so the failure names its block. The other blocks are compiled one by one.
 Usage: check_snippets.py SOURCE_ROOT CXX [ARGS...]"""
 import concurrent.futures
 import os
@@ -46,12 +50,33 @@ def wrap(code: str) -> str:
     return head + "int main() {\n" + body + "\n}\n"
 
 
+def batchable(code: str) -> bool:
+    """A function-body block that runs as one process."""
+    return not (re.search(r"\bint\s+main\s*\(", code) or "// scope: file" in code or re.search(r"mpirun -np (\d+)", code))
+
+
+def batch(snippets) -> str:
+    """One program of several function-body blocks [(where, code)]: each the body of its own
+    function returning int (a block may `return 1;` as main would), called in order, each
+    announced on stderr first; the first non-zero return ends the program with it. Each body starts with `using
+    autoddl::link;`: a header another block includes may bring POSIX's ::link, which would make the
+    block's `link` ambiguous where alone it is not."""
+    incs, funcs, calls = [], [], []
+    for k, (where, code) in enumerate(snippets):
+        incs += [l for l in code.splitlines() if l.lstrip().startswith("#include")]
+        body = "\n".join(l for l in code.splitlines() if not l.lstrip().startswith("#include"))
+        funcs.append(f"// {where}\nint snippet_{k}() {{\nusing autoddl::link;\n{body}\nreturn 0;\n}}\n")
+        calls.append(f'  std::fputs("{where}\\n", stderr);\n  if (int r = snippet_{k}()) return r;\n')
+    head = "#include <autoddl/autoddl.hpp>\n#include <cstdio>\n" + "\n".join(dict.fromkeys(incs)) + "\nusing namespace autoddl;\n"
+    return head + "\n".join(funcs) + "int main() {\n" + "".join(calls) + "}\n"
+
+
 def main() -> int:
     root = pathlib.Path(sys.argv[1])
     cxx = sys.argv[2:]
     listed = (root / "tests/compile_fail/meson.build").read_text()
     mds = sorted((root / "docs").rglob("*.md")) + [root / "README.md"]
-    jobs, failures = [], []
+    jobs, failures, together = [], [], []
     tmp = pathlib.Path(tempfile.mkdtemp(prefix="autoddl-docs-"))
     for md in mds:
         for line, code in blocks(md):
@@ -61,6 +86,9 @@ def main() -> int:
                 case = pathlib.Path(m.group(1))
                 if not (root / case).is_file() or case.name not in listed:
                     failures.append(f"{where}: no-compile names {case}, which is not a compile-fail case")
+                continue
+            if batchable(code):
+                together.append((where, code))
                 continue
             src = tmp / f"snippet{len(jobs)}.cpp"
             src.write_text(f"// {where}\n" + wrap(code))
@@ -92,15 +120,36 @@ def main() -> int:
             return where, src, f"exits with {r.returncode}", r.stdout[-1500:] + r.stderr[-1500:]
         return where, src, None, r.stdout
 
-    with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
-        for where, src, problem, out in pool.map(compile_and_run, jobs):
+    def report(results):
+        for where, src, problem, out in results:
             if problem:
                 failures.append(f"{where}: {problem}:\n{src.read_text()}\n{out[:3000]}")
             else:
                 print(f"ok {where}" + (f" (prints {len(out.splitlines())} lines)" if out else ""))
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
+        batched = None
+        if together:
+            src = tmp / "together.cpp"
+            src.write_text(batch(together))
+            batched = pool.submit(compile_and_run, (f"{len(together)} function-body blocks together", src))
+        report(pool.map(compile_and_run, jobs))
+        if batched is not None:
+            where, src, problem, out = batched.result()
+            if problem is None:
+                print(f"ok {where}: " + ", ".join(w for w, _ in together))
+            else:  # find the failing blocks: each alone
+                print(f"{where}: {problem}; compiling each alone")
+                alone = []
+                for k, (w, code) in enumerate(together):
+                    one = tmp / f"alone{k}.cpp"
+                    one.write_text(f"// {w}\n" + wrap(code))
+                    alone.append((w, one))
+                report(pool.map(compile_and_run, alone))
     for f in failures:
         print("FAIL " + f)
-    print(f"{len(jobs)} snippets compiled and run, {len(failures)} failures")
+    print(f"{len(jobs) + len(together)} snippets compiled and run ({len(together)} of them as one program), "
+          f"{len(failures)} failures")
     return 1 if failures else 0
 
 
