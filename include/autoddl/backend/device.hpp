@@ -129,7 +129,7 @@ concept DeviceFor = requires(D& d, const D& cd, std::size_t n, std::int64_t i, T
                              const buffer_t<D, statistic_t<T>>& csbuf, std::span<T> y, std::span<const T> x,
                              std::span<statistic_t<T>> st, std::span<const statistic_t<T>> cst,
                              std::span<const std::int64_t> ids, const gemm_desc& g, const window_geom& wg,
-                             const shard_info& s, const dropout_key& key, const optimizer_step& opt) {
+                             const shard_info& s, const dropout_key& key, const optimizer_step& opt, double f) {
   // memory: alloc gives n zeros; view spans a buffer; upload/download cross host <-> device
   { d.template alloc<T>(n) } -> std::same_as<buffer_t<D, T>>;
   { cd.view(cbuf) } -> std::same_as<std::span<const T>>;
@@ -159,10 +159,21 @@ concept DeviceFor = requires(D& d, const D& cd, std::size_t n, std::int64_t i, T
   d.relu_bwd(x, x, y);  // (x, dy, dx)
   d.gelu_fwd(x, y);
   d.gelu_bwd(x, x, y);
+  // silu y = x / (1 + exp(-x)); dx = dy s (1 + x (1 - s)), s = sigmoid(x); y = a * b element-wise
+  d.silu_fwd(x, y);
+  d.silu_bwd(x, x, y);  // (x, dy, dx)
+  d.mul(x, x, y);       // (a, b, y)
+  // rotary embedding of x [b, s, heads, d], sequence index j at position pos0 + j: element i <
+  // d/2 of each head turns with element i + d/2 by pos * theta^(-2i/d); `inverse` turns back
+  d.rotary(i, i, i, i, i, f, true, x, y);  // (b, s, heads, d, pos0, theta, inverse, x, y)
   // rows x cols: layernorm (eps 1e-5, saves mean and rstd per row, in statistic_t<T>) and
   // softmax over each row
   d.layernorm_fwd(i, i, x, x, x, y, st, st);          // (rows, cols, x, gamma, beta, y, mean, rstd)
   d.layernorm_bwd(i, i, x, x, cst, cst, x, y, y, y);  // (rows, cols, x, gamma, mean, rstd, dy, dx, dgamma, dbeta)
+  // rows x cols RMSNorm: y = x rstd gamma, rstd = 1 / sqrt(mean(x^2) + eps) saved per row (in
+  // statistic_t<T>); dgamma = sum over rows of dy x rstd
+  d.rmsnorm_fwd(i, i, x, x, f, y, st);      // (rows, cols, x, gamma, eps, y, rstd)
+  d.rmsnorm_bwd(i, i, x, x, cst, x, y, y);  // (rows, cols, x, gamma, rstd, dy, dx, dgamma)
   d.softmax_fwd(i, i, x, y);
   d.softmax_bwd(i, i, x, x, y);  // (rows, cols, y, dy, dx)
   // attention scores [groups, sq, sk] in place: x *= scale; with causal, query q (global

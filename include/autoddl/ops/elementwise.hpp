@@ -1,7 +1,8 @@
 #pragma once
-// Per-mesh-axis signature rules of the element-wise and row-wise ops: ReLU, GeLU, dropout,
-// residual add, layernorm and softmax (both over the last dim).
-// Nonlinear ops never consume P (DESIGN.md): f(a) + f(b) != f(a + b).
+// Per-mesh-axis signature rules of the element-wise and row-wise ops: ReLU, GeLU, SiLU, dropout,
+// residual add, element-wise product, layernorm, RMSNorm and softmax (the norms and softmax over
+// the last dim). Nonlinear ops never consume P (DESIGN.md): f(a) + f(b) != f(a + b); the
+// element-wise product is linear in each factor alone, so one factor may be P.
 #include <optional>
 
 #include "autoddl/ops/detail/lift.hpp"
@@ -9,7 +10,7 @@
 
 namespace autoddl {
 
-/// ReLU, GeLU, dropout: any split passes through, B stays B, P is refused.
+/// ReLU, GeLU, SiLU, dropout: any split passes through, B stays B, P is refused.
 /// Dropout under B draws the same mask on every device of the axis (a shared seed).
 /// Example: pointwise_axis(S(1)) == S(1); pointwise_axis(P) == nullopt.
 constexpr std::optional<sbp> pointwise_axis(sbp x) {
@@ -31,6 +32,27 @@ constexpr std::optional<sbp> layernorm_axis(sbp x, sbp gamma, sbp beta, int rank
   return rowwise_axis(x, rank);
 }
 
+/// RMSNorm with gamma over the last dim of a rank-r tensor normed as `groups` groups of equal size
+/// (1: the whole dim, LLaMA's; heads: Qwen3's per-head norm of q and k): the last dim may split
+/// only where groups > 1 (whole groups per device, an n-D condition: ops/signatures.hpp), gamma
+/// (one group's size) B, never P.
+/// Example: rmsnorm_axis(S(1), B, 3, 1) == S(1); rmsnorm_axis(S(2), B, 3, 1) == nullopt.
+constexpr std::optional<sbp> rmsnorm_axis(sbp x, sbp gamma, int rank, int groups) {
+  if (!gamma.is_broadcast() || x.is_partial()) return std::nullopt;
+  if (x.is_split() && x.dim == rank - 1 && groups <= 1) return std::nullopt;
+  return x;
+}
+
+/// Element-wise product: both factors alike (S(d) S(d), B B), or one P and the other B: the
+/// product of a partial sum with a whole tensor is a partial sum (P B -> P, B P -> P); never P P.
+/// Example: mul_axis(P, B) == P; mul_axis(P, P) == nullopt; mul_axis(S(0), S(0)) == S(0).
+constexpr std::optional<sbp> mul_axis(sbp a, sbp b) {
+  if (a.is_partial() && b.is_broadcast()) return P;
+  if (a.is_broadcast() && b.is_partial()) return P;
+  if (a.is_partial() || b.is_partial() || !(a == b)) return std::nullopt;
+  return a;
+}
+
 /// Residual add: both inputs alike, output alike; S(d)+S(d), B+B, P+P (a sum of partial sums).
 /// Example: add_axis(P, P) == P; add_axis(B, P) == nullopt.
 constexpr std::optional<sbp> add_axis(sbp a, sbp b) {
@@ -46,5 +68,9 @@ constexpr std::optional<nd_sbp> layernorm_output(const nd_sbp& x, const nd_sbp& 
   return detail::lift([&](sbp a, sbp g, sbp b) { return layernorm_axis(a, g, b, rank); }, x, gamma, beta);
 }
 constexpr std::optional<nd_sbp> add_output(const nd_sbp& a, const nd_sbp& b) { return detail::lift(add_axis, a, b); }
+constexpr std::optional<nd_sbp> mul_output(const nd_sbp& a, const nd_sbp& b) { return detail::lift(mul_axis, a, b); }
+constexpr std::optional<nd_sbp> rmsnorm_output(const nd_sbp& x, const nd_sbp& gamma, int rank, int groups = 1) {
+  return detail::lift([&](sbp a, sbp g) { return rmsnorm_axis(a, g, rank, groups); }, x, gamma);
+}
 
 }  // namespace autoddl

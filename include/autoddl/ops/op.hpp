@@ -33,6 +33,10 @@ enum class op_kind : std::uint8_t {
   cross_entropy,   ///< softmax cross-entropy: logits [..., vocab], labels [...] -> mean loss []
   add,             ///< residual add of two same-shape tensors
   reshape,         ///< to attrs.target, same number of elements
+  rmsnorm,         ///< root-mean-square norm over the last dim (over each of attrs.heads groups of it); gamma
+  silu,            ///< x sigmoid(x)
+  mul,             ///< element-wise product of two same-shape tensors (SwiGLU's gate times up)
+  rotary,          ///< rotary position embedding of q or k [batch, seq, attrs.heads * d], pairs (i, i + d/2)
 };
 
 
@@ -47,13 +51,18 @@ struct op_attrs {
   int kernel = 1;            ///< conv2d, max_pool: square window side
   int stride = 1;            ///< conv2d, max_pool
   int padding = 0;           ///< conv2d, max_pool: zeros on each side
-  int heads = 1;             ///< attention
+  int heads = 1;             ///< attention: query heads; rotary: heads of its tensor; rmsnorm: groups normed apart
+  int kv_heads = 0;          ///< attention: key/value heads (grouped-query attention); 0 = heads
   bool causal = false;       ///< attention: token i sees keys <= i
   double dropout = 0.0;      ///< dropout: drop probability; attention: on the probabilities
   bool bias = true;          ///< linear, conv2d: has a bias parameter
   bool transpose_w = false;  ///< linear: W stored [out, in] (the tied GPT output head)
   bool positions = false;    ///< embedding: adds a learned position table [seq, hidden]
   tensor_shape target{};     ///< reshape: the global output shape
+  double eps = 1e-5;         ///< rmsnorm: added to the mean square
+  double rope_theta = 10000; ///< rotary: the base of the angles, theta^(-2i/d) per position
+  /// attention: key/value heads (kv_heads, or heads where 0)
+  constexpr int key_value_heads() const { return kv_heads > 0 ? kv_heads : heads; }
 };
 
 struct op_node {
@@ -89,6 +98,10 @@ constexpr std::string_view to_string(op_kind k) {
     case op_kind::cross_entropy: return "cross_entropy";
     case op_kind::add: return "add";
     case op_kind::reshape: return "reshape";
+    case op_kind::rmsnorm: return "rmsnorm";
+    case op_kind::silu: return "silu";
+    case op_kind::mul: return "mul";
+    case op_kind::rotary: return "rotary";
   }
   return "?";
 }
@@ -105,7 +118,8 @@ constexpr work_kind work_kind_of(op_kind k) {
 }
 
 /// Whether the op is linear in each activation input, so it may consume P (DESIGN.md):
-/// linear, matmul (one side at a time), batched matmul, conv2d, add and reshape.
+/// linear, matmul (one side at a time), batched matmul, conv2d, add, reshape, mul (one side at a
+/// time: a (b1 + b2) = a b1 + a b2) and rotary (a rotation per position).
 constexpr bool accepts_partial(op_kind k) {
   switch (k) {
     case op_kind::linear:
@@ -113,7 +127,9 @@ constexpr bool accepts_partial(op_kind k) {
     case op_kind::batched_matmul:
     case op_kind::conv2d:
     case op_kind::add:
-    case op_kind::reshape: return true;
+    case op_kind::reshape:
+    case op_kind::mul:
+    case op_kind::rotary: return true;
     default: return false;
   }
 }
@@ -131,6 +147,8 @@ constexpr tensor_names names_of(const op_node& op) {
     case op_kind::batched_matmul: return {{"A", "B"}, {}};
     case op_kind::conv2d: return op.attrs.bias ? tensor_names{{"X"}, {"W", "b"}} : tensor_names{{"X"}, {"W"}};
     case op_kind::layernorm: return {{"X"}, {"gamma", "beta"}};
+    case op_kind::rmsnorm: return {{"X"}, {"gamma"}};
+    case op_kind::mul: return {{"A", "B"}, {}};
     case op_kind::attention: return {{"q", "k", "v"}, {}};
     case op_kind::embedding: return op.attrs.positions ? tensor_names{{"ids"}, {"W", "pos"}} : tensor_names{{"ids"}, {"W"}};
     case op_kind::cross_entropy: return {{"logits", "labels"}, {}, "loss"};

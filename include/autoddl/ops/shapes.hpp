@@ -105,10 +105,38 @@ inline tensor_shape window_output(const op_node& op) {  // conv2d and max_pool o
   return tensor_shape{in[0][0], channels, window_out(op, in[0][2]), window_out(op, in[0][3])};
 }
 
-inline tensor_shape same_shape_output(const op_node& op) {  // relu, gelu, dropout, softmax, layernorm, add
+/// RMSNorm over the last dim, normed as attrs.heads groups of it: gamma has one group's size.
+inline void check_rmsnorm(const op_node& op) {
+  const auto& in = op.inputs;
+  const op_attrs& a = op.attrs;
+  expect_counts(op, 1, 1);
+  expect_rank(op, in[0], "X", 1, max_tensor_rank);
+  const std::int64_t last = in[0][in[0].rank() - 1];
+  if (a.heads < 1 || last % a.heads != 0)
+    shape_fail(op, "heads=" + itos(a.heads) + " does not divide the last dim " + itos(last) +
+                       "; norm the whole dim (heads=1) or groups that divide it");
+  if (!(a.eps > 0)) shape_fail(op, "eps must be positive");
+  expect_shape(op, op.params[0], tensor_shape{last / a.heads}, "gamma");
+}
+
+/// Rotary embedding of X [batch, seq, heads * d]: d even (pairs i, i + d/2), theta > 0.
+inline void check_rotary(const op_node& op) {
+  const auto& in = op.inputs;
+  const op_attrs& a = op.attrs;
+  expect_counts(op, 1, 0);
+  expect_rank(op, in[0], "X", 3, 3);
+  if (a.heads < 1 || in[0][2] % a.heads != 0 || (in[0][2] / a.heads) % 2 != 0)
+    shape_fail(op, "heads=" + itos(a.heads) + " must divide the hidden dim " + itos(in[0][2]) +
+                       " into heads of an even size (rotated pairs i, i + d/2)");
+  if (!(a.rope_theta > 0)) shape_fail(op, "rope_theta must be positive");
+}
+
+inline tensor_shape same_shape_output(const op_node& op) {  // relu, gelu, silu, dropout, softmax, the norms, add, mul, rotary
   const auto& in = op.inputs;
   const op_attrs& a = op.attrs;
   switch (op.kind) {
+    case op_kind::rmsnorm: check_rmsnorm(op); break;
+    case op_kind::rotary: check_rotary(op); break;
     case op_kind::layernorm: {
       expect_counts(op, 1, 2);
       expect_rank(op, in[0], "X", 1, max_tensor_rank);
@@ -118,6 +146,7 @@ inline tensor_shape same_shape_output(const op_node& op) {  // relu, gelu, dropo
       break;
     }
     case op_kind::add:
+    case op_kind::mul:
       expect_counts(op, 2, 0);
       expect_shape(op, in[1], in[0], "B");
       break;
@@ -137,11 +166,16 @@ inline tensor_shape attention_output(const op_node& op) {
   expect_rank(op, in[0], "q", 3, 3);
   expect_rank(op, in[1], "k", 3, 3);
   expect_shape(op, in[2], in[1], "v");
-  if (in[1][0] != in[0][0] || in[1][2] != in[0][2])
-    shape_fail(op, "k " + to_string(in[1]) + " does not match q " + to_string(in[0]) + " in batch or hidden");
   if (a.heads < 1 || in[0][2] % a.heads != 0)
     shape_fail(op, "heads=" + itos(a.heads) + " does not divide hidden " + itos(in[0][2]) +
                        "; choose a head count that divides the hidden size");
+  const int kv = a.key_value_heads();
+  if (kv < 1 || a.heads % kv != 0)
+    shape_fail(op, "kv_heads=" + itos(kv) + " does not divide heads=" + itos(a.heads) +
+                       "; grouped-query attention shares each key/value head among heads / kv_heads query heads");
+  if (in[1][0] != in[0][0] || in[1][2] != in[0][2] / a.heads * kv)
+    shape_fail(op, "k " + to_string(in[1]) + " does not match q " + to_string(in[0]) + " in batch or in " + itos(kv) +
+                       " key/value heads of " + itos(in[0][2] / a.heads));
   if (a.causal && in[0][1] != in[1][1]) shape_fail(op, "a causal mask needs as many queries as keys");
   return in[0];
 }
@@ -195,7 +229,11 @@ inline std::vector<tensor_shape> infer_outputs(const op_node& op) {
     case op_kind::dropout:
     case op_kind::softmax:
     case op_kind::layernorm:
-    case op_kind::add: return {detail::same_shape_output(op)};
+    case op_kind::add:
+    case op_kind::rmsnorm:
+    case op_kind::silu:
+    case op_kind::mul:
+    case op_kind::rotary: return {detail::same_shape_output(op)};
     case op_kind::attention: return {detail::attention_output(op)};
     case op_kind::embedding: return {detail::embedding_output(op)};
     case op_kind::cross_entropy: return {detail::cross_entropy_output(op)};

@@ -1,8 +1,9 @@
 #pragma once
 // Signatures of an op on a mesh (DESIGN.md): per mesh axis, the op's valid 1-D signatures (the
 // per-family rules of matmul.hpp, conv.hpp, elementwise.hpp, attention.hpp, embedding.hpp,
-// reshape.hpp); the n-D signatures are their combinations across axes, kept when every tensor
-// divides evenly and the op's n-D conditions hold (attention splits whole heads).
+// reshape.hpp, rotary.hpp); the n-D signatures are their combinations across axes, kept when
+// every tensor divides evenly and the op's n-D conditions hold (attention, rotary and a grouped
+// RMSNorm split whole heads).
 //   linear X [64,32], W [32,16], b [16] on 2x2 yields, among others,
 //   X[S(0),B] W[B,S(1)] b[B,S(0)] -> Y[S(0),S(1)]
 // Backward: the gradient of a tensor laid out B on an axis is P there, of P is B, of S(d) is
@@ -20,6 +21,7 @@
 #include "autoddl/ops/matmul.hpp"
 #include "autoddl/ops/op.hpp"
 #include "autoddl/ops/reshape.hpp"
+#include "autoddl/ops/rotary.hpp"
 #include "autoddl/sbp/layout.hpp"
 
 namespace autoddl {
@@ -56,12 +58,16 @@ constexpr std::optional<sbp> axis_output(const op_node& op, std::span<const sbp>
     case op_kind::dropout: return pointwise_axis(in[0]);
     case op_kind::softmax: return rowwise_axis(in[0], op.inputs[0].rank());
     case op_kind::layernorm: return layernorm_axis(in[0], pr[0], pr[1], op.inputs[0].rank());
-    case op_kind::attention: return attention_axis(in[0], in[1], in[2]);
+    case op_kind::attention: return attention_axis(in[0], in[1], in[2], a.key_value_heads() < a.heads);
     case op_kind::embedding:
       return a.positions ? embedding_axis(in[0], pr[0], pr[1]) : embedding_axis(in[0], pr[0], op.inputs[0].rank());
     case op_kind::cross_entropy: return cross_entropy_axis(in[0], in[1], op.inputs[0].rank());
     case op_kind::add: return add_axis(in[0], in[1]);
     case op_kind::reshape: return reshape_axis(in[0], op.inputs[0], op.outputs[0]);
+    case op_kind::rmsnorm: return rmsnorm_axis(in[0], pr[0], op.inputs[0].rank(), a.heads);
+    case op_kind::silu: return pointwise_axis(in[0]);
+    case op_kind::mul: return mul_axis(in[0], in[1]);
+    case op_kind::rotary: return rotary_axis(in[0]);
   }
   return std::nullopt;
 }
@@ -91,10 +97,22 @@ constexpr std::optional<nd_sbp> forward_output(const op_node& op, const std::vec
 
 /// The n-D conditions of `sig` beyond per-axis rules and divisibility ("" when they hold).
 constexpr std::string nd_problem(const op_node& op, const signature& sig, const mesh_shape& mesh) {
-  if (op.kind == op_kind::attention && !attention_exact(sig.inputs[0], mesh, op.attrs.heads))
-    return "attention with " + detail::itos(op.attrs.heads) + " heads cannot split hidden " +
+  const op_attrs& a = op.attrs;
+  if (op.kind == op_kind::attention && a.heads % split_factor(sig.inputs[0], mesh, 2) != 0)
+    return "attention with " + detail::itos(a.heads) + " heads cannot split hidden " +
            detail::itos(split_factor(sig.inputs[0], mesh, 2)) + " ways under q " + to_string(sig.inputs[0]) +
            "; split hidden a number of ways that divides the head count";
+  if (op.kind == op_kind::attention &&
+      !attention_exact(sig.inputs[0], sig.inputs[1], mesh, a.heads, a.key_value_heads()))
+    return "attention with " + detail::itos(a.key_value_heads()) + " key/value heads cannot split k " +
+           detail::itos(split_factor(sig.inputs[1], mesh, 2)) + " ways under q " + to_string(sig.inputs[0]) + " k " +
+           to_string(sig.inputs[1]) + "; split k into whole key/value heads, on the outermost of the axes that split q";
+  const int last = op.inputs.empty() ? 0 : op.inputs[0].rank() - 1;
+  if ((op.kind == op_kind::rotary || (op.kind == op_kind::rmsnorm && a.heads > 1)) &&
+      a.heads % split_factor(sig.inputs[0], mesh, last) != 0)
+    return std::string(to_string(op.kind)) + " op '" + op.name + "' over " + detail::itos(a.heads) +
+           " heads cannot split its last dim " + detail::itos(split_factor(sig.inputs[0], mesh, last)) + " ways under X " +
+           to_string(sig.inputs[0]) + "; split it a number of ways that divides the head count (whole heads per device)";
   return "";
 }
 

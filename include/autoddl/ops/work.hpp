@@ -11,9 +11,13 @@
 // - Attention core: QK^T and AV are 2 * 2 * batch * seq_q * seq_k * hidden (Narayanan 2021's
 //   attention term, causal masking not halved, as dense kernels compute it) plus 5 FLOPs per
 //   score for scale, mask, softmax.
+// - Attention with fewer key/value heads (grouped-query) computes the same scores per query
+//   head: the formula reads the query's hidden size.
 // - Element-wise ops are priced by bytes moved, their FLOPs are nominal per element: relu 1,
-//   add 1, dropout 2, softmax 5, layernorm 8, gelu 8 (tanh form), cross-entropy 5 per logit,
-//   max-pool kernel^2 per output; backward = forward (add and reshape: 0, gradients pass through).
+//   add 1, mul 1, dropout 2, rotary 3 (two products and a sum per element), rmsnorm 4 (square,
+//   sum, scale, gamma), silu 4 (x / (1 + exp(-x))), softmax 5, layernorm 8, gelu 8 (tanh form),
+//   cross-entropy 5 per logit, max-pool kernel^2 per output; backward = forward (add and reshape:
+//   0, gradients pass through; mul 2: a product per factor).
 // - Embedding: a gather (0 FLOPs; +1 per output element to add positions); backward scatter-adds
 //   one element per output element.
 // - Per device, the same formulas run on the device's local shapes (autoddl/sbp/layout.hpp
@@ -34,9 +38,10 @@ namespace autoddl {
 /// the executor (runtime/trainer.hpp) keeps of an op's operands and outputs from its forward to
 /// its backward:
 ///   linear, conv2d, max_pool, gelu, layernorm   X           matmul, batched_matmul  both inputs
+///   silu, rmsnorm                               X           mul                     both inputs
 ///   attention                                   q, k, v     relu, softmax           Y
 ///   embedding                                   the ids     cross_entropy           logits, labels
-///   dropout (mask rekeyed), add, reshape        nothing
+///   dropout (mask rekeyed), add, reshape, rotary (the inverse rotation of dY)       nothing
 struct backward_reads {
   std::uint32_t inputs = 0;
   bool output = false;
@@ -50,16 +55,20 @@ constexpr backward_reads backward_reads_of(op_kind k) {
     case op_kind::max_pool:
     case op_kind::gelu:
     case op_kind::layernorm:
-    case op_kind::embedding: return {0b1, false};
+    case op_kind::embedding:
+    case op_kind::rmsnorm:
+    case op_kind::silu: return {0b1, false};
     case op_kind::matmul:
     case op_kind::batched_matmul:
-    case op_kind::cross_entropy: return {0b11, false};
+    case op_kind::cross_entropy:
+    case op_kind::mul: return {0b11, false};
     case op_kind::attention: return {0b111, false};
     case op_kind::relu:
     case op_kind::softmax: return {0, true};
     case op_kind::dropout:
     case op_kind::add:
-    case op_kind::reshape: return {0, false};
+    case op_kind::reshape:
+    case op_kind::rotary: return {0, false};
   }
   return {~std::uint32_t(0), true};
 }
@@ -105,8 +114,12 @@ inline double flops_of(const op_node& op) {
       return 2.0 * elems(y) * double(in[0][1]) * a.kernel * a.kernel + (a.bias ? elems(y) : 0.0);
     case op_kind::max_pool: return elems(y) * a.kernel * a.kernel;
     case op_kind::relu:
-    case op_kind::add: return elems(y);
+    case op_kind::add:
+    case op_kind::mul: return elems(y);
     case op_kind::dropout: return 2.0 * elems(y);
+    case op_kind::rotary: return 3.0 * elems(y);
+    case op_kind::rmsnorm:
+    case op_kind::silu: return 4.0 * elems(y);
     case op_kind::softmax:
     case op_kind::cross_entropy: return 5.0 * elems(in[0]);
     case op_kind::layernorm:
@@ -131,6 +144,7 @@ inline double bwd_of(const op_node& op, double fwd) {
     case op_kind::add:
     case op_kind::reshape: return 0.0;
     case op_kind::embedding: return elems(op.outputs[0]);
+    case op_kind::mul: return 2.0 * fwd;
     default: return fwd;
   }
 }
@@ -148,9 +162,15 @@ inline double saved_bytes(const op_node& op, int e) {
     case op_kind::linear:
     case op_kind::conv2d:
     case op_kind::max_pool:
-    case op_kind::gelu: return elems(in[0]) * e;
+    case op_kind::gelu:
+    case op_kind::silu: return elems(in[0]) * e;
     case op_kind::matmul:
-    case op_kind::batched_matmul: return (elems(in[0]) + elems(in[1])) * e;
+    case op_kind::batched_matmul:
+    case op_kind::mul: return (elems(in[0]) + elems(in[1])) * e;
+    case op_kind::rmsnorm: {  // X, and 1/rms per normed group in the statistic type
+      double groups = elems(in[0]) / double(in[0][in[0].rank() - 1]) * double(op.attrs.heads);
+      return elems(in[0]) * e + groups * statistic_bytes(e);
+    }
     case op_kind::relu:
     case op_kind::softmax: return elems(y) * e;
     case op_kind::layernorm: {  // X, and mean and 1/std per row in the statistic type
@@ -165,7 +185,8 @@ inline double saved_bytes(const op_node& op, int e) {
     case op_kind::cross_entropy: return elems(in[0]) * e + elems(in[1]) * 8;
     case op_kind::dropout:
     case op_kind::add:
-    case op_kind::reshape: return 0.0;
+    case op_kind::reshape:
+    case op_kind::rotary: return 0.0;
   }
   return 0.0;
 }
@@ -180,14 +201,21 @@ inline double moved_bytes(const op_node& op, int e) {
   return t * e;
 }
 
-/// `op` with every shape replaced by its per-device shard under `sig` on `mesh`, and an
-/// attention's head count by the heads each device holds.
+/// `op` with every shape replaced by its per-device shard under `sig` on `mesh`, and the head
+/// counts of an attention, a rotary or a grouped RMSNorm by the heads each device holds.
 inline op_node localize(const op_node& op, const signature& sig, const mesh_shape& mesh) {
   op_node l = op;
   for (std::size_t i = 0; i < op.inputs.size(); ++i) l.inputs[i] = local_shape(op.inputs[i], {sig.inputs[i], mesh});
   for (std::size_t i = 0; i < op.params.size(); ++i) l.params[i] = local_shape(op.params[i], {sig.params[i], mesh});
   for (std::size_t i = 0; i < op.outputs.size(); ++i) l.outputs[i] = local_shape(op.outputs[i], {sig.outputs[i], mesh});
-  if (op.kind == op_kind::attention) l.attrs.heads = int(op.attrs.heads / split_factor(sig.inputs[0], mesh, 2));
+  if (op.kind == op_kind::attention) {
+    l.attrs.heads = int(op.attrs.heads / split_factor(sig.inputs[0], mesh, 2));
+    if (op.attrs.kv_heads > 0) l.attrs.kv_heads = int(op.attrs.kv_heads / split_factor(sig.inputs[1], mesh, 2));
+  }
+  if (op.kind == op_kind::rotary || op.kind == op_kind::rmsnorm) {
+    const int last = op.inputs[0].rank() - 1;
+    l.attrs.heads = int(op.attrs.heads / split_factor(sig.inputs[0], mesh, last));
+  }
   return l;
 }
 }  // namespace detail

@@ -53,7 +53,9 @@ forward_result<D, T> forward_kernel(D& dev, const kernel_context<T>& ctx, const 
   else if constexpr (K == op_kind::attention) return attention_fwd(dev, ctx, in);
   else if constexpr (K == op_kind::embedding) return embedding_fwd(dev, ctx, in);
   else if constexpr (K == op_kind::cross_entropy) return cross_entropy_fwd(dev, ctx, in);
-  else return unary_fwd(dev, ctx, in);  // max_pool, relu, gelu, dropout, add, reshape
+  else if constexpr (K == op_kind::rmsnorm) return rmsnorm_fwd(dev, ctx, in);
+  else if constexpr (K == op_kind::rotary) return rotary_fwd(dev, ctx, in);
+  else return unary_fwd(dev, ctx, in);  // max_pool, relu, gelu, silu, dropout, add, mul, reshape
 }
 
 /// The kernel of op kind K, backward (see forward_kernel).
@@ -68,6 +70,8 @@ gradients<D, T> backward_kernel(D& dev, const kernel_context<T>& ctx, const oper
   else if constexpr (K == op_kind::attention) return attention_bwd(dev, ctx, in, fwd, dy);
   else if constexpr (K == op_kind::embedding) return embedding_bwd(dev, ctx, in, dy);
   else if constexpr (K == op_kind::cross_entropy) return cross_entropy_bwd(dev, ctx, in, fwd, dy);
+  else if constexpr (K == op_kind::rmsnorm) return rmsnorm_bwd(dev, ctx, in, fwd, dy);
+  else if constexpr (K == op_kind::rotary) return rotary_bwd(dev, ctx, dy);
   else return unary_bwd(dev, ctx, in, fwd, dy);
 }
 
@@ -91,6 +95,10 @@ decltype(auto) dispatch_kind(op_kind k, const std::string& op_name, F&& f) {
     case K::dropout: return f(std::integral_constant<K, K::dropout>{});
     case K::add: return f(std::integral_constant<K, K::add>{});
     case K::reshape: return f(std::integral_constant<K, K::reshape>{});
+    case K::rmsnorm: return f(std::integral_constant<K, K::rmsnorm>{});
+    case K::silu: return f(std::integral_constant<K, K::silu>{});
+    case K::mul: return f(std::integral_constant<K, K::mul>{});
+    case K::rotary: return f(std::integral_constant<K, K::rotary>{});
   }
   fail<error>("unknown op kind of op '" + op_name + "'");
 }

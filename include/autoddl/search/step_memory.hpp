@@ -118,7 +118,8 @@ class step_memory_replay {
     return local(at(model_.params, p).shape, pc.update) * elem_;
   }
   // Saved products and row statistics of op i's forward (runtime/kernels: attention keeps its
-  // probabilities [b, heads, sq, sk]; layernorm mean and rstd; cross-entropy max, sum, target).
+  // probabilities [b, heads, sq, sk]; layernorm mean and rstd; rmsnorm 1/rms per group;
+  // cross-entropy max, sum, target).
   std::int64_t saved_bytes(int i) const {
     const op_node& n = at(model_.ops, i);
     const std::int64_t stat = statistic_bytes(int(elem_));
@@ -131,6 +132,10 @@ class step_memory_replay {
     const tensor_shape x = local_shape(n.inputs[0], layout{sig(i).inputs[0], mesh_});
     const std::int64_t rows = x[x.rank() - 1] ? x.elements() / x[x.rank() - 1] : 0;
     if (n.kind == op_kind::layernorm) return 2 * rows * stat;
+    if (n.kind == op_kind::rmsnorm) {  // 1/rms per normed group: the device's share of the heads
+      const int last = n.inputs[0].rank() - 1;
+      return rows * (n.attrs.heads / split_factor(sig(i).inputs[0], mesh_, last)) * stat;
+    }
     if (n.kind == op_kind::cross_entropy) return 3 * rows * stat;
     return 0;
   }

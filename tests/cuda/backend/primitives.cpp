@@ -115,6 +115,64 @@ TEMPLATE_TEST_CASE("relu and gelu forward and backward match the CPU", "[cuda][a
   CHECK(rel_err(dr.get(), r) <= tol<T>());
 }
 
+TEMPLATE_TEST_CASE("silu, the element-wise product and rotary embeddings match the CPU", "[cuda][activations]",
+                   CUDA_TYPES) {
+  using T = TestType;
+  INFO(type_name<T>());
+  cuda_device dev;
+  cpu_device cpu;
+  const std::size_t n = 4099;
+  auto x = rounded<T>(rnd(n, 33, -4, 4)), g = rounded<T>(rnd(n, 34));
+  std::vector<double> r(n, 0.0);
+  dvec<T> dx(dev, x), dg(dev, g), dr(dev, r);
+  cpu.silu_fwd(cs(x), ms(r));
+  dev.silu_fwd(dx.c(), dr.m());
+  CHECK(rel_err(dr.get(), r) <= tol<T>());
+  cpu.silu_bwd(cs(x), cs(g), ms(r));
+  dev.silu_bwd(dx.c(), dg.c(), dr.m());
+  CHECK(rel_err(dr.get(), r) <= tol<T>());
+  cpu.mul(cs(x), cs(g), ms(r));
+  dev.mul(dx.c(), dg.c(), dr.m());
+  CHECK(rel_err(dr.get(), r) <= tol<T>());
+  // x [b=3, s=5, heads=4, d=16] at positions 7.. (a sequence shard), both directions
+  const std::int64_t b = 3, s = 5, heads = 4, d = 16;
+  const auto m = std::size_t(b * s * heads * d);
+  auto xr = rounded<T>(rnd(m, 35, -2, 2));
+  std::vector<double> yr(m);
+  dvec<T> dxr(dev, xr), dyr(dev, yr);
+  for (bool inverse : {false, true}) {
+    cpu.rotary(b, s, heads, d, 7, 500000.0, inverse, cs(xr), ms(yr));
+    dev.rotary(b, s, heads, d, 7, 500000.0, inverse, dxr.c(), dyr.m());
+    CHECK(rel_err(dyr.get(), yr) <= tol<T>());
+  }
+}
+
+TEMPLATE_TEST_CASE("rmsnorm rows match the CPU, with rstd in statistic_t", "[cuda][rows]", CUDA_TYPES) {
+  using T = TestType;
+  using S = statistic_t<T>;
+  INFO(type_name<T>());
+  cuda_device dev;
+  cpu_device cpu;
+  const std::int64_t rows = 7, cols = 300;
+  const auto n = std::size_t(rows * cols);
+  auto x = rounded<T>(rnd(n, 45, -2, 3)), gamma = rounded<T>(rnd(std::size_t(cols), 46)), dy = rounded<T>(rnd(n, 47));
+  std::vector<double> y(n), rstd(static_cast<std::size_t>(rows));
+  cpu.rmsnorm_fwd(rows, cols, cs(x), cs(gamma), 1e-6, ms(y), ms(rstd));
+  dvec<T> dx(dev, x), dgam(dev, gamma), ddy(dev, dy), dyo(dev, std::vector<double>(n)), ddx(dev, std::vector<double>(n)),
+      ddg(dev, std::vector<double>(static_cast<std::size_t>(cols)));
+  dvec<S> drstd(dev, std::vector<double>(static_cast<std::size_t>(rows)));
+  dev.rmsnorm_fwd(rows, cols, dx.c(), dgam.c(), 1e-6, dyo.m(), drstd.m());
+  CHECK(rel_err(dyo.get(), y) <= tol<T>());
+  CHECK(rel_err(drstd.get(), rstd) <= tol<S>());
+  rstd = rounded<S>(rstd);
+  dvec<S> r2(dev, rstd);
+  std::vector<double> dxr(n), dgr(static_cast<std::size_t>(cols));
+  cpu.rmsnorm_bwd(rows, cols, cs(x), cs(gamma), cs(rstd), cs(dy), ms(dxr), ms(dgr));
+  dev.rmsnorm_bwd(rows, cols, dx.c(), dgam.c(), r2.c(), ddy.c(), ddx.m(), ddg.m());
+  CHECK(rel_err(ddx.get(), dxr) <= tol<T>() * 2);
+  CHECK(rel_err(ddg.get(), dgr) <= tol<T>() * 2);
+}
+
 TEMPLATE_TEST_CASE("layernorm and softmax rows match the CPU, with mean and rstd in statistic_t", "[cuda][rows]",
                    CUDA_TYPES) {
   using T = TestType;

@@ -39,7 +39,21 @@ static_assert(!reshape_axis(S(2), tensor_shape{8, 512, 7, 7}, tensor_shape{8, 25
 // backward layouts
 static_assert(dual(parse_nd_sbp("[S(0),B,P]")) == parse_nd_sbp("[S(0),P,B]"));
 static_assert(dual(dual(parse_nd_sbp("[B,S(2)]"))) == parse_nd_sbp("[B,S(2)]"));
-static_assert(attention_exact(nd_sbp{S(2), B}, mesh_shape{4, 2}, 8) && !attention_exact(nd_sbp{S(2), S(2)}, mesh_shape{4, 2}, 4));
+static_assert(attention_exact(nd_sbp{S(2), B}, nd_sbp{S(2), B}, mesh_shape{4, 2}, 8, 8) &&
+              !attention_exact(nd_sbp{S(2), S(2)}, nd_sbp{S(2), S(2)}, mesh_shape{4, 2}, 4, 4));
+// grouped-query: 8 query heads, 2 key/value heads on 2x4. k split on the outer of q's axes
+// finds its groups; on the inner it does not; k may not split more ways than it has heads.
+static_assert(attention_exact(nd_sbp{S(2), S(2)}, nd_sbp{S(2), B}, mesh_shape{2, 4}, 8, 2));
+static_assert(!attention_exact(nd_sbp{S(2), S(2)}, nd_sbp{B, S(2)}, mesh_shape{2, 4}, 8, 2));
+static_assert(!attention_exact(nd_sbp{S(2), S(2)}, nd_sbp{S(2), S(2)}, mesh_shape{2, 4}, 8, 2));
+static_assert(attention_exact(nd_sbp{B, S(2)}, nd_sbp{B, B}, mesh_shape{2, 4}, 8, 2));
+// the new ops' per-axis rules: mul takes one partial factor; rmsnorm splits its last dim only
+// in whole groups; rotary passes everything through (P too: a rotation is linear)
+static_assert(mul_axis(P, B) == P && mul_axis(B, P) == P && !mul_axis(P, P) && !mul_axis(S(0), S(1)));
+static_assert(rmsnorm_axis(S(1), B, 3, 1) == S(1) && !rmsnorm_axis(S(2), B, 3, 1) && rmsnorm_axis(S(2), B, 3, 4) == S(2));
+static_assert(!rmsnorm_axis(P, B, 3, 1) && !rmsnorm_axis(S(0), S(0), 3, 1));
+static_assert(rotary_axis(P) == P && rotary_axis(S(2)) == S(2));
+static_assert(attention_axis(S(2), B, B, true) == S(2) && !attention_axis(S(2), B, B, false));
 }  // namespace
 
 int main() { return 0; }

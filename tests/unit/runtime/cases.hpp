@@ -77,6 +77,25 @@ inline std::vector<op_node> op_cases() {
   r.push_back(make_op("reshape", op_kind::reshape, {{4, 4, 2, 2}}, {}, a));
   a.target = tensor_shape{16, 8};
   r.push_back(make_op("reshape.merge", op_kind::reshape, {{4, 4, 8}}, {}, a));
+  // the LLaMA family's ops: RMSNorm (whole rows, and per head as Qwen3 norms q and k), SiLU,
+  // the SwiGLU product, rotary embeddings (2 heads of 4: pairs (0,2), (1,3)), grouped-query
+  // attention (4 query heads sharing 2 key/value heads)
+  a = {};
+  a.eps = 1e-6;
+  r.push_back(make_op("rmsnorm", op_kind::rmsnorm, {{4, 4, 8}}, {{8}}, a));
+  a.heads = 2;
+  r.push_back(make_op("rmsnorm.per_head", op_kind::rmsnorm, {{4, 4, 8}}, {{4}}, a));
+  r.push_back(make_op("silu", op_kind::silu, {{4, 4, 8}}));
+  r.push_back(make_op("mul", op_kind::mul, {{4, 8}, {4, 8}}));
+  a = {};
+  a.heads = 2;
+  a.rope_theta = 500000;
+  r.push_back(make_op("rotary", op_kind::rotary, {{4, 8, 8}}, {}, a));
+  a = {};
+  a.heads = 4;
+  a.kv_heads = 2;
+  a.causal = true;
+  r.push_back(make_op("attention.grouped.causal", op_kind::attention, {{4, 8, 16}, {4, 8, 8}, {4, 8, 8}}, {}, a));
   return r;
 }
 

@@ -237,7 +237,77 @@ struct cpu_device {
     }
   }
 
+  template <class T>
+  void silu_fwd(std::span<const T> x, std::span<T> y) {
+    for (std::size_t i = 0; i < y.size(); ++i) y[i] = x[i] / (T(1) + std::exp(-x[i]));
+  }
+  template <class T>
+  void silu_bwd(std::span<const T> x, std::span<const T> dy, std::span<T> dx) {
+    for (std::size_t i = 0; i < dx.size(); ++i) {
+      const T s = T(1) / (T(1) + std::exp(-x[i]));
+      dx[i] = dy[i] * s * (T(1) + x[i] * (T(1) - s));
+    }
+  }
+  template <class T>
+  void mul(std::span<const T> a, std::span<const T> b, std::span<T> y) {
+    for (std::size_t i = 0; i < y.size(); ++i) y[i] = a[i] * b[i];
+  }
+  /// Rotary embedding of x [b, s, heads, d] whose sequence index j is position pos0 + j: within
+  /// each head, element i < d/2 and element i + d/2 turn by pos * theta^(-2i/d) (back where
+  /// `inverse`). The angles are taken in double for every T.
+  template <class T>
+  void rotary(std::int64_t b, std::int64_t s, std::int64_t heads, std::int64_t d, std::int64_t pos0, double theta,
+              bool inverse, std::span<const T> x, std::span<T> y) {
+    const std::int64_t half = d / 2;
+    for (std::int64_t j = 0; j < s; ++j)
+      for (std::int64_t i = 0; i < half; ++i) {
+        const double angle = double(pos0 + j) * std::pow(theta, -2.0 * double(i) / double(d));
+        const T c = T(std::cos(angle)), sn = T(inverse ? -std::sin(angle) : std::sin(angle));
+        for (std::int64_t n = 0; n < b; ++n)
+          for (std::int64_t h = 0; h < heads; ++h) {
+            const std::int64_t o = ((n * s + j) * heads + h) * d;
+            const T lo = x[std::size_t(o + i)], hi = x[std::size_t(o + i + half)];
+            y[std::size_t(o + i)] = lo * c - hi * sn;
+            y[std::size_t(o + i + half)] = hi * c + lo * sn;
+          }
+      }
+  }
+
   // ---- row-wise -----------------------------------------------------------------------------
+  /// RMSNorm of rows x cols: y = x rstd gamma, rstd = 1 / sqrt(mean(x^2) + eps), kept per row.
+  template <class T>
+  void rmsnorm_fwd(std::int64_t rows, std::int64_t cols, std::span<const T> x, std::span<const T> gamma, double eps,
+                   std::span<T> y, std::span<statistic_t<T>> rstd) {
+    detail::statistics_in_element_type<T>();
+    for (std::int64_t r = 0; r < rows; ++r) {
+      const T* xr = x.data() + r * cols;
+      T ms{};
+      for (std::int64_t c = 0; c < cols; ++c) ms += xr[c] * xr[c];
+      const T rs = T(1) / std::sqrt(ms / T(cols) + T(eps));
+      for (std::int64_t c = 0; c < cols; ++c) at(y, r * cols + c) = xr[c] * rs * at(gamma, c);
+      at(rstd, r) = rs;
+    }
+  }
+  /// dx = rstd (g - x rstd^2 mean(g x)), g = dy gamma; dgamma = sum over rows of dy x rstd.
+  template <class T>
+  void rmsnorm_bwd(std::int64_t rows, std::int64_t cols, std::span<const T> x, std::span<const T> gamma,
+                   std::span<const statistic_t<T>> rstd, std::span<const T> dy, std::span<T> dx, std::span<T> dgamma) {
+    detail::statistics_in_element_type<T>();
+    std::fill(dgamma.begin(), dgamma.end(), T{});
+    for (std::int64_t r = 0; r < rows; ++r) {
+      const T* xr = x.data() + r * cols;
+      const T* dyr = dy.data() + r * cols;
+      const T rs = at(rstd, r);
+      T gx{};
+      for (std::int64_t c = 0; c < cols; ++c) {
+        gx += dyr[c] * at(gamma, c) * xr[c];
+        at(dgamma, c) += dyr[c] * xr[c] * rs;
+      }
+      gx /= T(cols);
+      for (std::int64_t c = 0; c < cols; ++c) at(dx, r * cols + c) = rs * (dyr[c] * at(gamma, c) - xr[c] * rs * rs * gx);
+    }
+  }
+
   static constexpr double layernorm_eps = 1e-5;
   template <class T>
   void layernorm_fwd(std::int64_t rows, std::int64_t cols, std::span<const T> x, std::span<const T> gamma,

@@ -209,6 +209,15 @@ class cuda_device {
   void gelu_fwd(std::span<const T> x, std::span<T> y);
   template <class T>
   void gelu_bwd(std::span<const T> x, std::span<const T> dy, std::span<T> dx);
+  template <class T>
+  void silu_fwd(std::span<const T> x, std::span<T> y);
+  template <class T>
+  void silu_bwd(std::span<const T> x, std::span<const T> dy, std::span<T> dx);
+  template <class T>
+  void mul(std::span<const T> a, std::span<const T> b, std::span<T> y);
+  template <class T>
+  void rotary(std::int64_t b, std::int64_t s, std::int64_t heads, std::int64_t d, std::int64_t pos0, double theta,
+              bool inverse, std::span<const T> x, std::span<T> y);
 
   // ---- row-wise -----------------------------------------------------------------------------
   static constexpr double layernorm_eps = 1e-5;
@@ -221,6 +230,13 @@ class cuda_device {
   void layernorm_bwd(std::int64_t rows, std::int64_t cols, std::span<const T> x, std::span<const T> gamma,
                      std::span<const statistic_t<T>> mean, std::span<const statistic_t<T>> rstd,
                      std::span<const T> dy, std::span<T> dx, std::span<T> dgamma, std::span<T> dbeta);
+  /// rstd is computed in acc_t<T> and stored as statistic_t<T>.
+  template <class T>
+  void rmsnorm_fwd(std::int64_t rows, std::int64_t cols, std::span<const T> x, std::span<const T> gamma, double eps,
+                   std::span<T> y, std::span<statistic_t<T>> rstd);
+  template <class T>
+  void rmsnorm_bwd(std::int64_t rows, std::int64_t cols, std::span<const T> x, std::span<const T> gamma,
+                   std::span<const statistic_t<T>> rstd, std::span<const T> dy, std::span<T> dx, std::span<T> dgamma);
   template <class T>
   void softmax_fwd(std::int64_t rows, std::int64_t cols, std::span<const T> x, std::span<T> y);
   template <class T>

@@ -151,6 +151,41 @@ void cuda_device::gelu_bwd(std::span<const T> x, std::span<const T> dy, std::spa
 }
 
 template <class T>
+void cuda_device::silu_fwd(std::span<const T> x, std::span<T> y) {
+  AUTODDL_CUDA_ELEMENTWISE(detail::silu_fwd_kernel<T>, detail::idx(y.size()), x.data(), y.data(), detail::idx(y.size()));
+}
+template <class T>
+void cuda_device::silu_bwd(std::span<const T> x, std::span<const T> dy, std::span<T> dx) {
+  AUTODDL_CUDA_ELEMENTWISE(detail::silu_bwd_kernel<T>, detail::idx(dx.size()), x.data(), dy.data(), dx.data(),
+                           detail::idx(dx.size()));
+}
+template <class T>
+void cuda_device::mul(std::span<const T> a, std::span<const T> b, std::span<T> y) {
+  AUTODDL_CUDA_ELEMENTWISE(detail::mul_kernel<T>, detail::idx(y.size()), a.data(), b.data(), y.data(), detail::idx(y.size()));
+}
+template <class T>
+void cuda_device::rotary(std::int64_t b, std::int64_t s, std::int64_t heads, std::int64_t d, std::int64_t pos0, double theta,
+                         bool inverse, std::span<const T> x, std::span<T> y) {
+  AUTODDL_CUDA_ELEMENTWISE(detail::rotary_kernel<T>, b * s * heads * (d / 2), b, s, heads, d, pos0, theta, inverse, x.data(),
+                           y.data());
+}
+template <class T>
+void cuda_device::rmsnorm_fwd(std::int64_t rows, std::int64_t cols, std::span<const T> x, std::span<const T> gamma, double eps,
+                              std::span<T> y, std::span<statistic_t<T>> rstd) {
+  AUTODDL_CUDA_ROWS(detail::rmsnorm_fwd_kernel<T>, rows, rows, cols, x.data(), gamma.data(), y.data(), rstd.data(),
+                    acc_t<T>(eps));
+}
+template <class T>
+void cuda_device::rmsnorm_bwd(std::int64_t rows, std::int64_t cols, std::span<const T> x, std::span<const T> gamma,
+                              std::span<const statistic_t<T>> rstd, std::span<const T> dy, std::span<T> dx,
+                              std::span<T> dgamma) {
+  AUTODDL_CUDA_ROWS(detail::rmsnorm_bwd_dx_kernel<T>, rows, rows, cols, x.data(), gamma.data(), rstd.data(), dy.data(),
+                    dx.data());
+  AUTODDL_CUDA_ELEMENTWISE(detail::rmsnorm_bwd_gamma_kernel<T>, cols, rows, cols, x.data(), rstd.data(), dy.data(),
+                           dgamma.data());
+}
+
+template <class T>
 void cuda_device::layernorm_fwd(std::int64_t rows, std::int64_t cols, std::span<const T> x, std::span<const T> gamma,
                                 std::span<const T> beta, std::span<T> y, std::span<statistic_t<T>> mean,
                                 std::span<statistic_t<T>> rstd) {
@@ -305,6 +340,16 @@ void cuda_device::adam(const optimizer_step& o, std::span<const T> g, std::span<
   template void cuda_device::relu_bwd<T>(std::span<const T>, std::span<const T>, std::span<T>);                         \
   template void cuda_device::gelu_fwd<T>(std::span<const T>, std::span<T>);                                             \
   template void cuda_device::gelu_bwd<T>(std::span<const T>, std::span<const T>, std::span<T>);                         \
+  template void cuda_device::silu_fwd<T>(std::span<const T>, std::span<T>);                                             \
+  template void cuda_device::silu_bwd<T>(std::span<const T>, std::span<const T>, std::span<T>);                         \
+  template void cuda_device::mul<T>(std::span<const T>, std::span<const T>, std::span<T>);                              \
+  template void cuda_device::rotary<T>(std::int64_t, std::int64_t, std::int64_t, std::int64_t, std::int64_t, double, bool, \
+                                       std::span<const T>, std::span<T>);                                               \
+  template void cuda_device::rmsnorm_fwd<T>(std::int64_t, std::int64_t, std::span<const T>, std::span<const T>, double,  \
+                                            std::span<T>, std::span<statistic_t<T>>);                                   \
+  template void cuda_device::rmsnorm_bwd<T>(std::int64_t, std::int64_t, std::span<const T>, std::span<const T>,         \
+                                            std::span<const statistic_t<T>>, std::span<const T>, std::span<T>,          \
+                                            std::span<T>);                                                              \
   template void cuda_device::layernorm_fwd<T>(std::int64_t, std::int64_t, std::span<const T>, std::span<const T>,       \
                                               std::span<const T>, std::span<T>, std::span<statistic_t<T>>,              \
                                               std::span<statistic_t<T>>);                                               \

@@ -183,6 +183,42 @@ __global__ void gelu_bwd_kernel(const T* x, const T* dy, T* dx, idx n) {
   }
 }
 
+template <class T>
+__global__ void silu_fwd_kernel(const T* x, T* y, idx n) {
+  using A = acc_t<T>;
+  for (idx i = grid_start(); i < n; i += grid_step()) {
+    const A v = to_acc(x[i]);
+    y[i] = from_acc<T>(v / (A(1) + dexp(-v)));
+  }
+}
+template <class T>
+__global__ void silu_bwd_kernel(const T* x, const T* dy, T* dx, idx n) {
+  using A = acc_t<T>;
+  for (idx i = grid_start(); i < n; i += grid_step()) {
+    const A v = to_acc(x[i]), s = A(1) / (A(1) + dexp(-v));
+    dx[i] = from_acc<T>(to_acc(dy[i]) * s * (A(1) + v * (A(1) - s)));
+  }
+}
+template <class T>
+__global__ void mul_kernel(const T* a, const T* b, T* y, idx n) {
+  for (idx i = grid_start(); i < n; i += grid_step()) y[i] = from_acc<T>(to_acc(a[i]) * to_acc(b[i]));
+}
+/// One thread per rotated pair of x [b, s, heads, d] (cpu_device::rotary): the angle in double.
+template <class T>
+__global__ void rotary_kernel(idx b, idx s, idx heads, idx d, idx pos0, double theta, bool inverse, const T* x, T* y) {
+  using A = acc_t<T>;
+  const idx half = d / 2, n = b * s * heads * half;
+  for (idx t = grid_start(); t < n; t += grid_step()) {
+    const idx i = t % half, row = t / half, j = (row / heads) % s;
+    const double angle = double(pos0 + j) * ::pow(theta, -2.0 * double(i) / double(d));
+    const A c = A(::cos(angle)), sn = A(inverse ? -::sin(angle) : ::sin(angle));
+    const idx o = row * d;
+    const A lo = to_acc(x[o + i]), hi = to_acc(x[o + i + half]);
+    y[o + i] = from_acc<T>(lo * c - hi * sn);
+    y[o + i + half] = from_acc<T>(hi * c + lo * sn);
+  }
+}
+
 // ---- row-wise: one block per row ------------------------------------------------------------------
 // Row statistics (layernorm's mean and rstd, cross-entropy's max and stats) are statistic_t<T>,
 // which is acc_t<T> (types.cuh checks): computed and stored without rounding to T.
@@ -242,6 +278,45 @@ __global__ void layernorm_bwd_params_kernel(idx rows, idx cols, const T* x, cons
     }
     dgamma[c] = from_acc<T>(dg);
     dbeta[c] = from_acc<T>(db);
+  }
+}
+template <class T>
+__global__ void __launch_bounds__(block_threads)
+    rmsnorm_fwd_kernel(idx rows, idx cols, const T* x, const T* gamma, T* y, statistic_t<T>* rstd, acc_t<T> eps) {
+  using A = acc_t<T>;
+  for (idx r = blockIdx.x; r < rows; r += gridDim.x) {
+    const T* xr = x + r * cols;
+    A s = 0;
+    for (idx c = threadIdx.x; c < cols; c += blockDim.x) s += to_acc(xr[c]) * to_acc(xr[c]);
+    const A rs = A(1) / dsqrt(block_reduce(s, sum_op{}) / A(cols) + eps);
+    for (idx c = threadIdx.x; c < cols; c += blockDim.x) y[r * cols + c] = from_acc<T>(to_acc(xr[c]) * rs * to_acc(gamma[c]));
+    if (threadIdx.x == 0) rstd[r] = rs;
+  }
+}
+template <class T>
+__global__ void __launch_bounds__(block_threads)
+    rmsnorm_bwd_dx_kernel(idx rows, idx cols, const T* x, const T* gamma, const statistic_t<T>* rstd, const T* dy, T* dx) {
+  using A = acc_t<T>;
+  for (idx r = blockIdx.x; r < rows; r += gridDim.x) {
+    const A rs = rstd[r];
+    A gx = 0;
+    for (idx c = threadIdx.x; c < cols; c += blockDim.x)
+      gx += to_acc(dy[r * cols + c]) * to_acc(gamma[c]) * to_acc(x[r * cols + c]);
+    gx = block_reduce(gx, sum_op{}) / A(cols);
+    for (idx c = threadIdx.x; c < cols; c += blockDim.x) {
+      const A xv = to_acc(x[r * cols + c]);
+      dx[r * cols + c] = from_acc<T>(rs * (to_acc(dy[r * cols + c]) * to_acc(gamma[c]) - xv * rs * rs * gx));
+    }
+  }
+}
+/// One thread per column, summing over rows: dgamma = sum dy x rstd.
+template <class T>
+__global__ void rmsnorm_bwd_gamma_kernel(idx rows, idx cols, const T* x, const statistic_t<T>* rstd, const T* dy, T* dgamma) {
+  using A = acc_t<T>;
+  for (idx c = grid_start(); c < cols; c += grid_step()) {
+    A dg = 0;
+    for (idx r = 0; r < rows; ++r) dg += to_acc(dy[r * cols + c]) * to_acc(x[r * cols + c]) * A(rstd[r]);
+    dgamma[c] = from_acc<T>(dg);
   }
 }
 template <class T>

@@ -1,10 +1,12 @@
 #pragma once
-// Kernels of the element-wise and row-wise ops on local shards: relu, gelu, dropout, add,
-// reshape, max-pool, layernorm, softmax. None of them ever sees P in its nonlinear input
-// (DESIGN.md); row-wise ops see whole rows (the last dim is never split).
+// Kernels of the element-wise and row-wise ops on local shards: relu, gelu, silu, dropout, add,
+// mul, reshape, max-pool, layernorm, rmsnorm, softmax, rotary. None of them ever sees P in its
+// nonlinear input (DESIGN.md); row-wise ops see whole rows (the last dim is never split, or, for
+// a grouped rmsnorm, split in whole groups).
 // Dropout keys its mask by (seed, op id, global element index), so a B copy on every device
 // draws the same mask and any layout draws the serial mask.
 #include <span>
+#include <utility>
 
 #include "autoddl/runtime/kernels/context.hpp"
 
@@ -19,11 +21,13 @@ forward_result<D, T> unary_fwd(D& d, const kernel_context<T>& c, const operands<
   switch (c.op.kind) {
     case op_kind::relu: d.relu_fwd(x, y); break;
     case op_kind::gelu: d.gelu_fwd(x, y); break;
+    case op_kind::silu: d.silu_fwd(x, y); break;
     case op_kind::dropout:
       if (c.training && c.op.attrs.dropout > 0) d.dropout(dropout_key{c.seed, c.op_id, c.op.attrs.dropout}, c.shards.outputs[0], x, y);
       else d.copy(x, y);
       break;
     case op_kind::add: d.add(x, in.inputs[1], y); break;
+    case op_kind::mul: d.mul(x, in.inputs[1], y); break;
     case op_kind::max_pool: {
       const tensor_shape& xs = c.shards.inputs[0].local;
       d.max_pool_fwd(window_geom{xs[0], xs[1], xs[2], xs[3], c.op.attrs.kernel, c.op.attrs.stride, c.op.attrs.padding}, x, y);
@@ -34,8 +38,10 @@ forward_result<D, T> unary_fwd(D& d, const kernel_context<T>& c, const operands<
   return r;
 }
 
-/// relu reads its output Y (Y > 0 exactly where X > 0, so dX is the same bits), gelu and
-/// max-pool their input X; dropout (its mask rekeyed), add and reshape read neither.
+/// relu reads its output Y (Y > 0 exactly where X > 0, so dX is the same bits), gelu, silu and
+/// max-pool their input X, mul both factors (dA = dY B, dB = dY A: where A is P and B is B, dA is
+/// B and dB the partial dY A, as dual layouts say); dropout (its mask rekeyed), add and reshape
+/// read neither.
 template <class T, class D>
 gradients<D, T> unary_bwd(D& d, const kernel_context<T>& c, const operands<T>& in, const forward_result<D, T>& f,
                           std::span<const T> dy) {
@@ -46,6 +52,12 @@ gradients<D, T> unary_bwd(D& d, const kernel_context<T>& c, const operands<T>& i
   switch (c.op.kind) {
     case op_kind::relu: d.relu_bwd(cview<T>(d, f.outputs[0]), dy, dx); break;
     case op_kind::gelu: d.gelu_bwd(x, dy, dx); break;
+    case op_kind::silu: d.silu_bwd(x, dy, dx); break;
+    case op_kind::mul:
+      d.mul(dy, in.inputs[1], dx);
+      g.inputs.push_back(alloc_like<T>(d, c.shards.inputs[1]));
+      d.mul(dy, x, d.view(g.inputs[1]));
+      break;
     case op_kind::dropout:
       if (c.training && c.op.attrs.dropout > 0) d.dropout(dropout_key{c.seed, c.op_id, c.op.attrs.dropout}, c.shards.outputs[0], dy, dx);
       else d.copy(dy, dx);
@@ -92,6 +104,63 @@ gradients<D, T> layernorm_bwd(D& d, const kernel_context<T>& c, const operands<T
   d.layernorm_bwd(rows, cols, in.inputs[0], in.params[0], cview<statistic_t<T>>(d, f.statistics[0]),
                   cview<statistic_t<T>>(d, f.statistics[1]), dy, d.view(g.inputs[0]), d.view(g.params[0]),
                   d.view(g.params[1]));
+  return g;
+}
+
+/// The rows and columns an rmsnorm normalises on this device: each of its local groups (heads
+/// of the last dim, or the whole dim) is a row.
+template <class T>
+std::pair<std::int64_t, std::int64_t> rmsnorm_rows(const kernel_context<T>& c) {
+  const tensor_shape& xs = c.shards.inputs[0].local;
+  const std::int64_t cols = c.shards.inputs[0].global[xs.rank() - 1] / c.op.attrs.heads;
+  return {xs.elements() / cols, cols};
+}
+
+/// rmsnorm over the last dim (or each of its groups); keeps 1/rms per row (in statistic_t<T>).
+template <class T, class D>
+forward_result<D, T> rmsnorm_fwd(D& d, const kernel_context<T>& c, const operands<T>& in) {
+  const auto [rows, cols] = rmsnorm_rows(c);
+  forward_result<D, T> r;
+  r.outputs.push_back(alloc_like<T>(d, c.shards.outputs[0]));
+  r.statistics.push_back(d.template alloc<statistic_t<T>>(std::size_t(rows)));  // rstd
+  d.rmsnorm_fwd(rows, cols, in.inputs[0], in.params[0], c.op.attrs.eps, d.view(r.outputs[0]), d.view(r.statistics[0]));
+  return r;
+}
+
+template <class T, class D>
+gradients<D, T> rmsnorm_bwd(D& d, const kernel_context<T>& c, const operands<T>& in, const forward_result<D, T>& f,
+                            std::span<const T> dy) {
+  const auto [rows, cols] = rmsnorm_rows(c);
+  gradients<D, T> g;
+  g.inputs.push_back(alloc_like<T>(d, c.shards.inputs[0]));
+  g.params.push_back(alloc_like<T>(d, c.shards.params[0]));
+  d.rmsnorm_bwd(rows, cols, in.inputs[0], in.params[0], cview<statistic_t<T>>(d, f.statistics[0]), dy, d.view(g.inputs[0]),
+                d.view(g.params[0]));
+  return g;
+}
+
+/// rotary of X [b, s, heads * d]: this device's heads, at the global positions it holds (its
+/// shard's sequence offset); backward turns dY back (a rotation's transpose is its inverse).
+template <class T, class D>
+void rotate(D& d, const kernel_context<T>& c, bool inverse, std::span<const T> x, std::span<T> y) {
+  const shard_info& s = c.shards.inputs[0];
+  const std::int64_t dh = s.global[2] / c.op.attrs.heads;
+  d.rotary(s.local[0], s.local[1], s.local[2] / dh, dh, s.offset[1], c.op.attrs.rope_theta, inverse, x, y);
+}
+
+template <class T, class D>
+forward_result<D, T> rotary_fwd(D& d, const kernel_context<T>& c, const operands<T>& in) {
+  forward_result<D, T> r;
+  r.outputs.push_back(alloc_like<T>(d, c.shards.outputs[0]));
+  rotate(d, c, false, in.inputs[0], d.view(r.outputs[0]));
+  return r;
+}
+
+template <class T, class D>
+gradients<D, T> rotary_bwd(D& d, const kernel_context<T>& c, std::span<const T> dy) {
+  gradients<D, T> g;
+  g.inputs.push_back(alloc_like<T>(d, c.shards.inputs[0]));
+  rotate(d, c, true, dy, d.view(g.inputs[0]));
   return g;
 }
 
