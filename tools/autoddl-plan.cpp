@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <fstream>
 #include <functional>
+#include <optional>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -109,10 +110,15 @@ struct plan_cli {
   std::vector<std::string> diff;
   bool json = false, no_overlap = false, all_ops = false;
   std::uint64_t seed = 1;
+  std::optional<std::int64_t> seq, batch;
 };
 
 void add_options(CLI::App& app, plan_cli& c) {
-  app.add_option("--model", c.model, "NAME:key=value,... (gpt, bert, vgg11, vgg13, vgg16, vgg19, mlp)");
+  app.add_option("--model", c.model,
+                 "NAME:key=value,... (gpt, bert, llama, vgg11, vgg13, vgg16, vgg19, mlp), a model file m.json, or "
+                 "hf:config.json (a Hugging Face LLaMA, Mistral, Qwen2 or Qwen3 config)");
+  app.add_option("--seq", c.seq, "sequence length of the model (a zoo transformer or an hf config)");
+  app.add_option("--batch", c.batch, "global batch of the model (sequences, images or rows per step)");
   app.add_option("--mesh", c.mesh, "device mesh, e.g. 8, 2x4, 2x2x2");
   app.add_option("--hardware", c.hardware, "a preset name or a hardware JSON file");
   app.add_option("--dtype", c.dtype, "fp32, fp16, bf16 or fp64");
@@ -225,8 +231,9 @@ void print_plan(const plan_cli& c, const plan_problem& pp, const plan_result& r,
 }
 
 // Plans c.model as asked, writes the files asked for and prints the plan.
-void plan_model(const plan_cli& c) {
+void plan_model(plan_cli c) {
   if (c.model.empty()) throw error("--model is required (or --diff a.json b.json)");
+  c.model = resize_model_spec(c.model, c.seq, c.batch);  // --seq, --batch
   if (!c.export_model.empty()) write_file(c.export_model, "the model", model_file_json(load_model(c.model)).dump(1) + "\n");
   const plan_strategy chosen = parse_strategy(c.strategy);
   const plan_options o = options_of(c);

@@ -75,6 +75,7 @@ struct settings {
   std::string checkpoint_dir, resume, plan_path, data;
   std::optional<plan_file> plan;  ///< --plan, read (main, before prepare)
   int checkpoint_every = 0;  ///< 0: only after the last step (when checkpoint_dir is set)
+  std::optional<std::int64_t> seq, batch;  ///< --seq, --batch
 };
 
 void progress(int step, int steps, double loss, double secs) {
@@ -255,6 +256,7 @@ prepared prepare(const settings& s, int ranks) {
 void read_plan_option(settings& s, const CLI::App& app) {
   if (s.plan_path.empty()) {
     if (s.model.empty()) s.model = default_model;
+    s.model = resize_model_spec(s.model, s.seq, s.batch);
     return;
   }
   plan_file f = read_plan_file(s.plan_path);
@@ -263,7 +265,7 @@ void read_plan_option(settings& s, const CLI::App& app) {
     throw error(where + " is for model '" + f.model + "', not '" + s.model + "'");
   if (app.count("--mesh") && parse_mesh(s.mesh) != f.pipeline_mesh)
     throw error(where + " is for mesh " + to_string(f.pipeline_mesh) + ", not " + s.mesh);
-  for (const char* knob : {"--strategy", "--microbatches", "--recompute"})
+  for (const char* knob : {"--strategy", "--microbatches", "--recompute", "--seq", "--batch"})
     if (app.count(knob)) throw error(std::string(knob) + " and --plan both choose the plan; drop " + knob);
   if (f.dtype != "fp32") throw error(where + " was made for " + f.dtype + "; autoddl-train trains fp32 (plan with --dtype fp32)");
   const std::string opt = s.optimizer_s == "sgd" ? "sgd-momentum" : s.optimizer_s;
@@ -615,8 +617,11 @@ int train_on_device(const settings& s, const prepared& p, int rank, int ranks) {
 // The command line's options, read into s.
 void add_options(CLI::App& app, settings& s) {
   app.add_option("--model", s.model,
-                 std::string("NAME:key=value,... (gpt, bert, vgg11, vgg13, vgg16, vgg19, mlp); default ") + default_model +
-                     "; optional with --plan");
+                 std::string("NAME:key=value,... (gpt, bert, llama, vgg11, vgg13, vgg16, vgg19, mlp), a model file m.json "
+                             "or hf:config.json; default ") +
+                     default_model + "; optional with --plan");
+  app.add_option("--seq", s.seq, "sequence length of the model (a zoo transformer or an hf config)");
+  app.add_option("--batch", s.batch, "global batch of the model (sequences, images or rows per step)");
   app.add_option("--mesh", s.mesh, "device mesh, one device per MPI rank, e.g. 4 or 2x2");
   app.add_option("--strategy", s.strategy,
                  std::string(autoddl::tools::strategies_help) + " or exact (megatron with pp > 1 runs a pipeline, 1F1B)");

@@ -16,24 +16,29 @@
 //   "params" name entries of "params": two ops naming one parameter tie it (GPT's wte).
 // - Ops come from the op catalogue (ops/op.hpp): linear, matmul, batched_matmul, conv2d,
 //   max_pool, relu, gelu, dropout, layernorm, softmax, attention, embedding, cross_entropy, add,
-//   reshape. "attrs" (optional) sets kernel, stride, padding, heads, causal, dropout, bias,
-//   transpose_w, positions, target, as ops/op.hpp's op_attrs defines them.
+//   reshape, rmsnorm, silu, mul, rotary. "attrs" (optional) sets kernel, stride, padding, heads,
+//   kv_heads, causal, dropout, bias, transpose_w, positions, target, eps, rope_theta, as
+//   ops/op.hpp's op_attrs defines them.
 // - Output shapes are inferred (ops/shapes.hpp); "block" and "block_pos" (optional) mark repeated
 //   blocks the planner may tie.
-// - Dim 0 of every input is the batch (so is dim 0 of a reshape target): micro-batches divide it.
+// - Dim 0 of every input is the batch (so is dim 0 of a reshape target): micro-batches divide it,
+//   and the spec `path.json:batch=N` (the programs' --batch N) rescales it.
 // Every error is one sentence naming the file, the op (or input, parameter) and the field.
 #include <cstdint>
 #include <fstream>
 #include <iterator>
 #include <map>
+#include <optional>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "autoddl/error.hpp"
 #include "autoddl/index.hpp"
 #include "autoddl/models/graph.hpp"
+#include "autoddl/models/hf_config.hpp"
 #include "autoddl/models/zoo.hpp"
 #include "autoddl/ops/shapes.hpp"
 
@@ -48,7 +53,8 @@ inline const std::vector<op_kind>& all_op_kinds() {
   static const std::vector<op_kind> k{op_kind::linear,    op_kind::matmul,   op_kind::batched_matmul, op_kind::conv2d,
                                       op_kind::max_pool,  op_kind::relu,     op_kind::gelu,           op_kind::dropout,
                                       op_kind::layernorm, op_kind::softmax,  op_kind::attention,      op_kind::embedding,
-                                      op_kind::cross_entropy, op_kind::add,  op_kind::reshape};
+                                      op_kind::cross_entropy, op_kind::add,  op_kind::reshape,        op_kind::rmsnorm,
+                                      op_kind::silu,      op_kind::mul,      op_kind::rotary};
   return k;
 }
 
@@ -106,6 +112,12 @@ inline void read_attrs(const model_reader& r, const nlohmann::json& a, op_attrs&
     else if (key == "stride") at_.stride = int(r.integer(v, f, where, 1, 1 << 16));
     else if (key == "padding") at_.padding = int(r.integer(v, f, where, 0, 1 << 16));
     else if (key == "heads") at_.heads = int(r.integer(v, f, where, 1, 1 << 16));
+    else if (key == "kv_heads") at_.kv_heads = int(r.integer(v, f, where, 1, 1 << 16));
+    else if (key == "eps" || key == "rope_theta") {
+      if (!v.is_number() || !(v.get<double>() > 0) || !(v.get<double>() < 1e300))
+        r.bad(where, "field '" + f + "' must be a positive number");
+      (key == "eps" ? at_.eps : at_.rope_theta) = v.get<double>();
+    }
     else if (key == "causal") at_.causal = flag();
     else if (key == "bias") at_.bias = flag();
     else if (key == "transpose_w") at_.transpose_w = flag();
@@ -116,8 +128,8 @@ inline void read_attrs(const model_reader& r, const nlohmann::json& a, op_attrs&
     } else if (key == "target") {
       at_.target = r.shape(nlohmann::json{{"shape", v}}, where + " attrs.target");
     } else {
-      r.bad(where, "unknown attribute '" + key + "' (kernel, stride, padding, heads, causal, dropout, bias, transpose_w, "
-                   "positions, target)");
+      r.bad(where, "unknown attribute '" + key + "' (kernel, stride, padding, heads, kv_heads, causal, dropout, bias, "
+                   "transpose_w, positions, target, eps, rope_theta)");
     }
   }
 }
@@ -152,6 +164,9 @@ inline nlohmann::json model_file_json(const graph& g) {
     if (t.stride != plain.stride) a["stride"] = t.stride;
     if (t.padding != plain.padding) a["padding"] = t.padding;
     if (t.heads != plain.heads) a["heads"] = t.heads;
+    if (t.kv_heads != plain.kv_heads) a["kv_heads"] = t.kv_heads;
+    if (n.kind == op_kind::rmsnorm && t.eps != plain.eps) a["eps"] = t.eps;
+    if (n.kind == op_kind::rotary && t.rope_theta != plain.rope_theta) a["rope_theta"] = t.rope_theta;
     if (t.causal != plain.causal) a["causal"] = t.causal;
     if (t.dropout != plain.dropout) a["dropout"] = t.dropout;
     if (t.bias != plain.bias) a["bias"] = t.bias;
@@ -174,8 +189,8 @@ namespace detail {
 /// Builds a graph from a parsed model file, section by section (inputs, parameters, ops, loss).
 class model_file_builder {
  public:
-  model_file_builder(const model_reader& r, const std::string& file, int microbatches)
-      : r_(r), file_(file), m_(microbatches) {}
+  model_file_builder(const model_reader& r, const std::string& file, int microbatches, std::int64_t batch = 0)
+      : r_(r), file_(file), m_(microbatches), new_batch_(batch) {}
 
   graph build(const nlohmann::json& j) {
     g_.name = j.contains("name") && j["name"].is_string() ? j["name"].get<std::string>() : file_;
@@ -199,6 +214,7 @@ class model_file_builder {
     if (s.rank() == 0) r_.bad(where, "an input needs a batch dim (dim 0)");
     if (batch_ == 0) batch_ = s[0];
     if (s[0] != batch_) r_.bad(where, "dim 0 is the batch: " + itos(s[0]) + " differs from the first input's " + itos(batch_));
+    if (new_batch_ > 0) s[0] = new_batch_;  // --batch
     if (m_ < 1 || s[0] % m_ != 0)
       fail<error>("--microbatches " + itos(m_) + " does not divide the batch of " + itos(s[0]) +
                   "; choose a divisor of the batch (1 trains the whole batch at once)");
@@ -254,6 +270,12 @@ class model_file_builder {
     if (!known) r_.bad(where, "unknown op '" + kind + "' in field 'op' (see ops/op.hpp's catalogue)");
     if (o.contains("attrs")) read_attrs(r_, o["attrs"], n.attrs, where);
     if (n.kind == op_kind::reshape && n.attrs.target.rank() > 0) {
+      if (new_batch_ > 0 && batch_ > 0) {  // --batch: dim 0 holds the batch times a whole factor
+        if (n.attrs.target[0] % batch_ != 0)
+          r_.bad(where, "attrs.target dim 0 (" + itos(n.attrs.target[0]) + ") is not a multiple of the batch (" +
+                            itos(batch_) + "), so --batch cannot rescale it");
+        n.attrs.target[0] = n.attrs.target[0] / batch_ * new_batch_;
+      }
       if (n.attrs.target[0] % m_ != 0) r_.bad(where, "attrs.target dim 0 (the batch) does not split into the micro-batches");
       n.attrs.target[0] /= m_;
     }
@@ -285,6 +307,7 @@ class model_file_builder {
   const model_reader& r_;
   const std::string& file_;
   int m_;
+  std::int64_t new_batch_;  // 0: the file's batch
   graph g_;
   std::map<std::string, tensor_ref> tensors_;  // name -> producer
   std::map<std::string, int> param_ids_;
@@ -296,7 +319,8 @@ class model_file_builder {
 /// Parses a model file's text into a graph with `microbatches` micro-batches (dim 0 of every
 /// input and of every reshape target divided by it). @throws parse_error naming the file, the
 /// op and the field; layout_error (from shape inference) naming the op.
-inline graph parse_model_file(std::string_view text, const std::string& file, int microbatches = 1) {
+inline graph parse_model_file(std::string_view text, const std::string& file, int microbatches = 1,
+                              std::int64_t batch = 0) {
   const detail::model_reader r{file};
   nlohmann::json j;
   try {
@@ -308,27 +332,91 @@ inline graph parse_model_file(std::string_view text, const std::string& file, in
     r.bad("", "is not an autoddl model (its 'format' is not \"autoddl-model\")");
   if (!j.contains("version") || j["version"] != model_file_version)
     r.bad("", "has a format version this autoddl does not read (it reads " + std::to_string(model_file_version) + ")");
-  return detail::model_file_builder(r, file, microbatches).build(j);
+  return detail::model_file_builder(r, file, microbatches, batch).build(j);
 }
 
-/// Whether a model spec names a file rather than a zoo model.
+/// A model file's spec split: `path.json` or `path.json:batch=N` (what --batch writes).
+struct model_file_spec {
+  std::string path;
+  std::int64_t batch = 0;  ///< 0: the file's own
+};
+
+/// Whether a model spec names a file rather than a zoo model: it ends in .json, or in
+/// .json:batch=N.
 inline bool is_model_file(std::string_view spec) {
-  return spec.size() > 5 && spec.substr(spec.size() - 5) == ".json";
+  const std::size_t at = spec.rfind(".json");
+  if (at == std::string_view::npos || at == 0) return false;
+  return at + 5 == spec.size() || spec.substr(at + 5, 7) == ":batch=";
 }
 
-/// Reads a model file. @throws error when unreadable, parse_error / layout_error when wrong.
-inline graph read_model_file(const std::string& path, int microbatches = 1) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) detail::fail<error>("cannot read model file '" + path + "'");
+/// Splits a model file's spec. @throws parse_error on a batch that is not a positive number.
+inline model_file_spec parse_model_file_spec(std::string_view spec) {
+  const std::size_t at = spec.rfind(".json");
+  model_file_spec r{std::string(spec.substr(0, at + 5)), 0};
+  if (at + 5 == spec.size()) return r;
+  const std::string n(spec.substr(at + 12));
+  if (n.empty() || n.size() > 12 || n.find_first_not_of("0123456789") != std::string::npos || std::stoll(n) < 1)
+    detail::fail<parse_error>("model spec '" + std::string(spec) + "': batch=" + n + " is not a positive whole number");
+  r.batch = std::stoll(n);
+  return r;
+}
+
+/// Reads a model file (`path.json`, or `path.json:batch=N` with dim 0 of every input and every
+/// reshape target rescaled to the batch N). @throws error when unreadable, parse_error /
+/// layout_error when wrong.
+inline graph read_model_file(const std::string& spec, int microbatches = 1) {
+  const model_file_spec f = parse_model_file_spec(spec);
+  std::ifstream in(f.path, std::ios::binary);
+  if (!in) detail::fail<error>("cannot read model file '" + f.path + "'");
   const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  return parse_model_file(text, path, microbatches);
+  return parse_model_file(text, f.path, microbatches, f.batch);
 }
 
-/// A model by spec: a model file when the spec ends in .json, else a zoo model (build_model);
+/// A model by spec: a Hugging Face config when the spec starts with hf: (models/hf_config.hpp),
+/// a model file when it ends in .json (or .json:batch=N), else a zoo model (build_model);
 /// `microbatches` micro-batches (the graph is one of them).
 inline graph load_model(std::string_view spec, int microbatches = 1) {
+  if (is_hf_spec(spec)) return build_hf_model(spec, microbatches);
   if (is_model_file(spec)) return read_model_file(std::string(spec), microbatches);
   return build_model(spec, microbatches);
+}
+
+/// The spec `spec` with the sequence length and the global batch set (the programs' --seq and
+/// --batch; nullopt keeps the model's own): a zoo spec's seq= and batch= keys, an hf spec's
+/// :seq=,batch= suffix, a model file's :batch=. `flag` names the option in errors.
+/// @throws parse_error when the model has no sequence (vgg, mlp, a model file: its inputs say
+/// which dim is the batch, not which is a sequence) or a size is not positive.
+inline std::string resize_model_spec(std::string_view spec, std::optional<std::int64_t> seq,
+                                     std::optional<std::int64_t> batch) {
+  for (const auto& [flag, v] : {std::pair{"--seq", seq}, std::pair{"--batch", batch}})
+    if (v && *v < 1) detail::fail<parse_error>(std::string(flag) + " " + std::to_string(*v) + " is not a positive whole number");
+  if (!seq && !batch) return std::string(spec);
+  if (is_hf_spec(spec)) {
+    hf_spec h = parse_hf_spec(spec);
+    if (seq) h.seq = seq;
+    if (batch) h.batch = batch;
+    return to_string(h);
+  }
+  if (is_model_file(spec)) {
+    model_file_spec f = parse_model_file_spec(spec);
+    if (seq)
+      detail::fail<parse_error>("--seq " + std::to_string(*seq) + ": model file '" + f.path +
+                                "' fixes its shapes (its inputs mark the batch, not a sequence); edit the file, or "
+                                "plan a zoo model or an hf config");
+    return f.path + ":batch=" + std::to_string(*batch);
+  }
+  detail::model_spec s = detail::parse_spec(spec);
+  const bool has_seq = s.model == "gpt" || s.model == "bert" || s.model == "llama";
+  if (seq && !has_seq)
+    detail::fail<parse_error>("--seq " + std::to_string(*seq) + ": model " + s.model +
+                              " has no sequence; --seq applies to gpt, bert, llama and hf configs");
+  std::string text = s.model;
+  std::string sep = ":";
+  for (const auto& [k, v] : s.kv)
+    if (!(k == "seq" && seq) && !(k == "batch" && batch)) text += sep + k + "=" + v, sep = ",";
+  if (seq) text += sep + "seq=" + std::to_string(*seq), sep = ",";
+  if (batch) text += sep + "batch=" + std::to_string(*batch);
+  return text;
 }
 
 }  // namespace autoddl

@@ -7,6 +7,9 @@
 //   vgg11 vgg13 vgg16 vgg19   image (224), classes (1000), batch (8), fc (4096), width (64: the
 //          first convs' channels; later stages double it up to 8 x width)
 //   mlp    layers (3), hidden (256), batch (32), in (784), out (10)
+//   llama  size (llama3-8b llama3-70b llama3-405b mistral-7b qwen2-7b; default llama3-8b), layers,
+//          hidden, heads, kv_heads (the preset's, or heads where heads alone is given), ffn, seq,
+//          batch (8), vocab, head_dim (hidden / heads), tied, qkv_bias, qk_norm (0 or 1)
 // Explicit keys override a preset. Builders only describe shapes: nothing is allocated.
 // A model file (a user's own network as JSON) is read by load_model (models/model_file.hpp),
 // which takes zoo specs too; it is not in this header because nlohmann-json's <memory> brings
@@ -15,13 +18,16 @@
 #include <string_view>
 #include <vector>
 
+#include "autoddl/models/llama.hpp"
 #include "autoddl/models/mlp.hpp"
 #include "autoddl/models/transformer.hpp"
 #include "autoddl/models/vgg.hpp"
 
 namespace autoddl {
 
-inline std::vector<std::string> model_names() { return {"gpt", "bert", "vgg11", "vgg13", "vgg16", "vgg19", "mlp"}; }
+inline std::vector<std::string> model_names() {
+  return {"gpt", "bert", "llama", "vgg11", "vgg13", "vgg16", "vgg19", "mlp"};
+}
 
 /// Builds the graph a spec names. Throws parse_error for an unknown model or key (listing the
 /// valid ones) and error for sizes that make no model (0, heads not dividing hidden, ...).
@@ -29,6 +35,7 @@ inline graph build_model(std::string_view spec) {
   detail::model_spec s = detail::parse_spec(spec);
   if (s.model == "gpt") return build_gpt(detail::read_transformer(s, detail::gpt_presets, "gpt2"));
   if (s.model == "bert") return build_bert(detail::read_transformer(s, detail::bert_presets, "bert-base"));
+  if (s.model == "llama") return build_llama(detail::read_llama(s));
   for (int depth : {11, 13, 16, 19}) {
     if (s.model != "vgg" + detail::itos(depth)) continue;
     detail::spec_reader r(s, {"image", "classes", "batch", "fc", "width"});

@@ -24,7 +24,47 @@ TEST_CASE("every model builds and validates at several sizes", "[models]") {
     CHECK_NOTHROW(validate(g));
     CHECK(g.ops[std::size_t(g.loss_op)].kind == op_kind::cross_entropy);
   }
-  CHECK(model_names() == std::vector<std::string>{"gpt", "bert", "vgg11", "vgg13", "vgg16", "vgg19", "mlp"});
+  CHECK(model_names() == std::vector<std::string>{"gpt", "bert", "llama", "vgg11", "vgg13", "vgg16", "vgg19", "mlp"});
+}
+
+TEST_CASE("LLaMA-family parameter counts match the published figures and the closed form", "[models][params][llama]") {
+  // untied: 2 V H; per layer: q H A d, k and v H G d each, o A d H, gate, up, down H F each, two
+  // norms of H; (Qwen2) q, k, v biases A d + 2 G d; a final norm of H
+  auto closed = [](std::int64_t L, std::int64_t H, std::int64_t A, std::int64_t G, std::int64_t F, std::int64_t V,
+                   bool bias) {
+    const std::int64_t d = H / A;
+    return 2 * V * H + L * (2 * H * A * d + 2 * H * G * d + 3 * H * F + 2 * H + (bias ? A * d + 2 * G * d : 0)) + H;
+  };
+  CHECK(param_count(build_model("llama:size=llama3-8b")) == 8'030'261'248);  // Meta-Llama-3-8B
+  CHECK(param_count(build_model("llama:size=llama3-8b")) == closed(32, 4096, 32, 8, 14336, 128256, false));
+  CHECK(param_count(build_model("llama:size=llama3-70b")) == 70'553'706'496);
+  CHECK(param_count(build_model("llama:size=llama3-70b")) == closed(80, 8192, 64, 8, 28672, 128256, false));
+  CHECK(param_count(build_model("llama:size=llama3-405b")) == 405'853'388'800);
+  CHECK(param_count(build_model("llama:size=llama3-405b")) == closed(126, 16384, 128, 8, 53248, 128256, false));
+  CHECK(param_count(build_model("llama:size=mistral-7b")) == 7'241'732'096);
+  CHECK(param_count(build_model("llama:size=mistral-7b")) == closed(32, 4096, 32, 8, 14336, 32000, false));
+  CHECK(param_count(build_model("llama:size=qwen2-7b")) == 7'615'616'512);
+  CHECK(param_count(build_model("llama:size=qwen2-7b")) == closed(28, 3584, 28, 4, 18944, 152064, true));
+  // tied: one V H table; Qwen3's per-head q and k norms add 2 d per layer
+  CHECK(param_count(build_model("llama:layers=2,hidden=64,heads=4,kv_heads=2,ffn=96,vocab=96,tied=1,qk_norm=1")) ==
+        closed(2, 64, 4, 2, 96, 96, false) - 96 * 64 + 2 * 2 * 16);
+  // head_dim beyond hidden / heads (Qwen3-0.6B's 16 heads of 128 on hidden 1024)
+  const std::int64_t H = 64, A = 4, G = 2, D = 32, F = 96, V = 96;
+  CHECK(param_count(build_model("llama:layers=1,hidden=64,heads=4,kv_heads=2,ffn=96,vocab=96,head_dim=32")) ==
+        2 * V * H + (H * A * D + 2 * H * G * D + A * D * H + 3 * H * F + 2 * H) + H);
+}
+
+TEST_CASE("LLaMA-family specs refuse what makes no model, naming the value", "[models][llama][errors]") {
+  CHECK_THROWS_WITH(build_model("llama:layers=2,hidden=64,heads=4,kv_heads=3,ffn=96,vocab=96"),
+                    ContainsSubstring("kv_heads=3 does not divide heads=4"));
+  CHECK_THROWS_WITH(build_model("llama:layers=2,hidden=66,heads=4,ffn=96,vocab=96"),
+                    ContainsSubstring("heads=4 does not divide hidden=66"));
+  CHECK_THROWS_WITH(build_model("llama:layers=2,hidden=60,heads=4,ffn=96,vocab=96"),
+                    ContainsSubstring("the head size 15 is odd"));
+  CHECK_THROWS_WITH(build_model("llama:size=llama4"), ContainsSubstring("unknown size 'llama4'; valid sizes: llama3-8b"));
+  CHECK_THROWS_WITH(build_model("llama:tied=2"), ContainsSubstring("tied=2 is not 0 or 1"));
+  // heads alone: multi-head attention (kv_heads = heads), not the preset's 8 key/value heads
+  CHECK_NOTHROW(build_model("llama:layers=1,hidden=64,heads=4,ffn=96,vocab=96"));
 }
 
 TEST_CASE("parameter counts match the published figures", "[models][params]") {
@@ -120,7 +160,7 @@ TEST_CASE("validate names the broken edge", "[models][errors]") {
 
 TEST_CASE("bad specs are errors that list the valid choices", "[models][errors]") {
   CHECK_THROWS_AS(build_model("resnet50"), parse_error);
-  CHECK_THROWS_WITH(build_model("resnet50"), ContainsSubstring("valid models: gpt bert vgg11 vgg13 vgg16 vgg19 mlp"));
+  CHECK_THROWS_WITH(build_model("resnet50"), ContainsSubstring("valid models: gpt bert llama vgg11 vgg13 vgg16 vgg19 mlp"));
   CHECK_THROWS_WITH(build_model("gpt:depth=3"), ContainsSubstring("unknown key 'depth' for model gpt; valid keys: size layers"));
   CHECK_THROWS_WITH(build_model("gpt:size=gpt5"), ContainsSubstring("valid sizes: gpt2 gpt2-medium"));
   CHECK_THROWS_AS(build_model("gpt:layers=two"), parse_error);

@@ -50,6 +50,17 @@ expect_error("unknown option", ["--model", small, "--meshh", "4"], "meshh")
 expect_error("heads not dividing hidden", ["--model", "gpt:layers=1,hidden=66,heads=4"], "heads")
 expect_error("micro-batches not dividing the batch", ["--model", small, "--microbatches", "3"],
              "--microbatches 3 does not divide the batch of 8")
+hf_unknown = os.path.join(tmp, "neox.json")
+open(hf_unknown, "w").write('{"model_type": "gpt_neox", "hidden_size": 64}')
+hf_missing = os.path.join(tmp, "nolayers.json")
+open(hf_missing, "w").write('{"model_type": "llama", "hidden_size": 64, "intermediate_size": 96}')
+expect_error("hf config of an unknown model_type", ["--model", "hf:" + hf_unknown], "model_type 'gpt_neox'")
+expect_error("hf config missing a field", ["--model", "hf:" + hf_missing], "lacks the field 'num_hidden_layers'")
+expect_error("hf config that is not JSON", ["--model", "hf:" + bad_json], "is not valid JSON")
+expect_error("llama kv_heads not dividing heads", ["--model", "llama:layers=1,hidden=64,heads=4,kv_heads=3"],
+             "kv_heads=3 does not divide heads=4")
+expect_error("--seq on a model without a sequence", ["--model", "mlp", "--seq", "16"], "model mlp has no sequence")
+expect_error("--batch not positive", ["--model", small, "--batch", "0"], "--batch 0 is not a positive whole number")
 expect_error("micro-batches not a number", ["--model", small, "--microbatches", "two"], "positive whole number or auto")
 expect_error("unknown recomputation", ["--model", small, "--recompute", "some"], "unknown recomputation 'some'")
 expect_error("tp not dividing the innermost axis", ["--model", small, "--mesh", "2x4", "--strategy", "megatron:tp=3"],

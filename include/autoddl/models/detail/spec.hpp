@@ -88,6 +88,15 @@ class spec_reader {
                   std::string(key) + " of at most " + itos(most));
     return n;
   }
+  /// 0 or 1 (false or true), or dflt when the key is absent.
+  bool flag(std::string_view key, bool dflt) const {
+    const std::string* v = find(key);
+    if (!v) return dflt;
+    if (*v != "0" && *v != "1")
+      fail<parse_error>("model spec '" + s_.text + "': " + std::string(key) + "=" + *v + " is not 0 or 1; write " +
+                        std::string(key) + "=1 or " + std::string(key) + "=0");
+    return *v == "1";
+  }
   /// A probability in [0, 1) written as a decimal ("0.1", "0"), or dflt when the key is absent.
   double fraction(std::string_view key, double dflt) const {
     const std::string* v = find(key);

@@ -1,0 +1,183 @@
+#pragma once
+// Models from a Hugging Face config.json: `hf:PATH` (and `hf:PATH:seq=N,batch=N` to set the
+// sequence and the global batch). The LLaMA family's model types are read:
+//   llama, mistral   hidden_size, intermediate_size, num_hidden_layers, num_attention_heads,
+//                    num_key_value_heads (default: the attention heads), head_dim (default
+//                    hidden / heads), vocab_size, tie_word_embeddings (false), attention_bias
+//                    (false), rms_norm_eps, rope_theta, max_position_embeddings
+//   qwen2            the same, with biases on q, k and v (Qwen2's attention always has them)
+//   qwen3            the same, with attention_bias (false) and RMSNorm of each q and k head
+// The sequence defaults to max_position_embeddings but at most 8192 (the length the LLaMA 3
+// models were pre-trained at; planning a 131,072-token context is a choice: give seq=), the
+// global batch to 8. Sliding-window attention (Mistral 7B v0.1's 4096) and RoPE scaling are
+// not modelled: the core attends to every earlier key, as at these sequence lengths.
+// Errors name the file, the field and the value.
+#include <algorithm>
+#include <cstdint>
+#include <fstream>
+#include <iterator>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "autoddl/error.hpp"
+#include "autoddl/models/llama.hpp"
+
+namespace autoddl {
+
+/// A spec `hf:PATH[:key=value,...]` split: the config's path and the overrides (seq, batch).
+struct hf_spec {
+  std::string path;
+  std::optional<std::int64_t> seq, batch;
+};
+
+inline bool is_hf_spec(std::string_view spec) { return spec.substr(0, 3) == "hf:"; }
+
+namespace detail {
+
+inline std::int64_t hf_override(const std::string& spec, const std::string& item) {
+  const std::size_t eq = item.find('=');
+  const std::string value = eq == std::string::npos ? "" : item.substr(eq + 1);
+  std::int64_t n = 0;
+  for (char ch : value) {
+    if (ch < '0' || ch > '9' || n > (std::int64_t(1) << 40)) {
+      n = -1;
+      break;
+    }
+    n = n * 10 + (ch - '0');
+  }
+  if (value.empty() || n < 1)
+    detail::fail<parse_error>("model spec '" + spec + "': " + item + " is not a positive whole number; write e.g. seq=4096");
+  return n;
+}
+
+}  // namespace detail
+
+/// Splits `hf:PATH[:seq=N,batch=N]`. @throws parse_error on another key or a bad number.
+inline hf_spec parse_hf_spec(std::string_view spec) {
+  const std::string s(spec);
+  hf_spec r;
+  std::string rest = s.substr(3);
+  const std::size_t colon = rest.rfind(':');
+  if (colon != std::string::npos && rest.find('=', colon) != std::string::npos) {
+    std::string keys = rest.substr(colon + 1);
+    rest = rest.substr(0, colon);
+    while (!keys.empty()) {
+      const std::size_t comma = keys.find(',');
+      const std::string item = keys.substr(0, comma);
+      if (item.rfind("seq=", 0) == 0) r.seq = detail::hf_override(s, item);
+      else if (item.rfind("batch=", 0) == 0) r.batch = detail::hf_override(s, item);
+      else detail::fail<parse_error>("model spec '" + s + "': unknown key in '" + item + "'; an hf config takes seq= and batch=");
+      if (comma == std::string::npos) break;
+      keys = keys.substr(comma + 1);
+    }
+  }
+  if (rest.empty()) detail::fail<parse_error>("model spec '" + s + "' names no file; write hf:path/to/config.json");
+  r.path = rest;
+  return r;
+}
+
+/// The text of an hf spec: hf:PATH, then :seq=N,batch=N where set.
+inline std::string to_string(const hf_spec& h) {
+  std::string s = "hf:" + h.path;
+  std::string keys;
+  if (h.seq) keys += "seq=" + std::to_string(*h.seq);
+  if (h.batch) keys += std::string(keys.empty() ? "" : ",") + "batch=" + std::to_string(*h.batch);
+  return keys.empty() ? s : s + ":" + keys;
+}
+
+namespace detail {
+
+struct hf_reader {
+  const std::string& file;
+  const nlohmann::json& j;
+  [[noreturn]] void bad(const std::string& what) const { detail::fail<parse_error>("hf config " + file + ": " + what); }
+  std::int64_t count(const char* field, std::optional<std::int64_t> dflt = std::nullopt) const {
+    if (!j.contains(field) || j[field].is_null()) {
+      if (dflt) return *dflt;
+      bad("lacks the field '" + std::string(field) + "'");
+    }
+    const nlohmann::json& v = j[field];
+    if (!v.is_number_integer() || v.get<std::int64_t>() < 1 || v.get<std::int64_t>() > (std::int64_t(1) << 40))
+      bad("field '" + std::string(field) + "' is " + v.dump() + "; give a positive whole number");
+    return v.get<std::int64_t>();
+  }
+  double number(const char* field, double dflt) const {
+    if (!j.contains(field) || j[field].is_null()) return dflt;
+    const nlohmann::json& v = j[field];
+    if (!v.is_number() || !(v.get<double>() > 0)) bad("field '" + std::string(field) + "' is " + v.dump() + "; give a positive number");
+    return v.get<double>();
+  }
+  bool flag(const char* field, bool dflt) const {
+    if (!j.contains(field) || j[field].is_null()) return dflt;
+    if (!j[field].is_boolean()) bad("field '" + std::string(field) + "' is " + j[field].dump() + "; give true or false");
+    return j[field].get<bool>();
+  }
+};
+
+}  // namespace detail
+
+/// The LLaMA-family configuration a config.json's text describes (`file` names it in errors).
+inline llama_config parse_hf_config(std::string_view text, const std::string& file) {
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(text);
+  } catch (const nlohmann::json::exception& e) {
+    detail::fail<parse_error>("hf config " + file + " is not valid JSON (" + e.what() + ")");
+  }
+  const detail::hf_reader r{file, j};
+  if (!j.is_object()) r.bad("is not a JSON object");
+  if (!j.contains("model_type") || !j["model_type"].is_string()) r.bad("lacks the field 'model_type'");
+  const std::string type = j["model_type"].get<std::string>();
+  const std::vector<std::string> known{"llama", "mistral", "qwen2", "qwen3"};
+  if (std::find(known.begin(), known.end(), type) == known.end())
+    r.bad("model_type '" + type + "' is not one autoddl builds; it reads " + detail::join(known));
+  llama_config c;
+  c.hidden = r.count("hidden_size");
+  c.ffn = r.count("intermediate_size");
+  c.layers = r.count("num_hidden_layers");
+  if (c.layers > detail::max_model_layers)
+    r.bad("num_hidden_layers is " + std::to_string(c.layers) + "; autoddl builds at most " +
+          std::to_string(detail::max_model_layers));
+  c.heads = r.count("num_attention_heads");
+  c.kv_heads = r.count("num_key_value_heads", c.heads);
+  if (j.contains("head_dim") && !j["head_dim"].is_null()) {
+    c.head_dim = r.count("head_dim");
+    if (c.hidden % c.heads == 0 && c.head_dim == c.hidden / c.heads) c.head_dim = 0;  // the default
+  }
+  c.vocab = r.count("vocab_size");
+  c.tied = r.flag("tie_word_embeddings", false);
+  c.qkv_bias = type == "qwen2" ? true : r.flag("attention_bias", false);
+  c.qk_norm = type == "qwen3";
+  c.eps = r.number("rms_norm_eps", 1e-6);
+  c.rope_theta = r.number("rope_theta", 10000);
+  c.seq = std::min<std::int64_t>(r.count("max_position_embeddings", 8192), 8192);
+  c.batch = 8;
+  detail::check_llama(c, "hf config " + file);
+  return c;
+}
+
+/// The configuration of an hf spec: the file read, then its seq= and batch= applied.
+/// @throws error when the file cannot be read; parse_error / error naming the file and field.
+inline llama_config load_hf_config(const hf_spec& h) {
+  std::ifstream in(h.path, std::ios::binary);
+  if (!in) detail::fail<error>("cannot read hf config '" + h.path + "'");
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  llama_config c = parse_hf_config(text, h.path);
+  if (h.seq) c.seq = *h.seq;
+  if (h.batch) c.batch = *h.batch;
+  return c;
+}
+
+/// The model an hf spec names, with `microbatches` micro-batches (the graph is one of them).
+inline graph build_hf_model(std::string_view spec, int microbatches = 1) {
+  llama_config c = load_hf_config(parse_hf_spec(spec));
+  check_microbatches(microbatches, c.batch);
+  c.batch /= microbatches;
+  return build_llama(c, "hf-llama");
+}
+
+}  // namespace autoddl

@@ -1,0 +1,189 @@
+#pragma once
+// The LLaMA family as graphs (LLaMA, Touvron et al. 2023; Llama 3, Dubey et al. 2024; Mistral 7B,
+// Jiang et al. 2023; Qwen2, Yang et al. 2024; Qwen3): pre-norm decoder blocks of
+//   x = x + o(attention(rotary(q(n1)), rotary(k(n1)), v(n1)))      n1 = rmsnorm(x)
+//   x = x + down(silu(gate(n2)) * up(n2))                           n2 = rmsnorm(x)  (SwiGLU)
+// with grouped-query attention (kv_heads key/value heads shared by heads / kv_heads query heads
+// each), causal, rotary position embeddings on q and k (no learned positions), no dropout, no
+// biases except Qwen2's on q, k and v, optionally Qwen3's per-head RMSNorm of q and k before the
+// rotation, a final RMSNorm and an output head untied from the token embedding (tied=1 ties it,
+// as the small Qwen models do). Each layer is one repeated block (graph::block).
+// Per layer h (2 heads d + 2 kv d) + 3 h ffn + 2 h parameters (+ heads d + 2 kv d with q/k/v
+// biases, + 2 d with q/k norms), d = head_dim; Llama-3-8B: 8,030,261,248.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "autoddl/models/detail/builder.hpp"
+#include "autoddl/models/detail/spec.hpp"
+
+namespace autoddl {
+
+struct llama_config {
+  std::int64_t layers = 32, hidden = 4096, heads = 32, kv_heads = 8, ffn = 14336, seq = 8192, batch = 8, vocab = 128256;
+  std::int64_t head_dim = 0;  ///< 0: hidden / heads
+  bool tied = false;          ///< the output head uses the token embedding
+  bool qkv_bias = false;      ///< biases on q, k, v (Qwen2)
+  bool qk_norm = false;       ///< RMSNorm of each head of q and k before the rotation (Qwen3)
+  double eps = 1e-5;          ///< RMSNorm's epsilon
+  double rope_theta = 500000;
+  std::int64_t dims_per_head() const { return head_dim > 0 ? head_dim : hidden / heads; }
+};
+
+namespace detail {
+
+struct llama_preset {
+  const char* name;
+  llama_config c;
+};
+
+/// Published configurations (each model's Hugging Face config.json).
+inline const std::vector<llama_preset>& llama_presets() {
+  static const std::vector<llama_preset> p = [] {
+    auto make = [](std::int64_t layers, std::int64_t hidden, std::int64_t heads, std::int64_t kv, std::int64_t ffn,
+                   std::int64_t seq, std::int64_t vocab, double theta, double eps, bool qkv_bias) {
+      llama_config c;
+      c.layers = layers;
+      c.hidden = hidden;
+      c.heads = heads;
+      c.kv_heads = kv;
+      c.ffn = ffn;
+      c.seq = seq;
+      c.vocab = vocab;
+      c.rope_theta = theta;
+      c.eps = eps;
+      c.qkv_bias = qkv_bias;
+      return c;
+    };
+    return std::vector<llama_preset>{
+        {"llama3-8b", make(32, 4096, 32, 8, 14336, 8192, 128256, 500000, 1e-5, false)},
+        {"llama3-70b", make(80, 8192, 64, 8, 28672, 8192, 128256, 500000, 1e-5, false)},
+        {"llama3-405b", make(126, 16384, 128, 8, 53248, 8192, 128256, 500000, 1e-5, false)},
+        {"mistral-7b", make(32, 4096, 32, 8, 14336, 8192, 32000, 10000, 1e-5, false)},
+        {"qwen2-7b", make(28, 3584, 28, 4, 18944, 32768, 152064, 1000000, 1e-6, true)},
+    };
+  }();
+  return p;
+}
+
+/// The checks a configuration must pass, whatever wrote it (a spec, a preset, an hf config):
+/// `where` names the source in the sentence.
+inline void check_llama(const llama_config& c, const std::string& where) {
+  if (c.head_dim <= 0 && c.hidden % c.heads != 0)
+    fail<error>(where + ": heads=" + itos(c.heads) + " does not divide hidden=" + itos(c.hidden) +
+                "; choose a head count that divides the hidden size (or give head_dim)");
+  if (c.heads % c.kv_heads != 0)
+    fail<error>(where + ": kv_heads=" + itos(c.kv_heads) + " does not divide heads=" + itos(c.heads) +
+                "; grouped-query attention shares each key/value head among heads / kv_heads query heads");
+  if (c.dims_per_head() % 2 != 0)
+    fail<error>(where + ": the head size " + itos(c.dims_per_head()) +
+                " is odd; rotary embeddings turn pairs of a head's dims, so choose an even head size");
+  if (!(c.eps > 0) || !(c.rope_theta > 0)) fail<error>(where + ": eps and rope_theta must be positive");
+}
+
+inline tensor_ref rmsnorm(graph_builder& b, const std::string& name, tensor_ref x, const llama_config& c,
+                          std::int64_t groups = 1) {
+  const tensor_shape& s = shape_of(b.current(), x);
+  op_attrs a;
+  a.heads = int(groups);
+  a.eps = c.eps;
+  return b.op(name, op_kind::rmsnorm, a, {x}, {b.param(name + ".gamma", {s[s.rank() - 1] / groups})});
+}
+
+inline tensor_ref rotary(graph_builder& b, const std::string& name, tensor_ref x, std::int64_t heads, const llama_config& c) {
+  op_attrs a;
+  a.heads = int(heads);
+  a.rope_theta = c.rope_theta;
+  return b.op(name, op_kind::rotary, a, {x});
+}
+
+/// q, k, v, their optional per-head norms and rotations, the grouped-query core and o.
+inline tensor_ref llama_attention(graph_builder& b, const std::string& pre, tensor_ref x, const llama_config& c) {
+  const std::int64_t d = c.dims_per_head();
+  tensor_ref q = b.linear(pre + "attn.q", x, c.heads * d, c.qkv_bias);
+  tensor_ref k = b.linear(pre + "attn.k", x, c.kv_heads * d, c.qkv_bias);
+  tensor_ref v = b.linear(pre + "attn.v", x, c.kv_heads * d, c.qkv_bias);
+  if (c.qk_norm) {
+    q = rmsnorm(b, pre + "attn.q_norm", q, c, c.heads);
+    k = rmsnorm(b, pre + "attn.k_norm", k, c, c.kv_heads);
+  }
+  q = rotary(b, pre + "attn.q_rope", q, c.heads, c);
+  k = rotary(b, pre + "attn.k_rope", k, c.kv_heads, c);
+  op_attrs a;
+  a.heads = int(c.heads);
+  a.kv_heads = c.kv_heads == c.heads ? 0 : int(c.kv_heads);
+  a.causal = true;
+  tensor_ref o = b.op(pre + "attn.core", op_kind::attention, a, {q, k, v});
+  return b.linear(pre + "attn.o", o, c.hidden, false);
+}
+
+/// SwiGLU (Shazeer 2020): down(silu(gate(x)) * up(x)).
+inline tensor_ref swiglu(graph_builder& b, const std::string& pre, tensor_ref x, const llama_config& c) {
+  tensor_ref gate = b.linear(pre + "mlp.gate", x, c.ffn, false);
+  tensor_ref up = b.linear(pre + "mlp.up", x, c.ffn, false);
+  tensor_ref act = b.unary(pre + "mlp.silu", op_kind::silu, gate);
+  tensor_ref m = b.op(pre + "mlp.mul", op_kind::mul, {}, {act, up});
+  return b.linear(pre + "mlp.down", m, c.hidden, false);
+}
+
+}  // namespace detail
+
+/// A LLaMA-family decoder; inputs tokens [batch, seq] and labels [batch, seq].
+inline graph build_llama(const llama_config& c, std::string name = "llama") {
+  detail::check_llama(c, "model '" + name + "'");
+  detail::graph_builder b(std::move(name));
+  tensor_ref tokens = b.input({c.batch, c.seq}), labels = b.input({c.batch, c.seq});
+  const int embed_w = b.param("embed.W", {c.vocab, c.hidden});
+  tensor_ref x = b.op("embed", op_kind::embedding, {}, {tokens}, {embed_w});
+  for (std::int64_t l = 0; l < c.layers; ++l) {
+    const std::string pre = "h" + detail::itos(l) + ".";
+    b.begin_block(int(l));
+    x = b.op(pre + "attn.res", op_kind::add, {},
+             {x, detail::llama_attention(b, pre, detail::rmsnorm(b, pre + "attn_norm", x, c), c)});
+    x = b.op(pre + "mlp.res", op_kind::add, {}, {x, detail::swiglu(b, pre, detail::rmsnorm(b, pre + "mlp_norm", x, c), c)});
+    b.end_block();
+  }
+  x = detail::rmsnorm(b, "norm", x, c);
+  op_attrs head;
+  head.bias = false;
+  head.transpose_w = c.tied;
+  tensor_ref logits = c.tied ? b.op("lm_head", op_kind::linear, head, {x}, {embed_w})
+                             : b.linear("lm_head", x, c.vocab, false);
+  return b.finish(b.op("loss", op_kind::cross_entropy, {}, {logits, labels}));
+}
+
+namespace detail {
+
+/// The llama spec's keys over a preset: size, layers, hidden, heads, kv_heads, ffn, seq, batch,
+/// vocab, head_dim, tied, qkv_bias, qk_norm.
+inline llama_config read_llama(const model_spec& s) {
+  spec_reader r(s, {"size", "layers", "hidden", "heads", "kv_heads", "ffn", "seq", "batch", "vocab", "head_dim", "tied",
+                    "qkv_bias", "qk_norm"});
+  const std::string size = r.text("size", "llama3-8b");
+  const llama_preset* p = nullptr;
+  std::vector<std::string> names;
+  for (const llama_preset& q : llama_presets()) {
+    names.push_back(q.name);
+    if (size == q.name) p = &q;
+  }
+  if (!p) fail<parse_error>("model spec '" + s.text + "': unknown size '" + size + "'; valid sizes: " + join(names));
+  llama_config c = p->c;
+  c.layers = r.count("layers", c.layers, max_model_layers);
+  c.hidden = r.count("hidden", c.hidden);
+  c.heads = r.count("heads", c.heads, std::int64_t(1) << 20);
+  c.kv_heads = r.count("kv_heads", r.find("heads") && !r.find("kv_heads") ? c.heads : c.kv_heads, std::int64_t(1) << 20);
+  c.ffn = r.count("ffn", c.ffn);
+  c.seq = r.count("seq", c.seq);
+  c.batch = r.count("batch", 8);
+  c.vocab = r.count("vocab", c.vocab);
+  c.head_dim = r.find("head_dim") ? r.count("head_dim", 0) : 0;
+  c.tied = r.flag("tied", c.tied);
+  c.qkv_bias = r.flag("qkv_bias", c.qkv_bias);
+  c.qk_norm = r.flag("qk_norm", c.qk_norm);
+  check_llama(c, "model spec '" + s.text + "'");
+  return c;
+}
+
+}  // namespace detail
+
+}  // namespace autoddl

@@ -1,0 +1,115 @@
+// Hugging Face configs, --seq / --batch and model files of the LLaMA family. Oracles: the
+// published parameter counts and closed forms written from the config fields here.
+#include <cstdint>
+#include <string>
+
+#include <catch2/catch_test_macros.hpp>
+#include <catch2/matchers/catch_matchers_string.hpp>
+
+#include "autoddl/models/model_file.hpp"
+
+using namespace autoddl;
+using Catch::Matchers::ContainsSubstring;
+
+namespace hf_config_cases {
+
+// The fields of meta-llama/Meta-Llama-3-8B's config.json that autoddl reads (and some it does not).
+const char* llama3_8b = R"({
+  "architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 4096,
+  "intermediate_size": 14336, "num_hidden_layers": 32, "num_attention_heads": 32,
+  "num_key_value_heads": 8, "vocab_size": 128256, "max_position_embeddings": 8192,
+  "rms_norm_eps": 1e-05, "rope_theta": 500000.0, "tie_word_embeddings": false,
+  "attention_bias": false, "hidden_act": "silu", "torch_dtype": "bfloat16"})";
+
+// Qwen/Qwen2-7B: q, k and v carry biases; 131,072 positions, planned at 8192 unless seq= says.
+const char* qwen2_7b = R"({
+  "model_type": "qwen2", "hidden_size": 3584, "intermediate_size": 18944, "num_hidden_layers": 28,
+  "num_attention_heads": 28, "num_key_value_heads": 4, "vocab_size": 152064,
+  "max_position_embeddings": 131072, "rms_norm_eps": 1e-06, "rope_theta": 1000000.0,
+  "tie_word_embeddings": false})";
+
+// Qwen/Qwen3-0.6B: head_dim 128 with hidden 1024 and 16 heads, per-head q/k norms, tied.
+const char* qwen3_06b = R"({
+  "model_type": "qwen3", "hidden_size": 1024, "intermediate_size": 3072, "num_hidden_layers": 28,
+  "num_attention_heads": 16, "num_key_value_heads": 8, "head_dim": 128, "vocab_size": 151936,
+  "max_position_embeddings": 40960, "rms_norm_eps": 1e-06, "rope_theta": 1000000,
+  "tie_word_embeddings": true, "attention_bias": false})";
+
+TEST_CASE("hf configs build the published models", "[models][hf]") {
+  const llama_config c = parse_hf_config(llama3_8b, "llama3-8b/config.json");
+  CHECK(c.kv_heads == 8);
+  CHECK(c.seq == 8192);
+  CHECK(c.rope_theta == 500000.0);
+  CHECK(param_count(build_llama(c)) == 8'030'261'248);  // Meta-Llama-3-8B
+  const llama_config q = parse_hf_config(qwen2_7b, "qwen2/config.json");
+  CHECK(q.qkv_bias);
+  CHECK(q.seq == 8192);
+  CHECK(param_count(build_llama(q)) == 7'615'616'512);  // Qwen2-7B
+  // Qwen3-0.6B: tied V H + per layer (q H A D, k and v H G D, o A D H, 3 H F, two norms of H, the
+  // q and k norms of D each) + the final norm; 0.44B of it not embedding, as published
+  const std::int64_t V = 151936, H = 1024, A = 16, G = 8, D = 128, F = 3072, L = 28;
+  const std::int64_t per_layer = H * A * D + 2 * H * G * D + A * D * H + 3 * H * F + 2 * H + 2 * D;
+  const graph q3 = build_llama(parse_hf_config(qwen3_06b, "qwen3/config.json"));
+  CHECK(param_count(q3) == V * H + L * per_layer + H);
+  CHECK(L * per_layer + H > 435'000'000);
+  CHECK(L * per_layer + H < 445'000'000);
+}
+
+TEST_CASE("hf configs refuse what autoddl cannot build, naming the file, the field and the value", "[models][hf][errors]") {
+  CHECK_THROWS_WITH(parse_hf_config(R"({"model_type": "gpt_neox", "hidden_size": 64})", "x/config.json"),
+                    ContainsSubstring("hf config x/config.json: model_type 'gpt_neox' is not one autoddl builds"));
+  CHECK_THROWS_WITH(parse_hf_config(R"({"model_type": "llama", "hidden_size": 64})", "x/config.json"),
+                    ContainsSubstring("hf config x/config.json: lacks the field 'intermediate_size'"));
+  CHECK_THROWS_WITH(parse_hf_config(R"({"model_type": "llama",)", "x/config.json"),
+                    ContainsSubstring("hf config x/config.json is not valid JSON"));
+  CHECK_THROWS_WITH(parse_hf_config(R"({"hidden_size": 64})", "x/config.json"), ContainsSubstring("lacks the field 'model_type'"));
+  const std::string small = R"("model_type": "mistral", "hidden_size": 64, "intermediate_size": 96,
+    "num_hidden_layers": 2, "vocab_size": 96)";
+  CHECK_THROWS_WITH(parse_hf_config("{" + small + R"(, "num_attention_heads": 4, "num_key_value_heads": 3})", "m.json"),
+                    ContainsSubstring("kv_heads=3 does not divide heads=4"));
+  CHECK_THROWS_WITH(parse_hf_config("{" + small + R"(, "num_attention_heads": 6})", "m.json"),
+                    ContainsSubstring("heads=6 does not divide hidden=64"));
+  CHECK_THROWS_WITH(parse_hf_config("{" + small + R"(, "num_attention_heads": "four"})", "m.json"),
+                    ContainsSubstring("field 'num_attention_heads' is \"four\""));
+  CHECK_NOTHROW(parse_hf_config("{" + small + R"(, "num_attention_heads": 4})", "m.json"));
+  CHECK_THROWS_WITH(load_model("hf:/no/such/config.json"), ContainsSubstring("cannot read hf config '/no/such/config.json'"));
+  CHECK_THROWS_WITH(load_model("hf:x.json:steps=3"), ContainsSubstring("unknown key in 'steps=3'"));
+  CHECK_THROWS_WITH(load_model("hf:x.json:seq=0"), ContainsSubstring("seq=0 is not a positive whole number"));
+}
+
+TEST_CASE("--seq and --batch rewrite any model's spec", "[models][hf][resize]") {
+  CHECK(resize_model_spec("llama:size=llama3-8b,seq=4096", 2048, std::nullopt) == "llama:size=llama3-8b,seq=2048");
+  CHECK(resize_model_spec("gpt", 64, 16) == "gpt:seq=64,batch=16");
+  CHECK(resize_model_spec("vgg11:batch=4", std::nullopt, 32) == "vgg11:batch=32");
+  CHECK(resize_model_spec("hf:a/config.json", 512, std::nullopt) == "hf:a/config.json:seq=512");
+  CHECK(resize_model_spec("hf:a/config.json:seq=512", std::nullopt, 64) == "hf:a/config.json:seq=512,batch=64");
+  CHECK(resize_model_spec("m.json", std::nullopt, 64) == "m.json:batch=64");
+  CHECK(resize_model_spec("m.json:batch=8", std::nullopt, 64) == "m.json:batch=64");
+  CHECK_THROWS_WITH(resize_model_spec("mlp", 64, std::nullopt), ContainsSubstring("model mlp has no sequence"));
+  CHECK_THROWS_WITH(resize_model_spec("m.json", 64, std::nullopt), ContainsSubstring("model file 'm.json' fixes its shapes"));
+  CHECK_THROWS_WITH(resize_model_spec("gpt", std::nullopt, 0), ContainsSubstring("--batch 0 is not a positive whole number"));
+  const graph g = build_model(resize_model_spec("llama:layers=1,hidden=64,heads=4,kv_heads=2,ffn=96,vocab=96", 24, 6));
+  CHECK(g.inputs[0] == tensor_shape{6, 24});
+}
+
+TEST_CASE("LLaMA models round-trip through model files, and a file's batch rescales", "[models][hf][model-file]") {
+  const graph g = build_model("llama:layers=2,hidden=64,heads=4,kv_heads=2,ffn=96,seq=16,batch=8,vocab=96,qk_norm=1");
+  const std::string text = model_file_json(g).dump(1);
+  CHECK_THAT(text, ContainsSubstring("\"kv_heads\": 2"));
+  CHECK_THAT(text, ContainsSubstring("\"rope_theta\": 500000"));
+  const graph back = parse_model_file(text, "llama.json");
+  REQUIRE(back.ops.size() == g.ops.size());
+  for (std::size_t i = 0; i < g.ops.size(); ++i) {
+    CHECK(back.ops[i].kind == g.ops[i].kind);
+    CHECK(back.ops[i].attrs.kv_heads == g.ops[i].attrs.kv_heads);
+    CHECK(back.ops[i].attrs.eps == g.ops[i].attrs.eps);
+    CHECK(back.ops[i].attrs.rope_theta == g.ops[i].attrs.rope_theta);
+    CHECK(back.ops[i].outputs == g.ops[i].outputs);
+  }
+  CHECK(param_count(back) == param_count(g));
+  const graph big = parse_model_file(text, "llama.json", 2, 32);  // --batch 32, 2 micro-batches
+  CHECK(big.inputs[0] == tensor_shape{16, 16});
+  CHECK(big.ops.back().inputs[0][0] == 16);
+}
+
+}  // namespace hf_config_cases
