@@ -62,16 +62,35 @@ inline bool is_weighted(const op_node& n) {
 }
 
 // Sequence parallelism (Korthikanti et al. 2022, section 4.2.2): the ops between the
-// tensor-parallel regions (layernorm, dropout, residual add) split the sequence dim (dim 1 of
-// [batch, seq, hidden]) on the tensor-parallel axis.
+// tensor-parallel regions (layernorm or RMSNorm, dropout, residual add) split the sequence dim
+// (dim 1 of [batch, seq, hidden]) on the tensor-parallel axis.
 inline bool sequence_parallel_op(const op_node& n) {
-  return (n.kind == op_kind::layernorm || n.kind == op_kind::dropout || n.kind == op_kind::add) &&
+  return (n.kind == op_kind::layernorm || n.kind == op_kind::rmsnorm || n.kind == op_kind::dropout ||
+          n.kind == op_kind::add) &&
          !n.inputs.empty() && n.inputs[0].rank() == 3;
 }
 
-// Whether candidate sig of op n obeys expert e on every mesh axis.
-inline bool obeys(expert e, const op_node& n, const signature& sig, int axes, bool sp = false) {
+// Context parallelism on axis a (megatron's cp): every activation split on its sequence (dim 1),
+// the attention core's keys and values whole (gathered), weights replicated.
+inline bool obeys_context_parallel(const op_node& n, const signature& sig, int a) {
+  for (const auto& p : sig.params)
+    if (!p[a].is_broadcast()) return false;
+  for (std::size_t i = 0; i < sig.inputs.size(); ++i) {
+    if (at(n.inputs, i).rank() < 2) continue;
+    const sbp want = n.kind == op_kind::attention && i > 0 ? B : S(1);
+    if (!(sig.inputs[i][a] == want)) return false;
+  }
+  return true;
+}
+
+// Whether candidate sig of op n obeys expert e on every mesh axis (cp_axis: megatron's
+// context-parallel axis, or -1).
+inline bool obeys(expert e, const op_node& n, const signature& sig, int axes, bool sp = false, int cp_axis = -1) {
   for (int a = 0; a < axes; ++a) {
+    if (a == cp_axis) {
+      if (!obeys_context_parallel(n, sig, a)) return false;
+      continue;
+    }
     bool tensor_axis = false;
     switch (e) {
       case expert::dp:
@@ -168,7 +187,7 @@ inline std::optional<sbp> megatron_weight_split(const plan_problem& pp, const st
 // The greedy completion of op i: among its candidates that obey e (and, for megatron, the
 // column/row pairing), the one cheapest with its placed producers; none obeys: the cheapest of
 // all (pass 1), and the op is named in relaxed.
-inline void expert_pick_op(const plan_problem& pp, expert e, bool sp, const expert_storage_rule& storage,
+inline void expert_pick_op(const plan_problem& pp, expert e, bool sp, int cp_axis, const expert_storage_rule& storage,
                            const std::vector<int>& in_edges, int i, expert_plan& r) {
   const graph& g = pp.model();
   const choice_problem& cp = pp.untied();
@@ -178,7 +197,7 @@ inline void expert_pick_op(const plan_problem& pp, expert e, bool sp, const expe
   for (int pass = 0; pass < 2 && at(r.pick, i) < 0; ++pass) {
     double best = std::numeric_limits<double>::infinity();
     for (int c = 0; c < int(sigs.size()); ++c) {
-      if (pass == 0 && !obeys(e, at(g.ops, i), at(sigs, c), axes, sp)) continue;
+      if (pass == 0 && !obeys(e, at(g.ops, i), at(sigs, c), axes, sp, cp_axis)) continue;
       if (pass == 0 && split && !(at(sigs, c).params[0][axes - 1] == *split)) continue;
       double score = cp.unary(i, c).serial_time();
       for (int k : in_edges) {
@@ -214,8 +233,9 @@ inline void expert_store_params(const plan_problem& pp, const expert_storage_rul
 
 /// The expert plan e of pp; sp: sequence parallelism on megatron's tensor-parallel axis;
 /// zero_stage: which of ZeRO's stages (1: optimizer state sharded, 2: and gradients, 3: and
-/// parameters; strategy::zero).
-inline expert_plan make_expert_plan(const plan_problem& pp, expert e, bool sp = false, int zero_stage = 3) {
+/// parameters; strategy::zero); cp_axis: megatron's context-parallel axis (-1: none).
+inline expert_plan make_expert_plan(const plan_problem& pp, expert e, bool sp = false, int zero_stage = 3,
+                                    int cp_axis = -1) {
   const choice_problem& cp = pp.untied();
   const detail::expert_storage_rule storage{pp, e, zero_stage};
   if (storage.zero_12() && !(zero_stage == 1 ? pp.options().zero1_layouts : pp.options().zero2_layouts))
@@ -250,7 +270,7 @@ inline expert_plan make_expert_plan(const plan_problem& pp, expert e, bool sp = 
       continue;
     }
     const std::size_t relaxed = r.relaxed.size();
-    detail::expert_pick_op(pp, e, sp, storage, at(in_edges, i), i, r);
+    detail::expert_pick_op(pp, e, sp, cp_axis, storage, at(in_edges, i), i, r);
     done.emplace(std::move(key), std::pair<int, bool>{at(r.pick, i), r.relaxed.size() > relaxed});
   }
   detail::expert_store_params(pp, storage, r);

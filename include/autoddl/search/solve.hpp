@@ -270,12 +270,25 @@ inline void attach_optimal_gap(const plan_problem& pp, std::uint64_t seed, plan_
 
 namespace detail {
 
+/// Context parallelism splits the sequence (dim 1 of the model's first input, [batch, seq]):
+/// cp must divide it. @throws layout_error naming the knob and the sequence.
+inline void check_context_parallel(const graph& g, int cp) {
+  if (g.inputs.empty() || g.inputs[0].rank() < 2)
+    fail<layout_error>("megatron cp=" + itos(cp) + " splits the sequence, but the model's first input " +
+                       (g.inputs.empty() ? std::string("[]") : to_string(g.inputs[0])) + " has no sequence dim");
+  if (g.inputs[0][1] % cp != 0)
+    fail<layout_error>("megatron cp=" + itos(cp) + " does not divide the sequence of " + itos(g.inputs[0][1]) +
+                       "; choose a context-parallel size that divides it");
+}
+
 inline void solve_expert(const plan_problem& pp, const plan_strategy& s, plan_result& r) {
   expert e = expert_of(s);
   const auto* mg = std::get_if<strategy::megatron>(&s);
   if (mg && mg->tp == 1) e = expert::dp;  // no tensor parallelism: data parallel on every axis
   const auto* z = std::get_if<strategy::zero>(&s);
-  expert_plan ep = make_expert_plan(pp, e, mg && mg->sp, z ? z->stage : 3);
+  const int cp_axis = context_parallel_axis(s, pp.options().mesh);
+  if (cp_axis >= 0) check_context_parallel(pp.model(), mg->cp);
+  expert_plan ep = make_expert_plan(pp, e, mg && mg->sp, z ? z->stage : 3, cp_axis);
   if ((e == expert::dp || e == expert::zero) && !ep.relaxed.empty()) {
     const graph& g = pp.model();
     fail<layout_error>("the " + to_string(s) + " plan splits the batch over all " + itos(pp.options().mesh.devices()) +

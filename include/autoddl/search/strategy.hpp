@@ -2,7 +2,7 @@
 // How a plan is chosen, as a value: the search (`strategy::automatic`), an expert plan spelled
 // with the experts' own knobs, or an exact reference. The command line and plan files write the
 // same values as text, parsed here and printed back by to_string:
-//   auto | dp | megatron[:tp=T,pp=P,dp=D,mbs=B,recompute=none|selective|full,sp=1,vpp=V]
+//   auto | dp | megatron[:tp=T,pp=P,cp=C,dp=D,mbs=B,recompute=none|selective|full,sp=1,vpp=V]
 //   | zero[:stage=1|2|3]
 //   | owt | 2d
 //   | exact | exhaustive
@@ -50,7 +50,13 @@ struct dp {
 ///        axis, which pp divides (search/pipeline.hpp); 0 or 1: no pipeline.
 ///   vpp  model chunks per pipeline stage (--num-layers-per-virtual-pipeline-stage's interleaved
 ///        schedule, Narayanan et al. 2021 section 2.2.2); 0 or 1: plain 1F1B.
-/// With pp, dp is the data-parallel size of one stage: tp * pp * dp == devices.
+///   cp   context-parallel size (--context-parallel-size): the cp devices just outside the
+///        tensor-parallel ones (Megatron-Core's rank order tp, cp, dp, pp) split every
+///        activation's sequence dim (dim 1), and each attention core gathers its keys and values
+///        whole over them (all-gather, as Llama 3's context parallelism does, Dubey et al. 2024
+///        section 3.3.2); weights are replicated on them and their gradients summed with the
+///        data-parallel ones. 0 or 1: none.
+/// With pp, dp is the data-parallel size of one stage: tp * cp * pp * dp == devices.
 struct megatron {
   int tp = 0;
   int dp = 0;
@@ -59,6 +65,7 @@ struct megatron {
   bool sp = false;
   int pp = 0;
   int vpp = 0;
+  int cp = 0;
   friend constexpr bool operator==(const megatron&, const megatron&) = default;
 };
 /// ZeRO (Rajbhandari et al. 2020, "ZeRO: Memory Optimizations Toward Training Trillion
@@ -118,6 +125,7 @@ constexpr std::string to_string(const plan_strategy& s) {
     auto add = [&k](const std::string& kv) { k += (k.empty() ? ":" : ",") + kv; };
     if (m->tp > 0) add("tp=" + detail::itos(m->tp));
     if (m->pp > 0) add("pp=" + detail::itos(m->pp));
+    if (m->cp > 0) add("cp=" + detail::itos(m->cp));
     if (m->dp > 0) add("dp=" + detail::itos(m->dp));
     if (m->mbs > 0) add("mbs=" + detail::itos(m->mbs));
     if (m->recompute) add("recompute=" + std::string(to_string(*m->recompute)));
@@ -139,7 +147,8 @@ constexpr plan_strategy parse_strategy(std::string_view text) {
   const std::string_view name = text.substr(0, colon);
   const std::string_view knobs = colon == std::string_view::npos ? std::string_view{} : text.substr(colon + 1);
   const std::string valid =
-      "valid: auto, dp, megatron[:tp=T,pp=P,dp=D,mbs=B,recompute=none|selective|full,sp=1,vpp=V], zero[:stage=1|2|3], "
+      "valid: auto, dp, megatron[:tp=T,pp=P,cp=C,dp=D,mbs=B,recompute=none|selective|full,sp=1,vpp=V], "
+      "zero[:stage=1|2|3], "
       "owt, 2d, "
       "exact, exhaustive";
   if (name == "megatron") {
@@ -156,10 +165,10 @@ constexpr plan_strategy parse_strategy(std::string_view text) {
         m.recompute = parse_recompute(value);
         continue;
       }
-      if (key != "tp" && key != "dp" && key != "mbs" && key != "sp" && key != "pp" && key != "vpp")
+      if (key != "tp" && key != "dp" && key != "mbs" && key != "sp" && key != "pp" && key != "vpp" && key != "cp")
         detail::fail<parse_error>("unknown knob '" + std::string(kv) + "' in strategy '" + std::string(text) +
-                                  "'; megatron takes tp=T, pp=P, dp=D, mbs=B, recompute=none|selective|full, sp=1 "
-                                  "and vpp=V");
+                                  "'; megatron takes tp=T, pp=P, cp=C, dp=D, mbs=B, recompute=none|selective|full, "
+                                  "sp=1 and vpp=V");
       detail::cursor c{value};
       const std::int64_t n = c.number();
       if (n < (key == "sp" ? 0 : 1) || !c.done() || (key == "sp" && n > 1) || n > max_strategy_knob) {
@@ -174,6 +183,7 @@ constexpr plan_strategy parse_strategy(std::string_view text) {
       if (key == "sp") m.sp = n == 1;
       if (key == "pp") m.pp = int(n);
       if (key == "vpp") m.vpp = int(n);
+      if (key == "cp") m.cp = int(n);
     }
     return m;
   }
@@ -259,17 +269,28 @@ constexpr void check_strategy(const plan_strategy& s, const mesh_shape& mesh) {
                                to_string(mesh) + " (" + detail::itos(inner) +
                                " devices, where Megatron-LM places tensor parallelism); choose a divisor of " +
                                detail::itos(inner) + " or write the mesh so its innermost axis holds tp devices");
-  const std::int64_t tp = tensor_parallel_size(*m, mesh), pp = std::max(1, m->pp);
+  const std::int64_t tp = tensor_parallel_size(*m, mesh), pp = std::max(1, m->pp), cp = std::max(1, m->cp);
   if (pp > 1 && mesh[0] % pp != 0)
     detail::fail<layout_error>("megatron pp=" + detail::itos(pp) + " must divide the outermost axis of mesh " +
                                to_string(mesh) + " (" + detail::itos(mesh[0]) +
                                " devices, where pipeline stages lie); choose a divisor of " + detail::itos(mesh[0]));
-  if (m->dp > 0 && tp * pp * m->dp != mesh.devices())
+  if (cp > 1) {
+    // the cp devices lie just outside the tensor-parallel ones, within one pipeline stage
+    const std::int64_t around = inner / tp > 1 ? inner / tp : (mesh.size() > 1 ? mesh[mesh.size() - 2] : 1);
+    const std::int64_t stage_outer = mesh.size() > 2 || inner / tp > 1 ? around : around / pp;
+    if (stage_outer % cp != 0)
+      detail::fail<layout_error>("megatron cp=" + detail::itos(cp) + " must divide the devices next to the tensor-parallel "
+                                 "ones on mesh " + to_string(mesh) + " (" + detail::itos(stage_outer) +
+                                 (inner / tp > 1 ? ": the innermost axis / tp" : ": the next axis out" +
+                                  std::string(pp > 1 ? ", per pipeline stage" : "")) +
+                                 "); choose a divisor of " + detail::itos(stage_outer));
+  }
+  if (m->dp > 0 && tp * pp * cp * m->dp != mesh.devices())
     detail::fail<layout_error>("megatron tp=" + detail::itos(tp) + (pp > 1 ? " x pp=" + detail::itos(pp) : "") +
-                               " x dp=" + detail::itos(m->dp) + " is " + detail::itos(tp * pp * m->dp) +
-                               " devices, but mesh " + to_string(mesh) + " has " + detail::itos(mesh.devices()) +
-                               (pp > 1 ? "; leave dp out or make tp * pp * dp the device count"
-                                       : "; leave dp out or make tp * dp the device count"));
+                               (cp > 1 ? " x cp=" + detail::itos(cp) : "") + " x dp=" + detail::itos(m->dp) + " is " +
+                               detail::itos(tp * pp * cp * m->dp) + " devices, but mesh " + to_string(mesh) + " has " +
+                               detail::itos(mesh.devices()) + "; leave dp out or make tp" + (pp > 1 ? " * pp" : "") +
+                               (cp > 1 ? " * cp" : "") + " * dp the device count");
 }
 
 /// The mesh a strategy plans on: `mesh` itself, except megatron with a tp below the innermost
@@ -279,12 +300,34 @@ constexpr void check_strategy(const plan_strategy& s, const mesh_shape& mesh) {
 constexpr mesh_shape planning_mesh(const plan_strategy& s, const mesh_shape& mesh) {
   const auto* m = std::get_if<strategy::megatron>(&s);
   const int inner = mesh[mesh.size() - 1];
-  if (!m || m->tp <= 1 || m->tp == inner) return mesh;  // tp = 1: data parallel on the mesh as given
-  mesh_shape r;
-  for (int a = 0; a + 1 < mesh.size(); ++a) r.push_back(mesh[a]);
-  r.push_back(inner / m->tp);
-  r.push_back(m->tp);
-  return r;
+  mesh_shape r = mesh;
+  if (m && m->tp > 1 && m->tp != inner) {  // tp = 1: data parallel on the mesh as given
+    r = mesh_shape{};
+    for (int a = 0; a + 1 < mesh.size(); ++a) r.push_back(mesh[a]);
+    r.push_back(inner / m->tp);
+    r.push_back(m->tp);
+  }
+  if (!m || m->cp <= 1) return r;
+  // cp: the axis just outside the tensor-parallel one (the innermost where tp = 1), split into
+  // (that / cp) x cp
+  const int around = m->tp == 1 ? r.size() - 1 : r.size() - 2;
+  if (around < 0 || r[around] == m->cp) return r;
+  mesh_shape c;
+  for (int a = 0; a < around; ++a) c.push_back(r[a]);
+  c.push_back(r[around] / m->cp);
+  c.push_back(m->cp);
+  for (int a = around + 1; a < r.size(); ++a) c.push_back(r[a]);
+  return c;
+}
+
+/// The axis of a megatron plan's planning mesh that context parallelism splits the sequence
+/// on (the one just outside the tensor-parallel axis; the innermost where tp = 1), or -1
+/// without cp.
+/// @pre mesh == planning_mesh(s, some mesh)
+constexpr int context_parallel_axis(const plan_strategy& s, const mesh_shape& mesh) {
+  const auto* m = std::get_if<strategy::megatron>(&s);
+  if (!m || m->cp <= 1) return -1;
+  return m->tp == 1 ? mesh.size() - 1 : mesh.size() - 2;
 }
 
 /// The micro-batch count a megatron plan's mbs knob implies for a step of `batch` on `mesh`
@@ -293,7 +336,7 @@ constexpr mesh_shape planning_mesh(const plan_strategy& s, const mesh_shape& mes
 constexpr std::optional<int> megatron_microbatches(const plan_strategy& s, const mesh_shape& mesh, std::int64_t batch) {
   const auto* m = std::get_if<strategy::megatron>(&s);
   if (!m || m->mbs <= 0) return std::nullopt;
-  const std::int64_t dp = mesh.devices() / tensor_parallel_size(*m, mesh) / std::max(1, m->pp);
+  const std::int64_t dp = mesh.devices() / tensor_parallel_size(*m, mesh) / std::max(1, m->pp) / std::max(1, m->cp);
   if (batch % (std::int64_t(m->mbs) * dp) != 0)
     detail::fail<layout_error>("megatron mbs=" + detail::itos(m->mbs) + " x dp=" + detail::itos(dp) +
                                " does not divide the batch of " + detail::itos(batch) +

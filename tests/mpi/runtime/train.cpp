@@ -28,7 +28,7 @@
 #include <string>
 #include <vector>
 
-#include "autoddl/models/zoo.hpp"
+#include "autoddl/models/model_file.hpp"
 #include "autoddl/backend/cpu.hpp"
 #include "autoddl/backend/mpi.hpp"
 #include "autoddl/cost/hardware_io.hpp"
@@ -107,12 +107,39 @@ std::vector<mesh_shape> meshes_for(int ranks) {
   return m;
 }
 
-std::vector<int> random_plan(const plan_problem& pp, std::uint64_t seed) {
+/// How a random plan is drawn: every candidate alike, or with each attention core's layout drawn
+/// among its context-parallel ones (q split on the sequence on some axis, k and v gathered).
+enum class plan_draw { uniform, context_parallel };
+
+bool context_parallel(const signature& sig) {
+  for (int a = 0; a < sig.inputs[0].size(); ++a)
+    if (sig.inputs[0][a] == S(1)) return true;
+  return false;
+}
+
+std::vector<int> random_plan(const plan_problem& pp, std::uint64_t seed, plan_draw draw = plan_draw::uniform) {
   std::mt19937_64 rng(seed);
   const auto& u = pp.untied();
   std::vector<int> pick(std::size_t(u.nodes()));
   for (int n = 0; n < u.nodes(); ++n) pick[std::size_t(n)] = int(rng() % std::uint64_t(u.candidates(n)));
+  if (draw == plan_draw::uniform) return pick;
+  for (int op = 0; op < int(pp.model().ops.size()); ++op) {
+    if (pp.model().ops[std::size_t(op)].kind != op_kind::attention) continue;
+    std::vector<int> cp;
+    for (int c = 0; c < int(pp.op_candidates(op).size()); ++c)
+      if (context_parallel(pp.op_candidates(op)[std::size_t(c)])) cp.push_back(c);
+    if (!cp.empty()) pick[std::size_t(op)] = cp[rng() % cp.size()];
+  }
   return pick;
+}
+
+/// How many attention cores plan `pick` runs context parallel.
+int context_parallel_cores(const plan_problem& pp, const std::vector<int>& pick) {
+  int n = 0;
+  for (int op = 0; op < int(pp.model().ops.size()); ++op)
+    n += pp.model().ops[std::size_t(op)].kind == op_kind::attention &&
+         context_parallel(pp.op_candidates(op)[std::size_t(pick[std::size_t(op)])]);
+  return n;
 }
 
 /// What a step runs: micro-batches (the graph is one of them) and recomputation.
@@ -136,7 +163,7 @@ struct run_result {
 /// Trains `spec` serially (mesh 1, this rank alone) for `steps` steps under schedule sc.
 template <class T>
 run_result<T> serial_run(const std::string& spec, const schedule& sc, const train_options& to, int steps) {
-  const graph g = build_model(spec, sc.microbatches);
+  const graph g = load_model(spec, sc.microbatches);
   plan_options so;
   so.mesh = mesh_shape{1};
   so.hw = load_hardware("cpu-local");
@@ -193,12 +220,12 @@ std::vector<testing::flipped_decision> flipped_decisions_of(const std::string& s
 /// rank 0, and each step's bytes against the plan's; in T (double unless a smoke test says float).
 template <class T = double>
 void check_model(const std::string& spec, int plans, optimizer opt, schedule sc = {}, bool every_mesh = true,
-                 oracle want = oracle::equal) {
+                 oracle want = oracle::equal, plan_draw draw = plan_draw::uniform) {
   constexpr double tolerance = precision<T>::tolerance;
   int ranks = 0, rank = 0;
   MPI_Comm_size(MPI_COMM_WORLD, &ranks);
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  const graph g = build_model(spec, sc.microbatches);
+  const graph g = load_model(spec, sc.microbatches);
   train_options to;
   to.opt = opt;
   to.lr = 1e-2;
@@ -221,7 +248,10 @@ void check_model(const std::string& spec, int plans, optimizer opt, schedule sc 
       const std::uint64_t seed = 1000 * std::uint64_t(ranks) + 17 * std::uint64_t(k) + std::uint64_t(m.size()) +
                                  100 * std::uint64_t(sc.microbatches - 1) + 7 * std::uint64_t(sc.recompute);
       INFO(spec << " on mesh " << to_string(m) << ", " << to_string(sc) << ", random plan seed " << seed);
-      std::vector<int> pick = random_plan(pp, seed);
+      // odd plans of a context-parallel draw keep the uniform draw's attention layouts
+      std::vector<int> pick = random_plan(pp, seed, k % 2 == 0 ? draw : plan_draw::uniform);
+      const int cp_cores = context_parallel_cores(pp, pick);
+      if (draw == plan_draw::context_parallel && k % 2 == 0 && m.devices() > 1) CHECK(cp_cores > 0);
       const cost_terms totals = pp.untied().evaluate(pick);
       const double predicted = totals.bytes;
       executor on(m);
@@ -278,9 +308,10 @@ void check_model(const std::string& spec, int plans, optimizer opt, schedule sc 
       if (rank == 0)
         std::printf("%s on %s, %s, plan seed %llu: bytes/step %.0f (= predicted), max rel err loss/grads/params vs "
                     "serial: grads %.2e, params %.2e; %d of %zu parameters updated in slices; peak %lld B, "
-                    "measured/predicted %.3f\n",
+                    "measured/predicted %.3f; %d context-parallel attention cores\n",
                     spec.c_str(), to_string(m).c_str(), to_string(sc).c_str(), static_cast<unsigned long long>(seed),
-                    predicted, worst_grad, worst_param, sliced, g.params.size(), static_cast<long long>(peak), peak_ratio);
+                    predicted, worst_grad, worst_param, sliced, g.params.size(), static_cast<long long>(peak), peak_ratio,
+                    cp_cores);
       // a disagreement is reported with the decisions that flipped (an element that decides
       // differently, and the values both runs decided on)
       int disagrees = rank == 0 && (worst_grad > tolerance || worst_param > tolerance);
@@ -344,6 +375,46 @@ TEST_CASE("random plans of a small VGG train like serial execution", "[mpi][runt
 
 TEST_CASE("random plans of an MLP train like serial execution", "[mpi][runtime][mlp]") {
   check_model("mlp:layers=3,hidden=32,batch=16,in=16,out=8", 4, optimizer::adam);
+}
+
+// A tiny LLaMA: grouped-query attention (4 query heads sharing 2 key/value heads), rotary q and
+// k, RMSNorm, SwiGLU, an untied head. Even plans draw every attention core context parallel
+// (q split on the sequence, k and v all-gathered), odd ones draw uniformly. Adam, as autoddl-train
+// trains it: SwiGLU and RMSNorm leave no gradient analytically zero (no key bias here).
+const std::string tiny_llama = "llama:layers=2,hidden=32,heads=4,kv_heads=2,ffn=48,seq=16,batch=8,vocab=64";
+
+TEST_CASE("random plans of a tiny LLaMA, context parallel among them, train like serial execution",
+          "[mpi][runtime][llama]") {
+  check_model(tiny_llama, 4, optimizer::adam, {}, true, oracle::equal, plan_draw::context_parallel);
+}
+
+TEST_CASE("random plans of a tiny LLaMA with micro-batches and recomputation train like serial execution",
+          "[mpi][runtime][llama][schedule]") {
+  check_model(tiny_llama, 2, optimizer::adam, schedule{2, recompute_mode::selective}, false, oracle::equal,
+              plan_draw::context_parallel);
+  check_model(tiny_llama, 1, optimizer::adam, schedule{1, recompute_mode::full}, false, oracle::equal,
+              plan_draw::context_parallel);
+}
+
+// Hugging Face's config.json fields for a tiny Llama (written by rank 0, read by every rank).
+TEST_CASE("random plans of a tiny LLaMA read from an hf config train like serial execution", "[mpi][runtime][llama][hf]") {
+  int ranks = 0, rank = 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &ranks);
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  const std::string path = "tiny-llama-config-" + std::to_string(ranks) + "-ranks.json";
+  if (rank == 0) {
+    std::FILE* f = std::fopen(path.c_str(), "w");
+    REQUIRE(f);
+    std::fputs(R"({"model_type": "qwen2", "hidden_size": 32, "intermediate_size": 48, "num_hidden_layers": 2,
+      "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 64, "max_position_embeddings": 16,
+      "rms_norm_eps": 1e-6, "rope_theta": 1000000.0, "tie_word_embeddings": true})", f);
+    std::fclose(f);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  // Qwen2: biases on q, k and v, tied embeddings
+  check_model("hf:" + path + ":batch=8", 2, optimizer::adam, {}, ranks <= 4, oracle::equal, plan_draw::context_parallel);
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (rank == 0) std::remove(path.c_str());
 }
 
 // float32, the type autoddl-train trains in, on a model without discrete decisions (GELU, softmax,

@@ -292,7 +292,7 @@ TEST_CASE("Megatron-LM's knobs: tp inside the innermost axis, dp, mbs, recompute
                     ContainsSubstring("megatron:tp=3 must divide the innermost axis of mesh 4x8"));
   CHECK_THROWS_WITH(check_strategy(parse_strategy("megatron:tp=2,dp=8"), mesh_shape{4, 8}),
                     ContainsSubstring("tp=2 x dp=8 is 16 devices, but mesh 4x8 has 32"));
-  CHECK_THROWS_WITH(parse_strategy("megatron:cp=2"), ContainsSubstring("unknown knob 'cp=2'"));
+  CHECK_THROWS_WITH(parse_strategy("megatron:ep=2"), ContainsSubstring("unknown knob 'ep=2'"));
   CHECK_THROWS_WITH(parse_strategy("megatron:recompute=some"), ContainsSubstring("unknown recomputation 'some'"));
 
   // the knobs reach the plan: 2 micro-batches of 4 on tp=2 x dp=2, full recomputation
@@ -342,6 +342,53 @@ TEST_CASE("sequence parallelism: layernorms, dropouts and residual adds split th
     CHECK(split == (sp ? between : 0));
     CHECK(r.notes.empty());   // no op had to leave the rules
   }
+}
+
+TEST_CASE("context parallelism: megatron cp=C splits every activation's sequence next to the tensor axis",
+          "[search][strategy][context-parallel]") {
+  // Megatron-Core orders ranks tp, cp, dp, pp (fastest first): cp takes the devices just outside
+  // the tensor-parallel ones
+  const plan_strategy m = parse_strategy("megatron:tp=2,cp=2,dp=2");
+  CHECK(to_string(m) == "megatron:tp=2,cp=2,dp=2");
+  CHECK(parse_strategy(to_string(m)) == m);
+  CHECK(planning_mesh(m, mesh_shape{8}) == mesh_shape{2, 2, 2});
+  CHECK(planning_mesh(parse_strategy("megatron:tp=4,cp=2"), mesh_shape{4, 4}) == mesh_shape{2, 2, 4});
+  CHECK(planning_mesh(parse_strategy("megatron:tp=1,cp=2"), mesh_shape{8}) == mesh_shape{4, 2});
+  CHECK(planning_mesh(parse_strategy("megatron:tp=8,cp=2"), mesh_shape{16, 8}) == mesh_shape{8, 2, 8});
+  CHECK(context_parallel_axis(m, mesh_shape{2, 2, 2}) == 1);
+  CHECK(context_parallel_axis(parse_strategy("megatron:tp=1,cp=2"), mesh_shape{4, 2}) == 1);
+  CHECK(context_parallel_axis(parse_strategy("megatron:tp=2"), mesh_shape{4, 2}) == -1);
+  CHECK(megatron_microbatches(parse_strategy("megatron:tp=2,cp=2,mbs=1"), mesh_shape{8}, 8) == 4);  // dp = 2
+  CHECK_THROWS_WITH(check_strategy(parse_strategy("megatron:tp=2,cp=3"), mesh_shape{8}),
+                    ContainsSubstring("megatron cp=3 must divide the devices next to the tensor-parallel ones"));
+  CHECK_THROWS_WITH(check_strategy(parse_strategy("megatron:tp=2,cp=2,dp=4"), mesh_shape{8}),
+                    ContainsSubstring("tp=2 x cp=2 x dp=4 is 16 devices, but mesh 8 has 8"));
+
+  // the plan: on the cp axis every block activation splits dim 1, the cores gather k and v (B),
+  // every weight is replicated; a sequence cp does not divide is one sentence
+  const std::string llama = "llama:layers=2,hidden=64,heads=4,kv_heads=2,ffn=96,seq=16,batch=8,vocab=96";
+  plan_options o;
+  o.mesh = planning_mesh(m, mesh_shape{8});
+  o.hw = load_hardware("dgx1-v100");
+  const graph g = build_model(llama);
+  plan_problem pp(g, o);
+  const plan_result r = solve_plan(pp, m);
+  CHECK(r.notes.empty());
+  int cores = 0;
+  for (int i = 0; i < int(g.ops.size()); ++i) {
+    const signature& sig = pp.op_candidate(i, r.pick[std::size_t(i)]);
+    INFO(g.ops[std::size_t(i)].name << " " << to_string(g.ops[std::size_t(i)], sig));
+    for (std::size_t k = 0; k < sig.inputs.size(); ++k) {
+      if (g.ops[std::size_t(i)].inputs[k].rank() < 2) continue;
+      const bool gathered = g.ops[std::size_t(i)].kind == op_kind::attention && k > 0;
+      CHECK(sig.inputs[k][1] == (gathered ? B : S(1)));
+    }
+    for (const nd_sbp& w : sig.params) CHECK(w[1] == B);
+    cores += g.ops[std::size_t(i)].kind == op_kind::attention;
+  }
+  CHECK(cores == 2);
+  plan_problem odd(build_model("llama:layers=1,hidden=64,heads=4,kv_heads=2,ffn=96,seq=9,batch=8,vocab=96"), o);
+  CHECK_THROWS_WITH(solve_plan(odd, m), ContainsSubstring("megatron cp=2 does not divide the sequence of 9"));
 }
 
 
