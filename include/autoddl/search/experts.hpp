@@ -136,7 +136,8 @@ struct expert_storage_rule {
   const plan_problem& pp;
   expert e;
   int zero_stage;
-  bool zero_12() const { return e == expert::zero && zero_stage < 3; }
+  bool sharded_optimizer = false;  ///< megatron dopt=1: ZeRO-1's updates on megatron's storage
+  bool zero_12() const { return (e == expert::zero && zero_stage < 3) || sharded_optimizer; }
   // memo per parameter: (compute layout, pick); a parameter meets few distinct compute layouts,
   // while its op's candidates and edges ask for them many times
   mutable std::vector<std::vector<std::pair<nd_sbp, int>>> memo{};
@@ -151,7 +152,7 @@ struct expert_storage_rule {
   }
   int compute(int p, const nd_sbp& comp) const {
     const tensor_shape& shape = at(pp.model().params, p).shape;
-    const nd_sbp want = expert_storage(zero_12() ? expert::dp : e, comp, shape, pp.options().mesh);
+    const nd_sbp want = expert_storage(e == expert::zero && zero_12() ? expert::dp : e, comp, shape, pp.options().mesh);
     const nd_sbp update = zero_12() ? zero_shard(want, shape, pp.options().mesh) : want;
     // a tied weight's gradient contributions are summed, then synchronised once (DDP, Megatron-LM);
     // ZeRO-1 sums every gradient whole, then reduce-scatters it; ZeRO-2 as backward makes it
@@ -233,11 +234,14 @@ inline void expert_store_params(const plan_problem& pp, const expert_storage_rul
 
 /// The expert plan e of pp; sp: sequence parallelism on megatron's tensor-parallel axis;
 /// zero_stage: which of ZeRO's stages (1: optimizer state sharded, 2: and gradients, 3: and
-/// parameters; strategy::zero); cp_axis: megatron's context-parallel axis (-1: none).
+/// parameters; strategy::zero); cp_axis: megatron's context-parallel axis (-1: none);
+/// sharded_optimizer: megatron's distributed optimizer (dopt=1: each parameter updated in
+/// slices over its replicas, ZeRO-1's layouts; zero_stage is then 1).
 inline expert_plan make_expert_plan(const plan_problem& pp, expert e, bool sp = false, int zero_stage = 3,
-                                    int cp_axis = -1) {
+                                    int cp_axis = -1, bool sharded_optimizer = false) {
   const choice_problem& cp = pp.untied();
-  const detail::expert_storage_rule storage{pp, e, zero_stage};
+  if (sharded_optimizer) zero_stage = 1;
+  const detail::expert_storage_rule storage{pp, e, zero_stage, sharded_optimizer};
   if (storage.zero_12() && !(zero_stage == 1 ? pp.options().zero1_layouts : pp.options().zero2_layouts))
     detail::fail<layout_error>("zero:stage=" + detail::itos(zero_stage) + " needs ZeRO-" + detail::itos(zero_stage) +
                                "'s layouts in the problem (plan_options::zero" + detail::itos(zero_stage) +

@@ -288,7 +288,7 @@ inline void solve_expert(const plan_problem& pp, const plan_strategy& s, plan_re
   const auto* z = std::get_if<strategy::zero>(&s);
   const int cp_axis = context_parallel_axis(s, pp.options().mesh);
   if (cp_axis >= 0) check_context_parallel(pp.model(), mg->cp);
-  expert_plan ep = make_expert_plan(pp, e, mg && mg->sp, z ? z->stage : 3, cp_axis);
+  expert_plan ep = make_expert_plan(pp, e, mg && mg->sp, z ? z->stage : 3, cp_axis, mg && mg->dopt);
   if ((e == expert::dp || e == expert::zero) && !ep.relaxed.empty()) {
     const graph& g = pp.model();
     fail<layout_error>("the " + to_string(s) + " plan splits the batch over all " + itos(pp.options().mesh.devices()) +

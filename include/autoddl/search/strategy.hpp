@@ -2,7 +2,7 @@
 // How a plan is chosen, as a value: the search (`strategy::automatic`), an expert plan spelled
 // with the experts' own knobs, or an exact reference. The command line and plan files write the
 // same values as text, parsed here and printed back by to_string:
-//   auto | dp | megatron[:tp=T,pp=P,cp=C,dp=D,mbs=B,recompute=none|selective|full,sp=1,vpp=V]
+//   auto | dp | megatron[:tp=T,pp=P,cp=C,dp=D,mbs=B,recompute=none|selective|full,sp=1,vpp=V,dopt=1]
 //   | zero[:stage=1|2|3]
 //   | owt | 2d
 //   | exact | exhaustive
@@ -56,6 +56,10 @@ struct dp {
 ///        whole over them (all-gather, as Llama 3's context parallelism does, Dubey et al. 2024
 ///        section 3.3.2); weights are replicated on them and their gradients summed with the
 ///        data-parallel ones. 0 or 1: none.
+///   dopt Megatron-LM's distributed optimizer (--use-distributed-optimizer): each parameter's
+///        gradient reduce-scattered over its data- and context-parallel replicas, its optimizer
+///        state and update in that slice, the new values all-gathered (ZeRO-1's layouts on
+///        megatron's storage).
 /// With pp, dp is the data-parallel size of one stage: tp * cp * pp * dp == devices.
 struct megatron {
   int tp = 0;
@@ -66,6 +70,7 @@ struct megatron {
   int pp = 0;
   int vpp = 0;
   int cp = 0;
+  bool dopt = false;
   friend constexpr bool operator==(const megatron&, const megatron&) = default;
 };
 /// ZeRO (Rajbhandari et al. 2020, "ZeRO: Memory Optimizations Toward Training Trillion
@@ -131,6 +136,7 @@ constexpr std::string to_string(const plan_strategy& s) {
     if (m->recompute) add("recompute=" + std::string(to_string(*m->recompute)));
     if (m->sp) add("sp=1");
     if (m->vpp > 0) add("vpp=" + detail::itos(m->vpp));
+    if (m->dopt) add("dopt=1");
     r += k;
   }
   if (const auto* z = std::get_if<strategy::zero>(&s); z && z->stage != 3) r += ":stage=" + detail::itos(z->stage);
@@ -147,7 +153,7 @@ constexpr plan_strategy parse_strategy(std::string_view text) {
   const std::string_view name = text.substr(0, colon);
   const std::string_view knobs = colon == std::string_view::npos ? std::string_view{} : text.substr(colon + 1);
   const std::string valid =
-      "valid: auto, dp, megatron[:tp=T,pp=P,cp=C,dp=D,mbs=B,recompute=none|selective|full,sp=1,vpp=V], "
+      "valid: auto, dp, megatron[:tp=T,pp=P,cp=C,dp=D,mbs=B,recompute=none|selective|full,sp=1,vpp=V,dopt=1], "
       "zero[:stage=1|2|3], "
       "owt, 2d, "
       "exact, exhaustive";
@@ -165,15 +171,17 @@ constexpr plan_strategy parse_strategy(std::string_view text) {
         m.recompute = parse_recompute(value);
         continue;
       }
-      if (key != "tp" && key != "dp" && key != "mbs" && key != "sp" && key != "pp" && key != "vpp" && key != "cp")
+      if (key != "tp" && key != "dp" && key != "mbs" && key != "sp" && key != "pp" && key != "vpp" && key != "cp" &&
+          key != "dopt")
         detail::fail<parse_error>("unknown knob '" + std::string(kv) + "' in strategy '" + std::string(text) +
                                   "'; megatron takes tp=T, pp=P, cp=C, dp=D, mbs=B, recompute=none|selective|full, "
-                                  "sp=1 and vpp=V");
+                                  "sp=1, vpp=V and dopt=1");
       detail::cursor c{value};
       const std::int64_t n = c.number();
-      if (n < (key == "sp" ? 0 : 1) || !c.done() || (key == "sp" && n > 1) || n > max_strategy_knob) {
+      const bool flag = key == "sp" || key == "dopt";
+      if (n < (flag ? 0 : 1) || !c.done() || (flag && n > 1) || n > max_strategy_knob) {
         std::string rule = "0 or 1";
-        if (key != "sp") rule = "a positive integer up to " + detail::itos(max_strategy_knob);
+        if (!flag) rule = "a positive integer up to " + detail::itos(max_strategy_knob);
         detail::fail<parse_error>(std::string(key) + " in strategy '" + std::string(text) + "' must be " + rule + ", got '" +
                                   std::string(value) + "'");
       }
@@ -184,6 +192,7 @@ constexpr plan_strategy parse_strategy(std::string_view text) {
       if (key == "pp") m.pp = int(n);
       if (key == "vpp") m.vpp = int(n);
       if (key == "cp") m.cp = int(n);
+      if (key == "dopt") m.dopt = n == 1;
     }
     return m;
   }
@@ -224,10 +233,11 @@ inline std::vector<plan_strategy> parse_strategy_list(std::string_view text) {
   return r;
 }
 
-/// Whether s asks for ZeRO-1's parameter layouts (plan_options::zero1_layouts).
+/// Whether s asks for ZeRO-1's parameter layouts (plan_options::zero1_layouts): zero:stage=1, megatron dopt=1.
 constexpr bool uses_zero1_layouts(const plan_strategy& s) {
   const auto* z = std::get_if<strategy::zero>(&s);
-  return z && z->stage == 1;
+  const auto* m = std::get_if<strategy::megatron>(&s);
+  return (z && z->stage == 1) || (m && m->dopt);
 }
 /// Whether s asks for ZeRO-2's parameter layouts (plan_options::zero2_layouts; ZeRO-1 too).
 constexpr bool uses_zero2_layouts(const plan_strategy& s) {

@@ -356,6 +356,11 @@ TEST_CASE("context parallelism: megatron cp=C splits every activation's sequence
   CHECK(planning_mesh(parse_strategy("megatron:tp=1,cp=2"), mesh_shape{8}) == mesh_shape{4, 2});
   CHECK(planning_mesh(parse_strategy("megatron:tp=8,cp=2"), mesh_shape{16, 8}) == mesh_shape{8, 2, 8});
   CHECK(context_parallel_axis(m, mesh_shape{2, 2, 2}) == 1);
+  // dopt=1: Megatron-LM's distributed optimizer, ZeRO-1's layouts on megatron's storage
+  const plan_strategy d = parse_strategy("megatron:tp=2,cp=2,dopt=1");
+  CHECK(to_string(d) == "megatron:tp=2,cp=2,dopt=1");
+  CHECK(uses_zero1_layouts(d));
+  CHECK_THROWS_WITH(parse_strategy("megatron:dopt=2"), ContainsSubstring("dopt in strategy 'megatron:dopt=2' must be 0 or 1"));
   CHECK(context_parallel_axis(parse_strategy("megatron:tp=1,cp=2"), mesh_shape{4, 2}) == 1);
   CHECK(context_parallel_axis(parse_strategy("megatron:tp=2"), mesh_shape{4, 2}) == -1);
   CHECK(megatron_microbatches(parse_strategy("megatron:tp=2,cp=2,mbs=1"), mesh_shape{8}, 8) == 4);  // dp = 2
