@@ -148,7 +148,8 @@ void check_resume(const settings& s, prepared& p) {
 void choose_plan(const settings& s, const plan_strategy& strategy, const step_settings& pin, prepared& p) {
   if (!s.plan) {
     tools::chosen_plan chosen = tools::plan_with_pipelines([&](int m) { return load_model(s.model, m); },
-                                                    graph_batch(load_model(s.model)), p.o, strategy, pin, s.seed);
+                                                    graph_batch(load_model(s.model)), p.o, strategy, pin, s.seed,
+                                                    /*interleaved=*/false);  // one model chunk per device
     p.pp = std::move(chosen.plan.problem);
     p.plan = std::move(chosen.plan.result);
     p.pipeline = std::move(chosen.pipeline);

@@ -5,7 +5,8 @@
 //   auto                   the best of the plan without a pipeline and search_pipeline's, where
 //                          the outermost mesh axis runs between nodes (Megatron-LM pipelines
 //                          across nodes, tensor parallelism inside them; on one node's links a
-//                          pipeline only adds its bubble)
+//                          pipeline only adds its bubble), and of Megatron-LM's layouts
+//                          (search_megatron_layouts: tp, pp, cp, vpp, mbs, recompute)
 //   anything else          plan_micro_batched, no pipeline
 #include <fmt/core.h>
 
@@ -14,6 +15,7 @@
 #include <string>
 #include <utility>
 
+#include "autoddl/search/megatron_layouts.hpp"
 #include "autoddl/search/pipeline.hpp"
 #include "autoddl/search/plan_file.hpp"
 #include "autoddl/search/svg.hpp"
@@ -55,9 +57,12 @@ inline bool outer_axis_between_nodes(const plan_options& o) {
 
 }  // namespace detail
 
-/// The plan of strategy s (see the header).
-inline chosen_plan plan_with_pipelines(const std::function<graph(int)>& build, std::int64_t batch, const plan_options& o,
-                                       const plan_strategy& s, step_settings pin, std::uint64_t seed) {
+namespace detail {
+
+// The plan of strategy s by the layout search (and search_pipeline for auto), before auto's
+// last starts, Megatron-LM's layouts (plan_with_pipelines).
+inline chosen_plan plan_searched(const std::function<graph(int)>& build, std::int64_t batch, const plan_options& o,
+                                 const plan_strategy& s, step_settings pin, std::uint64_t seed) {
   if (pipeline_stages(s) > 1) {
     chosen_plan c = detail::from_pipeline(plan_megatron_pipeline(build, batch, o, s, pin, seed));
     c.plan.result.strategy = s;
@@ -89,6 +94,44 @@ inline chosen_plan plan_with_pipelines(const std::function<graph(int)>& build, s
   piped.plan.result.notes.push_back(flat_fits ? fmt::format("without a pipeline the best plan takes {}", seconds(flat))
                                               : std::string("without a pipeline no plan fits the memory limit"));
   return piped;
+}
+
+}  // namespace detail
+
+/// The plan of strategy s (see the header). For auto, Megatron-LM's layouts across every
+/// parallel dimension (search_megatron_layouts; interleaved: whether vpp > 1 may be chosen) are
+/// the last starts: where one beats the layout search's plan, it is the plan, and a note says so.
+inline chosen_plan plan_with_pipelines(const std::function<graph(int)>& build, std::int64_t batch, const plan_options& o,
+                                       const plan_strategy& s, step_settings pin, std::uint64_t seed,
+                                       bool interleaved = true) {
+  chosen_plan c = detail::plan_searched(build, batch, o, s, pin, seed);
+  if (!std::holds_alternative<strategy::automatic>(s)) return c;
+  megatron_layout_space space;
+  space.pipelines = detail::outer_axis_between_nodes(o);
+  space.interleaved = interleaved;
+  space.first_stages = c.pipeline ? c.pipeline->shape.stages : 1;
+  std::optional<megatron_layout_plan> m = search_megatron_layouts(build, batch, o, pin, seed, space);
+  const bool better = m && m->feasible && (!c.plan.result.feasible || m->time < c.plan.result.time * (1 - 1e-9));
+  if (!better) {
+    if (m)
+      c.plan.result.notes.push_back(fmt::format("Megatron-LM's layouts: {} priced, the best ({}) takes {}{}", m->points,
+                                                to_string(plan_strategy{m->knobs}), seconds(m->time),
+                                                m->feasible ? "" : " and is over the memory limit"));
+    return c;
+  }
+  const double own = c.plan.result.time;
+  const bool own_fits = c.plan.result.feasible;
+  const std::string knobs = to_string(plan_strategy{m->knobs});
+  chosen_plan r = m->pipeline ? detail::from_pipeline(std::move(*m->pipeline)) : chosen_plan{std::move(*m->flat), std::nullopt};
+  r.plan.result.strategy = s;
+  if (pin.runner_ups) attach_runner_ups(*r.plan.problem, r.plan.result);
+  if (pin.with_gap) attach_optimal_gap(*r.plan.problem, seed, r.plan.result);
+  r.plan.result.notes.push_back(fmt::format(
+      "the fastest plan found is Megatron-LM's layout {} (the best of {} megatron layouts priced: tp, pp, cp, vpp, mbs "
+      "and recompute searched, distributed optimizer and sequence parallelism on); the layout search's own best takes "
+      "{}{}",
+      knobs, m->points, seconds(own), own_fits ? "" : " and is over the memory limit"));
+  return r;
 }
 
 /// Stage i's ops as the reports name them: "first op .. last op".

@@ -17,6 +17,7 @@
 #include "autoddl/cost/hardware_io.hpp"
 #include "autoddl/models/zoo.hpp"
 #include "autoddl/search.hpp"
+#include "autoddl/search/megatron_layouts.hpp"
 #include "autoddl/search/pipeline.hpp"
 
 using namespace autoddl;
@@ -435,6 +436,56 @@ TEST_CASE("megatron's pp and vpp: parsed, printed, checked against the mesh and 
       plan_megatron_pipeline(gpt, 16, gpt_options(mesh_shape{4, 2}), parse_strategy("megatron:tp=2,pp=2,mbs=2"), {});
   CHECK(pl.shape.microbatches == 4);  // batch / (mbs x dp) = 16 / (2 x 2)
   CHECK(pl.stages.size() == 2);
+}
+
+TEST_CASE("the megatron layout search finds the best of every megatron layout within 5 %, and prices it as asked",
+          "[search][pipeline][megatron-layouts]") {
+  // Oracle: every knob setting of the space (tp, pp, cp, vpp, mbs, recompute; dopt and sp on),
+  // each planned as --strategy megatron:... plans it
+  const std::string spec = "llama:layers=4,hidden=64,heads=4,kv_heads=2,ffn=96,seq=16,batch=16,vocab=96";
+  const auto build = [&spec](int m) { return build_model(spec, m); };
+  plan_options o;
+  o.mesh = mesh_shape{4, 2};
+  o.hw = load_hardware("dgx1-v100");
+  double best = std::numeric_limits<double>::infinity();
+  std::string best_knobs;
+  int plans = 0;
+  for (int tp : {1, 2})
+    for (int pp : {1, 2, 4})
+      for (int cp : {1, 2, 4})
+        for (int vpp : {1, 2})
+          for (int mbs : {1, 2, 4})
+            for (recompute_mode r : {recompute_mode::none, recompute_mode::selective, recompute_mode::full}) {
+              strategy::megatron m{.tp = tp, .mbs = mbs, .recompute = r, .sp = tp > 1, .pp = pp > 1 ? pp : 0,
+                                   .vpp = vpp > 1 ? vpp : 0, .cp = cp > 1 ? cp : 0, .dopt = true};
+              if (vpp > 1 && pp == 1) continue;
+              try {
+                double t = 0;
+                bool fits = false;
+                if (pp > 1) {
+                  const pipeline_plan pl = plan_megatron_pipeline(build, 16, o, m, {}, 1);
+                  t = pl.time, fits = pl.feasible;
+                } else {
+                  const micro_batched_plan mb = plan_micro_batched(build, 16, o, m, {.with_gap = false}, 1);
+                  t = mb.result.time, fits = mb.result.feasible;
+                }
+                ++plans;
+                if (fits && t < best) best = t, best_knobs = to_string(plan_strategy{m});
+              } catch (const error&) {
+              }
+            }
+  const auto found = search_megatron_layouts(build, 16, o, {}, 1, {.pipelines = true, .interleaved = true}, 40);
+  REQUIRE(found);
+  const double gap = (found->time - best) / best;
+  std::printf("megatron layouts: search %.6g s (%s, %d priced), best of %d %.6g s (%s), gap %.3f %%\n", found->time,
+              to_string(plan_strategy{found->knobs}).c_str(), found->points, plans, best, best_knobs.c_str(), 100 * gap);
+  CHECK(found->feasible);
+  CHECK(found->points <= 40);
+  CHECK(gap <= 0.05);
+  // the plan found is the one --strategy megatron:... gives for its knobs
+  const double again = found->knobs.pp > 1 ? plan_megatron_pipeline(build, 16, o, found->knobs, {}, 1).time
+                                           : plan_micro_batched(build, 16, o, found->knobs, {.with_gap = false}, 1).result.time;
+  CHECK(again == found->time);
 }
 
 }  // namespace pipeline_cases

@@ -2,7 +2,8 @@
 """LLaMA-family training runs with published throughput, priced by autoddl on dgx-h100 (bf16):
 the published layout as a megatron plan, and the auto plan. The oracle is each run's published
 step time (NVIDIA's DGX Cloud benchmarking recipes, NeMo 24.09/24.12, BF16 tables): predicted /
-published must lie in 0.8..1.25. The table this prints is docs/results.md's "LLaMA family"
+published must lie in 0.8..1.25, and auto may not be slower than a published layout that fits
+(auto's last starts are Megatron-LM's layouts, search/megatron_layouts.hpp). The table this prints is docs/results.md's "LLaMA family"
 table: the test fails when the docs hold another (run with --print to regenerate it).
 
 Usage: llama_published.py AUTODDL_PLAN DOCS_RESULTS_MD [--print]"""
@@ -59,11 +60,17 @@ for name, model, seq, batch, mesh, strategy, published, source in runs:
     tflops = p["flops_per_step"] / p["predicted_step_s"] / devices / 1e12
     auto_layout = (f"{a['pipeline_stages']} stages, " if a["pipeline_stages"] > 1 else "") + \
         f"{a['microbatches']} x {a['micro_batch_size']}, recompute {a['recompute']}"
+    marker = "the fastest plan found is Megatron-LM's layout "
+    for note in a["notes"]:
+        if note.startswith(marker):
+            auto_layout += ": `" + note[len(marker):].split(" ")[0] + "`"
+    if not a["notes"] or not any(n.startswith(marker) for n in a["notes"]):
+        auto_layout += " (the layout search's own)"
     fits = "" if p["feasible"] else " (over 80 GiB)"
     rows.append(f"| {name} | {devices} | `{strategy}` | {published:.2f} s | "
                 f"{p['predicted_step_s']:.2f} s | {ratio:.2f} | {tflops:.0f} | {gb(p['memory_bytes_per_device'])}{fits} | "
                 f"{auto_layout} | {a['predicted_step_s']:.2f} s | {gb(a['memory_bytes_per_device'])} | "
-                f"{a['predicted_step_s'] / p['predicted_step_s']:.2f} |")
+                f"{a['predicted_step_s'] / p['predicted_step_s']:.3f} |")
     print(f"{name}: published {published} s ({source}); predicted {p['predicted_step_s']:.3f} s, ratio {ratio:.3f}, "
           f"{tflops:.0f} TFLOP/s per GPU, {p['flops_per_step']:.3e} FLOP per step; auto {a['predicted_step_s']:.3f} s",
           file=sys.stderr)
@@ -71,6 +78,9 @@ for name, model, seq, batch, mesh, strategy, published, source in runs:
         failures.append(f"{name}: predicted / published {ratio:.3f} outside 0.8..1.25")
     if not a["feasible"]:
         failures.append(f"{name}: the auto plan does not fit")
+    if p["feasible"] and a["predicted_step_s"] > p["predicted_step_s"] * (1 + 1e-9):
+        failures.append(f"{name}: auto ({a['predicted_step_s']:.3f} s) is slower than the published layout it could take "
+                        f"({p['predicted_step_s']:.3f} s)")
 
 table = "\n".join(rows)
 if printing:
