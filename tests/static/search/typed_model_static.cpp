@@ -134,6 +134,9 @@ static_assert(llama_auto::layers[22].name.view() == "h1.attn.core" && llama_auto
 // as many key/value heads as query heads is multi-head attention: kv_heads 0, as graphs write it
 using mha = typed_model<float, static_mesh<2>, static_shape<4, 8, 32>, layers::gqa_attention<4>>;
 static_assert(mha::layers[5].op.kv_heads == 0 && mha::layers[4].op.heads == 4);
+// silu alone: the pointwise rule (S(0), S(1), B on [4, 8]; never P)
+using silu_only = typed_model<float, static_mesh<2>, static_shape<4, 8>, layers::silu<>>;
+static_assert(silu_only::layers[0].name.view() == "silu0" && silu_only::candidates<0>.size() == 3);
 // identical blocks share their static ops, hence their candidate lists
 static_assert(llama_auto::layers[6].op == llama_auto::layers[22].op);
 
