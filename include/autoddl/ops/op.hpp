@@ -140,17 +140,23 @@ struct tensor_names {
   std::string_view output = "Y";
 };
 
+// (no `c ? tensor_names{...} : tensor_names{...}` here: g++ 12 then reads freed storage in
+// constant expressions, where typed models name a pinned parameter in their diagnostics)
 constexpr tensor_names names_of(const op_node& op) {
   switch (op.kind) {
-    case op_kind::linear: return op.attrs.bias ? tensor_names{{"X"}, {"W", "b"}} : tensor_names{{"X"}, {"W"}};
+    case op_kind::linear:
+    case op_kind::conv2d:
+      if (op.attrs.bias) return {{"X"}, {"W", "b"}};
+      return {{"X"}, {"W"}};
     case op_kind::matmul: return {{"X", "W"}, {}};
     case op_kind::batched_matmul: return {{"A", "B"}, {}};
-    case op_kind::conv2d: return op.attrs.bias ? tensor_names{{"X"}, {"W", "b"}} : tensor_names{{"X"}, {"W"}};
     case op_kind::layernorm: return {{"X"}, {"gamma", "beta"}};
     case op_kind::rmsnorm: return {{"X"}, {"gamma"}};
     case op_kind::mul: return {{"A", "B"}, {}};
     case op_kind::attention: return {{"q", "k", "v"}, {}};
-    case op_kind::embedding: return op.attrs.positions ? tensor_names{{"ids"}, {"W", "pos"}} : tensor_names{{"ids"}, {"W"}};
+    case op_kind::embedding:
+      if (op.attrs.positions) return {{"ids"}, {"W", "pos"}};
+      return {{"ids"}, {"W"}};
     case op_kind::cross_entropy: return {{"logits", "labels"}, {}, "loss"};
     case op_kind::add: return {{"A", "B"}, {}};
     default: return {{"X"}, {}};

@@ -166,10 +166,89 @@ constexpr static_op unary_op(op_kind k, const tensor_shape& x) {
   return op;
 }
 
+/// Y = X W [+ b] for X [..., in]: W [in, out], b [out].
+constexpr static_op linear_op(const tensor_shape& x, std::int64_t out, bool bias) {
+  static_op op = unary_op(op_kind::linear, x);
+  op.bias = bias;
+  op.params[0] = tensor_shape{x[x.rank() - 1], out};
+  op.params[1] = tensor_shape{out};
+  op.n_params = bias ? 2 : 1;
+  op.output = with_last_dim(x, out);
+  return op;
+}
+
+/// The constraint a layout spec puts on an op that precedes its own and keeps its layout (silu
+/// before the product, a rotation before the attention core): tensor t of the spec, if pinned,
+/// as that op's X. Example: of pin<"[S(0),S(2)]", "[S(0),B]">, t = 1 gives pin<"[S(0),B]">.
+constexpr pin_spec pin_of_tensor(const pin_spec& p, int t) {
+  pin_spec r;
+  if (t < p.n) at(r.tensors, r.n++) = at(p.tensors, t);
+  return r;
+}
+
 constexpr std::int64_t window_extent(std::int64_t in, int kernel, int stride, int padding) {
   std::int64_t span = in + 2 * padding - kernel;
   if (span < 0) fail<layout_error>("a window of " + itos(kernel) + " does not fit an extent of " + itos(in));
   return span / stride + 1;
+}
+
+struct gqa_config {
+  int heads = 1, kv_heads = 1;
+  bool causal = true;
+  double rope_theta = 500000;
+  pin_spec q{}, kv{}, core{}, proj{};
+};
+
+/// layers::gqa_attention's ops: q, k, v, their rotations, the core, o.
+template <class Bld>
+constexpr int emit_gqa_attention(Bld& b, int x, const gqa_config& c) {
+  const tensor_shape s = b.shape_of(x);
+  if (s.rank() != 3) fail<layout_error>("gqa_attention needs X [batch, seq, hidden], got " + to_string(s));
+  const std::int64_t h = s[2];
+  if (h % c.heads != 0 || (h / c.heads) % 2 != 0)
+    fail<layout_error>("gqa_attention over hidden " + itos(h) + " with " + itos(c.heads) +
+                       " heads: choose a head count that divides the hidden size into heads of an even size (rotary "
+                       "embeddings turn pairs of a head's dims)");
+  const std::int64_t kv_width = c.kv_heads * (h / c.heads);
+  const int q = b.add("attn.q", linear_op(s, h, false), c.q, {x, -1, -1});
+  const int k = b.add("attn.k", linear_op(s, kv_width, false), c.kv, {x, -1, -1});
+  const int v = b.add("attn.v", linear_op(s, kv_width, false), c.kv, {x, -1, -1});
+  auto rotary = [&](int heads, const tensor_shape& shape) {
+    static_op op = unary_op(op_kind::rotary, shape);
+    op.heads = heads;
+    op.rope_theta = c.rope_theta;
+    return op;
+  };
+  const int rq = b.add("attn.q_rope", rotary(c.heads, s), pin_of_tensor(c.core, 0), {q, -1, -1});
+  const int rk = b.add("attn.k_rope", rotary(c.kv_heads, b.shape_of(k)), pin_of_tensor(c.core, 1), {k, -1, -1});
+  static_op core;
+  core.kind = op_kind::attention;
+  core.heads = c.heads;
+  core.kv_heads = c.kv_heads == c.heads ? 0 : c.kv_heads;
+  core.causal = c.causal;
+  core.inputs = {s, b.shape_of(k), b.shape_of(v)};
+  core.n_inputs = 3;
+  core.output = s;
+  const int o = b.add("attn.core", core, c.core, {rq, rk, v});
+  return b.add("attn.o", linear_op(s, h, false), c.proj, {o, -1, -1});
+}
+
+/// layers::swiglu's ops: gate, up, silu, the product, down.
+template <class Bld>
+constexpr int emit_swiglu(Bld& b, int x, std::int64_t ffn, const pin_spec& gate_up, const pin_spec& mul_spec,
+                          const pin_spec& down) {
+  const tensor_shape s = b.shape_of(x);
+  const int gate = b.add("mlp.gate", linear_op(s, ffn, false), gate_up, {x, -1, -1});
+  const int up = b.add("mlp.up", linear_op(s, ffn, false), gate_up, {x, -1, -1});
+  const int act =
+      b.add("mlp.silu", unary_op(op_kind::silu, b.shape_of(gate)), pin_of_tensor(mul_spec, 0), {gate, -1, -1});
+  static_op mul;
+  mul.kind = op_kind::mul;
+  mul.inputs = {b.shape_of(act), b.shape_of(up), {}};
+  mul.n_inputs = 2;
+  mul.output = b.shape_of(act);
+  const int m = b.add("mlp.mul", mul, mul_spec, {act, up, -1});
+  return b.add("mlp.down", linear_op(b.shape_of(m), s[s.rank() - 1], false), down, {m, -1, -1});
 }
 
 }  // namespace detail
@@ -185,14 +264,7 @@ struct linear {
   static constexpr int ops = 1;
   template <class Bld>
   static constexpr int emit(Bld& b, int x) {
-    const tensor_shape s = b.shape_of(x);
-    static_op op = detail::unary_op(op_kind::linear, s);
-    op.bias = Bias;
-    op.params[0] = tensor_shape{s[s.rank() - 1], Out};
-    op.params[1] = tensor_shape{Out};
-    op.n_params = Bias ? 2 : 1;
-    op.output = detail::with_last_dim(s, Out);
-    return b.add("linear#", op, detail::spec_of<Spec>::value, {x, -1, -1});
+    return b.add("linear#", detail::linear_op(b.shape_of(x), Out, Bias), detail::spec_of<Spec>::value, {x, -1, -1});
   }
 };
 
@@ -207,6 +279,23 @@ struct layernorm {
     op.params[0] = op.params[1] = tensor_shape{s[s.rank() - 1]};
     op.n_params = 2;
     return b.add("ln#", op, detail::spec_of<Spec>::value, {x, -1, -1});
+  }
+};
+
+/// RMSNorm over the last dim (LLaMA's): X / sqrt(mean(X^2) + Eps) * gamma; gamma [h], no beta.
+/// Whole rows per device: the last dim never splits.
+template <LayoutSpec Spec = auto_layout, double Eps = 1e-5>
+struct rmsnorm {
+  static_assert(Eps > 0, "autoddl: rmsnorm<Spec, Eps> needs Eps > 0 (it keeps 1 / rms finite on a zero row)");
+  static constexpr int ops = 1;
+  template <class Bld>
+  static constexpr int emit(Bld& b, int x) {
+    const tensor_shape s = b.shape_of(x);
+    static_op op = detail::unary_op(op_kind::rmsnorm, s);
+    op.eps = Eps;
+    op.params[0] = tensor_shape{s[s.rank() - 1]};
+    op.n_params = 1;
+    return b.add("norm#", op, detail::spec_of<Spec>::value, {x, -1, -1});
   }
 };
 
@@ -228,6 +317,8 @@ template <LayoutSpec Spec = auto_layout>
 struct gelu : detail::unary<op_kind::gelu, Spec> {};
 template <LayoutSpec Spec = auto_layout>
 struct softmax : detail::unary<op_kind::softmax, Spec> {};
+template <LayoutSpec Spec = auto_layout>
+struct silu : detail::unary<op_kind::silu, Spec> {};
 
 /// conv2d NCHW, Out channels, square Kernel, stride 1, Padding zeros per side (default: "same").
 template <std::int64_t Out, int Kernel, LayoutSpec Spec = auto_layout, int Padding = Kernel / 2, bool Bias = true>
@@ -294,6 +385,54 @@ struct self_attention {
     core.output = s;
     const int c = b.add("attn.core", core, autoddl::detail::spec_of<Core>::value, {q, k, v});
     return b.add("attn.proj", lin, autoddl::detail::spec_of<Proj>::value, {c, -1, -1});
+  }
+};
+
+/// Grouped-query self-attention with rotary position embeddings, LLaMA's, on X [batch, seq,
+/// hidden], d = hidden / Heads: q, k, v linears without biases (W [hidden, hidden] for q,
+/// [hidden, KvHeads * d] for k and v), rotations of q and k (pairs i, i + d/2; RopeTheta, the base
+/// of the angles, is an integer, as every published LLaMA-family base is), the core (each
+/// key/value head read by Heads / KvHeads query heads; KvHeads == Heads is multi-head attention),
+/// the output projection o without bias. Ops attn.q, .k, .v, .q_rope, .k_rope, .core, .o (h<i>.
+/// first in a repeat<>), as the LLaMA graph builder names them.
+/// Specs: QKV pins the three linears (X, W), KV the k and v linears where they differ from q
+/// (more tensor-parallel ways than key/value heads: W[B,B], each device holding every key/value
+/// head, as Megatron-Core replicates them); Core pins the core (q, k, v) and with it the rotations
+/// that feed it (q_rope's X is the core's q layout, k_rope's its k layout: a rotation keeps its
+/// input's layout); Proj pins o (X, W).
+template <int Heads, int KvHeads = Heads, bool Causal = true, LayoutSpec QKV = auto_layout, LayoutSpec Core = auto_layout,
+          LayoutSpec Proj = auto_layout, LayoutSpec KV = QKV, std::int64_t RopeTheta = 500000>
+struct gqa_attention {
+  static_assert(Heads > 0 && KvHeads > 0 && Heads % KvHeads == 0,
+                "autoddl: gqa_attention<Heads, KvHeads> needs KvHeads to divide Heads (each key/value head serves "
+                "Heads / KvHeads query heads)");
+  static_assert(RopeTheta > 0, "autoddl: gqa_attention's RopeTheta (the base of the rotary angles) must be positive");
+  static constexpr int ops = 7;
+  template <class Bld>
+  static constexpr int emit(Bld& b, int x) {
+    using autoddl::detail::spec_of;
+    return autoddl::detail::emit_gqa_attention(
+        b, x,
+        {Heads, KvHeads, Causal, double(RopeTheta), spec_of<QKV>::value, spec_of<KV>::value, spec_of<Core>::value,
+         spec_of<Proj>::value});
+  }
+};
+
+/// SwiGLU MLP (Shazeer 2020), LLaMA's, on X [..., hidden]: down(silu(gate(X)) * up(X)), three
+/// linears without biases (gate and up W [hidden, Ffn], down W [Ffn, hidden]). Ops mlp.gate,
+/// .up, .silu, .mul, .down (h<i>. first in a repeat<>), as the LLaMA graph builder names them.
+/// Specs: GateUpSpec pins gate and up (X, W); MulSpec the element-wise stage: the product (A, B)
+/// and with it the silu that feeds A (silu's X is A's layout: silu keeps its input's layout);
+/// DownSpec pins down (X, W).
+template <std::int64_t Ffn, LayoutSpec GateUpSpec = auto_layout, LayoutSpec MulSpec = auto_layout,
+          LayoutSpec DownSpec = auto_layout>
+struct swiglu {
+  static constexpr int ops = 5;
+  template <class Bld>
+  static constexpr int emit(Bld& b, int x) {
+    using autoddl::detail::spec_of;
+    return autoddl::detail::emit_swiglu(b, x, Ffn, spec_of<GateUpSpec>::value, spec_of<MulSpec>::value,
+                                        spec_of<DownSpec>::value);
   }
 };
 

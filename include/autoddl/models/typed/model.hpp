@@ -236,7 +236,8 @@ class typed_model {
   using value_type = T;
   static constexpr mesh_shape mesh = Mesh::value;
   static constexpr tensor_shape input_shape = InputShape::value;
-  /// Number of ops (layers emit one or more: self_attention five, residual its inner ops + add).
+  /// Number of ops (layers emit one or more: self_attention five, gqa_attention seven, swiglu
+  /// five, residual its inner ops + add).
   static constexpr std::size_t size = std::size_t((Layers::ops + ... + 0));
 
   /// Every op of the model, in topological order.
@@ -325,7 +326,8 @@ class typed_model {
   }
 
   /// The runtime graph: one op per record, parameters named after their op (".W", ".b",
-  /// ".gamma", ".beta"), repeat<> copies marked as blocks. @throws layout_error without a loss.
+  /// ".gamma", ".beta": a norm's gamma starts at 1), repeat<> copies marked as blocks.
+  /// @throws layout_error without a loss.
   static graph to_graph(std::string name = "typed") {
     graph g;
     g.name = std::move(name);
@@ -340,7 +342,8 @@ class typed_model {
       static constexpr const char* weight_names[] = {".W", ".b"};
       static constexpr const char* norm_names[] = {".gamma", ".beta"};
       for (int p = 0; p < l.op.n_params; ++p) {
-        const char* suffix = l.op.kind == op_kind::layernorm ? norm_names[p] : weight_names[p];
+        const bool norm = l.op.kind == op_kind::layernorm || l.op.kind == op_kind::rmsnorm;
+        const char* suffix = norm ? norm_names[p] : weight_names[p];
         g.params.push_back({n.name + suffix, at(l.op.params, p)});
         n.param_ids.push_back(int(g.params.size()) - 1);
       }

@@ -32,6 +32,10 @@ struct static_op {
   std::int8_t n_params = 0;
   tensor_shape output{};
   mesh_shape mesh{};
+  // last, so that a positional aggregate (docs/reference/ops.md) may leave them out
+  int kv_heads = 0;           ///< attention: key/value heads, 0 = heads (op_attrs::kv_heads)
+  double eps = 1e-5;          ///< rmsnorm
+  double rope_theta = 10000;  ///< rotary
   friend constexpr bool operator==(const static_op&, const static_op&) = default;
 };
 
@@ -45,6 +49,9 @@ constexpr op_node to_op_node(const static_op& s, std::string_view name = {}) {
   a.causal = s.causal;
   a.bias = s.bias;
   a.transpose_w = s.transpose_w;
+  a.kv_heads = s.kv_heads;
+  a.eps = s.eps;
+  a.rope_theta = s.rope_theta;
   // built in one aggregate: assigning a std::string member trips g++ 12 in constant expressions
   op_node n{std::string(name), s.kind, a, {}, {}, {}, {}};
   for (int i = 0; i < s.n_inputs; ++i) n.inputs.push_back(at(s.inputs, i));
