@@ -122,7 +122,7 @@ void add_options(CLI::App& app, plan_cli& c) {
   app.add_option("--mesh", c.mesh, "device mesh, e.g. 8, 2x4, 2x2x2");
   app.add_option("--hardware", c.hardware, "a preset name or a hardware JSON file");
   app.add_option("--dtype", c.dtype, "fp32, fp16, bf16 or fp64");
-  app.add_option("--memory-limit", c.memory, "bytes per device, e.g. 32GiB (default: the device's memory)");
+  app.add_option("--memory-limit", c.memory, "bytes per device, e.g. 32GiB (default: the device's memory less a 10 % reserve)");
   app.add_option("--strategy", c.strategy,
                  std::string(autoddl::tools::strategies_help) + ", exact or exhaustive");
   app.add_option("--microbatches", c.microbatches,
@@ -172,9 +172,9 @@ step_settings pinned_settings(const plan_cli& c) {
                                const plan_options& o, const step_settings& pin, const plan_cli& c) {
   const plan_problem& pp = *best.problem;
   const plan_result& r = best.result;
-  std::string msg = "no plan fits the memory limit of " + si(pp.make_objective().memory_limit, "B") +
-                    " per device, even with micro-batches and recomputation (the best needs " +
-                    si(r.totals.peak_memory(), "B") + ", most of it " + largest_memory_term(pp.memory_of(r.pick)) + ")";
+  std::string msg = "no plan fits the memory limit of " + si(memory_limit_of(o), "B") +
+                    " per device, even with micro-batches and recomputation (the best peaks at " +
+                    si(best.peak_bytes, "B") + ", most of it " + largest_memory_term(pp.memory_of(r.pick)) + ")";
   if (const std::optional<mesh_shape> bigger = smallest_fitting_mesh(build, batch, o, pin, c.seed))
     msg += "; the smallest mesh like " + c.mesh + " that fits is " + to_string(*bigger);
   else
@@ -186,6 +186,7 @@ step_settings pinned_settings(const plan_cli& c) {
 // mesh or model cannot take, with the reason.
 struct compared_plans {
   std::vector<std::pair<std::string, plan_result>> plans;
+  std::vector<double> peaks;  ///< per plan: its replayed peak per device
   std::vector<std::pair<std::string, std::string>> not_applicable;
 };
 
@@ -194,7 +195,9 @@ compared_plans compare_plans(const plan_cli& c, const graph_builder& build, std:
   compared_plans out;
   for (const plan_strategy& s : parse_strategy_list(c.compare)) {
     try {
-      out.plans.push_back({to_string(s), autoddl::tools::plan_with_pipelines(build, batch, o, s, {}, c.seed).plan.result});
+      autoddl::tools::chosen_plan p = autoddl::tools::plan_with_pipelines(build, batch, o, s, {}, c.seed);
+      out.peaks.push_back(p.plan.peak_bytes);
+      out.plans.push_back({to_string(s), std::move(p.plan.result)});
     } catch (const error& e) {
       out.not_applicable.push_back({to_string(s), e.what()});
     }
@@ -203,30 +206,37 @@ compared_plans compare_plans(const plan_cli& c, const graph_builder& build, std:
 }
 
 void print_plan(const plan_cli& c, const plan_problem& pp, const plan_result& r, const std::optional<pipeline_plan>& pipe,
-                const std::vector<plan_row>& rows, const compared_plans& cmp) {
+                const autoddl::tools::plan_peak& peak, const std::vector<plan_row>& rows, const compared_plans& cmp) {
   if (c.json) {
-    auto j = plan_json(pp, r, rows, c.model, c.hardware);
+    auto j = plan_json(pp, r, peak, rows, c.model, c.hardware);
     autoddl::tools::add_pipeline_json(j, pipe, pp.model());
     if (!cmp.plans.empty() || !cmp.not_applicable.empty()) {
       nlohmann::json all = nlohmann::json::object();
-      for (const auto& [name, o2] : cmp.plans)
+      for (std::size_t k = 0; k < cmp.plans.size(); ++k) {
+        const auto& [name, o2] = cmp.plans[k];
         all[name] = {{"applicable", true},
                      {"predicted_step_s", o2.time},
                      {"speedup", o2.time / r.time},
                      {"feasible", o2.feasible},
                      {"comm_bytes_per_device", o2.totals.bytes},
-                     {"memory_bytes_per_device", o2.totals.peak_memory()}};
+                     {"peak_bytes_per_device", cmp.peaks[k]}};
+      }
       for (const auto& [name, why] : cmp.not_applicable) all[name] = {{"applicable", false}, {"reason", why}};
       j["compare"] = all;
     }
     std::puts(j.dump(2).c_str());
     return;
   }
-  print_human(pp, r, rows, c.model, c.hardware, c.all_ops);
+  print_human(pp, r, peak, rows, c.model, c.hardware, c.all_ops);
   if (pipe) autoddl::tools::print_pipeline(*pipe, pp.model());
-  for (const auto& [name, o2] : cmp.plans)
+  for (std::size_t k = 0; k < cmp.plans.size(); ++k) {
+    const auto& [name, o2] = cmp.plans[k];
     fmt::print("vs {:<9} predicted step {:>10}  -> {} is {:.2f}x faster{}\n", name, seconds(o2.time), to_string(r.strategy),
-               o2.time / r.time, o2.feasible ? "" : " (that plan is over the memory limit)");
+               o2.time / r.time,
+               o2.feasible ? std::string()
+                           : " (that plan peaks at " + si(cmp.peaks[k], "B") + " per device, over the limit of " +
+                                 si(peak.limit, "B") + ")");
+  }
   for (const auto& [name, why] : cmp.not_applicable) fmt::print("vs {:<9} not applicable: {}\n", name, why);
 }
 
@@ -247,13 +257,16 @@ void plan_model(plan_cli c) {
   const compared_plans cmp = compare_plans(c, build, batch, o);
   const plan_problem& pp = *best.problem;
   const auto rows = plan_rows(pp, best.result);
+  const autoddl::tools::plan_peak peak = autoddl::tools::peak_of(pp, best.result, chosen_plan.pipeline, o);
   if (!c.out.empty())
     write_file(c.out, "the plan",
-               autoddl::tools::plan_file_of(pp, best.result, chosen_plan.pipeline, c.model, c.hardware, o.mesh).dump(1) + "\n");
+               autoddl::tools::plan_file_of(pp, best.result, chosen_plan.pipeline, peak, c.model, c.hardware, o.mesh)
+                       .dump(1) +
+                   "\n");
   if (!c.svg.empty())
     write_file(c.svg, "the picture",
-               plan_svg(pp, best.result, rows, cmp.plans, autoddl::tools::svg_stages_of(chosen_plan.pipeline)));
-  print_plan(c, pp, best.result, chosen_plan.pipeline, rows, cmp);
+               plan_svg(pp, best.result, rows, cmp.plans, autoddl::tools::svg_stages_of(chosen_plan.pipeline), peak.bytes));
+  print_plan(c, pp, best.result, chosen_plan.pipeline, peak, rows, cmp);
 }
 
 }  // namespace

@@ -91,12 +91,14 @@ void progress(int step, int steps, double loss, double secs) {
 struct prepared {
   std::shared_ptr<text_corpus> text;  ///< --data (train_options::text points at it)
   plan_options o;                         ///< the plan's options; o.mesh is one stage's with a pipeline
+  plan_options base;                      ///< the options as given (every device, the memory limit's default)
   mesh_shape mesh;                        ///< every device (--mesh)
   train_options to;
   graph g;
   std::unique_ptr<plan_problem> pp;
   plan_result plan;
   std::optional<pipeline_plan> pipeline;  ///< its stages (the layouts are in pp and plan)
+  double peak_bytes = 0;                  ///< the plan's replayed step peak per device (a pipeline's highest stage)
   int stages() const { return pipeline ? pipeline->shape.stages : 1; }
   std::int64_t first_step = 0;
   std::filesystem::path resume_folder;   ///< the checkpoint resumed from (empty: none)
@@ -150,6 +152,7 @@ void choose_plan(const settings& s, const plan_strategy& strategy, const step_se
     tools::chosen_plan chosen = tools::plan_with_pipelines([&](int m) { return load_model(s.model, m); },
                                                     graph_batch(load_model(s.model)), p.o, strategy, pin, s.seed,
                                                     /*interleaved=*/false);  // one model chunk per device
+    p.peak_bytes = chosen.plan.peak_bytes;
     p.pp = std::move(chosen.plan.problem);
     p.plan = std::move(chosen.plan.result);
     p.pipeline = std::move(chosen.pipeline);
@@ -165,11 +168,13 @@ void choose_plan(const settings& s, const plan_strategy& strategy, const step_se
   micro_batched_plan layouts{std::make_unique<plan_problem>(load_model(s.model, o.microbatches), o), {}, o.microbatches,
                              o.recompute};
   layouts.result = result_of(*layouts.problem, pick_of(*layouts.problem, *s.plan), strategy);
+  price_peak(layouts);  // feasible where the replayed step fits
   if (s.plan->stages > 1) {
     tools::chosen_plan c = tools::file_pipeline(std::move(layouts), *s.plan, p.o);
     layouts = std::move(c.plan);
     p.pipeline = std::move(c.pipeline);
   }
+  p.peak_bytes = layouts.peak_bytes;
   p.pp = std::move(layouts.problem);
   p.plan = std::move(layouts.result);
 }
@@ -239,11 +244,13 @@ prepared prepare(const settings& s, int ranks) {
                 " model chunks per device (vpp); autoddl-train runs the 1F1B schedule with one chunk per device, drop vpp");
   if (p.pipeline && s.device != "cpu")
     throw error("pipelines run on MPI ranks with --device cpu; --device " + s.device + " runs plans of one stage");
+  p.base = p.o;
   p.o = p.pp->options();  // the micro-batches, recomputation and (stage) mesh the plan runs with
   p.g = p.pp->model();    // one micro-batch
   if (!p.plan.feasible)  // refused before any tensor is allocated
-    throw error("the " + to_string(strategy) + " plan needs " + tools::si(p.plan.totals.peak_memory(), "B") +
-                " per device, over the memory limit of " + tools::si(p.pp->make_objective().memory_limit, "B") + " of hardware '" +
+    throw error("the " + to_string(strategy) + " plan peaks at " + tools::si(p.peak_bytes, "B") +
+                " per device, over the memory limit of " +
+                tools::si(p.plan.memory_limit.value_or(p.pp->make_objective().memory_limit), "B") + " of hardware '" +
                 s.hardware + "'; use a larger mesh or a smaller model");
   if (p.text) check_text_model(p.g, *p.text);
   if (s.checkpoint_every < 0) throw error("--checkpoint-every must be positive, got " + std::to_string(s.checkpoint_every));
@@ -400,17 +407,13 @@ struct device_figures {
   double bytes = 0, predicted_bytes = 0, predicted_peak = 0;
 };
 device_figures figures_of(const prepared& p, const run_record& run) {
-  device_figures f{double(run.bytes), p.plan.totals.bytes, 0};
-  if (!p.pipeline) {
-    f.predicted_peak = double(replay_step_memory(*p.pp, p.plan.pick).peak());
-    return f;
-  }
+  device_figures f{double(run.bytes), p.plan.totals.bytes, p.peak_bytes};
+  if (!p.pipeline) return f;
   f.bytes = f.predicted_bytes = 0;
   for (int i = 0; i < p.stages(); ++i) {
     f.bytes = std::max(f.bytes, at(run.stages, i).bytes);
     f.predicted_bytes = std::max(f.predicted_bytes, at(p.pipeline->stages, i).bytes);
   }
-  f.predicted_peak = p.pipeline->peak_memory();
   return f;
 }
 
@@ -444,7 +447,8 @@ void report(const settings& s, const prepared& p, const run_record& run, const s
                                 {"parameters_after_step1_worst", check->worst_param_name}};
     j["ranks"] = ranks;
     j["optimizer"] = std::string(to_string(p.to.opt));
-    j["plan"] = tools::plan_json(pp, plan, plan_rows(pp, plan), s.model, s.hardware);
+    j["plan"] = tools::plan_json(pp, plan, tools::peak_of(pp, plan, p.pipeline, p.base), plan_rows(pp, plan), s.model,
+                                 s.hardware);
     if (p.pipeline) tools::add_pipeline_json(j["plan"], p.pipeline, p.g);
     std::puts(j.dump(2).c_str());
     return;

@@ -31,6 +31,9 @@ if r.returncode == 0:
           f'{j["bytes_sent_per_device"]} vs {j["predicted_bytes_per_device"]}')
     check("training equals serial within 1e-4", j["max_rel_err_vs_serial"] <= 1e-4, str(j["max_rel_err_vs_serial"]))
     check("the plan is autoddl-plan's JSON", j["plan"]["mesh"] == [2, 2] and len(j["plan"]["layers"]) > 10)
+    check("SGD: the measured peak is the replayed one (priced with SGD's one moment) within 2 %",
+          abs(j["peak_bytes_per_device"] / j["predicted_peak_bytes_per_device"] - 1) <= 0.02,
+          f'{j["peak_bytes_per_device"]} vs {j["predicted_peak_bytes_per_device"]}')
 
 # micro-batches and full recomputation: serial with the same micro-batches, bytes as priced
 r = run(4, "--model", model, "--mesh", "2x2", "--steps", "2", "--microbatches", "2", "--recompute", "full",
@@ -80,6 +83,10 @@ if r.returncode == 0:
           all(s["bytes_sent_per_device"] == s["predicted_bytes_per_device"] for s in stages) and
           j["bytes_sent_per_device"] == j["predicted_bytes_per_device"], str(stages)[:600])
     check("pipeline: training equals serial within 1e-4", j["max_rel_err_vs_serial"] <= 1e-4, str(j["max_rel_err_vs_serial"]))
+    check("pipeline: each stage's measured peak is its replayed stage's within 10 %",
+          all(abs(s["peak_bytes_per_device"] / s["predicted_peak_bytes_per_device"] - 1) <= 0.1 for s in stages) and
+          j["predicted_peak_bytes_per_device"] == max(s["predicted_peak_bytes_per_device"] for s in stages),
+          str([(s["peak_bytes_per_device"], s["predicted_peak_bytes_per_device"]) for s in stages]))
     check("pipeline: the plan's JSON names the stages", j["plan"].get("pipeline_stages") == 2 and
           len(j["plan"].get("pipeline", {}).get("cuts", [])) == 2)
 

@@ -73,7 +73,8 @@ expect_error("a model no setting fits names its largest term and a mesh",
              ["--model", small, "--mesh", "2", "--memory-limit", "1MB"], "most of it")
 
 for field in ["model", "mesh", "hardware", "strategy", "dtype", "params", "flops_per_step", "predicted_step_s",
-              "compute_s", "comm_s", "comm_bytes_per_device", "memory_bytes_per_device", "search_s", "optimal_gap",
+              "compute_s", "comm_s", "comm_bytes_per_device", "peak_bytes_per_device", "peak_at", "memory_limit_bytes",
+              "device_memory_bytes", "memory_reserve_fraction", "search_s", "optimal_gap",
               "layers", "microbatches", "micro_batch_size", "recompute", "memory_breakdown_bytes"]:
     if field not in good:
         failures.append("json field " + field)
@@ -85,8 +86,11 @@ if good["mesh"] != [4] or good["strategy"] != "auto":
     failures.append("json values")
 if abs(sum(l["comm_bytes"] for l in good["layers"]) - good["comm_bytes_per_device"]) > 1e-6 * good["comm_bytes_per_device"]:
     failures.append("layer bytes do not add up to comm_bytes_per_device")
-if sum(good["memory_breakdown_bytes"].values()) != good["memory_bytes_per_device"]:
-    failures.append("the memory breakdown does not add up to memory_bytes_per_device")
+if sorted(good["memory_breakdown_bytes"]) != ["activations", "gradients", "optimizer", "parameters", "transient"]:
+    failures.append("the memory breakdown's terms")
+for gone in ["memory_bytes_per_device", "step_peak_bytes_per_device"]:  # one peak figure
+    if gone in good:
+        failures.append("json field " + gone + " beside peak_bytes_per_device")
 print("ok   --json has every documented field" if not failures else "FAIL json")
 
 # pinned micro-batches and recomputation, and Megatron-LM's knobs, reach the plan
@@ -148,7 +152,7 @@ for stage in ["1", "2", "3"]:
     r = run("--model", small, "--mesh", "4", "--strategy", "zero:stage=" + stage, "--json")
     j = json.loads(r.stdout) if r.returncode == 0 else {}
     mem[stage] = j.get("memory_breakdown_bytes", {})
-    ok = j.get("strategy") == ("zero" if stage == "3" else "zero:stage=" + stage) and j.get("step_peak_bytes_per_device", 0) > 0
+    ok = j.get("strategy") == ("zero" if stage == "3" else "zero:stage=" + stage) and j.get("peak_bytes_per_device", 0) > 0
     print(("ok  " if ok else "FAIL") + " --strategy zero:stage=" + stage + ": " + r.stderr.strip())
     if not ok:
         failures.append("zero stage " + stage)
@@ -335,6 +339,64 @@ open(malformed, "w").write('{"format": "autoddl-model", "version": 1, "inputs": 
 expect_error("a malformed model file", ["--model", malformed, "--mesh", "2"], "is not valid JSON")
 expect_error("a malformed plan file", ["--diff", auto_f, malformed], "is not valid JSON")
 expect_error("a missing model file", ["--model", os.path.join(tmp, "none.json"), "--mesh", "2"], "cannot read model file")
+
+# One peak figure: the replayed step's (per stage for a pipeline) is the one the limit holds, and
+# the limit is the device's memory less a tenth unless --memory-limit sets it. The device's
+# memory comes from the profile's own file.
+hw_dir = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "data", "hardware")
+a100 = json.load(open(os.path.join(hw_dir, "dgx-a100.json")))["device"]["memory_bytes"]
+gpt13b = ["--model", "gpt:layers=40,hidden=5120,heads=40,seq=2048,batch=1024,vocab=50257", "--mesh", "8x8",
+          "--hardware", "dgx-a100", "--dtype", "bf16"]
+plans_13b = {}
+for what, args in [("13B megatron:tp=8,pp=2", gpt13b + ["--strategy", "megatron:tp=8,pp=2"]),
+                   ("13B megatron:tp=8,pp=2,recompute=selective,mbs=4",
+                    gpt13b + ["--strategy", "megatron:tp=8,pp=2,recompute=selective,mbs=4"]),
+                   ("13B megatron:tp=8", gpt13b + ["--strategy", "megatron:tp=8"]),
+                   ("13B zero", gpt13b + ["--strategy", "zero", "--compare", "dp"]),
+                   ("13B dp", gpt13b + ["--strategy", "dp"]),
+                   ("13B auto", gpt13b),
+                   ("small auto on 2x4", ["--model", small, "--mesh", "2x4"]),
+                   ("small megatron:tp=2,pp=2 under 3 MB", ["--model", small, "--mesh", "2x4", "--strategy",
+                                                            "megatron:tp=2,pp=2", "--memory-limit", "3MB"]),
+                   ("small auto under 2.5 MB", ["--model", small, "--mesh", "4", "--memory-limit", "2.5MB"])]:
+    r = run(*args, "--json")
+    j = json.loads(r.stdout) if r.returncode == 0 else {}
+    plans_13b[what] = j
+    stages = j.get("pipeline", {}).get("stages", [])
+    peak, limit = j.get("peak_bytes_per_device", 0), j.get("memory_limit_bytes", 0)
+    within = peak <= limit and all(s["peak_bytes"] <= limit for s in stages)
+    check(f"{what}: feasible only where the replayed peak ({peak / 1e9:.3g} GB) is within the limit ({limit / 1e9:.3g} GB)",
+          r.returncode == 0 and peak > 0 and (not j["feasible"] or within) and (j["feasible"] or not within),
+          r.stderr[-300:] + str({k: j.get(k) for k in ["feasible", "peak_bytes_per_device", "memory_limit_bytes"]}))
+    if stages:
+        check(f"{what}: the peak is the highest stage's", peak == max(s["peak_bytes"] for s in stages),
+              str([s["peak_bytes"] for s in stages]))
+    if "--memory-limit" not in args and "--hardware" in args:
+        check(f"{what}: the default limit is the device's memory less a tenth",
+              abs(limit - 0.9 * a100) <= 1e-9 * a100 and j.get("memory_reserve_fraction") == 0.1
+              and j.get("device_memory_bytes") == a100, str(limit))
+check("13B dp is over the limit", plans_13b["13B dp"].get("feasible") is False)
+check("--memory-limit sets the limit, without a reserve",
+      plans_13b["small auto under 2.5 MB"].get("memory_limit_bytes") == 2.5e6
+      and plans_13b["small auto under 2.5 MB"].get("memory_reserve_fraction") == 0)
+r = run(*gpt13b, "--strategy", "megatron:tp=8,pp=2")
+check("the table shows one peak, with the limit and the reserve",
+      r.returncode == 0 and "(the step replayed), of 77.3 GB allowed (the device's 85.9 GB less a 10 % reserve" in r.stdout
+      and "over the step" not in r.stdout, r.stdout[-1500:])
+# The micro-batch search skips counts a layout cannot split: the 13B GPT plans with zero on 8x8
+# (1024 sequences: at most 16 micro-batches of 64 split over 64 devices), and dp's problem is memory.
+z = plans_13b["13B zero"]
+check("the 13B GPT plans with --strategy zero on 8x8 within the limit",
+      z.get("feasible") is True and 1024 // z.get("microbatches", 1) % 64 == 0, str({k: z.get(k) for k in ["feasible", "microbatches"]}))
+check("the micro-batch note names the counts zero cannot split",
+      any("the zero layout cannot split the batch into 32, 64" in n for n in z.get("notes", [])), str(z.get("notes")))
+dp = z.get("compare", {}).get("dp", {})
+check("--compare dp prices dp and marks it over the memory limit, with its peak",
+      dp.get("applicable") is True and dp.get("feasible") is False and dp.get("peak_bytes_per_device", 0) > 1.5e11, str(dp))
+r = run(*gpt13b, "--strategy", "zero", "--compare", "dp")
+check("the table says dp peaks over the limit",
+      r.returncode == 0 and re.search(r"vs dp .*\(that plan peaks at 2\d\d GB per device, over the limit of 77.3 GB\)", r.stdout),
+      r.stdout[-600:])
 
 print(("FAIL" if failures else "ok  ") + f" {len(failures)} failures")
 sys.exit(1 if failures else 0)
