@@ -31,7 +31,7 @@ for r in range(rounds):
 for name, target, _ in cases:
     w = walls[name]
     j = last[name]
-    gap = j.get("optimal_gap")
+    gap = j.get("optimal_gap", j.get("pipeline", {}).get("layout_reference", {}).get("optimal_gap"))
     print(f"{name}: wall median {statistics.median(w):.3f} s [{min(w):.3f}..{max(w):.3f}] over {rounds} rounds "
           f"(target < {target} s: {'met' if statistics.median(w) < target else 'MISSED'}); predicted step "
           f"{j['predicted_step_s']:.3f} s, {j['pipeline_stages']} stages, gap to the exact reference "
