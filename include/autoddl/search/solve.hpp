@@ -242,9 +242,36 @@ inline void solve_auto(const plan_problem& pp, std::uint64_t seed, plan_result& 
 /// more than the search (issue 19: the whole plan of a small model on a 3-D mesh in 0.5 s).
 /// Over budget: the reduction so far gives a lower bound on the optimum (exact.hpp) and r's gap
 /// to it, an upper bound on r's additive gap, and a note says so.
-inline void attach_optimal_gap(const plan_problem& pp, std::uint64_t seed, plan_result& r) {
+/// A solved exact reference is never beaten (issue 37): with `adopt`, where its plan, descended
+/// under the plan's own objective, ranks better than r's, it becomes r's plan (re-priced, its
+/// runner-ups recomputed where r had them), the gap is that plan's, and a note gives the search's
+/// own gap. Callers that priced r.pick already into something else (a pipeline's stages) pass
+/// adopt = false.
+inline void attach_runner_ups(const plan_problem& pp, plan_result& r);
+
+inline void attach_optimal_gap(const plan_problem& pp, std::uint64_t seed, plan_result& r, bool adopt = true) {
   const double budget = std::max(0.25, 0.1 * r.search_s);
   const bounded_exact ex = series_parallel_optimum_within(pp.untied(), budget);
+  if (ex.result && adopt) {
+    const objective obj = pp.make_objective();
+    kept_descent d = descend_keeping_state(pp.untied(), obj, ex.result->pick);
+    if (obj.rank(d.result.totals) < obj.rank(pp.untied().evaluate(r.pick))) {
+      const double searched = pp.untied().evaluate(r.pick).serial_time();
+      r.pick = std::move(d.result.pick);
+      r.totals = pp.untied().evaluate(r.pick);
+      r.time = obj.time(r.totals);
+      r.feasible = obj.feasible(r.totals);
+      if (!r.runner_up.empty()) attach_runner_ups(pp, r);
+      r.optimal_gap = ex.result->time > 0 ? std::max(0.0, (r.totals.serial_time() - ex.result->time) / ex.result->time) : 0.0;
+      r.exact = exact_status::solved;
+      r.lower_bound = ex.result->time;
+      r.notes.push_back("the exact reference's plan, descended under the step's own objective, is faster than the "
+                        "search's, so it is the plan (the search alone ended " +
+                        std::to_string(100 * (searched - ex.result->time) / ex.result->time).substr(0, 5) +
+                        " % above the additive optimum)");
+      return;
+    }
+  }
   if (ex.result) {
     std::vector<std::vector<int>> seeds;
     if (!r.tied_seed.empty()) seeds.push_back(r.tied_seed);
