@@ -214,6 +214,7 @@ prepared prepare(const settings& s, int ranks) {
                 " or choose a mesh of " + std::to_string(ranks) + " devices");
   p.o.hw = load_hardware(s.hardware);
   p.to.opt = parse_optimizer(s.optimizer_s == "sgd" ? "sgd-momentum" : s.optimizer_s);
+  p.o.opt = p.to.opt;  // the plan is priced with the optimizer state this run keeps
   p.to.lr = s.lr_given || s.data.empty() ? s.lr : 3e-3;  // --data: a small GPT learns visibly in a few hundred steps
   p.to.seed = s.seed;
   p.to.check_finite = !s.no_check_finite;

@@ -125,7 +125,7 @@ inline chosen_plan plan_with_pipelines(const std::function<graph(int)>& build, s
   chosen_plan r = m->pipeline ? detail::from_pipeline(std::move(*m->pipeline)) : chosen_plan{std::move(*m->flat), std::nullopt};
   r.plan.result.strategy = s;
   if (pin.runner_ups) attach_runner_ups(*r.plan.problem, r.plan.result);
-  if (pin.with_gap) attach_optimal_gap(*r.plan.problem, seed, r.plan.result);
+  if (pin.with_gap) attach_optimal_gap(*r.plan.problem, seed, r.plan.result, /*adopt=*/!r.pipeline);
   r.plan.result.notes.push_back(fmt::format(
       "the fastest plan found is Megatron-LM's layout {} (the best of {} megatron layouts priced: tp, pp, cp, vpp, mbs "
       "and recompute searched, distributed optimizer and sequence parallelism on); the layout search's own best takes "

@@ -12,9 +12,9 @@
 // blocks and tied embeddings reduce completely; a graph that does not returns nullopt. Relaxing
 // the ties can only lower the optimum, so for a tied search this is a lower bound and
 // (descent - optimum) / optimum an upper bound on the descent's true gap.
-// series_parallel_optimum_within() gives up after a wall-time budget (the planner's: 0.25 s or 10 %
-// of its search, whichever is longer), so the reference never costs more than the search; it then
-// reports a lower bound on the optimum instead: the reduction so far is exact, so the optimum is
+// series_parallel_optimum_within() gives up after a budget of work (sp_budget: pairs priced and
+// sums compared, counted, not timed, so the same command reports the same on any machine at any
+// load; the planner's: exact_reference_work, about half a second here); it then reports a lower bound on the optimum instead: the reduction so far is exact, so the optimum is
 // at least what it has folded into a constant plus each remaining node's least cost plus each
 // remaining edge's least cost (every cost is a time, never negative; edges not yet priced add 0).
 //
@@ -173,10 +173,15 @@ inline std::size_t first_sum_equal(const double* a, const double* b, std::size_t
   return 0;
 }
 
-/// Where a reduction stops: a wall-clock deadline and a count of steps (edges priced, nodes
-/// eliminated; < 0: no count), the latter for tests that stop it at every point.
+/// Where a reduction stops: units of work (one per pair of classes an edge prices, one per
+/// candidate sum an elimination compares; < 0: no limit), the same on any machine at any load,
+/// so a plan and its report do not depend on where or when they were made (issue 37); and a
+/// count of steps (edges priced, nodes eliminated; < 0: no count), for tests that stop it at
+/// every point. A pair priced costs sp_price_units (pricing runs the cost model: about a
+/// microsecond), a sum compared one (about a nanosecond).
+inline constexpr std::int64_t sp_price_units = 1000;
 struct sp_budget {
-  std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max();
+  std::int64_t work = -1;
   std::int64_t steps = -1;
 };
 
@@ -202,7 +207,7 @@ class sp_reduction {
       if (spent()) return;
       const choice_edge& ed = at(p.edges(), e);
       std::optional<sp_matrix> m = edge_matrix(e, price);
-      if (!m) {  // the deadline passed within the edge (4-D meshes: 625 x 625 ports); it counts 0
+      if (!m) {  // the work ran out within the edge (4-D meshes: 625 x 625 ports); it counts 0
         timed_out_ = true;
         return;
       }
@@ -212,6 +217,8 @@ class sp_reduction {
 
   /// Whether the budget ran out (checked per edge priced and per node eliminated).
   bool timed_out() const { return timed_out_; }
+  /// The units of work left (sp_budget::work; < 0: no limit was set).
+  std::int64_t work_left() const { return budget_.work; }
 
   /// A lower bound on the optimum from the reduction so far (the optimum once it finished):
   /// the constant folded, each live node's least cost, each remaining edge's least cost.
@@ -244,9 +251,9 @@ class sp_reduction {
   }
 
  private:
-  // Edge e's matrix by classes of picks, or nullopt where the deadline passes while it is priced
+  // Edge e's matrix by classes of picks, or nullopt where the work runs out while it is priced
   // (checked per row: one edge of a 4-D mesh can take seconds).
-  std::optional<sp_matrix> edge_matrix(int e, const price_fn& price) const {
+  std::optional<sp_matrix> edge_matrix(int e, const price_fn& price) {
     sp_matrix m{p_.candidates(at(p_.edges(), e).u), p_.candidates(at(p_.edges(), e).v), {}, {},
                 p_.ports(e, 0), p_.ports(e, 1), {}};
     std::vector<int> row_pick(std::size_t(m.row_classes), -1), col_pick(std::size_t(m.col_classes), -1);
@@ -260,9 +267,7 @@ class sp_reduction {
     }
     m.v.assign(std::size_t(m.row_classes) * std::size_t(m.col_classes), 0.0);
     for (int r = 0; r < m.row_classes; ++r) {
-      if (budget_.deadline != std::chrono::steady_clock::time_point::max() &&
-          std::chrono::steady_clock::now() > budget_.deadline)
-        return std::nullopt;
+      if (!charge(sp_price_units * m.col_classes)) return std::nullopt;
       for (int c = 0; c < m.col_classes; ++c)
         if (at(row_pick, r) >= 0 && at(col_pick, c) >= 0) m.cls(r, c) = price(e, at(row_pick, r), at(col_pick, c));
     }
@@ -313,6 +318,7 @@ class sp_reduction {
     sp_undo un{b, a, -1, std::vector<int>(std::size_t(e.row_classes)), 1, e.row_class, {}};
     std::vector<double> best_of(std::size_t(e.row_classes));
     const std::vector<int> ys = worth_trying(ub, e.col_class, e.col_classes, std::vector<int>(ub.size(), 0), 1);
+    charge(std::int64_t(e.row_classes) * std::int64_t(ys.size()));
     for (int r = 0; r < e.row_classes; ++r) {
       double best = std::numeric_limits<double>::infinity();
       for (int y : ys)
@@ -335,6 +341,7 @@ class sp_reduction {
     const std::vector<double>& ub = at(unary_, b);
     const std::vector<int> ys = worth_trying(ub, eab.col_class, eab.col_classes, ecb.col_class, ecb.col_classes);
     const std::size_t ny = ys.size();
+    charge(std::int64_t(ra) * std::int64_t(rc) * std::int64_t(ny));
     std::vector<double> row(ny), cols(ny * std::size_t(rc));  // cols: [z][i], gathered once
     for (int z = 0; z < rc; ++z)
       for (std::size_t i = 0; i < ny; ++i) cols[std::size_t(z) * ny + i] = ecb.cls(z, at(ecb.col_class, ys[i]));
@@ -401,6 +408,7 @@ class sp_reduction {
       branch.fix(n, x);
       std::optional<exact_result> r = branch.solve();
       budget_.steps = branch.budget_.steps;
+      budget_.work = branch.budget_.work;
       if (branch.timed_out_) timed_out_ = true;
       if (timed_out_ || !r) return std::nullopt;
       if (!best || r->time < best->time) best = std::move(r);
@@ -425,10 +433,20 @@ class sp_reduction {
   bool spent() {
     if (budget_.steps == 0) timed_out_ = true;
     if (budget_.steps > 0) --budget_.steps;
-    if (budget_.deadline != std::chrono::steady_clock::time_point::max() &&
-        std::chrono::steady_clock::now() > budget_.deadline)
-      timed_out_ = true;
+    if (budget_.work == 0) timed_out_ = true;
     return timed_out_;
+  }
+
+  // Takes n units of work; false (and the budget spent) where fewer were left.
+  bool charge(std::int64_t n) {
+    if (budget_.work < 0) return true;
+    if (budget_.work < n) {
+      budget_.work = 0;
+      timed_out_ = true;
+      return false;
+    }
+    budget_.work -= n;
+    return true;
   }
 
   const choice_problem& p_;
@@ -443,11 +461,7 @@ class sp_reduction {
   bool timed_out_ = false;
 };
 
-inline sp_budget budget_of(double seconds, std::int64_t steps) {
-  return {std::chrono::steady_clock::now() +
-              std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(seconds)),
-          steps};
-}
+
 
 /// A problem whose nodes are p's groups: a group's costs are its nodes' summed, an edge stands
 /// for the edges of one class between two groups (folded in choice_problem::group_edge_items),
@@ -498,11 +512,17 @@ struct bounded_exact {
   double lower_bound = 0;
 };
 
-/// series_parallel_optimum within `budget_s` seconds of wall time (pricing every pair included)
-/// and, where max_steps >= 0, that many steps (edges priced, nodes eliminated).
-inline bounded_exact series_parallel_optimum_within(const choice_problem& p, double budget_s,
+/// series_parallel_optimum within `work` units (sp_budget: pricing every pair included; < 0: no
+/// limit) and, where max_steps >= 0, that many steps (edges priced, nodes eliminated).
+inline bounded_exact series_parallel_optimum_within(const choice_problem& p, std::int64_t work,
                                                     std::int64_t max_steps = -1) {
-  detail::sp_reduction r(p, detail::budget_of(budget_s, max_steps));
+  // pricing every edge alone would spend the budget (4-D meshes): stop before, with the bound
+  // of the least unary costs, rather than price part of it
+  std::int64_t pricing = 0;
+  for (int e = 0; e < int(p.edges().size()) && work >= 0 && pricing <= work; ++e)
+    pricing += detail::sp_price_units * std::int64_t(p.ports(e, 0)) * std::int64_t(p.ports(e, 1));
+  if (work >= 0 && pricing > work) work = 0;
+  detail::sp_reduction r(p, {work, max_steps});
   bounded_exact out;
   out.result = r.solve();
   out.timed_out = r.timed_out();
@@ -522,15 +542,15 @@ inline std::int64_t tied_port_pairs(const choice_problem& p) {
 }
 
 /// The optimum of p's additive objective over tied assignments (one pick per group: `pick`),
-/// within `budget_s` seconds: the DP over p's groups (detail::fold_groups), fixing picks where
-/// the group graph does not reduce. A seed for the descent; ties kept, so no lower bound for it.
-inline bounded_exact tied_series_parallel_optimum_within(const choice_problem& p, double budget_s,
+/// within `work` units (sp_budget): the DP over p's groups (detail::fold_groups), fixing picks
+/// where the group graph does not reduce. A seed for the descent; ties kept, so no lower bound.
+inline bounded_exact tied_series_parallel_optimum_within(const choice_problem& p, std::int64_t work,
                                                          std::int64_t max_steps = -1) {
   const detail::folded_groups f = detail::fold_groups(p);
   auto price = [&](int e, int x, int y) {
     return p.pair(at(f.edge_of, e).item, x, y).serial_time() * at(f.edge_of, e).count;
   };
-  detail::sp_reduction r(f.problem, detail::budget_of(budget_s, max_steps), price, /*branch=*/true);
+  detail::sp_reduction r(f.problem, {work, max_steps}, price, /*branch=*/true);
   bounded_exact out;
   out.result = r.solve();
   out.timed_out = r.timed_out();

@@ -651,7 +651,7 @@ inline std::optional<pipeline_plan> search_pipeline(const std::function<graph(in
   pipeline_plan r = std::move(*seen[*best]);
   attach_runner_ups(*r.layouts.problem, r.layouts.result);  // the winner's only
   r.layouts.result.search_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  attach_optimal_gap(*r.layouts.problem, seed, r.layouts.result);  // the winner's layouts only
+  attach_optimal_gap(*r.layouts.problem, seed, r.layouts.result, /*adopt=*/false);  // priced into the stages already
   r.layouts.result.notes.push_back("pipeline search: " + detail::itos(int(seen.size())) +
                                    " points (stages, micro-batches, recompute) tried");
   return r;

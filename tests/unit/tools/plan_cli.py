@@ -107,6 +107,29 @@ print(("ok  " if ok else "FAIL") + " megatron:tp=2,mbs=1,recompute=selective pla
 if not ok:
     failures.append("megatron knobs")
 
+# The same plan at any load (issue 37): the exact reference's budget is work, not seconds, so the
+# JSON of a plan whose reference is near its budget is the same beside two busy processes
+# (timings aside)
+def plan_json_without_timings(args):
+    r = run(*args, "--json")
+    j = json.loads(r.stdout) if r.returncode == 0 else {}
+    j.pop("search_s", None)
+    return j
+
+
+near_budget = ["--model", "gpt:size=gpt2-medium", "--mesh", "4x4x8", "--hardware", "dgx-a100", "--dtype", "bf16"]
+quiet = plan_json_without_timings(near_budget)
+spinners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(2)]
+try:
+    loaded = plan_json_without_timings(near_budget)
+finally:
+    for p in spinners:
+        p.kill()
+ok = quiet != {} and quiet == loaded
+print(("ok  " if ok else "FAIL") + " the same plan JSON quiet and beside two busy processes")
+if not ok:
+    failures.append("plan at any load")
+
 # Pipelines (issue 13): bad input is one sentence; a megatron pp plan reports its stages.
 expect_error("pp not dividing the outermost axis", ["--model", small, "--mesh", "2x4", "--strategy", "megatron:tp=4,pp=3"],
              "pp=3 must divide the outermost axis of mesh 2x4")
