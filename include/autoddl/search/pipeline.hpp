@@ -542,12 +542,18 @@ inline pipeline_plan plan_megatron_pipeline(const std::function<graph(int)>& bui
                                              : detail::pipeline_microbatch_counts(batch, m.pp);
   if (m.mbs > 0) counts = {1};  // its mbs says (plan_pipeline)
   std::optional<pipeline_plan> best;
+  std::optional<layout_error> unsplit;  // the first count the layout could not split, where none could
   for (int c : counts) {
     pipeline_shape sh = shape;
     sh.microbatches = c;
-    pipeline_plan p = plan_pipeline(build, batch, base, inner, sh, pin.recompute, seed);
-    if (!best || detail::better_pipeline(p, *best)) best = std::move(p);
+    try {
+      pipeline_plan p = plan_pipeline(build, batch, base, inner, sh, pin.recompute, seed);
+      if (!best || detail::better_pipeline(p, *best)) best = std::move(p);
+    } catch (const layout_error& e) {  // a micro-batch the stage layout cannot split: no such plan
+      if (!unsplit) unsplit = e;
+    }
   }
+  if (!best) throw *unsplit;
   // The stage layouts chose their recomputation for the whole model under p times the limit; where
   // the replayed stages are over it, more recomputation is tried (unless the strategy or pin says).
   for (recompute_mode r : {recompute_mode::selective, recompute_mode::full}) {
@@ -555,8 +561,11 @@ inline pipeline_plan plan_megatron_pipeline(const std::function<graph(int)>& bui
     for (int c : counts) {
       pipeline_shape sh = shape;
       sh.microbatches = c;
-      pipeline_plan p = plan_pipeline(build, batch, base, inner, sh, r, seed);
-      if (detail::better_pipeline(p, *best)) best = std::move(p);
+      try {
+        pipeline_plan p = plan_pipeline(build, batch, base, inner, sh, r, seed);
+        if (detail::better_pipeline(p, *best)) best = std::move(p);
+      } catch (const layout_error&) {  // as above
+      }
     }
   }
   return std::move(*best);
