@@ -48,9 +48,26 @@ std::string layouts_text(const op_layouts& l) {
   return r;
 }
 
+// A plan file's "parallelism" object (written by --out; null in a file without it).
+nlohmann::json file_parallelism(const std::string& path) {
+  std::ifstream in(path);
+  const nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  return j.is_object() && j.contains("parallelism") ? j["parallelism"] : nlohmann::json(nullptr);
+}
+
+// "dp=64 tp=1 pp=1 cp=1 ep=1, ZeRO stage 3, 1 sequence per device per micro-batch", or "not recorded".
+std::string parallelism_text(const nlohmann::json& x) {
+  if (!x.is_object()) return "not recorded";
+  const double n = x.value("sequences_per_device_per_microbatch", 0.0);
+  return fmt::format("dp={} tp={} pp={} cp={} ep={}, ZeRO stage {}, {:g} sequence{} per device per micro-batch",
+                     x.value("dp", 1), x.value("tp", 1), x.value("pp", 1), x.value("cp", 1), x.value("ep", 1),
+                     x.value("zero_stage", 0), n, n == 1 ? "" : "s");
+}
+
 // --diff: what differs between two plan files of one model and mesh.
 void diff_plans(const std::string& a_path, const std::string& b_path, bool json) {
   const plan_file a = read_plan_file(a_path), b = read_plan_file(b_path);
+  const nlohmann::json par_a = file_parallelism(a_path), par_b = file_parallelism(b_path);
   if (a.model != b.model || !(a.mesh == b.mesh))
     throw error("plan files " + a_path + " and " + b_path + " are for different models or meshes ('" + a.model + "' on " +
                 to_string(a.mesh) + ", '" + b.model + "' on " + to_string(b.mesh) + "); --diff compares plans of one model and mesh");
@@ -78,12 +95,14 @@ void diff_plans(const std::string& a_path, const std::string& b_path, bool json)
                       {"peak_bytes_per_device", {pa.peak_bytes, pb.peak_bytes, pb.peak_bytes - pa.peak_bytes}}};
     j["schedule"] = {{"a", {a.microbatches, std::string(to_string(a.recompute))}},
                      {"b", {b.microbatches, std::string(to_string(b.recompute))}}};
+    j["parallelism"] = {{"a", par_a}, {"b", par_b}};
     std::puts(j.dump(2).c_str());
     return;
   }
   fmt::print("a: {} ({}, {} micro-batch{}, recompute {})\nb: {} ({}, {} micro-batch{}, recompute {})\n", a_path, a.strategy,
              a.microbatches, a.microbatches == 1 ? "" : "es", to_string(a.recompute), b_path, b.strategy, b.microbatches,
              b.microbatches == 1 ? "" : "es", to_string(b.recompute));
+  fmt::print("parallel a: {}\n         b: {}\n", parallelism_text(par_a), parallelism_text(par_b));
   fmt::print("{} of {} ops and {} of {} parameters differ\n", ops.size(), a.ops.size(), params.size(), a.params.size());
   for (const auto& o : ops)
     fmt::print("  {:<22} {:<14}\n      a: {}\n      b: {}\n", o["name"].get<std::string>(), o["kind"].get<std::string>(),

@@ -458,6 +458,7 @@ void report(const settings& s, const prepared& p, const run_record& run, const s
              s.model, s.steps, ranks,
              to_string(p.o.mesh) == s.mesh ? s.mesh : s.mesh + " as " + to_string(p.o.mesh), to_string(plan.strategy), to_string(p.to.opt), p.o.microbatches,
              p.o.microbatches == 1 ? "" : "es", to_string(p.o.recompute));
+  fmt::print("parallel  {}\n", tools::parallelism_line(parallelism_of(pp, plan.pick, p.stages()), p.o.mesh));
   if (!p.resume_folder.empty())
     fmt::print("resumed from {} at step {}\n", p.resume_folder.string(), p.first_step + 1);
   fmt::print("loss {:.5f} -> {:.5f}\n", run.losses.front(), run.losses.back());

@@ -146,6 +146,7 @@ inline plan_peak peak_of(const plan_problem& pp, const plan_result& r, const std
   const step_memory m = replay_stage_memory(pp, r.pick, p->shape, p->cut_ops, top);
   k.bytes = double(m.peak());
   k.where = peak_where(pp, m) + fmt::format(", stage {} of {}", top, p->shape.stages);
+  k.stages = p->shape.stages;
   return k;
 }
 
@@ -222,6 +223,7 @@ inline nlohmann::json plan_file_of(const plan_problem& pp, const plan_result& r,
                                    const mesh_shape& mesh) {
   nlohmann::json f = plan_file_json(pp, r, model, hardware);
   f["predicted"]["peak_bytes_per_device"] = peak.bytes;  // the replayed step's (a pipeline's highest stage)
+  f["parallelism"] = parallelism_json(parallelism_of(pp, r.pick, peak.stages));  // for a reader: not read back
   if (p) add_pipeline_schedule(f, mesh, p->shape.stages, p->shape.chunks, p->cut_ops);
   return f;
 }

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "autoddl/search/parallelism.hpp"
 #include "autoddl/search/report.hpp"
 #include "autoddl/search/step_memory.hpp"
 
@@ -50,6 +51,7 @@ struct plan_peak {
   double limit = 0;          ///< bytes per device the plan is held to
   double device_memory = 0;  ///< the hardware profile's memory per device
   bool reserve = true;       ///< the limit is the device's memory less memory_reserve_fraction (no --memory-limit)
+  int stages = 1;            ///< the plan's pipeline stages (1: none)
 };
 
 /// Where replay m peaks: "the backward of h3.mlp.fc1", "the gradient synchronisation".
@@ -73,6 +75,24 @@ inline std::string limit_text(const plan_peak& p) {
                      si(p.limit, "B"), si(p.device_memory, "B"), 100 * memory_reserve_fraction);
 }
 
+/// "dp=64 tp=1 pp=1 cp=1 ep=1, ZeRO stage 3, 1 sequence per device per micro-batch (mesh axes: dp dp)".
+inline std::string parallelism_line(const plan_parallelism& x, const mesh_shape& mesh) {
+  std::string axes;
+  for (axis_role a : x.axes) axes += std::string(axes.empty() ? "" : " ") + to_string(a);
+  const double n = x.sequences_per_device;
+  return fmt::format("dp={} tp={} pp={} cp={} ep={}, ZeRO stage {}, {:g} sequence{} per device per micro-batch ({} axes: {})",
+                     x.dp, x.tp, x.pp, x.cp, x.ep, x.zero_stage, n, n == 1 ? "" : "s",
+                     x.pp > 1 ? "each stage's " + to_string(mesh) : to_string(mesh), axes);
+}
+
+/// The "parallelism" object of --json and plan files.
+inline nlohmann::json parallelism_json(const plan_parallelism& x) {
+  std::vector<std::string> axes;
+  for (axis_role a : x.axes) axes.push_back(to_string(a));
+  return {{"dp", x.dp}, {"tp", x.tp}, {"pp", x.pp}, {"cp", x.cp}, {"ep", x.ep}, {"zero_stage", x.zero_stage},
+          {"sequences_per_device_per_microbatch", x.sequences_per_device}, {"axes", axes}};
+}
+
 inline nlohmann::json plan_json(const plan_problem& pp, const plan_result& r, const plan_peak& peak,
                                 const std::vector<plan_row>& rows, const std::string& model_spec,
                                 const std::string& hw_name) {
@@ -82,6 +102,7 @@ inline nlohmann::json plan_json(const plan_problem& pp, const plan_result& r, co
   j["mesh"] = std::vector<int>(pp.options().mesh.begin(), pp.options().mesh.end());
   j["hardware"] = hw_name;
   j["strategy"] = to_string(r.strategy);
+  j["parallelism"] = parallelism_json(parallelism_of(pp, r.pick, peak.stages));
   j["dtype"] = std::string(to_string(pp.options().type));
   const int m = pp.options().microbatches;
   j["params"] = param_count(g);
@@ -143,7 +164,8 @@ inline void print_human(const plan_problem& pp, const plan_result& r, const plan
              g.inputs.empty() ? 0 : g.inputs[0][0], to_string(o.recompute));
   fmt::print("mesh      {}  ({} devices)   hardware {}   dtype {}\n", to_string(pp.options().mesh),
              pp.options().mesh.devices(), hw_name, to_string(pp.options().type));
-  fmt::print("strategy  {}   search {}\n\n", to_string(r.strategy), seconds(r.search_s));
+  fmt::print("strategy  {}   search {}\n", to_string(r.strategy), seconds(r.search_s));
+  fmt::print("parallel  {}\n\n", parallelism_line(parallelism_of(pp, r.pick, peak.stages), pp.options().mesh));
   fmt::print("{:<22} {:<14} {:>10} {:>10} {:>10} {:>10} {:>11}  {}\n", "op", "kind", "compute", "comm", "comm time",
              "memory", "if runner-up", "signature");
   auto print_row = [&](const plan_row& row) {

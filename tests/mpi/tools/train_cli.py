@@ -30,7 +30,8 @@ if r.returncode == 0:
     check("bytes sent equal the predicted bytes", j["bytes_sent_per_device"] == j["predicted_bytes_per_device"],
           f'{j["bytes_sent_per_device"]} vs {j["predicted_bytes_per_device"]}')
     check("training equals serial within 1e-4", j["max_rel_err_vs_serial"] <= 1e-4, str(j["max_rel_err_vs_serial"]))
-    check("the plan is autoddl-plan's JSON", j["plan"]["mesh"] == [2, 2] and len(j["plan"]["layers"]) > 10)
+    check("the plan is autoddl-plan's JSON", j["plan"]["mesh"] == [2, 2] and len(j["plan"]["layers"]) > 10
+          and j["plan"]["parallelism"]["dp"] * j["plan"]["parallelism"]["tp"] * j["plan"]["parallelism"]["cp"] <= 4)
     check("SGD: the measured peak is the replayed one (priced with SGD's one moment) within 2 %",
           abs(j["peak_bytes_per_device"] / j["predicted_peak_bytes_per_device"] - 1) <= 0.02,
           f'{j["peak_bytes_per_device"]} vs {j["predicted_peak_bytes_per_device"]}')
@@ -68,7 +69,8 @@ for np, mesh, args, says, what in [
 # pipelines: 2 stages of 2 devices in the 1F1B order, equal to serial, each stage's bytes as priced
 r = run(4, "--mesh", "2x2", "--strategy", "megatron:tp=2,pp=2", "--microbatches", "4", "--check-serial")
 check("the default model as megatron:tp=2,pp=2 with 4 micro-batches on 4 ranks runs (--check-serial)",
-      r.returncode == 0 and "pipeline: 2 stages x 4 micro-batches" in r.stdout and "largest relative difference" in r.stdout,
+      r.returncode == 0 and "pipeline: 2 stages x 4 micro-batches" in r.stdout and "largest relative difference" in r.stdout
+      and "parallel  dp=1 tp=2 pp=2 cp=1 ep=1, ZeRO stage 0" in r.stdout,
       r.stderr[-1500:])
 r = run(4, "--model", model, "--mesh", "2x2", "--strategy", "megatron:tp=2,pp=2", "--microbatches", "4", "--steps", "2",
         "--check-serial", "--optimizer", "sgd", "--json")

@@ -433,5 +433,32 @@ check("the table says dp peaks over the limit",
       r.returncode == 0 and re.search(r"vs dp .*\(that plan peaks at 2\d\d GB per device, over the limit of 77.3 GB\)", r.stdout),
       r.stdout[-600:])
 
+# The parallel degrees in plain words, in text, JSON and plan files: the 13B GPT's auto plan is
+# data parallel over all 64 GPUs with ZeRO-3-like storage and one sequence per GPU per micro-batch
+# (1024 sequences in 16 micro-batches of 64); megatron:tp=8,pp=2's are its knobs.
+par = plans_13b["13B auto"].get("parallelism", {})
+check("13B auto's parallelism: dp=64 tp=1 pp=1 cp=1 ep=1, ZeRO stage 3, 1 sequence per GPU per micro-batch",
+      {k: par.get(k) for k in ["dp", "tp", "pp", "cp", "ep", "zero_stage", "sequences_per_device_per_microbatch"]} ==
+      {"dp": 64, "tp": 1, "pp": 1, "cp": 1, "ep": 1, "zero_stage": 3, "sequences_per_device_per_microbatch": 1}
+      and par.get("axes") == ["dp", "dp"], str(par))
+par = plans_13b["13B megatron:tp=8,pp=2"].get("parallelism", {})
+mb = plans_13b["13B megatron:tp=8,pp=2"].get("micro_batch_size", 0)
+check("megatron:tp=8,pp=2's parallelism is its knobs: tp=8, pp=2, dp=4 on each stage's 4x8",
+      par.get("tp") == 8 and par.get("pp") == 2 and par.get("dp") == 4 and par.get("zero_stage") == 0 and
+      par.get("sequences_per_device_per_microbatch") == mb / 4, str(par))
+r = run(*gpt13b)
+check("the table says the degrees in one line",
+      r.returncode == 0 and "parallel  dp=64 tp=1 pp=1 cp=1 ep=1, ZeRO stage 3, 1 sequence per device per micro-batch "
+      "(8x8 axes: dp dp)" in r.stdout, r.stdout[:800])
+par_f = os.path.join(tmp, "par.json")
+r = run("--model", small, "--mesh", "2x2", "--strategy", "megatron:tp=2,dopt=1", "--out", par_f, "--json")
+shown = json.loads(r.stdout).get("parallelism") if r.returncode == 0 else None
+check("a plan file records the parallelism --json shows",
+      r.returncode == 0 and json.load(open(par_f)).get("parallelism") == shown and shown["tp"] == 2 and shown["dp"] == 2
+      and shown["zero_stage"] == 1, str(shown))
+r = run("--diff", par_f, auto_f)
+check("--diff says both plans' degrees", r.returncode == 0 and "parallel a: dp=2 tp=2 pp=1 cp=1 ep=1, ZeRO stage 1" in r.stdout,
+      r.stdout[:400])
+
 print(("FAIL" if failures else "ok  ") + f" {len(failures)} failures")
 sys.exit(1 if failures else 0)
