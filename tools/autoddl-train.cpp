@@ -2,7 +2,8 @@
 //   mpirun -np 4 build/tools/autoddl-train --model gpt:layers=2,hidden=64,heads=4,seq=32,batch=8,vocab=128
 //          --mesh 2x2 [--strategy auto] [--steps 20] [--microbatches auto|N] [--recompute auto|none|selective|full]
 //          [--check-serial] [--json] [--device cpu|cuda]
-//          [--checkpoint-dir D [--checkpoint-every K]] [--resume D] [--plan plan.json] [--data text.txt]
+//          [--checkpoint-dir D [--checkpoint-every K] [--keep-last K]] [--resume D] [--plan plan.json] [--data text.txt]
+//          [--log-every N]
 // --plan runs exactly a plan autoddl-plan --out wrote (its model, mesh, layouts, micro-batches
 // and recomputation); --model and --mesh, when given too, must be the plan's.
 // Checkpoints (runtime/checkpoint.hpp): every K steps and after the last, each rank writes its
@@ -19,7 +20,6 @@
 // during training aborts the whole job with its message, so the job never hangs.
 #include <CLI/CLI.hpp>
 #include <fmt/core.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -75,14 +75,39 @@ struct settings {
   std::string checkpoint_dir, resume, plan_path, data;
   std::optional<plan_file> plan;  ///< --plan, read (main, before prepare)
   int checkpoint_every = 0;  ///< 0: only after the last step (when checkpoint_dir is set)
+  int keep_last = 0;         ///< checkpoints kept under checkpoint_dir, the newest (0: all)
+  int log_every = 10;        ///< a progress line on stderr every this many steps (and after the last)
   std::optional<std::int64_t> seq, batch;  ///< --seq, --batch
 };
 
-void progress(int step, int steps, double loss, double secs) {
-  const int width = 30, done = (step + 1) * width / steps;
-  std::fprintf(stderr, "\r[%s%s] step %d/%d  loss %.4f  %.1f ms/step", std::string(std::size_t(done), '#').c_str(),
-               std::string(std::size_t(width - done), '.').c_str(), step + 1, steps, loss, secs * 1e3);
-  if (step + 1 == steps) std::fputc('\n', stderr);
+/// What a progress line counts per step: the samples (sequences, images, rows) of the global
+/// batch and, for a model of token sequences, their tokens (0 otherwise).
+struct step_size {
+  double samples = 0, tokens = 0;
+};
+step_size step_size_of(const graph& g, int microbatches) {
+  step_size z;
+  if (g.inputs.empty() || g.ops.empty()) return z;
+  z.samples = double(g.inputs[0][0]) * microbatches;
+  const bool tokens = g.ops.front().kind == op_kind::embedding && g.inputs[0].rank() == 2;
+  z.tokens = tokens ? z.samples * double(g.inputs[0][1]) : 0;
+  return z;
+}
+
+/// One progress line on stderr (rank 0, every --log-every steps and after the last), flushed so
+/// that a run killed early has said how far it got:
+///   "autoddl-train: step 20/2000  loss 4.1234  12.3 ms/step  650 samples/s  20.8 k tokens/s"
+/// `secs`: the mean step time since the last line.
+void progress(int step, int steps, double loss, double secs, const step_size& z) {
+  auto per_s = [secs](double n, const char* what) {  // "617 samples/s", "19.7 K tokens/s"
+    std::string v = tools::si(n / secs, "");
+    while (!v.empty() && v.back() == ' ') v.pop_back();
+    return v + " " + what + "/s";
+  };
+  std::string rate = per_s(z.samples, "samples");
+  if (z.tokens > 0) rate += "  " + per_s(z.tokens, "tokens");
+  std::fprintf(stderr, "autoddl-train: step %d/%d  loss %.4f  %s/step  %s\n", step + 1, steps, loss,
+               tools::seconds(secs).c_str(), rate.c_str());
   std::fflush(stderr);
 }
 
@@ -256,6 +281,9 @@ prepared prepare(const settings& s, int ranks) {
   if (p.text) check_text_model(p.g, *p.text);
   if (s.checkpoint_every < 0) throw error("--checkpoint-every must be positive, got " + std::to_string(s.checkpoint_every));
   if (s.checkpoint_every > 0 && s.checkpoint_dir.empty()) throw error("--checkpoint-every needs --checkpoint-dir");
+  if (s.keep_last < 0) throw error("--keep-last must be positive, got " + std::to_string(s.keep_last));
+  if (s.keep_last > 0 && s.checkpoint_dir.empty()) throw error("--keep-last needs --checkpoint-dir");
+  if (s.log_every < 0) throw error("--log-every must be 0 (no progress lines) or positive, got " + std::to_string(s.log_every));
   if (!s.resume.empty()) check_resume(s, p);
   return p;
 }
@@ -463,7 +491,11 @@ void report(const settings& s, const prepared& p, const run_record& run, const s
     fmt::print("resumed from {} at step {}\n", p.resume_folder.string(), p.first_step + 1);
   fmt::print("loss {:.5f} -> {:.5f}\n", run.losses.front(), run.losses.back());
   if (!run.checkpoints.empty())
-    fmt::print("checkpoints: {} (last {})\n", run.checkpoints.size(), run.checkpoints.back());
+    fmt::print("checkpoints: {} written{} (last {})\n", run.checkpoints.size(),
+               s.keep_last > 0 && int(run.checkpoints.size()) > s.keep_last
+                   ? fmt::format(", the newest {} kept (--keep-last)", s.keep_last)
+                   : std::string(),
+               run.checkpoints.back());
   fmt::print("step time: measured median {}  predicted {}  (measured/predicted {:.2f})\n", tools::seconds(med),
              tools::seconds(plan.time), med / plan.time);
   fmt::print("bytes sent per device per step: {:.0f} (predicted {:.0f}{}){}\n", fig.bytes, fig.predicted_bytes,
@@ -544,6 +576,20 @@ std::string save_checkpoint(const settings& s, const prepared& p, const Trainer&
   return folder.string();
 }
 
+// --keep-last K: the complete checkpoints under `dir` beyond the newest K are removed (rank 0,
+// after the newest is complete: save_checkpoint ends with a barrier). Other folders stay.
+void remove_older_checkpoints(const std::filesystem::path& dir, int keep) {
+  std::vector<std::filesystem::path> complete;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
+    const std::string name = e.path().filename().string();
+    if (e.is_directory() && name.rfind("step-", 0) == 0 && std::filesystem::exists(e.path() / "manifest.json"))
+      complete.push_back(e.path());
+  }
+  std::sort(complete.begin(), complete.end());  // step-<zero-padded k>: oldest first
+  for (std::size_t i = 0; i + std::size_t(keep) < complete.size(); ++i) std::filesystem::remove_all(complete[i], ec);
+}
+
 // This device's stage for the trainer (nullopt without a pipeline).
 template <class Pipe>
 std::optional<pipeline_stage<Pipe>> stage_of(const prepared& p, mpi::pipeline_comms* pc) {
@@ -577,7 +623,9 @@ int train(const settings& s, const prepared& p, int rank, int ranks, D& dev, M& 
     return 2;  // a shard missing, damaged or short: one sentence, nothing overwritten
   std::unique_ptr<serial_check> check = s.check_serial ? std::make_unique<serial_check>(p, rank) : nullptr;
   whole_tensor gather{p, host, pc, p.pipeline ? tools::param_owner_stages(p.g, p.pipeline->cut_ops) : std::vector<int>{}};
-  const bool bar = rank == 0 && isatty(fileno(stderr));
+  const step_size z = step_size_of(p.g, p.o.microbatches);
+  double since_log_s = 0;  // step time since the last progress line
+  int since_log = 0;
   run_record run;
   for (int k = int(p.first_step); k < s.steps; ++k) {
     MPI_Barrier(MPI_COMM_WORLD);
@@ -587,12 +635,20 @@ int train(const settings& s, const prepared& p, int rank, int ranks, D& dev, M& 
     run.secs.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
     run.busy_s.push_back(t.last_step_profile().total_s - t.last_step_profile().pipe_wait_s);
     run.bytes = std::max(run.bytes, t.last_step_bytes());
-    if (bar) progress(k, s.steps, run.losses.back(), run.secs.back());
+    since_log_s += run.secs.back();
+    ++since_log;
+    if (rank == 0 && s.log_every > 0 && ((k + 1) % s.log_every == 0 || k + 1 == s.steps)) {
+      progress(k, s.steps, run.losses.back(), since_log_s / since_log, z);
+      since_log_s = 0;
+      since_log = 0;
+    }
     run.peak_bytes = std::max(run.peak_bytes, t.last_step_peak_bytes());
     if (check) check->after_step(k, run.losses.back(), t, gather);
     const bool due = s.checkpoint_every > 0 && (k + 1) % s.checkpoint_every == 0;
-    if (!s.checkpoint_dir.empty() && (due || k + 1 == s.steps))
+    if (!s.checkpoint_dir.empty() && (due || k + 1 == s.steps)) {
       run.checkpoints.push_back(save_checkpoint(s, p, t, k + 1, comm.coords(), rank, ranks));
+      if (rank == 0 && s.keep_last > 0) remove_older_checkpoints(s.checkpoint_dir, s.keep_last);
+    }
   }
   if (p.pipeline)
     run.stages = tools::gather_stage_measures({double(run.bytes), tools::median(run.busy_s), double(run.peak_bytes)},
@@ -653,6 +709,11 @@ void add_options(CLI::App& app, settings& s) {
                  "write checkpoints under this folder (step-<k>/: a shard file per rank and a manifest)");
   app.add_option("--checkpoint-every", s.checkpoint_every,
                  "write a checkpoint every K steps (and after the last); default: after the last only");
+  app.add_option("--keep-last", s.keep_last,
+                 "keep only the newest K complete checkpoints under --checkpoint-dir (default: all)");
+  app.add_option("--log-every", s.log_every,
+                 "a progress line on stderr every N steps and after the last: loss, step time, samples and tokens "
+                 "per second (default 10; 0: none)");
   app.add_option("--resume", s.resume,
                  "continue from a checkpoint folder, or the newest complete one under a folder; --steps counts all steps");
   app.add_option("--inject-failure", s.inject_failure, "make this rank fail during step 2 (tests the abort path)")

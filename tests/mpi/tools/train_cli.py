@@ -120,6 +120,30 @@ for stage in ["1", "2"]:
               abs(j["peak_bytes_per_device"] / j["predicted_peak_bytes_per_device"] - 1) <= 0.1,
               f'{j["peak_bytes_per_device"]} vs {j["predicted_peak_bytes_per_device"]}')
 
+# progress while it runs: a line on stderr every --log-every steps (and after the last), each out
+# before the job ends; loss, step time, samples and tokens per second
+import re
+import subprocess as sp
+cmd = [mpirun, "--allow-run-as-root", "--oversubscribe", "-np", "2", train, "--model", model, "--mesh", "2", "--steps", "6",
+       "--log-every", "2"]
+proc = sp.Popen(cmd, stdout=sp.PIPE, stderr=sp.PIPE, text=True, env=dict(os.environ, OPENBLAS_NUM_THREADS="1"))
+lines, running_at_first = [], None
+for line in proc.stderr:
+    if line.startswith("autoddl-train: step "):
+        if running_at_first is None:
+            running_at_first = proc.poll() is None
+        lines.append(line.strip())
+proc.wait(timeout=120)
+pattern = r"autoddl-train: step (\d+)/6  loss \d+\.\d{4}  [\d.]+ m?s/step  [\d.]+ K? ?samples/s  [\d.]+ K? ?tokens/s"
+check("a 6-step run with --log-every 2 prints three progress lines, the first while it runs",
+      proc.returncode == 0 and len(lines) == 3 and running_at_first and
+      [re.fullmatch(pattern, l).group(1) if re.fullmatch(pattern, l) else None for l in lines] == ["2", "4", "6"],
+      str(lines))
+r = run(2, "--model", model, "--mesh", "2", "--steps", "3", "--log-every", "0")
+check("--log-every 0 prints no progress lines", r.returncode == 0 and "autoddl-train: step" not in r.stderr, r.stderr[-500:])
+r = run(2, "--model", model, "--mesh", "2", "--steps", "1", "--log-every", "-1")
+check("--log-every -1: exit 2, one sentence", r.returncode == 2 and "--log-every must be 0" in r.stderr, r.stderr[-500:])
+
 r = run(4, "--model", model, "--mesh", "2x4")
 check("mesh size != ranks: exit 2 and one sentence", r.returncode == 2 and "mesh 2x4 has 8 devices but the job has 4 ranks" in r.stderr,
       r.stderr[-1000:])
