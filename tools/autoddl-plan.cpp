@@ -1,6 +1,8 @@
 // autoddl-plan: finds, prices and explains the layout plan of a model on a mesh.
 //   autoddl-plan --model gpt:layers=24,hidden=1024,heads=16,seq=1024,batch=8,vocab=50257
-//                --mesh 2x4 --hardware dgx1-v100 [--strategy auto] [--compare dp,megatron] [--json]
+//                [--mesh 2x4] [--hardware dgx1-v100] [--strategy auto] [--compare dp,megatron] [--json]
+//   (without --model, --mesh or --hardware: autoddl-train's defaults, the small GPT on 2x2 priced
+//   with cpu-local: what mpirun -np 4 autoddl-train runs)
 //                [--microbatches auto|N] [--recompute auto|none|selective|full] [--out plan.json]
 //   --model m.json plans a model file (models/model_file.hpp); --export-model m.json writes one
 //   autoddl-plan --diff a.json b.json     (two plan files: the ops whose layouts differ, and the
@@ -124,7 +126,8 @@ using graph_builder = std::function<graph(int)>;
 
 // The command line, as given.
 struct plan_cli {
-  std::string model, mesh = "8", hardware = "dgx1-v100", dtype = "fp32", memory, strategy = "auto", compare, svg,
+  std::string model = autoddl::tools::default_model, mesh = autoddl::tools::default_mesh,
+              hardware = autoddl::tools::default_hardware, dtype = "fp32", memory, strategy = "auto", compare, svg,
                      optimizer = "adam", microbatches = "auto", recompute = "auto", out, export_model;
   std::vector<std::string> diff;
   bool json = false, no_overlap = false, all_ops = false;
@@ -135,11 +138,16 @@ struct plan_cli {
 void add_options(CLI::App& app, plan_cli& c) {
   app.add_option("--model", c.model,
                  "NAME:key=value,... (gpt, bert, llama, vgg11, vgg13, vgg16, vgg19, mlp), a model file m.json, or "
-                 "hf:config.json (a Hugging Face LLaMA, Mistral, Qwen2 or Qwen3 config)");
+                 "hf:config.json (a Hugging Face LLaMA, Mistral, Qwen2 or Qwen3 config); default " +
+                     std::string(autoddl::tools::default_model) + ", as autoddl-train's");
   app.add_option("--seq", c.seq, "sequence length of the model (a zoo transformer or an hf config)");
   app.add_option("--batch", c.batch, "global batch of the model (sequences, images or rows per step)");
-  app.add_option("--mesh", c.mesh, "device mesh, e.g. 8, 2x4, 2x2x2");
-  app.add_option("--hardware", c.hardware, "a preset name or a hardware JSON file");
+  app.add_option("--mesh", c.mesh,
+                 "device mesh, e.g. 8, 2x4, 2x2x2 (default " + std::string(autoddl::tools::default_mesh) +
+                     ", as autoddl-train's)");
+  app.add_option("--hardware", c.hardware,
+                 "a preset name or a hardware JSON file (default " + std::string(autoddl::tools::default_hardware) +
+                     ", as autoddl-train's)");
   app.add_option("--dtype", c.dtype, "fp32, fp16, bf16 or fp64");
   app.add_option("--memory-limit", c.memory, "bytes per device, e.g. 32GiB (default: the device's memory less a 10 % reserve)");
   app.add_option("--strategy", c.strategy,
@@ -261,7 +269,6 @@ void print_plan(const plan_cli& c, const plan_problem& pp, const plan_result& r,
 
 // Plans c.model as asked, writes the files asked for and prints the plan.
 void plan_model(plan_cli c) {
-  if (c.model.empty()) throw error("--model is required (or --diff a.json b.json)");
   c.model = resize_model_spec(c.model, c.seq, c.batch);  // --seq, --batch
   if (!c.export_model.empty()) write_file(c.export_model, "the model", model_file_json(load_model(c.model)).dump(1) + "\n");
   const plan_strategy chosen = parse_strategy(c.strategy);

@@ -60,11 +60,9 @@ namespace {
 
 using cpu_trainer = trainer<float, cpu_device, mpi::mpi_mesh_comm>;
 
-/// The model trained without --model or --plan: a small GPT that trains in seconds on a few ranks.
-constexpr const char* default_model = "gpt:layers=2,hidden=64,heads=4,seq=32,batch=8,vocab=128";
 
 struct settings {
-  std::string model, mesh = "2x2", strategy = "auto", hardware = "cpu-local", optimizer_s = "adam";
+  std::string model, mesh = tools::default_mesh, strategy = "auto", hardware = tools::default_hardware, optimizer_s = "adam";
   std::string recompute = "auto", microbatches = "auto", device = "cpu";
   int steps = 20;
   double lr = 1e-3;
@@ -292,7 +290,7 @@ prepared prepare(const settings& s, int ranks) {
 // match what the command line also says.
 void read_plan_option(settings& s, const CLI::App& app) {
   if (s.plan_path.empty()) {
-    if (s.model.empty()) s.model = default_model;
+    if (s.model.empty()) s.model = tools::default_model;
     s.model = resize_model_spec(s.model, s.seq, s.batch);
     return;
   }
@@ -476,16 +474,18 @@ void report(const settings& s, const prepared& p, const run_record& run, const s
                                 {"parameters_after_step1_worst", check->worst_param_name}};
     j["ranks"] = ranks;
     j["optimizer"] = std::string(to_string(p.to.opt));
+    j["hardware"] = s.hardware;
     j["plan"] = tools::plan_json(pp, plan, tools::peak_of(pp, plan, p.pipeline, p.base), plan_rows(pp, plan), s.model,
                                  s.hardware);
     if (p.pipeline) tools::add_pipeline_json(j["plan"], p.pipeline, p.g);
     std::puts(j.dump(2).c_str());
     return;
   }
-  fmt::print("trained {} for {} steps on {} ranks (mesh {}, {} plan, {}, {} micro-batch{} per step, recompute {})\n",
+  fmt::print("trained {} for {} steps on {} ranks (mesh {}, {} plan, {}, {} micro-batch{} per step, recompute {}, "
+             "hardware {})\n",
              s.model, s.steps, ranks,
              to_string(p.o.mesh) == s.mesh ? s.mesh : s.mesh + " as " + to_string(p.o.mesh), to_string(plan.strategy), to_string(p.to.opt), p.o.microbatches,
-             p.o.microbatches == 1 ? "" : "es", to_string(p.o.recompute));
+             p.o.microbatches == 1 ? "" : "es", to_string(p.o.recompute), s.hardware);
   fmt::print("parallel  {}\n", tools::parallelism_line(parallelism_of(pp, plan.pick, p.stages()), p.o.mesh));
   if (!p.resume_folder.empty())
     fmt::print("resumed from {} at step {}\n", p.resume_folder.string(), p.first_step + 1);
@@ -682,13 +682,15 @@ void add_options(CLI::App& app, settings& s) {
   app.add_option("--model", s.model,
                  std::string("NAME:key=value,... (gpt, bert, llama, vgg11, vgg13, vgg16, vgg19, mlp), a model file m.json "
                              "or hf:config.json; default ") +
-                     default_model + "; optional with --plan");
+                     tools::default_model + "; optional with --plan");
   app.add_option("--seq", s.seq, "sequence length of the model (a zoo transformer or an hf config)");
   app.add_option("--batch", s.batch, "global batch of the model (sequences, images or rows per step)");
   app.add_option("--mesh", s.mesh, "device mesh, one device per MPI rank, e.g. 4 or 2x2");
   app.add_option("--strategy", s.strategy,
                  std::string(autoddl::tools::strategies_help) + " or exact (megatron with pp > 1 runs a pipeline, 1F1B)");
-  app.add_option("--hardware", s.hardware, "the profile the plan is priced with (default cpu-local)");
+  app.add_option("--hardware", s.hardware,
+                 std::string("the profile the plan is priced with, a preset name or a hardware JSON file (default ") +
+                     tools::default_hardware + ", as autoddl-plan's)");
   app.add_option("--steps", s.steps, "training steps");
   app.add_option("--lr", s.lr, "learning rate (default 1e-3; 3e-3 with --data)");
   app.add_option("--optimizer", s.optimizer_s, "adam or sgd");

@@ -80,6 +80,13 @@ inline int parse_count(std::string_view name, std::string_view s) {
   return v;
 }
 
+/// What both programs plan when not told otherwise: a small GPT on this machine kind's 4 ranks
+/// (a 2x2 mesh) priced with its profile, so that `autoddl-plan` plans what `mpirun -np 4
+/// autoddl-train` runs.
+inline constexpr const char* default_model = "gpt:layers=2,hidden=64,heads=4,seq=32,batch=8,vocab=128";
+inline constexpr const char* default_mesh = "2x2";
+inline constexpr const char* default_hardware = "cpu-local";
+
 /// The strategies --strategy takes in both programs, for their help (each adds the exact ones
 /// it runs).
 inline constexpr const char* strategies_help =

@@ -144,6 +144,21 @@ check("--log-every 0 prints no progress lines", r.returncode == 0 and "autoddl-t
 r = run(2, "--model", model, "--mesh", "2", "--steps", "1", "--log-every", "-1")
 check("--log-every -1: exit 2, one sentence", r.returncode == 2 and "--log-every must be 0" in r.stderr, r.stderr[-500:])
 
+# the same defaults as autoddl-plan: without --model, --mesh and --hardware both plan the small
+# GPT on 2x2 with cpu-local, and train's plan is the planner's
+if planner:
+    planned = json.loads(subprocess.run([planner, "--json"], capture_output=True, text=True).stdout)
+    r = run(4, "--steps", "1", "--json")
+    j = json.loads(r.stdout) if r.returncode == 0 else {}
+    check("autoddl-train without --model, --mesh, --hardware trains autoddl-plan's default plan, naming the profile",
+          r.returncode == 0 and j.get("hardware") == "cpu-local" and j["plan"]["model"] == planned["model"] and
+          j["plan"]["mesh"] == planned["mesh"] and
+          [l["signature"] for l in j["plan"]["layers"]] == [l["signature"] for l in planned["layers"]],
+          r.stderr[-800:])
+    r = run(4, "--steps", "1")
+    check("the text report names the hardware profile", r.returncode == 0 and "hardware cpu-local)" in r.stdout,
+          r.stdout[-800:])
+
 r = run(4, "--model", model, "--mesh", "2x4")
 check("mesh size != ranks: exit 2 and one sentence", r.returncode == 2 and "mesh 2x4 has 8 devices but the job has 4 ranks" in r.stderr,
       r.stderr[-1000:])

@@ -30,7 +30,7 @@ tmp = tempfile.mkdtemp()
 bad_json = os.path.join(tmp, "bad.json")
 open(bad_json, "w").write('{"name": "x", "devices_per_node": 8,')
 zero_json = os.path.join(tmp, "zero.json")
-good = json.loads(subprocess.run([plan, "--model", small, "--mesh", "4", "--json"], capture_output=True, text=True).stdout)
+good = json.loads(subprocess.run([plan, "--model", small, "--mesh", "4", "--hardware", "dgx1-v100", "--json"], capture_output=True, text=True).stdout)
 
 expect_error("unknown model", ["--model", "resnet:layers=2"], "unknown model 'resnet'")
 expect_error("unknown key", ["--model", "gpt:layres=2"], "unknown key 'layres'")
@@ -287,7 +287,7 @@ pa, pm = json.load(open(auto_f)), json.load(open(meg_f))
 shown = json.loads(ra.stdout)
 check("the plan file is versioned and names model, mesh, hardware, dtype",
       pa["format"] == "autoddl-plan" and pa["version"] == 1 and pa["model"] == small and pa["mesh"] == [2, 2]
-      and pa["hardware"] == "dgx1-v100" and pa["dtype"] == "fp32")
+      and pa["hardware"] == "cpu-local" and pa["dtype"] == "fp32")
 check("the plan file carries micro-batches, recomputation and stages",
       pa["schedule"] == {"microbatches": 2, "recompute": "full", "stages": 1}, str(pa["schedule"]))
 check("one entry per op and per parameter, as --json's layers",
@@ -326,7 +326,12 @@ pb = json.loads(json.dumps(pa))
 del pb["ops"][3]["outputs"]
 json.dump(pb, open(broken_f, "w"))
 expect_error("a plan file missing a field names the field", ["--diff", auto_f, broken_f], "lacks the field 'outputs'")
-expect_error("--model or --diff is required", ["--mesh", "4"], "--model is required")
+# the same defaults as autoddl-train: the small GPT on 2x2, priced with cpu-local
+r = run("--json")
+j = json.loads(r.stdout) if r.returncode == 0 else {}
+check("without --model, --mesh and --hardware: autoddl-train's small GPT on 2x2 with cpu-local",
+      j.get("model") == "gpt:layers=2,hidden=64,heads=4,seq=32,batch=8,vocab=128" and j.get("mesh") == [2, 2]
+      and j.get("hardware") == "cpu-local", r.stderr[-300:])
 # models as files: every zoo model exported and read back plans identically
 model_f = os.path.join(tmp, "model.json")
 for spec in [small, "vgg11:image=32,classes=16,batch=8,fc=32", "vgg13:image=32,classes=16,batch=8,fc=32",
