@@ -154,9 +154,9 @@ void add_options(CLI::App& app, plan_cli& c) {
                  std::string(autoddl::tools::strategies_help) + ", exact or exhaustive");
   app.add_option("--microbatches", c.microbatches,
                  "micro-batches per step (gradient accumulation): auto or a divisor of the batch");
-  app.add_option("--recompute", c.recompute, "activation recomputation of repeated blocks: auto, none, selective or full");
+  app.add_option("--recompute", c.recompute, autoddl::tools::recompute_help);
   app.add_option("--compare", c.compare, "comma-separated plans to compare against, e.g. dp,megatron:tp=4");
-  app.add_option("--optimizer", c.optimizer, "adam or sgd-momentum");
+  app.add_option("--optimizer", c.optimizer, autoddl::tools::optimizers_help);
   app.add_option("--seed", c.seed, "seed of the random starts");
   app.add_flag("--no-overlap", c.no_overlap, "price gradient sync without overlapping backward compute");
   app.add_flag("--json", c.json, "print one JSON object");

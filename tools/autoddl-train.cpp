@@ -62,7 +62,7 @@ using cpu_trainer = trainer<float, cpu_device, mpi::mpi_mesh_comm>;
 
 
 struct settings {
-  std::string model, mesh = tools::default_mesh, strategy = "auto", hardware = tools::default_hardware, optimizer_s = "adam";
+  std::string model, mesh = tools::default_mesh, strategy = "auto", hardware = tools::default_hardware, optimizer_s;  ///< empty: the --plan file's, else adam
   std::string recompute = "auto", microbatches = "auto", device = "cpu";
   int steps = 20;
   double lr = 1e-3;
@@ -142,9 +142,9 @@ void check_resume(const settings& s, prepared& p) {
   if (m.model != s.model)
     throw error("checkpoint " + manifest + " was written for model '" + m.model + "', not '" + s.model + "'");
   if (m.dtype != "fp32") throw error("checkpoint " + manifest + " holds " + m.dtype + " values; autoddl-train trains fp32");
-  if (m.optimizer != std::string(to_string(p.to.opt)))
+  if (parse_optimizer(m.optimizer) != p.to.opt)
     throw error("checkpoint " + manifest + " was written with optimizer " + m.optimizer + "; resume with --optimizer " +
-                (m.optimizer == "sgd-momentum" ? std::string("sgd") : m.optimizer));
+                m.optimizer);
   if (m.param_names.size() != p.g.params.size())
     throw error("checkpoint " + manifest + " holds " + std::to_string(m.param_names.size()) + " parameters; the model has " +
                 std::to_string(p.g.params.size()));
@@ -236,7 +236,7 @@ prepared prepare(const settings& s, int ranks) {
                 std::to_string(ranks) + " ranks; run mpirun -np " + std::to_string(p.o.mesh.devices()) +
                 " or choose a mesh of " + std::to_string(ranks) + " devices");
   p.o.hw = load_hardware(s.hardware);
-  p.to.opt = parse_optimizer(s.optimizer_s == "sgd" ? "sgd-momentum" : s.optimizer_s);
+  p.to.opt = parse_optimizer(s.optimizer_s.empty() ? "adam" : s.optimizer_s);
   p.o.opt = p.to.opt;  // the plan is priced with the optimizer state this run keeps
   p.to.lr = s.lr_given || s.data.empty() ? s.lr : 3e-3;  // --data: a small GPT learns visibly in a few hundred steps
   p.to.seed = s.seed;
@@ -303,10 +303,10 @@ void read_plan_option(settings& s, const CLI::App& app) {
   for (const char* knob : {"--strategy", "--microbatches", "--recompute", "--seq", "--batch"})
     if (app.count(knob)) throw error(std::string(knob) + " and --plan both choose the plan; drop " + knob);
   if (f.dtype != "fp32") throw error(where + " was made for " + f.dtype + "; autoddl-train trains fp32 (plan with --dtype fp32)");
-  const std::string opt = s.optimizer_s == "sgd" ? "sgd-momentum" : s.optimizer_s;
-  if (f.optimizer != opt)
-    throw error(where + " was priced for optimizer " + f.optimizer + "; train it with --optimizer " +
-                (f.optimizer == "sgd-momentum" ? std::string("sgd") : f.optimizer));
+  if (!s.optimizer_s.empty() && parse_optimizer(f.optimizer) != parse_optimizer(s.optimizer_s))
+    throw error(where + " was priced for optimizer " + f.optimizer + "; drop --optimizer " + s.optimizer_s +
+                " (the plan's is used) or plan again with --optimizer " + s.optimizer_s);
+  s.optimizer_s = f.optimizer;
   s.model = f.model;
   s.mesh = to_string(f.pipeline_mesh);
   if (!app.count("--hardware")) s.hardware = f.hardware;
@@ -693,11 +693,11 @@ void add_options(CLI::App& app, settings& s) {
                      tools::default_hardware + ", as autoddl-plan's)");
   app.add_option("--steps", s.steps, "training steps");
   app.add_option("--lr", s.lr, "learning rate (default 1e-3; 3e-3 with --data)");
-  app.add_option("--optimizer", s.optimizer_s, "adam or sgd");
+  app.add_option("--optimizer", s.optimizer_s,
+                 std::string(tools::optimizers_help) + " (default: a --plan file's, else adam)");
   app.add_option("--microbatches", s.microbatches,
                  "micro-batches per step (gradient accumulation): auto (the planner's choice) or a divisor of the batch");
-  app.add_option("--recompute", s.recompute,
-                 "auto (the planner's choice), none, selective (attention cores) or full (whole repeated blocks)");
+  app.add_option("--recompute", s.recompute, tools::recompute_help);
   app.add_option("--seed", s.seed, "seed of the data, the initial parameters and the search");
   app.add_option("--device", s.device, "cpu (default) or cuda (one GPU per rank; a build with CUDA and NCCL)");
   app.add_flag("--check-serial", s.check_serial, "also train serially on rank 0 and report the largest difference");

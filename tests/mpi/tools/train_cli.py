@@ -264,10 +264,18 @@ if planner:
             ("a plan for another model", ["--model", model.replace("layers=2", "layers=3")], "is for model"),
             ("a plan for another mesh", ["--mesh", "4"], "is for mesh 2x2, not 4"),
             ("--plan with --strategy", ["--strategy", "dp"], "--strategy and --plan both choose the plan"),
-            ("a plan priced for another optimizer", ["--optimizer", "adam"], "train it with --optimizer sgd")]:
+            ("a plan priced for another optimizer", ["--optimizer", "adam"],
+             "was priced for optimizer sgd-momentum; drop --optimizer adam")]:
         r = run(4, "--plan", pf, "--steps", "1", *(args if "--optimizer" in args else args + ["--optimizer", "sgd"]))
         check(what + ": exit 2 and one sentence", r.returncode == 2 and says in r.stderr and
               r.stderr.count("autoddl-train:") == 1, r.stderr[-800:])
+    # one vocabulary: a plan priced with sgd-momentum runs with the file's optimizer when none is
+    # given, and under either spelling
+    for args in [[], ["--optimizer", "sgd-momentum"], ["--optimizer", "sgd"]]:
+        r = run(4, "--plan", pf, "--steps", "1", "--json", *args)
+        j = json.loads(r.stdout) if r.returncode == 0 else {}
+        check("--plan priced with sgd-momentum trains it with " + (" ".join(args) or "no --optimizer"),
+              r.returncode == 0 and j.get("optimizer") == "sgd-momentum", r.stderr[-600:])
     pipe_file = os.path.join(tmp, "pipeline.json")  # a pipeline's plan file runs at its own cuts
     r = subprocess.run([planner, "--model", model, "--mesh", "2x2", "--hardware", "cpu-local", "--strategy",
                         "megatron:tp=2,pp=2", "--microbatches", "2", "--optimizer", "sgd-momentum", "--out", pipe_file],

@@ -40,7 +40,7 @@ expect_error("missing hardware file", ["--model", small, "--hardware", os.path.j
 expect_error("malformed hardware JSON", ["--model", small, "--hardware", bad_json], "bad.json")
 expect_error("infeasible memory limit", ["--model", small, "--mesh", "4", "--memory-limit", "1KiB"], "memory limit")
 expect_error("bad memory size", ["--model", small, "--memory-limit", "12parsecs"], "unknown unit")
-expect_error("unknown strategy", ["--model", small, "--strategy", "fsdp"], "unknown strategy 'fsdp'")
+expect_error("unknown strategy", ["--model", small, "--strategy", "pipedream"], "unknown strategy 'pipedream'")
 expect_error("unknown plan to compare", ["--model", small, "--compare", "dp,tp"], "unknown strategy 'tp'")
 expect_error("a batch the mesh does not divide", ["--model", "mlp:batch=6", "--mesh", "4", "--strategy", "dp"],
              "cannot take its batch split")
@@ -464,6 +464,26 @@ check("a plan file records the parallelism --json shows",
 r = run("--diff", par_f, auto_f)
 check("--diff says both plans' degrees", r.returncode == 0 and "parallel a: dp=2 tp=2 pp=1 cp=1 ep=1, ZeRO stage 1" in r.stdout,
       r.stdout[:400])
+
+# One vocabulary in both programs: sgd is sgd-momentum, ddp is dp, fsdp is zero (stage 3); what
+# they write is the first spelling
+def plan_of(*args):
+    r = run("--model", small, "--mesh", "2x2", "--json", *args)
+    return json.loads(r.stdout) if r.returncode == 0 else {"stderr": r.stderr}
+for alias, name in [(["--optimizer", "sgd"], ["--optimizer", "sgd-momentum"]), (["--strategy", "ddp"], ["--strategy", "dp"]),
+                    (["--strategy", "fsdp"], ["--strategy", "zero"]), (["--compare", "fsdp"], ["--compare", "zero"])]:
+    a, b = plan_of(*alias), plan_of(*name)
+    same = ("layers" in a and [l["signature"] for l in a["layers"]] == [l["signature"] for l in b["layers"]] and
+            a["strategy"] == b["strategy"] and a.get("compare") == b.get("compare") and
+            a["peak_bytes_per_device"] == b["peak_bytes_per_device"])
+    check(" ".join(alias) + " plans as " + " ".join(name), same, str(a.get("stderr", ""))[-300:])
+sgd_f = os.path.join(tmp, "sgd.json")
+r = run("--model", small, "--mesh", "2x2", "--optimizer", "sgd", "--out", sgd_f)
+check("a plan file names the optimizer by its first spelling",
+      r.returncode == 0 and json.load(open(sgd_f))["optimizer"] == "sgd-momentum", r.stderr[-300:])
+expect_error("an unknown optimizer lists the names", ["--optimizer", "rmsprop"],
+             "unknown optimizer 'rmsprop'; write adam or sgd-momentum (also spelled sgd)")
+expect_error("an unknown strategy lists the names with their aliases", ["--strategy", "tp"], "dp (also spelled ddp)")
 
 print(("FAIL" if failures else "ok  ") + f" {len(failures)} failures")
 sys.exit(1 if failures else 0)
