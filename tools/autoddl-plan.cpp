@@ -30,6 +30,7 @@
 #include "plan_report.hpp"
 #include "support/cli.hpp"
 #include "support/heap.hpp"
+#include "support/profile.hpp"
 
 using namespace autoddl;
 using autoddl::tools::plan_json;
@@ -179,6 +180,7 @@ plan_options options_of(const plan_cli& c) {
   plan_options o;
   o.mesh = parse_mesh(c.mesh);
   o.hw = load_hardware(c.hardware);
+  autoddl::tools::warn_if_other_cpu("autoddl-plan", c.hardware, o.hw);
   o.type = parse_dtype(c.dtype);
   o.opt = parse_optimizer(c.optimizer);
   if (!c.memory.empty()) o.memory_limit = autoddl::tools::parse_bytes(c.memory);

@@ -51,6 +51,7 @@
 #include "pipeline_report.hpp"
 #include "plan_report.hpp"
 #include "support/cli.hpp"
+#include "support/profile.hpp"
 #include "support/stats.hpp"
 #include "train_pipeline.hpp"
 
@@ -746,6 +747,7 @@ int main(int argc, char** argv) {
     s.lr_given = app.count("--lr") > 0;
     read_plan_option(s, app);
     p.emplace(prepare(s, ranks));
+    if (rank == 0) tools::warn_if_other_cpu("autoddl-train", s.hardware, p->o.hw);
   } catch (const std::exception& e) {
     if (rank == 0) std::fprintf(stderr, "autoddl-train: %s\n", e.what());
     MPI_Finalize();
