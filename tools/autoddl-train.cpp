@@ -132,15 +132,31 @@ struct prepared {
 // The checkpoint --resume names (a checkpoint folder, or a folder of them: its newest complete
 // one), checked against this run: same model, dtype and optimizer; every shard file present
 // and of the manifest's size.
+// The checkpoint folder --resume names: the folder itself, or its newest complete checkpoint.
+std::filesystem::path resume_folder_of(const std::string& resume) {
+  const std::filesystem::path dir = resume;
+  if (!std::filesystem::is_directory(dir)) throw error("--resume " + resume + ": no such folder");
+  const std::filesystem::path f = std::filesystem::exists(dir / "manifest.json") ? dir : latest_checkpoint(dir);
+  if (f.empty()) throw error("--resume " + resume + ": no complete checkpoint in it (no step-*/manifest.json)");
+  return f;
+}
+
+// Whether two model specs name one model: the same text, or the same graph (a zoo spec with its
+// keys in another order, a model file and the spec it was exported from).
+bool same_model(const std::string& a, const std::string& b) {
+  if (a == b) return true;
+  try {
+    return model_file_json(load_model(a)) == model_file_json(load_model(b));
+  } catch (const error&) {  // one does not load here (a model file moved): not provably one
+    return false;
+  }
+}
+
 void check_resume(const settings& s, prepared& p) {
-  const std::filesystem::path dir = s.resume;
-  if (!std::filesystem::is_directory(dir)) throw error("--resume " + s.resume + ": no such folder");
-  p.resume_folder = std::filesystem::exists(dir / "manifest.json") ? dir : latest_checkpoint(dir);
-  if (p.resume_folder.empty())
-    throw error("--resume " + s.resume + ": no complete checkpoint in it (no step-*/manifest.json)");
+  p.resume_folder = resume_folder_of(s.resume);
   checkpoint_manifest m = read_manifest(p.resume_folder);
   const std::string manifest = (p.resume_folder / "manifest.json").string();
-  if (m.model != s.model)
+  if (!same_model(m.model, s.model))
     throw error("checkpoint " + manifest + " was written for model '" + m.model + "', not '" + s.model + "'");
   if (m.dtype != "fp32") throw error("checkpoint " + manifest + " holds " + m.dtype + " values; autoddl-train trains fp32");
   if (parse_optimizer(m.optimizer) != p.to.opt)
@@ -287,10 +303,38 @@ prepared prepare(const settings& s, int ranks) {
   return p;
 }
 
+// --resume: what the command line leaves out is the checkpoint's: its model, mesh and optimizer,
+// and on its mesh its strategy, micro-batches and recomputation (the plan it was written on: on
+// the same mesh the planner finds it again). On another mesh the plan is chosen anew.
+void take_from_checkpoint(settings& s, const CLI::App& app) {
+  const checkpoint_manifest m = read_manifest(resume_folder_of(s.resume));
+  if (s.model.empty()) s.model = m.model;
+  if (!app.count("--mesh")) s.mesh = m.mesh;
+  if (!app.count("--strategy") && s.mesh == m.mesh) s.strategy = m.strategy;
+  const bool same_plan = s.mesh == m.mesh && s.strategy == m.strategy && !app.count("--seq") && !app.count("--batch");
+  if (same_plan && !app.count("--microbatches")) s.microbatches = std::to_string(m.microbatches);
+  if (same_plan && !app.count("--recompute")) s.recompute = m.recompute;
+  if (s.optimizer_s.empty()) s.optimizer_s = m.optimizer;
+}
+
+// A resume onto another micro-batch count of a model with dropout: one line (dropout draws its
+// masks per micro-batch, so the steps from here draw other masks than the uninterrupted run).
+std::string resume_warning(const prepared& p) {
+  if (p.resume_folder.empty() || p.resume_manifest.microbatches == p.o.microbatches) return "";
+  bool dropout = false;
+  for (const op_node& n : p.g.ops) dropout = dropout || (n.kind == op_kind::dropout && n.attrs.dropout > 0);
+  if (!dropout) return "";
+  return "autoddl-train: resuming with " + std::to_string(p.o.microbatches) + " micro-batches where " +
+         p.resume_folder.string() + " ran " + std::to_string(p.resume_manifest.microbatches) +
+         ": the model's dropout masks are drawn per micro-batch, so the steps from here differ from an uninterrupted "
+         "run's (--microbatches " + std::to_string(p.resume_manifest.microbatches) + " keeps them)";
+}
+
 // --plan: reads the plan file into s (its model, mesh and hardware), refusing one that does not
 // match what the command line also says.
 void read_plan_option(settings& s, const CLI::App& app) {
   if (s.plan_path.empty()) {
+    if (!s.resume.empty()) take_from_checkpoint(s, app);
     if (s.model.empty()) s.model = tools::default_model;
     s.model = resize_model_spec(s.model, s.seq, s.batch);
     return;
@@ -748,6 +792,7 @@ int main(int argc, char** argv) {
     read_plan_option(s, app);
     p.emplace(prepare(s, ranks));
     if (rank == 0) tools::warn_if_other_cpu("autoddl-train", s.hardware, p->o.hw);
+    if (const std::string w = resume_warning(*p); rank == 0 && !w.empty()) std::fprintf(stderr, "%s\n", w.c_str());
   } catch (const std::exception& e) {
     if (rank == 0) std::fprintf(stderr, "autoddl-train: %s\n", e.what());
     MPI_Finalize();

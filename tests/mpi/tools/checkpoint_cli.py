@@ -134,6 +134,22 @@ try:
               resumed["first_step"] == 2 and len(resumed["losses"]) == 2, str(resumed.get("first_step")))
         check("same plan and mesh: the resumed losses are bit for bit the uninterrupted ones",
               resumed["losses"] == whole["losses"][2:], f'{resumed["losses"]} vs {whole["losses"][2:]}')
+        # the model and plan from the checkpoint: no --model (nor --mesh, --optimizer) resumes the
+        # same run bit for bit; the model's keys in another order name the same model
+        r = run(4, "--resume", half_dir, "--steps", "4", "--json")
+        bare = json.loads(r.stdout) if r.returncode == 0 else {}
+        check("--resume without --model takes the checkpoint's model, mesh, plan and optimizer, bit for bit",
+              bare.get("losses") == whole["losses"][2:] and bare.get("optimizer") == "sgd-momentum", r.stderr[-800:])
+        reordered = "gpt:vocab=64,batch=8,seq=16,heads=4,hidden=32,layers=2"
+        r = run(4, "--model", reordered, "--mesh", "2x2", "--optimizer", "sgd", "--resume", half_dir, "--steps", "4", "--json")
+        check("a model spec with its keys in another order resumes (models compared by meaning)",
+              r.returncode == 0 and json.loads(r.stdout)["losses"] == whole["losses"][2:], r.stderr[-800:])
+        check("no micro-batch change, no dropout warning", "dropout masks" not in r.stderr, r.stderr[-500:])
+        r = run(4, "--model", gpt, "--mesh", "2x2", "--optimizer", "sgd", "--resume", half_dir, "--steps", "3",
+                "--microbatches", "2")
+        check("a resume onto another micro-batch count of a model with dropout says so in one line",
+              r.returncode == 0 and r.stderr.count("dropout masks are drawn per micro-batch") == 1 and
+              "resuming with 2 micro-batches where" in r.stderr, r.stderr[-800:])
         a, b = digest(os.path.join(same_dir, "step-00000004")), digest(os.path.join(whole_dir, "step-00000004"))
         a.pop("manifest.json", None)
         b.pop("manifest.json", None)
