@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
+#include <cmath>
 #include <functional>
 #include <optional>
 #include <nlohmann/json.hpp>
@@ -51,77 +52,6 @@ std::string layouts_text(const op_layouts& l) {
   return r;
 }
 
-// A plan file's "parallelism" object (written by --out; null in a file without it).
-nlohmann::json file_parallelism(const std::string& path) {
-  std::ifstream in(path);
-  const nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
-  return j.is_object() && j.contains("parallelism") ? j["parallelism"] : nlohmann::json(nullptr);
-}
-
-// "dp=64 tp=1 pp=1 cp=1 ep=1, ZeRO stage 3, 1 sequence per device per micro-batch", or "not recorded".
-std::string parallelism_text(const nlohmann::json& x) {
-  if (!x.is_object()) return "not recorded";
-  const double n = x.value("sequences_per_device_per_microbatch", 0.0);
-  return fmt::format("dp={} tp={} pp={} cp={} ep={}, ZeRO stage {}, {:g} sequence{} per device per micro-batch",
-                     x.value("dp", 1), x.value("tp", 1), x.value("pp", 1), x.value("cp", 1), x.value("ep", 1),
-                     x.value("zero_stage", 0), n, n == 1 ? "" : "s");
-}
-
-// --diff: what differs between two plan files of one model and mesh.
-void diff_plans(const std::string& a_path, const std::string& b_path, bool json) {
-  const plan_file a = read_plan_file(a_path), b = read_plan_file(b_path);
-  const nlohmann::json par_a = file_parallelism(a_path), par_b = file_parallelism(b_path);
-  if (a.model != b.model || !(a.mesh == b.mesh))
-    throw error("plan files " + a_path + " and " + b_path + " are for different models or meshes ('" + a.model + "' on " +
-                to_string(a.mesh) + ", '" + b.model + "' on " + to_string(b.mesh) + "); --diff compares plans of one model and mesh");
-  if (a.ops.size() != b.ops.size()) throw error("plan files " + a_path + " and " + b_path + " have different op lists");
-  nlohmann::json ops = nlohmann::json::array(), params = nlohmann::json::array();
-  for (std::size_t i = 0; i < a.ops.size(); ++i) {
-    const op_layouts &x = a.ops[i], &y = b.ops[i];
-    if (x.inputs == y.inputs && x.params == y.params && x.outputs == y.outputs) continue;
-    ops.push_back({{"name", x.name}, {"kind", x.kind}, {"a", layouts_text(x)}, {"b", layouts_text(y)}});
-  }
-  for (std::size_t p = 0; p < a.params.size() && p < b.params.size(); ++p)
-    if (!(a.params[p].storage == b.params[p].storage) || !(a.params[p].grad_sum == b.params[p].grad_sum) ||
-        !(a.params[p].update == b.params[p].update))
-      params.push_back({{"name", a.params[p].name},
-                        {"a", to_string(a.params[p].storage) + " summed " + to_string(a.params[p].grad_sum) +
-                                  " updated " + to_string(a.params[p].update)},
-                        {"b", to_string(b.params[p].storage) + " summed " + to_string(b.params[p].grad_sum) +
-                                  " updated " + to_string(b.params[p].update)}});
-  const plan_prediction &pa = a.predicted, &pb = b.predicted;
-  if (json) {
-    nlohmann::json j = {{"a", a_path}, {"b", b_path}, {"ops_differing", ops}, {"params_differing", params}};
-    j["predicted"] = {{"step_s", {pa.step_s, pb.step_s, pb.step_s - pa.step_s}},
-                      {"comm_s", {pa.comm_s, pb.comm_s, pb.comm_s - pa.comm_s}},
-                      {"comm_bytes_per_device", {pa.comm_bytes, pb.comm_bytes, pb.comm_bytes - pa.comm_bytes}},
-                      {"peak_bytes_per_device", {pa.peak_bytes, pb.peak_bytes, pb.peak_bytes - pa.peak_bytes}}};
-    j["schedule"] = {{"a", {a.microbatches, std::string(to_string(a.recompute))}},
-                     {"b", {b.microbatches, std::string(to_string(b.recompute))}}};
-    j["parallelism"] = {{"a", par_a}, {"b", par_b}};
-    std::puts(j.dump(2).c_str());
-    return;
-  }
-  fmt::print("a: {} ({}, {} micro-batch{}, recompute {})\nb: {} ({}, {} micro-batch{}, recompute {})\n", a_path, a.strategy,
-             a.microbatches, a.microbatches == 1 ? "" : "es", to_string(a.recompute), b_path, b.strategy, b.microbatches,
-             b.microbatches == 1 ? "" : "es", to_string(b.recompute));
-  fmt::print("parallel a: {}\n         b: {}\n", parallelism_text(par_a), parallelism_text(par_b));
-  fmt::print("{} of {} ops and {} of {} parameters differ\n", ops.size(), a.ops.size(), params.size(), a.params.size());
-  for (const auto& o : ops)
-    fmt::print("  {:<22} {:<14}\n      a: {}\n      b: {}\n", o["name"].get<std::string>(), o["kind"].get<std::string>(),
-               o["a"].get<std::string>(), o["b"].get<std::string>());
-  for (const auto& q : params)
-    fmt::print("  parameter {:<22} a: {}   b: {}\n", q["name"].get<std::string>(), q["a"].get<std::string>(),
-               q["b"].get<std::string>());
-  auto pct = [](double x, double y) { return x > 0 ? fmt::format(" ({:+.1f}%)", 100 * (y - x) / x) : std::string(); };
-  fmt::print("predicted step       {:>12} -> {:>12}{}\n", seconds(pa.step_s), seconds(pb.step_s), pct(pa.step_s, pb.step_s));
-  fmt::print("communication time   {:>12} -> {:>12}{}\n", seconds(pa.comm_s), seconds(pb.comm_s), pct(pa.comm_s, pb.comm_s));
-  fmt::print("bytes sent / device  {:>12} -> {:>12}{}\n", si(pa.comm_bytes, "B"), si(pb.comm_bytes, "B"),
-             pct(pa.comm_bytes, pb.comm_bytes));
-  fmt::print("peak memory / device {:>12} -> {:>12}{}\n", si(pa.peak_bytes, "B"), si(pb.peak_bytes, "B"),
-             pct(pa.peak_bytes, pb.peak_bytes));
-}
-
 // Builds the model at a micro-batch count (what plan_micro_batched searches over).
 using graph_builder = std::function<graph(int)>;
 
@@ -131,7 +61,9 @@ struct plan_cli {
               hardware = autoddl::tools::default_hardware, dtype = "fp32", memory, strategy = "auto", compare, svg,
                      optimizer = "adam", microbatches = "auto", recompute = "auto", out, export_model;
   std::vector<std::string> diff;
+  std::string check;
   bool json = false, no_overlap = false, all_ops = false;
+  bool hardware_given = false, mesh_given = false;  ///< --hardware, --mesh on the command line
   std::uint64_t seed = 1;
   std::optional<std::int64_t> seq, batch;
 };
@@ -165,7 +97,11 @@ void add_options(CLI::App& app, plan_cli& c) {
   app.add_option("--svg", c.svg, "write a picture of the plan to this file");
   app.add_option("--out", c.out, "write the plan to this file (JSON: layouts of every op and parameter, schedule, predictions)");
   app.add_option("--export-model", c.export_model, "write the model as a model file (JSON graph: --model path.json reads it)");
-  app.add_option("--diff", c.diff, "compare two plan files: --diff a.json b.json")->expected(2);
+  app.add_option("--diff", c.diff,
+                 "compare two plan files, each validated and priced again: --diff a.json b.json")->expected(2);
+  app.add_option("--check", c.check,
+                 "validate a plan file (its model unchanged, every layout one the planner offers) and price it again "
+                 "(with its hardware, or --hardware)");
 }
 
 // Writes `text` to `path`, or says which of `what` could not be written.
@@ -269,6 +205,163 @@ void print_plan(const plan_cli& c, const plan_problem& pp, const plan_result& r,
   for (const auto& [name, why] : cmp.not_applicable) fmt::print("vs {:<9} not applicable: {}\n", name, why);
 }
 
+// A plan file's "parallelism" object (written by --out; null in a file without it).
+nlohmann::json file_parallelism(const std::string& path) {
+  std::ifstream in(path);
+  const nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  return j.is_object() && j.contains("parallelism") ? j["parallelism"] : nlohmann::json(nullptr);
+}
+
+// "dp=64 tp=1 pp=1 cp=1 ep=1, ZeRO stage 3, 1 sequence per device per micro-batch", or "not recorded".
+std::string parallelism_text(const nlohmann::json& x) {
+  if (!x.is_object()) return "not recorded";
+  const double n = x.value("sequences_per_device_per_microbatch", 0.0);
+  return fmt::format("dp={} tp={} pp={} cp={} ep={}, ZeRO stage {}, {:g} sequence{} per device per micro-batch",
+                     x.value("dp", 1), x.value("tp", 1), x.value("pp", 1), x.value("cp", 1), x.value("ep", 1),
+                     x.value("zero_stage", 0), n, n == 1 ? "" : "s");
+}
+
+// A plan file read, its model checked (plan_model_spec), its layouts validated and priced again
+// (tools::plan_of_file) with its hardware or --hardware, dtype, optimizer and whole mesh.
+struct repriced_file {
+  plan_file file;
+  std::string spec;  ///< the model as loaded
+  std::string hardware;
+  autoddl::tools::chosen_plan plan;
+  autoddl::tools::plan_peak peak;
+  plan_prediction now;  ///< what it is priced at here
+};
+
+repriced_file reprice(const plan_cli& c, const std::string& path) {
+  repriced_file r{read_plan_file(path), {}, {}, {}, {}, {}};
+  r.spec = plan_model_spec(r.file);
+  r.hardware = c.hardware_given ? c.hardware : r.file.hardware;
+  if (c.mesh_given && !(parse_mesh(c.mesh) == r.file.pipeline_mesh))
+    throw error("plan file " + path + " is for mesh " + to_string(r.file.pipeline_mesh) + ", not " + c.mesh +
+                "; leave --mesh out to check it on its own");
+  plan_options o;
+  o.mesh = r.file.pipeline_mesh;
+  o.hw = load_hardware(r.hardware);
+  autoddl::tools::warn_if_other_cpu("autoddl-plan", r.hardware, o.hw);
+  o.type = parse_dtype(r.file.dtype);
+  o.opt = parse_optimizer(r.file.optimizer);
+  if (!c.memory.empty()) o.memory_limit = autoddl::tools::parse_bytes(c.memory);
+  if (c.no_overlap) o.overlap = overlap_rule::none;
+  try {
+    r.plan = autoddl::tools::plan_of_file(r.file, r.spec, o);
+  } catch (const layout_error& e) {
+    throw error("plan file " + path + " is not a valid plan: " + e.what());
+  }
+  const plan_problem& pp = *r.plan.plan.problem;
+  const plan_result& res = r.plan.plan.result;
+  r.peak = autoddl::tools::peak_of(pp, res, r.plan.pipeline, o);
+  double bytes = res.totals.bytes;
+  if (r.plan.pipeline) {  // a pipeline's: the most of any stage
+    bytes = 0;
+    for (const stage_figures& f : r.plan.pipeline->stages) bytes = std::max(bytes, f.bytes);
+  }
+  r.now = {res.time, res.totals.compute(), res.totals.comm(), bytes, r.peak.bytes};
+  return r;
+}
+
+// "step 1.2 ms (the file says 1.3 ms)" where they differ, "step 1.2 ms" where they agree.
+std::string against(const char* what, double now, double stored, const std::function<std::string(double)>& show) {
+  const bool same = std::abs(now - stored) <= 1e-9 * std::max(std::abs(now), std::abs(stored));
+  return std::string(what) + " " + show(now) + (same ? "" : " (the file says " + show(stored) + ")");
+}
+
+// --check: the plan as it prices here, and one line: valid, and today's figures against the file's.
+void check_plan(const plan_cli& c) {
+  const repriced_file r = reprice(c, c.check);
+  const plan_problem& pp = *r.plan.plan.problem;
+  const plan_result& res = r.plan.plan.result;
+  const plan_prediction& was = r.file.predicted;
+  const bool same = std::abs(r.now.step_s - was.step_s) <= 1e-9 * r.now.step_s &&
+                    std::abs(r.now.peak_bytes - was.peak_bytes) <= 1e-9 * r.now.peak_bytes &&
+                    std::abs(r.now.comm_bytes - was.comm_bytes) <= 1e-9 * std::max(1.0, r.now.comm_bytes);
+  plan_cli shown = c;
+  shown.model = r.spec;
+  shown.hardware = r.hardware;
+  const std::vector<plan_row> rows = plan_rows(pp, res);
+  if (c.json) {
+    nlohmann::json j = plan_json(pp, res, r.peak, rows, r.spec, r.hardware);
+    autoddl::tools::add_pipeline_json(j, r.plan.pipeline, pp.model());
+    auto fig = [](const plan_prediction& p) {
+      return nlohmann::json{{"step_s", p.step_s}, {"comm_bytes_per_device", p.comm_bytes}, {"peak_bytes_per_device", p.peak_bytes}};
+    };
+    j["check"] = {{"file", c.check}, {"valid", true}, {"same_figures", same}, {"file_figures", fig(was)}, {"priced", fig(r.now)}};
+    std::puts(j.dump(2).c_str());
+    return;
+  }
+  print_plan(shown, pp, res, r.plan.pipeline, r.peak, rows, {});
+  fmt::print("\nplan file {}: valid (model '{}' unchanged; every op's and parameter's layouts are the planner's on mesh "
+             "{}); priced again with hardware {}: {}, {}, {}{}\n",
+             c.check, r.file.model, to_string(r.file.mesh), r.hardware, against("step", r.now.step_s, was.step_s, seconds),
+             against("peak", r.now.peak_bytes, was.peak_bytes, [](double x) { return si(x, "B"); }),
+             against("sends", r.now.comm_bytes, was.comm_bytes, [](double x) { return si(x, "B"); }),
+             same ? "" : "; the file's figures are older prices (plan it again to update them)");
+}
+
+// --diff: what differs between two plan files of one model and mesh.
+// Each file is validated and priced again (reprice): the figures are today's.
+void diff_plans(const plan_cli& c, const std::string& a_path, const std::string& b_path) {
+  const bool json = c.json;
+  const repriced_file ra = reprice(c, a_path), rb = reprice(c, b_path);
+  const plan_file &a = ra.file, &b = rb.file;
+  const nlohmann::json par_a = file_parallelism(a_path), par_b = file_parallelism(b_path);
+  if (a.model != b.model || !(a.mesh == b.mesh))
+    throw error("plan files " + a_path + " and " + b_path + " are for different models or meshes ('" + a.model + "' on " +
+                to_string(a.mesh) + ", '" + b.model + "' on " + to_string(b.mesh) + "); --diff compares plans of one model and mesh");
+  if (a.ops.size() != b.ops.size()) throw error("plan files " + a_path + " and " + b_path + " have different op lists");
+  nlohmann::json ops = nlohmann::json::array(), params = nlohmann::json::array();
+  for (std::size_t i = 0; i < a.ops.size(); ++i) {
+    const op_layouts &x = a.ops[i], &y = b.ops[i];
+    if (x.inputs == y.inputs && x.params == y.params && x.outputs == y.outputs) continue;
+    ops.push_back({{"name", x.name}, {"kind", x.kind}, {"a", layouts_text(x)}, {"b", layouts_text(y)}});
+  }
+  for (std::size_t p = 0; p < a.params.size() && p < b.params.size(); ++p)
+    if (!(a.params[p].storage == b.params[p].storage) || !(a.params[p].grad_sum == b.params[p].grad_sum) ||
+        !(a.params[p].update == b.params[p].update))
+      params.push_back({{"name", a.params[p].name},
+                        {"a", to_string(a.params[p].storage) + " summed " + to_string(a.params[p].grad_sum) +
+                                  " updated " + to_string(a.params[p].update)},
+                        {"b", to_string(b.params[p].storage) + " summed " + to_string(b.params[p].grad_sum) +
+                                  " updated " + to_string(b.params[p].update)}});
+  const plan_prediction &pa = ra.now, &pb = rb.now;
+  if (json) {
+    nlohmann::json j = {{"a", a_path}, {"b", b_path}, {"ops_differing", ops}, {"params_differing", params},
+                        {"hardware", {ra.hardware, rb.hardware}}};
+    j["predicted"] = {{"step_s", {pa.step_s, pb.step_s, pb.step_s - pa.step_s}},
+                      {"comm_s", {pa.comm_s, pb.comm_s, pb.comm_s - pa.comm_s}},
+                      {"comm_bytes_per_device", {pa.comm_bytes, pb.comm_bytes, pb.comm_bytes - pa.comm_bytes}},
+                      {"peak_bytes_per_device", {pa.peak_bytes, pb.peak_bytes, pb.peak_bytes - pa.peak_bytes}}};
+    j["schedule"] = {{"a", {a.microbatches, std::string(to_string(a.recompute))}},
+                     {"b", {b.microbatches, std::string(to_string(b.recompute))}}};
+    j["parallelism"] = {{"a", par_a}, {"b", par_b}};
+    std::puts(j.dump(2).c_str());
+    return;
+  }
+  fmt::print("a: {} ({}, {} micro-batch{}, recompute {})\nb: {} ({}, {} micro-batch{}, recompute {})\n", a_path, a.strategy,
+             a.microbatches, a.microbatches == 1 ? "" : "es", to_string(a.recompute), b_path, b.strategy, b.microbatches,
+             b.microbatches == 1 ? "" : "es", to_string(b.recompute));
+  fmt::print("both valid, priced again with hardware {} and {}\n", ra.hardware, rb.hardware);
+  fmt::print("parallel a: {}\n         b: {}\n", parallelism_text(par_a), parallelism_text(par_b));
+  fmt::print("{} of {} ops and {} of {} parameters differ\n", ops.size(), a.ops.size(), params.size(), a.params.size());
+  for (const auto& o : ops)
+    fmt::print("  {:<22} {:<14}\n      a: {}\n      b: {}\n", o["name"].get<std::string>(), o["kind"].get<std::string>(),
+               o["a"].get<std::string>(), o["b"].get<std::string>());
+  for (const auto& q : params)
+    fmt::print("  parameter {:<22} a: {}   b: {}\n", q["name"].get<std::string>(), q["a"].get<std::string>(),
+               q["b"].get<std::string>());
+  auto pct = [](double x, double y) { return x > 0 ? fmt::format(" ({:+.1f}%)", 100 * (y - x) / x) : std::string(); };
+  fmt::print("predicted step       {:>12} -> {:>12}{}\n", seconds(pa.step_s), seconds(pb.step_s), pct(pa.step_s, pb.step_s));
+  fmt::print("communication time   {:>12} -> {:>12}{}\n", seconds(pa.comm_s), seconds(pb.comm_s), pct(pa.comm_s, pb.comm_s));
+  fmt::print("bytes sent / device  {:>12} -> {:>12}{}\n", si(pa.comm_bytes, "B"), si(pb.comm_bytes, "B"),
+             pct(pa.comm_bytes, pb.comm_bytes));
+  fmt::print("peak memory / device {:>12} -> {:>12}{}\n", si(pa.peak_bytes, "B"), si(pb.peak_bytes, "B"),
+             pct(pa.peak_bytes, pb.peak_bytes));
+}
+
 // Plans c.model as asked, writes the files asked for and prints the plan.
 void plan_model(plan_cli c) {
   c.model = resize_model_spec(c.model, c.seq, c.batch);  // --seq, --batch
@@ -286,11 +379,11 @@ void plan_model(plan_cli c) {
   const plan_problem& pp = *best.problem;
   const auto rows = plan_rows(pp, best.result);
   const autoddl::tools::plan_peak peak = autoddl::tools::peak_of(pp, best.result, chosen_plan.pipeline, o);
-  if (!c.out.empty())
-    write_file(c.out, "the plan",
-               autoddl::tools::plan_file_of(pp, best.result, chosen_plan.pipeline, peak, c.model, c.hardware, o.mesh)
-                       .dump(1) +
-                   "\n");
+  if (!c.out.empty()) {
+    nlohmann::json file = autoddl::tools::plan_file_of(pp, best.result, chosen_plan.pipeline, peak, c.model, c.hardware, o.mesh);
+    add_model_identity(file, c.model, c.out);  // its content hash, and a model file's path beside the plan
+    write_file(c.out, "the plan", file.dump(1) + "\n");
+  }
   if (!c.svg.empty())
     write_file(c.svg, "the picture",
                plan_svg(pp, best.result, rows, cmp.plans, autoddl::tools::svg_stages_of(chosen_plan.pipeline), peak.bytes));
@@ -314,8 +407,12 @@ int main(int argc, char** argv) {
     return 2;
   }
   return autoddl::tools::guarded("autoddl-plan", [&] {
+    c.hardware_given = app.count("--hardware") > 0;
+    c.mesh_given = app.count("--mesh") > 0;
     if (!c.diff.empty())
-      diff_plans(c.diff.at(0), c.diff.at(1), c.json);
+      diff_plans(c, c.diff.at(0), c.diff.at(1));
+    else if (!c.check.empty())
+      check_plan(c);
     else
       plan_model(c);
   });

@@ -198,25 +198,11 @@ void choose_plan(const settings& s, const plan_strategy& strategy, const step_se
     p.pipeline = std::move(chosen.pipeline);
     return;
   }
-  plan_options o = p.o;  // exactly the file's layouts and schedule
-  o.mesh = s.plan->mesh;
-  o.microbatches = s.plan->microbatches;
-  o.recompute = s.plan->recompute;
-  o.zero1_layouts = uses_zero1_layouts(strategy);
-  o.zero2_layouts = uses_zero2_layouts(strategy);
-  check_microbatches(o.microbatches, graph_batch(load_model(s.model)));
-  micro_batched_plan layouts{std::make_unique<plan_problem>(load_model(s.model, o.microbatches), o), {}, o.microbatches,
-                             o.recompute};
-  layouts.result = result_of(*layouts.problem, pick_of(*layouts.problem, *s.plan), strategy);
-  price_peak(layouts);  // feasible where the replayed step fits
-  if (s.plan->stages > 1) {
-    tools::chosen_plan c = tools::file_pipeline(std::move(layouts), *s.plan, p.o);
-    layouts = std::move(c.plan);
-    p.pipeline = std::move(c.pipeline);
-  }
-  p.peak_bytes = layouts.peak_bytes;
-  p.pp = std::move(layouts.problem);
-  p.plan = std::move(layouts.result);
+  tools::chosen_plan c = tools::plan_of_file(*s.plan, s.model, p.o);  // exactly the file's layouts and schedule
+  p.peak_bytes = c.plan.peak_bytes;
+  p.pp = std::move(c.plan.problem);
+  p.plan = std::move(c.plan.result);
+  p.pipeline = std::move(c.pipeline);
 }
 
 // The CPU device's GEMMs checked on every rank before training (backend/cpu/gemm_check.hpp):
@@ -341,7 +327,8 @@ void read_plan_option(settings& s, const CLI::App& app) {
   }
   plan_file f = read_plan_file(s.plan_path);
   const std::string where = "plan file " + s.plan_path;
-  if (!s.model.empty() && s.model != f.model)
+  const std::string spec = plan_model_spec(f);  // beside the plan file; refused where it changed since
+  if (!s.model.empty() && !same_model(s.model, spec))
     throw error(where + " is for model '" + f.model + "', not '" + s.model + "'");
   if (app.count("--mesh") && parse_mesh(s.mesh) != f.pipeline_mesh)
     throw error(where + " is for mesh " + to_string(f.pipeline_mesh) + ", not " + s.mesh);
@@ -352,7 +339,7 @@ void read_plan_option(settings& s, const CLI::App& app) {
     throw error(where + " was priced for optimizer " + f.optimizer + "; drop --optimizer " + s.optimizer_s +
                 " (the plan's is used) or plan again with --optimizer " + s.optimizer_s);
   s.optimizer_s = f.optimizer;
-  s.model = f.model;
+  s.model = spec;
   s.mesh = to_string(f.pipeline_mesh);
   if (!app.count("--hardware")) s.hardware = f.hardware;
   s.plan = std::move(f);

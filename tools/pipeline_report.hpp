@@ -10,11 +10,13 @@
 //   anything else          plan_micro_batched, no pipeline
 #include <fmt/core.h>
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <utility>
 
+#include "autoddl/models/model_file.hpp"
 #include "autoddl/search/megatron_layouts.hpp"
 #include "autoddl/search/pipeline.hpp"
 #include "autoddl/search/plan_file.hpp"
@@ -148,6 +150,50 @@ inline plan_peak peak_of(const plan_problem& pp, const plan_result& r, const std
   k.where = peak_where(pp, m) + fmt::format(", stage {} of {}", top, p->shape.stages);
   k.stages = p->shape.stages;
   return k;
+}
+
+/// The pipeline a plan file describes: its stage layouts (`layouts`, on the file's stage mesh)
+/// priced at the file's cuts on `base` (the whole mesh). Throws error when a cut is not at a
+/// layer boundary (pipeline_units) or the whole mesh does not split into the file's stages.
+inline chosen_plan file_pipeline(micro_batched_plan&& layouts, const plan_file& f, const plan_options& base) {
+  if (!(stage_mesh(base.mesh, f.stages) == f.mesh))
+    throw error("the plan file's stage mesh " + to_string(f.mesh) + " is not " + std::to_string(f.stages) + " stages of mesh " +
+                to_string(base.mesh));
+  const std::vector<int> first = pipeline_units(layouts.problem->model());
+  std::vector<int> units;
+  for (int op : f.cuts) {
+    const auto it = std::find(first.begin(), first.end(), op);
+    if (it == first.end())
+      throw error("the plan file cuts the model before op " + std::to_string(op) +
+                  ", which is not the first op of a layer (pipeline stages begin at layer boundaries)");
+    units.push_back(int(it - first.begin()));
+  }
+  const pipeline_shape shape{f.stages, layouts.microbatches, f.chunks};
+  return detail::from_pipeline(price_pipeline_at(std::move(layouts), shape, base, units));
+}
+
+/// The plan plan file f describes, priced as the search prices it: its layouts on the file's mesh
+/// and schedule for the model `spec` (plan_model_spec(f)), feasible where the replayed step fits,
+/// a pipeline at its own cuts. `base`: the options as given (hardware, dtype, optimizer, the whole
+/// mesh). @throws layout_error for layouts the problem does not offer: the rule they break and the
+/// nearest valid layouts (pick_of).
+inline chosen_plan plan_of_file(const plan_file& f, const std::string& spec, const plan_options& base) {
+  const plan_strategy strategy = parse_strategy(f.strategy);
+  plan_options o = base;  // exactly the file's layouts and schedule
+  o.mesh = f.mesh;
+  o.microbatches = f.microbatches;
+  o.recompute = f.recompute;
+  // ZeRO-1's and -2's parameter layouts offered whatever the strategy: an auto plan may hold them
+  // (Megatron-LM's distributed optimizer among its last starts), and offering more candidates
+  // changes no price of the file's own
+  o.zero1_layouts = o.zero2_layouts = true;
+  check_microbatches(o.microbatches, graph_batch(load_model(spec)));
+  micro_batched_plan layouts{std::make_unique<plan_problem>(load_model(spec, o.microbatches), o), {}, o.microbatches,
+                             o.recompute};
+  layouts.result = result_of(*layouts.problem, pick_of(*layouts.problem, f), strategy);
+  price_peak(layouts);
+  if (f.stages > 1) return file_pipeline(std::move(layouts), f, base);
+  return chosen_plan{std::move(layouts), std::nullopt};
 }
 
 /// Stage i's ops as the reports name them: "first op .. last op".

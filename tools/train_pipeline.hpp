@@ -18,26 +18,6 @@
 
 namespace autoddl::tools {
 
-/// The pipeline a plan file describes: its stage layouts (`layouts`, on the file's stage mesh)
-/// priced at the file's cuts on `base` (the whole mesh). Throws error when a cut is not at a
-/// layer boundary (pipeline_units) or the whole mesh does not split into the file's stages.
-inline chosen_plan file_pipeline(micro_batched_plan&& layouts, const plan_file& f, const plan_options& base) {
-  if (!(stage_mesh(base.mesh, f.stages) == f.mesh))
-    throw error("the plan file's stage mesh " + to_string(f.mesh) + " is not " + std::to_string(f.stages) + " stages of mesh " +
-                to_string(base.mesh));
-  const std::vector<int> first = pipeline_units(layouts.problem->model());
-  std::vector<int> units;
-  for (int op : f.cuts) {
-    const auto it = std::find(first.begin(), first.end(), op);
-    if (it == first.end())
-      throw error("the plan file cuts the model before op " + std::to_string(op) +
-                  ", which is not the first op of a layer (pipeline stages begin at layer boundaries)");
-    units.push_back(int(it - first.begin()));
-  }
-  const pipeline_shape shape{f.stages, layouts.microbatches, f.chunks};
-  return detail::from_pipeline(price_pipeline_at(std::move(layouts), shape, base, units));
-}
-
 /// Per parameter: the first stage whose ops use it (the stage whose copy is gathered and saved).
 inline std::vector<int> param_owner_stages(const graph& g, const std::vector<int>& cut_ops) {
   std::vector<int> owner(g.params.size(), int(cut_ops.size()));

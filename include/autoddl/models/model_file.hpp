@@ -419,4 +419,37 @@ inline std::string resize_model_spec(std::string_view spec, std::optional<std::i
   return text;
 }
 
+/// The model's content hash: FNV-1a (64 bits, hex) of its model file (model_file_json), so a
+/// zoo spec, the model file exported from it and its hf config hash alike, and any change to an
+/// op, a shape or a parameter changes it. model_hash(build_model("mlp")) is 16 hex digits.
+inline std::string model_hash(const graph& g) {
+  std::uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : model_file_json(g).dump()) h = (h ^ c) * 1099511628211ull;
+  static constexpr char hex[] = "0123456789abcdef";
+  std::string r(16, '0');
+  for (int i = 15; i >= 0; --i, h >>= 4) r[std::size_t(i)] = hex[h & 15];
+  return r;
+}
+
+/// The file a spec reads (a model file's path, an hf config's), or "" for a zoo spec.
+inline std::string model_spec_path(std::string_view spec) {
+  if (is_hf_spec(spec)) return parse_hf_spec(spec).path;
+  if (is_model_file(spec)) return parse_model_file_spec(spec).path;
+  return "";
+}
+
+/// The spec with its file at `path` instead (a zoo spec unchanged): keeps :batch= and hf's keys.
+inline std::string with_model_path(std::string_view spec, const std::string& path) {
+  if (is_hf_spec(spec)) {
+    hf_spec h = parse_hf_spec(spec);
+    h.path = path;
+    return to_string(h);
+  }
+  if (is_model_file(spec)) {
+    const model_file_spec f = parse_model_file_spec(spec);
+    return f.batch > 0 ? path + ":batch=" + std::to_string(f.batch) : path;
+  }
+  return std::string(spec);
+}
+
 }  // namespace autoddl

@@ -5,6 +5,8 @@
 //   {"format": "autoddl-plan", "version": 1,
 //    "model": "gpt:layers=2,...", "mesh": [2, 2], "hardware": "cpu-local", "dtype": "fp32",
 //    "optimizer": "adam", "strategy": "auto",
+//    "model_hash": "61797364c227827b" (the model's content hash, model_hash: a changed model is refused),
+//    "model_path": "../models/m.json" (a model file's path from the plan's folder; absent for a zoo model),
 //    "schedule": {"microbatches": 2, "recompute": "full", "stages": 1},
 //    (a pipeline plan, search/pipeline.hpp: "stages": 2, "chunks": 1, "cuts": [0, 41] (the first op
 //     of each stage), "pipeline_mesh": [4, 2] (every device); "mesh" is then one stage's mesh,
@@ -30,6 +32,8 @@
 
 #include "autoddl/error.hpp"
 #include "autoddl/index.hpp"
+#include "autoddl/models/model_file.hpp"
+#include "autoddl/ops/signatures.hpp"
 #include "autoddl/search/planner.hpp"
 #include "autoddl/search/solve.hpp"
 #include "autoddl/search/step_memory.hpp"
@@ -59,6 +63,9 @@ struct plan_prediction {
 /// A plan file's contents.
 struct plan_file {
   std::string model, hardware, dtype, optimizer, strategy;
+  std::string path;             ///< where it was read from (read_plan_file; "" for text)
+  std::string model_hash;       ///< the model's content hash (model_hash) when written; "" in older files
+  std::string model_path;       ///< a model file's path relative to the plan file's folder; "" for a zoo model
   mesh_shape mesh;
   int microbatches = 1, stages = 1, chunks = 1;
   recompute_mode recompute = recompute_mode::none;
@@ -199,6 +206,8 @@ inline void read_plan_header(const plan_reader& r, const nlohmann::json& j, plan
   p.optimizer = r.get<std::string>(j, "optimizer");
   p.strategy = r.get<std::string>(j, "strategy");
   p.mesh = r.mesh(j, "mesh");
+  if (j.contains("model_hash")) p.model_hash = r.get<std::string>(j, "model_hash");  // optional
+  if (j.contains("model_path")) p.model_path = r.get<std::string>(j, "model_path");  // optional
 }
 
 // The schedule: micro-batches, recomputation, stages (and a pipeline's chunks, cuts and mesh).
@@ -282,8 +291,82 @@ inline plan_file read_plan_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) detail::fail<error>("cannot read plan file '" + path + "'");
   const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  return parse_plan_file(text, path);
+  plan_file f = parse_plan_file(text, path);
+  f.path = path;
+  return f;
 }
+
+/// Records in plan file `file`, to be written at `plan_path`, the model's content hash and, for a
+/// model read from a file, that file's path relative to the plan's folder (an absolute path as
+/// given), so the plan runs from any working directory and refuses a model that changed since.
+inline void add_model_identity(nlohmann::json& file, const std::string& model_spec, const std::string& plan_path) {
+  file["model_hash"] = model_hash(load_model(model_spec));
+  const std::string model_file = model_spec_path(model_spec);
+  if (model_file.empty()) return;
+  namespace fs = std::filesystem;
+  if (fs::path(model_file).is_absolute()) {  // as given: it names one file from anywhere
+    file["model_path"] = model_file;
+    return;
+  }
+  const fs::path folder = fs::absolute(fs::path(plan_path)).parent_path();
+  file["model_path"] = fs::absolute(model_file).lexically_normal().lexically_relative(folder.lexically_normal()).string();
+}
+
+/// The model spec to load for plan file f: where its model is a file, the one at model_path
+/// relative to the plan file when that exists (else the spec as written, relative to the
+/// working directory). @throws error when the model's content hash differs from the file's:
+/// the model changed since the plan was made.
+inline std::string plan_model_spec(const plan_file& f) {
+  namespace fs = std::filesystem;
+  std::string spec = f.model;
+  if (!f.model_path.empty() && !f.path.empty()) {
+    const fs::path beside = (fs::absolute(fs::path(f.path)).parent_path() / f.model_path).lexically_normal();
+    std::error_code ec;
+    if (fs::exists(beside, ec)) spec = with_model_path(f.model, beside.string());
+  }
+  if (!f.model_hash.empty()) {
+    const std::string now = model_hash(load_model(spec));
+    if (now != f.model_hash)
+      detail::fail<error>("plan file " + f.path + " was made for model '" + f.model + "' with content hash " + f.model_hash +
+                          ", but that model now hashes to " + now + ": it changed since; plan it again (autoddl-plan --out)");
+  }
+  return spec;
+}
+
+namespace detail {
+
+// How many per-axis entries of candidate c's tensors differ from the file's layouts l.
+inline int layout_distance(const signature& c, const op_layouts& l) {
+  int d = 0;
+  auto add = [&d](const std::vector<nd_sbp>& a, const std::vector<nd_sbp>& b) {
+    for (std::size_t t = 0; t < a.size(); ++t)
+      for (int x = 0; x < a[t].size(); ++x) d += t >= b.size() || x >= b[t].size() || !(a[t][x] == b[t][x]);
+  };
+  add(c.inputs, l.inputs);
+  add(c.params, l.params);
+  add(c.outputs, l.outputs);
+  return d;
+}
+
+// Op i's layouts l, which are not among its candidates: the rule they break (signature_problem)
+// and the nearest valid layouts (fewest per-axis entries changed, at most three).
+inline std::string invalid_layouts_sentence(const plan_problem& pp, int i, const op_layouts& l) {
+  const op_node& op = at(pp.model().ops, i);
+  const mesh_shape& mesh = pp.options().mesh;
+  std::string why = signature_problem(op, signature{l.inputs, l.params, l.outputs}, mesh);
+  if (why.empty()) why = "op '" + op.name + "' takes a valid signature there that the planner does not offer";
+  std::vector<std::pair<int, int>> near;  // (distance, candidate)
+  const auto& cands = pp.op_candidates(i);
+  for (int c = 0; c < int(cands.size()); ++c) near.push_back({layout_distance(at(cands, c), l), c});
+  std::sort(near.begin(), near.end());
+  std::string nearest;
+  for (std::size_t k = 0; k < near.size() && k < 3; ++k)
+    nearest += (k == 0 ? "" : "; ") + to_string(op, at(cands, near[k].second));
+  return "the plan's layouts of op '" + op.name + "' on mesh " + to_string(mesh) + ": " + why +
+         (nearest.empty() ? std::string() : "; the nearest valid layouts: " + nearest);
+}
+
+}  // namespace detail
 
 /// The pick (per node of pp.untied()) that runs exactly the file's layouts on `pp`, a problem
 /// built from the file's model, mesh and schedule. @throws layout_error naming the op or
@@ -303,9 +386,7 @@ inline std::vector<int> pick_of(const plan_problem& pp, const plan_file& f) {
     const auto& cands = pp.op_candidates(int(i));
     for (std::size_t c = 0; c < cands.size() && pick[i] < 0; ++c)
       if (cands[c].inputs == l.inputs && cands[c].params == l.params && cands[c].outputs == l.outputs) pick[i] = int(c);
-    if (pick[i] < 0)
-      detail::fail<layout_error>("the plan's layouts of op '" + l.name + "' are not a valid signature of it on mesh " +
-                         to_string(pp.options().mesh) + " (or not allowed there)");
+    if (pick[i] < 0) detail::fail<layout_error>(detail::invalid_layouts_sentence(pp, int(i), l));
   }
   for (std::size_t p = 0; p < g.params.size(); ++p) {
     const param_layouts_entry& e = f.params[p];

@@ -276,6 +276,37 @@ if planner:
         j = json.loads(r.stdout) if r.returncode == 0 else {}
         check("--plan priced with sgd-momentum trains it with " + (" ".join(args) or "no --optimizer"),
               r.returncode == 0 and j.get("optimizer") == "sgd-momentum", r.stderr[-600:])
+    # an auto plan whose winner is Megatron-LM's layout with the distributed optimizer (ZeRO-1's
+    # sliced updates under strategy auto) runs from its file
+    auto_file = os.path.join(tmp, "auto.json")
+    r = subprocess.run([planner, "--model", model, "--mesh", "2x2", "--microbatches", "2", "--recompute", "full",
+                        "--optimizer", "sgd", "--out", auto_file], capture_output=True, text=True, timeout=120)
+    sliced = sum(q["update"] != q["storage"] for q in json.load(open(auto_file))["params"]) if r.returncode == 0 else 0
+    r = run(4, "--plan", auto_file, "--steps", "2", "--check-serial", "--json")
+    j = json.loads(r.stdout) if r.returncode == 0 else {}
+    check(f"an auto plan file updating {sliced} parameters in slices trains, equal to serial",
+          sliced > 0 and r.returncode == 0 and j["max_rel_err_vs_serial"] <= 1e-4, r.stderr[-800:])
+    # a plan file keeps its model by content hash and by path relative to itself: it runs from any
+    # working directory, and refuses the model once it changed
+    import shutil
+    here = os.path.dirname(os.path.abspath(__file__))
+    os.makedirs(os.path.join(tmp, "models"), exist_ok=True)
+    os.makedirs(os.path.join(tmp, "plans"), exist_ok=True)
+    shutil.copy(os.path.join(here, "..", "..", "..", "examples", "models", "two_layer_mlp.json"),
+                os.path.join(tmp, "models", "mlp.json"))
+    r = subprocess.run([os.path.abspath(planner), "--model", "models/mlp.json", "--mesh", "4", "--out", "plans/mlp.json"], cwd=tmp,
+                       capture_output=True, text=True, timeout=120)
+    check("autoddl-plan --out of a model file records its hash and its path from the plan",
+          r.returncode == 0 and json.load(open(os.path.join(tmp, "plans", "mlp.json"))).get("model_path") == "../models/mlp.json",
+          r.stderr[-500:])
+    r = run(4, "--plan", "mlp.json", "--steps", "1", "--optimizer", "adam", cwd=os.path.join(tmp, "plans"))
+    check("the plan runs from its own folder, its model found beside it", r.returncode == 0, r.stderr[-800:])
+    text = open(os.path.join(tmp, "models", "mlp.json")).read()
+    open(os.path.join(tmp, "models", "mlp.json"), "w").write(text.replace("fc2", "fc9"))
+    r = run(4, "--plan", os.path.join(tmp, "plans", "mlp.json"), "--steps", "1")
+    check("a plan whose model changed since is refused in one sentence",
+          r.returncode == 2 and "it changed since; plan it again" in r.stderr and r.stderr.count("autoddl-train:") == 1,
+          r.stderr[-800:])
     pipe_file = os.path.join(tmp, "pipeline.json")  # a pipeline's plan file runs at its own cuts
     r = subprocess.run([planner, "--model", model, "--mesh", "2x2", "--hardware", "cpu-local", "--strategy",
                         "megatron:tp=2,pp=2", "--microbatches", "2", "--optimizer", "sgd-momentum", "--out", pipe_file],
@@ -296,9 +327,10 @@ if planner:
     bad = os.path.join(tmp, "bad.json")
     json.dump(edited, open(bad, "w"))
     r = run(4, "--plan", bad, "--steps", "1", "--optimizer", "sgd")
-    check("an edited plan with an invalid signature: exit 2 naming the op",
-          r.returncode == 2 and "are not a valid signature of it" in r.stderr and plan["ops"][2]["name"] in r.stderr,
-          r.stderr[-800:])
+    check("an edited plan with an invalid signature: exit 2 naming the op, the rule and the nearest valid layouts",
+          r.returncode == 2 and "the plan's layouts of op '" + plan["ops"][2]["name"] + "'" in r.stderr and
+          "is not a rule of layernorm op" in r.stderr and "the nearest valid layouts: " in r.stderr and
+          r.stderr.count("autoddl-train:") == 1, r.stderr[-800:])
 
 print(f"{len(failures)} failures")
 sys.exit(1 if failures else 0)

@@ -4,6 +4,7 @@ crash), --json is one object with the documented fields, --svg writes a picture,
 reports speedups."""
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -464,6 +465,39 @@ check("a plan file records the parallelism --json shows",
 r = run("--diff", par_f, auto_f)
 check("--diff says both plans' degrees", r.returncode == 0 and "parallel a: dp=2 tp=2 pp=1 cp=1 ep=1, ZeRO stage 1" in r.stdout,
       r.stdout[:400])
+
+# --check validates a plan file and prices it again; --diff re-prices both files
+r = run("--check", auto_f)
+check("--check of a fresh plan: valid, today's figures the file's",
+      r.returncode == 0 and f"plan file {auto_f}: valid" in r.stdout and "the file says" not in r.stdout, r.stdout[-600:] + r.stderr)
+old = json.loads(json.dumps(pa))
+old["predicted"]["step_s"] *= 2
+old_f = os.path.join(tmp, "old.json")
+json.dump(old, open(old_f, "w"))
+r = run("--check", old_f, "--json")
+j = json.loads(r.stdout) if r.returncode == 0 else {}
+check("--check of a file with other figures prices it again and says they differ",
+      j.get("check", {}).get("same_figures") is False and j["check"]["priced"]["step_s"] == pa["predicted"]["step_s"]
+      and j["predicted_step_s"] == pa["predicted"]["step_s"], r.stderr[-300:])
+r = run("--check", auto_f, "--hardware", "dgx1-v100")
+check("--check --hardware prices the file's layouts on another profile",
+      r.returncode == 0 and "priced again with hardware dgx1-v100" in r.stdout and "the file says" in r.stdout, r.stdout[-400:])
+r = run("--diff", auto_f, old_f, "--json")
+check("--diff compares today's prices, not the stored ones",
+      r.returncode == 0 and json.loads(r.stdout)["predicted"]["step_s"][2] == 0, r.stdout[-400:] + r.stderr[-300:])
+bad_layout = json.loads(json.dumps(pa))
+bad_layout["ops"][2]["outputs"][0] = ["P", "P"]  # a layernorm cannot output partial sums
+bad_f = os.path.join(tmp, "bad_layout.json")
+json.dump(bad_layout, open(bad_f, "w"))
+expect_error("--check of a hand-edited layout names the rule and the nearest valid layouts", ["--check", bad_f],
+             "is not a valid plan: the plan's layouts of op '" + pa["ops"][2]["name"] + "' on mesh 2x2: signature")
+expect_error("--diff validates too", ["--diff", auto_f, bad_f], "the nearest valid layouts: ")
+mf = os.path.join(tmp, "mlp_model.json")
+shutil.copy(hand, mf)
+mlp_plan = os.path.join(tmp, "mlp_plan.json")
+r = run("--model", mf, "--mesh", "2", "--out", mlp_plan)
+open(mf, "w").write(open(hand).read().replace("fc2", "fc9"))
+expect_error("--check of a plan whose model changed since", ["--check", mlp_plan], "it changed since; plan it again")
 
 # One vocabulary in both programs: sgd is sgd-momentum, ddp is dp, fsdp is zero (stage 3); what
 # they write is the first spelling
