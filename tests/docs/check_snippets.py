@@ -4,7 +4,10 @@ every docs example is compiled and run); a block fails when it does not compile 
 exits non-zero.
 
 Convention (docs/errors.md repeats it):
-  - a block with `int main` is a whole translation unit;
+  - a block with `int main` is a whole translation unit, compiled as README.md's "Building a program
+    with autoddl" says (from the source tree: -std=c++20 -I include -DAUTODDL_HARDWARE_DIR=...,
+    OpenBLAS and MPI where it uses the CPU runtime); every block of docs/tutorials/ is one, so a
+    reader can copy it as it is;
   - any other block is the body of a function: its `#include` lines are hoisted to the top,
     after `#include <autoddl/autoddl.hpp>`, and `using namespace autoddl;` comes first;
   - a block with `// scope: file` is put at namespace scope instead (for templates, functions);
@@ -86,6 +89,10 @@ def main() -> int:
                 case = pathlib.Path(m.group(1))
                 if not (root / case).is_file() or case.name not in listed:
                     failures.append(f"{where}: no-compile names {case}, which is not a compile-fail case")
+                continue
+            if md.parent.name == "tutorials" and not re.search(r"\bint\s+main\s*\(", code):
+                failures.append(f"{where}: a tutorial's block is a whole program (its includes and int main), "
+                                "built as README.md's 'Building a program with autoddl' says")
                 continue
             if batchable(code):
                 together.append((where, code))
