@@ -307,6 +307,7 @@ int run(int argc, char** argv, int rank, int size) {
   hardware h = o.base.empty() ? measure_hardware(shape, o, rank, size) : load_hardware(o.base);
   if (!o.base.empty()) h.name = o.name;
   if (!o.models.empty()) measure_models(h, shape, o, rank);
+  h.cpu_model = this_cpu_model();  // the CPU measured: autoddl-plan and -train say so on another
   if (rank == 0) {
     save_hardware(h, o.out);
     fmt::print("wrote {} in {:.1f} s\n", o.out, wtime() - start);

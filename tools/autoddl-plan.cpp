@@ -1,6 +1,8 @@
 // autoddl-plan: finds, prices and explains the layout plan of a model on a mesh.
 //   autoddl-plan --model gpt:layers=24,hidden=1024,heads=16,seq=1024,batch=8,vocab=50257
-//                --mesh 2x4 --hardware dgx1-v100 [--strategy auto] [--compare dp,megatron] [--json]
+//                [--mesh 2x4] [--hardware dgx1-v100] [--strategy auto] [--compare dp,megatron] [--json]
+//   (without --model, --mesh or --hardware: autoddl-train's defaults, the small GPT on 2x2 priced
+//   with cpu-local: what mpirun -np 4 autoddl-train runs)
 //                [--microbatches auto|N] [--recompute auto|none|selective|full] [--out plan.json]
 //   --model m.json plans a model file (models/model_file.hpp); --export-model m.json writes one
 //   autoddl-plan --diff a.json b.json     (two plan files: the ops whose layouts differ, and the
@@ -28,6 +30,7 @@
 #include "plan_report.hpp"
 #include "support/cli.hpp"
 #include "support/heap.hpp"
+#include "support/profile.hpp"
 
 using namespace autoddl;
 using autoddl::tools::plan_json;
@@ -48,9 +51,26 @@ std::string layouts_text(const op_layouts& l) {
   return r;
 }
 
+// A plan file's "parallelism" object (written by --out; null in a file without it).
+nlohmann::json file_parallelism(const std::string& path) {
+  std::ifstream in(path);
+  const nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  return j.is_object() && j.contains("parallelism") ? j["parallelism"] : nlohmann::json(nullptr);
+}
+
+// "dp=64 tp=1 pp=1 cp=1 ep=1, ZeRO stage 3, 1 sequence per device per micro-batch", or "not recorded".
+std::string parallelism_text(const nlohmann::json& x) {
+  if (!x.is_object()) return "not recorded";
+  const double n = x.value("sequences_per_device_per_microbatch", 0.0);
+  return fmt::format("dp={} tp={} pp={} cp={} ep={}, ZeRO stage {}, {:g} sequence{} per device per micro-batch",
+                     x.value("dp", 1), x.value("tp", 1), x.value("pp", 1), x.value("cp", 1), x.value("ep", 1),
+                     x.value("zero_stage", 0), n, n == 1 ? "" : "s");
+}
+
 // --diff: what differs between two plan files of one model and mesh.
 void diff_plans(const std::string& a_path, const std::string& b_path, bool json) {
   const plan_file a = read_plan_file(a_path), b = read_plan_file(b_path);
+  const nlohmann::json par_a = file_parallelism(a_path), par_b = file_parallelism(b_path);
   if (a.model != b.model || !(a.mesh == b.mesh))
     throw error("plan files " + a_path + " and " + b_path + " are for different models or meshes ('" + a.model + "' on " +
                 to_string(a.mesh) + ", '" + b.model + "' on " + to_string(b.mesh) + "); --diff compares plans of one model and mesh");
@@ -78,12 +98,14 @@ void diff_plans(const std::string& a_path, const std::string& b_path, bool json)
                       {"peak_bytes_per_device", {pa.peak_bytes, pb.peak_bytes, pb.peak_bytes - pa.peak_bytes}}};
     j["schedule"] = {{"a", {a.microbatches, std::string(to_string(a.recompute))}},
                      {"b", {b.microbatches, std::string(to_string(b.recompute))}}};
+    j["parallelism"] = {{"a", par_a}, {"b", par_b}};
     std::puts(j.dump(2).c_str());
     return;
   }
   fmt::print("a: {} ({}, {} micro-batch{}, recompute {})\nb: {} ({}, {} micro-batch{}, recompute {})\n", a_path, a.strategy,
              a.microbatches, a.microbatches == 1 ? "" : "es", to_string(a.recompute), b_path, b.strategy, b.microbatches,
              b.microbatches == 1 ? "" : "es", to_string(b.recompute));
+  fmt::print("parallel a: {}\n         b: {}\n", parallelism_text(par_a), parallelism_text(par_b));
   fmt::print("{} of {} ops and {} of {} parameters differ\n", ops.size(), a.ops.size(), params.size(), a.params.size());
   for (const auto& o : ops)
     fmt::print("  {:<22} {:<14}\n      a: {}\n      b: {}\n", o["name"].get<std::string>(), o["kind"].get<std::string>(),
@@ -105,7 +127,8 @@ using graph_builder = std::function<graph(int)>;
 
 // The command line, as given.
 struct plan_cli {
-  std::string model, mesh = "8", hardware = "dgx1-v100", dtype = "fp32", memory, strategy = "auto", compare, svg,
+  std::string model = autoddl::tools::default_model, mesh = autoddl::tools::default_mesh,
+              hardware = autoddl::tools::default_hardware, dtype = "fp32", memory, strategy = "auto", compare, svg,
                      optimizer = "adam", microbatches = "auto", recompute = "auto", out, export_model;
   std::vector<std::string> diff;
   bool json = false, no_overlap = false, all_ops = false;
@@ -116,20 +139,25 @@ struct plan_cli {
 void add_options(CLI::App& app, plan_cli& c) {
   app.add_option("--model", c.model,
                  "NAME:key=value,... (gpt, bert, llama, vgg11, vgg13, vgg16, vgg19, mlp), a model file m.json, or "
-                 "hf:config.json (a Hugging Face LLaMA, Mistral, Qwen2 or Qwen3 config)");
+                 "hf:config.json (a Hugging Face LLaMA, Mistral, Qwen2 or Qwen3 config); default " +
+                     std::string(autoddl::tools::default_model) + ", as autoddl-train's");
   app.add_option("--seq", c.seq, "sequence length of the model (a zoo transformer or an hf config)");
   app.add_option("--batch", c.batch, "global batch of the model (sequences, images or rows per step)");
-  app.add_option("--mesh", c.mesh, "device mesh, e.g. 8, 2x4, 2x2x2");
-  app.add_option("--hardware", c.hardware, "a preset name or a hardware JSON file");
+  app.add_option("--mesh", c.mesh,
+                 "device mesh, e.g. 8, 2x4, 2x2x2 (default " + std::string(autoddl::tools::default_mesh) +
+                     ", as autoddl-train's)");
+  app.add_option("--hardware", c.hardware,
+                 "a preset name or a hardware JSON file (default " + std::string(autoddl::tools::default_hardware) +
+                     ", as autoddl-train's)");
   app.add_option("--dtype", c.dtype, "fp32, fp16, bf16 or fp64");
-  app.add_option("--memory-limit", c.memory, "bytes per device, e.g. 32GiB (default: the device's memory)");
+  app.add_option("--memory-limit", c.memory, "bytes per device, e.g. 32GiB (default: the device's memory less a 10 % reserve)");
   app.add_option("--strategy", c.strategy,
                  std::string(autoddl::tools::strategies_help) + ", exact or exhaustive");
   app.add_option("--microbatches", c.microbatches,
                  "micro-batches per step (gradient accumulation): auto or a divisor of the batch");
-  app.add_option("--recompute", c.recompute, "activation recomputation of repeated blocks: auto, none, selective or full");
+  app.add_option("--recompute", c.recompute, autoddl::tools::recompute_help);
   app.add_option("--compare", c.compare, "comma-separated plans to compare against, e.g. dp,megatron:tp=4");
-  app.add_option("--optimizer", c.optimizer, "adam or sgd-momentum");
+  app.add_option("--optimizer", c.optimizer, autoddl::tools::optimizers_help);
   app.add_option("--seed", c.seed, "seed of the random starts");
   app.add_flag("--no-overlap", c.no_overlap, "price gradient sync without overlapping backward compute");
   app.add_flag("--json", c.json, "print one JSON object");
@@ -152,6 +180,7 @@ plan_options options_of(const plan_cli& c) {
   plan_options o;
   o.mesh = parse_mesh(c.mesh);
   o.hw = load_hardware(c.hardware);
+  autoddl::tools::warn_if_other_cpu("autoddl-plan", c.hardware, o.hw);
   o.type = parse_dtype(c.dtype);
   o.opt = parse_optimizer(c.optimizer);
   if (!c.memory.empty()) o.memory_limit = autoddl::tools::parse_bytes(c.memory);
@@ -172,9 +201,9 @@ step_settings pinned_settings(const plan_cli& c) {
                                const plan_options& o, const step_settings& pin, const plan_cli& c) {
   const plan_problem& pp = *best.problem;
   const plan_result& r = best.result;
-  std::string msg = "no plan fits the memory limit of " + si(pp.make_objective().memory_limit, "B") +
-                    " per device, even with micro-batches and recomputation (the best needs " +
-                    si(r.totals.peak_memory(), "B") + ", most of it " + largest_memory_term(pp.memory_of(r.pick)) + ")";
+  std::string msg = "no plan fits the memory limit of " + si(memory_limit_of(o), "B") +
+                    " per device, even with micro-batches and recomputation (the best peaks at " +
+                    si(best.peak_bytes, "B") + ", most of it " + largest_memory_term(pp.memory_of(r.pick)) + ")";
   if (const std::optional<mesh_shape> bigger = smallest_fitting_mesh(build, batch, o, pin, c.seed))
     msg += "; the smallest mesh like " + c.mesh + " that fits is " + to_string(*bigger);
   else
@@ -186,6 +215,7 @@ step_settings pinned_settings(const plan_cli& c) {
 // mesh or model cannot take, with the reason.
 struct compared_plans {
   std::vector<std::pair<std::string, plan_result>> plans;
+  std::vector<double> peaks;  ///< per plan: its replayed peak per device
   std::vector<std::pair<std::string, std::string>> not_applicable;
 };
 
@@ -194,7 +224,9 @@ compared_plans compare_plans(const plan_cli& c, const graph_builder& build, std:
   compared_plans out;
   for (const plan_strategy& s : parse_strategy_list(c.compare)) {
     try {
-      out.plans.push_back({to_string(s), autoddl::tools::plan_with_pipelines(build, batch, o, s, {}, c.seed).plan.result});
+      autoddl::tools::chosen_plan p = autoddl::tools::plan_with_pipelines(build, batch, o, s, {}, c.seed);
+      out.peaks.push_back(p.plan.peak_bytes);
+      out.plans.push_back({to_string(s), std::move(p.plan.result)});
     } catch (const error& e) {
       out.not_applicable.push_back({to_string(s), e.what()});
     }
@@ -203,36 +235,42 @@ compared_plans compare_plans(const plan_cli& c, const graph_builder& build, std:
 }
 
 void print_plan(const plan_cli& c, const plan_problem& pp, const plan_result& r, const std::optional<pipeline_plan>& pipe,
-                const std::vector<plan_row>& rows, const compared_plans& cmp) {
+                const autoddl::tools::plan_peak& peak, const std::vector<plan_row>& rows, const compared_plans& cmp) {
   if (c.json) {
-    auto j = plan_json(pp, r, rows, c.model, c.hardware);
+    auto j = plan_json(pp, r, peak, rows, c.model, c.hardware);
     autoddl::tools::add_pipeline_json(j, pipe, pp.model());
     if (!cmp.plans.empty() || !cmp.not_applicable.empty()) {
       nlohmann::json all = nlohmann::json::object();
-      for (const auto& [name, o2] : cmp.plans)
+      for (std::size_t k = 0; k < cmp.plans.size(); ++k) {
+        const auto& [name, o2] = cmp.plans[k];
         all[name] = {{"applicable", true},
                      {"predicted_step_s", o2.time},
                      {"speedup", o2.time / r.time},
                      {"feasible", o2.feasible},
                      {"comm_bytes_per_device", o2.totals.bytes},
-                     {"memory_bytes_per_device", o2.totals.peak_memory()}};
+                     {"peak_bytes_per_device", cmp.peaks[k]}};
+      }
       for (const auto& [name, why] : cmp.not_applicable) all[name] = {{"applicable", false}, {"reason", why}};
       j["compare"] = all;
     }
     std::puts(j.dump(2).c_str());
     return;
   }
-  print_human(pp, r, rows, c.model, c.hardware, c.all_ops);
+  print_human(pp, r, peak, rows, c.model, c.hardware, c.all_ops);
   if (pipe) autoddl::tools::print_pipeline(*pipe, pp.model());
-  for (const auto& [name, o2] : cmp.plans)
+  for (std::size_t k = 0; k < cmp.plans.size(); ++k) {
+    const auto& [name, o2] = cmp.plans[k];
     fmt::print("vs {:<9} predicted step {:>10}  -> {} is {:.2f}x faster{}\n", name, seconds(o2.time), to_string(r.strategy),
-               o2.time / r.time, o2.feasible ? "" : " (that plan is over the memory limit)");
+               o2.time / r.time,
+               o2.feasible ? std::string()
+                           : " (that plan peaks at " + si(cmp.peaks[k], "B") + " per device, over the limit of " +
+                                 si(peak.limit, "B") + ")");
+  }
   for (const auto& [name, why] : cmp.not_applicable) fmt::print("vs {:<9} not applicable: {}\n", name, why);
 }
 
 // Plans c.model as asked, writes the files asked for and prints the plan.
 void plan_model(plan_cli c) {
-  if (c.model.empty()) throw error("--model is required (or --diff a.json b.json)");
   c.model = resize_model_spec(c.model, c.seq, c.batch);  // --seq, --batch
   if (!c.export_model.empty()) write_file(c.export_model, "the model", model_file_json(load_model(c.model)).dump(1) + "\n");
   const plan_strategy chosen = parse_strategy(c.strategy);
@@ -247,13 +285,16 @@ void plan_model(plan_cli c) {
   const compared_plans cmp = compare_plans(c, build, batch, o);
   const plan_problem& pp = *best.problem;
   const auto rows = plan_rows(pp, best.result);
+  const autoddl::tools::plan_peak peak = autoddl::tools::peak_of(pp, best.result, chosen_plan.pipeline, o);
   if (!c.out.empty())
     write_file(c.out, "the plan",
-               autoddl::tools::plan_file_of(pp, best.result, chosen_plan.pipeline, c.model, c.hardware, o.mesh).dump(1) + "\n");
+               autoddl::tools::plan_file_of(pp, best.result, chosen_plan.pipeline, peak, c.model, c.hardware, o.mesh)
+                       .dump(1) +
+                   "\n");
   if (!c.svg.empty())
     write_file(c.svg, "the picture",
-               plan_svg(pp, best.result, rows, cmp.plans, autoddl::tools::svg_stages_of(chosen_plan.pipeline)));
-  print_plan(c, pp, best.result, chosen_plan.pipeline, rows, cmp);
+               plan_svg(pp, best.result, rows, cmp.plans, autoddl::tools::svg_stages_of(chosen_plan.pipeline), peak.bytes));
+  print_plan(c, pp, best.result, chosen_plan.pipeline, peak, rows, cmp);
 }
 
 }  // namespace

@@ -2,7 +2,8 @@
 //   mpirun -np 4 build/tools/autoddl-train --model gpt:layers=2,hidden=64,heads=4,seq=32,batch=8,vocab=128
 //          --mesh 2x2 [--strategy auto] [--steps 20] [--microbatches auto|N] [--recompute auto|none|selective|full]
 //          [--check-serial] [--json] [--device cpu|cuda]
-//          [--checkpoint-dir D [--checkpoint-every K]] [--resume D] [--plan plan.json] [--data text.txt]
+//          [--checkpoint-dir D [--checkpoint-every K] [--keep-last K]] [--resume D] [--plan plan.json] [--data text.txt]
+//          [--log-every N]
 // --plan runs exactly a plan autoddl-plan --out wrote (its model, mesh, layouts, micro-batches
 // and recomputation); --model and --mesh, when given too, must be the plan's.
 // Checkpoints (runtime/checkpoint.hpp): every K steps and after the last, each rank writes its
@@ -19,7 +20,6 @@
 // during training aborts the whole job with its message, so the job never hangs.
 #include <CLI/CLI.hpp>
 #include <fmt/core.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -51,6 +51,7 @@
 #include "pipeline_report.hpp"
 #include "plan_report.hpp"
 #include "support/cli.hpp"
+#include "support/profile.hpp"
 #include "support/stats.hpp"
 #include "train_pipeline.hpp"
 
@@ -60,11 +61,9 @@ namespace {
 
 using cpu_trainer = trainer<float, cpu_device, mpi::mpi_mesh_comm>;
 
-/// The model trained without --model or --plan: a small GPT that trains in seconds on a few ranks.
-constexpr const char* default_model = "gpt:layers=2,hidden=64,heads=4,seq=32,batch=8,vocab=128";
 
 struct settings {
-  std::string model, mesh = "2x2", strategy = "auto", hardware = "cpu-local", optimizer_s = "adam";
+  std::string model, mesh = tools::default_mesh, strategy = "auto", hardware = tools::default_hardware, optimizer_s;  ///< empty: the --plan file's, else adam
   std::string recompute = "auto", microbatches = "auto", device = "cpu";
   int steps = 20;
   double lr = 1e-3;
@@ -75,14 +74,39 @@ struct settings {
   std::string checkpoint_dir, resume, plan_path, data;
   std::optional<plan_file> plan;  ///< --plan, read (main, before prepare)
   int checkpoint_every = 0;  ///< 0: only after the last step (when checkpoint_dir is set)
+  int keep_last = 0;         ///< checkpoints kept under checkpoint_dir, the newest (0: all)
+  int log_every = 10;        ///< a progress line on stderr every this many steps (and after the last)
   std::optional<std::int64_t> seq, batch;  ///< --seq, --batch
 };
 
-void progress(int step, int steps, double loss, double secs) {
-  const int width = 30, done = (step + 1) * width / steps;
-  std::fprintf(stderr, "\r[%s%s] step %d/%d  loss %.4f  %.1f ms/step", std::string(std::size_t(done), '#').c_str(),
-               std::string(std::size_t(width - done), '.').c_str(), step + 1, steps, loss, secs * 1e3);
-  if (step + 1 == steps) std::fputc('\n', stderr);
+/// What a progress line counts per step: the samples (sequences, images, rows) of the global
+/// batch and, for a model of token sequences, their tokens (0 otherwise).
+struct step_size {
+  double samples = 0, tokens = 0;
+};
+step_size step_size_of(const graph& g, int microbatches) {
+  step_size z;
+  if (g.inputs.empty() || g.ops.empty()) return z;
+  z.samples = double(g.inputs[0][0]) * microbatches;
+  const bool tokens = g.ops.front().kind == op_kind::embedding && g.inputs[0].rank() == 2;
+  z.tokens = tokens ? z.samples * double(g.inputs[0][1]) : 0;
+  return z;
+}
+
+/// One progress line on stderr (rank 0, every --log-every steps and after the last), flushed so
+/// that a run killed early has said how far it got:
+///   "autoddl-train: step 20/2000  loss 4.1234  12.3 ms/step  650 samples/s  20.8 k tokens/s"
+/// `secs`: the mean step time since the last line.
+void progress(int step, int steps, double loss, double secs, const step_size& z) {
+  auto per_s = [secs](double n, const char* what) {  // "617 samples/s", "19.7 K tokens/s"
+    std::string v = tools::si(n / secs, "");
+    while (!v.empty() && v.back() == ' ') v.pop_back();
+    return v + " " + what + "/s";
+  };
+  std::string rate = per_s(z.samples, "samples");
+  if (z.tokens > 0) rate += "  " + per_s(z.tokens, "tokens");
+  std::fprintf(stderr, "autoddl-train: step %d/%d  loss %.4f  %s/step  %s\n", step + 1, steps, loss,
+               tools::seconds(secs).c_str(), rate.c_str());
   std::fflush(stderr);
 }
 
@@ -91,12 +115,14 @@ void progress(int step, int steps, double loss, double secs) {
 struct prepared {
   std::shared_ptr<text_corpus> text;  ///< --data (train_options::text points at it)
   plan_options o;                         ///< the plan's options; o.mesh is one stage's with a pipeline
+  plan_options base;                      ///< the options as given (every device, the memory limit's default)
   mesh_shape mesh;                        ///< every device (--mesh)
   train_options to;
   graph g;
   std::unique_ptr<plan_problem> pp;
   plan_result plan;
   std::optional<pipeline_plan> pipeline;  ///< its stages (the layouts are in pp and plan)
+  double peak_bytes = 0;                  ///< the plan's replayed step peak per device (a pipeline's highest stage)
   int stages() const { return pipeline ? pipeline->shape.stages : 1; }
   std::int64_t first_step = 0;
   std::filesystem::path resume_folder;   ///< the checkpoint resumed from (empty: none)
@@ -117,9 +143,9 @@ void check_resume(const settings& s, prepared& p) {
   if (m.model != s.model)
     throw error("checkpoint " + manifest + " was written for model '" + m.model + "', not '" + s.model + "'");
   if (m.dtype != "fp32") throw error("checkpoint " + manifest + " holds " + m.dtype + " values; autoddl-train trains fp32");
-  if (m.optimizer != std::string(to_string(p.to.opt)))
+  if (parse_optimizer(m.optimizer) != p.to.opt)
     throw error("checkpoint " + manifest + " was written with optimizer " + m.optimizer + "; resume with --optimizer " +
-                (m.optimizer == "sgd-momentum" ? std::string("sgd") : m.optimizer));
+                m.optimizer);
   if (m.param_names.size() != p.g.params.size())
     throw error("checkpoint " + manifest + " holds " + std::to_string(m.param_names.size()) + " parameters; the model has " +
                 std::to_string(p.g.params.size()));
@@ -150,6 +176,7 @@ void choose_plan(const settings& s, const plan_strategy& strategy, const step_se
     tools::chosen_plan chosen = tools::plan_with_pipelines([&](int m) { return load_model(s.model, m); },
                                                     graph_batch(load_model(s.model)), p.o, strategy, pin, s.seed,
                                                     /*interleaved=*/false);  // one model chunk per device
+    p.peak_bytes = chosen.plan.peak_bytes;
     p.pp = std::move(chosen.plan.problem);
     p.plan = std::move(chosen.plan.result);
     p.pipeline = std::move(chosen.pipeline);
@@ -165,11 +192,13 @@ void choose_plan(const settings& s, const plan_strategy& strategy, const step_se
   micro_batched_plan layouts{std::make_unique<plan_problem>(load_model(s.model, o.microbatches), o), {}, o.microbatches,
                              o.recompute};
   layouts.result = result_of(*layouts.problem, pick_of(*layouts.problem, *s.plan), strategy);
+  price_peak(layouts);  // feasible where the replayed step fits
   if (s.plan->stages > 1) {
     tools::chosen_plan c = tools::file_pipeline(std::move(layouts), *s.plan, p.o);
     layouts = std::move(c.plan);
     p.pipeline = std::move(c.pipeline);
   }
+  p.peak_bytes = layouts.peak_bytes;
   p.pp = std::move(layouts.problem);
   p.plan = std::move(layouts.result);
 }
@@ -208,7 +237,7 @@ prepared prepare(const settings& s, int ranks) {
                 std::to_string(ranks) + " ranks; run mpirun -np " + std::to_string(p.o.mesh.devices()) +
                 " or choose a mesh of " + std::to_string(ranks) + " devices");
   p.o.hw = load_hardware(s.hardware);
-  p.to.opt = parse_optimizer(s.optimizer_s == "sgd" ? "sgd-momentum" : s.optimizer_s);
+  p.to.opt = parse_optimizer(s.optimizer_s.empty() ? "adam" : s.optimizer_s);
   p.o.opt = p.to.opt;  // the plan is priced with the optimizer state this run keeps
   p.to.lr = s.lr_given || s.data.empty() ? s.lr : 3e-3;  // --data: a small GPT learns visibly in a few hundred steps
   p.to.seed = s.seed;
@@ -240,15 +269,20 @@ prepared prepare(const settings& s, int ranks) {
                 " model chunks per device (vpp); autoddl-train runs the 1F1B schedule with one chunk per device, drop vpp");
   if (p.pipeline && s.device != "cpu")
     throw error("pipelines run on MPI ranks with --device cpu; --device " + s.device + " runs plans of one stage");
+  p.base = p.o;
   p.o = p.pp->options();  // the micro-batches, recomputation and (stage) mesh the plan runs with
   p.g = p.pp->model();    // one micro-batch
   if (!p.plan.feasible)  // refused before any tensor is allocated
-    throw error("the " + to_string(strategy) + " plan needs " + tools::si(p.plan.totals.peak_memory(), "B") +
-                " per device, over the memory limit of " + tools::si(p.pp->make_objective().memory_limit, "B") + " of hardware '" +
+    throw error("the " + to_string(strategy) + " plan peaks at " + tools::si(p.peak_bytes, "B") +
+                " per device, over the memory limit of " +
+                tools::si(p.plan.memory_limit.value_or(p.pp->make_objective().memory_limit), "B") + " of hardware '" +
                 s.hardware + "'; use a larger mesh or a smaller model");
   if (p.text) check_text_model(p.g, *p.text);
   if (s.checkpoint_every < 0) throw error("--checkpoint-every must be positive, got " + std::to_string(s.checkpoint_every));
   if (s.checkpoint_every > 0 && s.checkpoint_dir.empty()) throw error("--checkpoint-every needs --checkpoint-dir");
+  if (s.keep_last < 0) throw error("--keep-last must be positive, got " + std::to_string(s.keep_last));
+  if (s.keep_last > 0 && s.checkpoint_dir.empty()) throw error("--keep-last needs --checkpoint-dir");
+  if (s.log_every < 0) throw error("--log-every must be 0 (no progress lines) or positive, got " + std::to_string(s.log_every));
   if (!s.resume.empty()) check_resume(s, p);
   return p;
 }
@@ -257,7 +291,7 @@ prepared prepare(const settings& s, int ranks) {
 // match what the command line also says.
 void read_plan_option(settings& s, const CLI::App& app) {
   if (s.plan_path.empty()) {
-    if (s.model.empty()) s.model = default_model;
+    if (s.model.empty()) s.model = tools::default_model;
     s.model = resize_model_spec(s.model, s.seq, s.batch);
     return;
   }
@@ -270,10 +304,10 @@ void read_plan_option(settings& s, const CLI::App& app) {
   for (const char* knob : {"--strategy", "--microbatches", "--recompute", "--seq", "--batch"})
     if (app.count(knob)) throw error(std::string(knob) + " and --plan both choose the plan; drop " + knob);
   if (f.dtype != "fp32") throw error(where + " was made for " + f.dtype + "; autoddl-train trains fp32 (plan with --dtype fp32)");
-  const std::string opt = s.optimizer_s == "sgd" ? "sgd-momentum" : s.optimizer_s;
-  if (f.optimizer != opt)
-    throw error(where + " was priced for optimizer " + f.optimizer + "; train it with --optimizer " +
-                (f.optimizer == "sgd-momentum" ? std::string("sgd") : f.optimizer));
+  if (!s.optimizer_s.empty() && parse_optimizer(f.optimizer) != parse_optimizer(s.optimizer_s))
+    throw error(where + " was priced for optimizer " + f.optimizer + "; drop --optimizer " + s.optimizer_s +
+                " (the plan's is used) or plan again with --optimizer " + s.optimizer_s);
+  s.optimizer_s = f.optimizer;
   s.model = f.model;
   s.mesh = to_string(f.pipeline_mesh);
   if (!app.count("--hardware")) s.hardware = f.hardware;
@@ -401,17 +435,13 @@ struct device_figures {
   double bytes = 0, predicted_bytes = 0, predicted_peak = 0;
 };
 device_figures figures_of(const prepared& p, const run_record& run) {
-  device_figures f{double(run.bytes), p.plan.totals.bytes, 0};
-  if (!p.pipeline) {
-    f.predicted_peak = double(replay_step_memory(*p.pp, p.plan.pick).peak());
-    return f;
-  }
+  device_figures f{double(run.bytes), p.plan.totals.bytes, p.peak_bytes};
+  if (!p.pipeline) return f;
   f.bytes = f.predicted_bytes = 0;
   for (int i = 0; i < p.stages(); ++i) {
     f.bytes = std::max(f.bytes, at(run.stages, i).bytes);
     f.predicted_bytes = std::max(f.predicted_bytes, at(p.pipeline->stages, i).bytes);
   }
-  f.predicted_peak = p.pipeline->peak_memory();
   return f;
 }
 
@@ -445,20 +475,28 @@ void report(const settings& s, const prepared& p, const run_record& run, const s
                                 {"parameters_after_step1_worst", check->worst_param_name}};
     j["ranks"] = ranks;
     j["optimizer"] = std::string(to_string(p.to.opt));
-    j["plan"] = tools::plan_json(pp, plan, plan_rows(pp, plan), s.model, s.hardware);
+    j["hardware"] = s.hardware;
+    j["plan"] = tools::plan_json(pp, plan, tools::peak_of(pp, plan, p.pipeline, p.base), plan_rows(pp, plan), s.model,
+                                 s.hardware);
     if (p.pipeline) tools::add_pipeline_json(j["plan"], p.pipeline, p.g);
     std::puts(j.dump(2).c_str());
     return;
   }
-  fmt::print("trained {} for {} steps on {} ranks (mesh {}, {} plan, {}, {} micro-batch{} per step, recompute {})\n",
+  fmt::print("trained {} for {} steps on {} ranks (mesh {}, {} plan, {}, {} micro-batch{} per step, recompute {}, "
+             "hardware {})\n",
              s.model, s.steps, ranks,
              to_string(p.o.mesh) == s.mesh ? s.mesh : s.mesh + " as " + to_string(p.o.mesh), to_string(plan.strategy), to_string(p.to.opt), p.o.microbatches,
-             p.o.microbatches == 1 ? "" : "es", to_string(p.o.recompute));
+             p.o.microbatches == 1 ? "" : "es", to_string(p.o.recompute), s.hardware);
+  fmt::print("parallel  {}\n", tools::parallelism_line(parallelism_of(pp, plan.pick, p.stages()), p.o.mesh));
   if (!p.resume_folder.empty())
     fmt::print("resumed from {} at step {}\n", p.resume_folder.string(), p.first_step + 1);
   fmt::print("loss {:.5f} -> {:.5f}\n", run.losses.front(), run.losses.back());
   if (!run.checkpoints.empty())
-    fmt::print("checkpoints: {} (last {})\n", run.checkpoints.size(), run.checkpoints.back());
+    fmt::print("checkpoints: {} written{} (last {})\n", run.checkpoints.size(),
+               s.keep_last > 0 && int(run.checkpoints.size()) > s.keep_last
+                   ? fmt::format(", the newest {} kept (--keep-last)", s.keep_last)
+                   : std::string(),
+               run.checkpoints.back());
   fmt::print("step time: measured median {}  predicted {}  (measured/predicted {:.2f})\n", tools::seconds(med),
              tools::seconds(plan.time), med / plan.time);
   fmt::print("bytes sent per device per step: {:.0f} (predicted {:.0f}{}){}\n", fig.bytes, fig.predicted_bytes,
@@ -539,6 +577,20 @@ std::string save_checkpoint(const settings& s, const prepared& p, const Trainer&
   return folder.string();
 }
 
+// --keep-last K: the complete checkpoints under `dir` beyond the newest K are removed (rank 0,
+// after the newest is complete: save_checkpoint ends with a barrier). Other folders stay.
+void remove_older_checkpoints(const std::filesystem::path& dir, int keep) {
+  std::vector<std::filesystem::path> complete;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
+    const std::string name = e.path().filename().string();
+    if (e.is_directory() && name.rfind("step-", 0) == 0 && std::filesystem::exists(e.path() / "manifest.json"))
+      complete.push_back(e.path());
+  }
+  std::sort(complete.begin(), complete.end());  // step-<zero-padded k>: oldest first
+  for (std::size_t i = 0; i + std::size_t(keep) < complete.size(); ++i) std::filesystem::remove_all(complete[i], ec);
+}
+
 // This device's stage for the trainer (nullopt without a pipeline).
 template <class Pipe>
 std::optional<pipeline_stage<Pipe>> stage_of(const prepared& p, mpi::pipeline_comms* pc) {
@@ -572,7 +624,9 @@ int train(const settings& s, const prepared& p, int rank, int ranks, D& dev, M& 
     return 2;  // a shard missing, damaged or short: one sentence, nothing overwritten
   std::unique_ptr<serial_check> check = s.check_serial ? std::make_unique<serial_check>(p, rank) : nullptr;
   whole_tensor gather{p, host, pc, p.pipeline ? tools::param_owner_stages(p.g, p.pipeline->cut_ops) : std::vector<int>{}};
-  const bool bar = rank == 0 && isatty(fileno(stderr));
+  const step_size z = step_size_of(p.g, p.o.microbatches);
+  double since_log_s = 0;  // step time since the last progress line
+  int since_log = 0;
   run_record run;
   for (int k = int(p.first_step); k < s.steps; ++k) {
     MPI_Barrier(MPI_COMM_WORLD);
@@ -582,12 +636,20 @@ int train(const settings& s, const prepared& p, int rank, int ranks, D& dev, M& 
     run.secs.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
     run.busy_s.push_back(t.last_step_profile().total_s - t.last_step_profile().pipe_wait_s);
     run.bytes = std::max(run.bytes, t.last_step_bytes());
-    if (bar) progress(k, s.steps, run.losses.back(), run.secs.back());
+    since_log_s += run.secs.back();
+    ++since_log;
+    if (rank == 0 && s.log_every > 0 && ((k + 1) % s.log_every == 0 || k + 1 == s.steps)) {
+      progress(k, s.steps, run.losses.back(), since_log_s / since_log, z);
+      since_log_s = 0;
+      since_log = 0;
+    }
     run.peak_bytes = std::max(run.peak_bytes, t.last_step_peak_bytes());
     if (check) check->after_step(k, run.losses.back(), t, gather);
     const bool due = s.checkpoint_every > 0 && (k + 1) % s.checkpoint_every == 0;
-    if (!s.checkpoint_dir.empty() && (due || k + 1 == s.steps))
+    if (!s.checkpoint_dir.empty() && (due || k + 1 == s.steps)) {
       run.checkpoints.push_back(save_checkpoint(s, p, t, k + 1, comm.coords(), rank, ranks));
+      if (rank == 0 && s.keep_last > 0) remove_older_checkpoints(s.checkpoint_dir, s.keep_last);
+    }
   }
   if (p.pipeline)
     run.stages = tools::gather_stage_measures({double(run.bytes), tools::median(run.busy_s), double(run.peak_bytes)},
@@ -621,20 +683,22 @@ void add_options(CLI::App& app, settings& s) {
   app.add_option("--model", s.model,
                  std::string("NAME:key=value,... (gpt, bert, llama, vgg11, vgg13, vgg16, vgg19, mlp), a model file m.json "
                              "or hf:config.json; default ") +
-                     default_model + "; optional with --plan");
+                     tools::default_model + "; optional with --plan");
   app.add_option("--seq", s.seq, "sequence length of the model (a zoo transformer or an hf config)");
   app.add_option("--batch", s.batch, "global batch of the model (sequences, images or rows per step)");
   app.add_option("--mesh", s.mesh, "device mesh, one device per MPI rank, e.g. 4 or 2x2");
   app.add_option("--strategy", s.strategy,
                  std::string(autoddl::tools::strategies_help) + " or exact (megatron with pp > 1 runs a pipeline, 1F1B)");
-  app.add_option("--hardware", s.hardware, "the profile the plan is priced with (default cpu-local)");
+  app.add_option("--hardware", s.hardware,
+                 std::string("the profile the plan is priced with, a preset name or a hardware JSON file (default ") +
+                     tools::default_hardware + ", as autoddl-plan's)");
   app.add_option("--steps", s.steps, "training steps");
   app.add_option("--lr", s.lr, "learning rate (default 1e-3; 3e-3 with --data)");
-  app.add_option("--optimizer", s.optimizer_s, "adam or sgd");
+  app.add_option("--optimizer", s.optimizer_s,
+                 std::string(tools::optimizers_help) + " (default: a --plan file's, else adam)");
   app.add_option("--microbatches", s.microbatches,
                  "micro-batches per step (gradient accumulation): auto (the planner's choice) or a divisor of the batch");
-  app.add_option("--recompute", s.recompute,
-                 "auto (the planner's choice), none, selective (attention cores) or full (whole repeated blocks)");
+  app.add_option("--recompute", s.recompute, tools::recompute_help);
   app.add_option("--seed", s.seed, "seed of the data, the initial parameters and the search");
   app.add_option("--device", s.device, "cpu (default) or cuda (one GPU per rank; a build with CUDA and NCCL)");
   app.add_flag("--check-serial", s.check_serial, "also train serially on rank 0 and report the largest difference");
@@ -648,6 +712,11 @@ void add_options(CLI::App& app, settings& s) {
                  "write checkpoints under this folder (step-<k>/: a shard file per rank and a manifest)");
   app.add_option("--checkpoint-every", s.checkpoint_every,
                  "write a checkpoint every K steps (and after the last); default: after the last only");
+  app.add_option("--keep-last", s.keep_last,
+                 "keep only the newest K complete checkpoints under --checkpoint-dir (default: all)");
+  app.add_option("--log-every", s.log_every,
+                 "a progress line on stderr every N steps and after the last: loss, step time, samples and tokens "
+                 "per second (default 10; 0: none)");
   app.add_option("--resume", s.resume,
                  "continue from a checkpoint folder, or the newest complete one under a folder; --steps counts all steps");
   app.add_option("--inject-failure", s.inject_failure, "make this rank fail during step 2 (tests the abort path)")
@@ -678,6 +747,7 @@ int main(int argc, char** argv) {
     s.lr_given = app.count("--lr") > 0;
     read_plan_option(s, app);
     p.emplace(prepare(s, ranks));
+    if (rank == 0) tools::warn_if_other_cpu("autoddl-train", s.hardware, p->o.hw);
   } catch (const std::exception& e) {
     if (rank == 0) std::fprintf(stderr, "autoddl-train: %s\n", e.what());
     MPI_Finalize();

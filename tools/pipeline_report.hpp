@@ -39,7 +39,7 @@ inline chosen_plan from_pipeline(pipeline_plan&& p) {
   plan_result& r = c.plan.result;
   r.time = p.time;
   r.feasible = p.feasible;
-  r.totals.memory = p.peak_memory() - r.totals.transient;
+  c.plan.peak_bytes = p.peak_memory();
   r.memory_limit = c.plan.problem->make_objective().memory_limit / p.shape.stages;
   r.notes.push_back(fmt::format(
       "pipeline of {} stages x {} micro-batches: the table shows one stage's layouts on the stage mesh {} (each stage "
@@ -134,6 +134,22 @@ inline chosen_plan plan_with_pipelines(const std::function<graph(int)>& build, s
   return r;
 }
 
+/// The plan's one memory figure (plan_peak): without a pipeline the step replayed, with one the
+/// stage whose replayed step peaks highest. `base`: the options as given (the whole mesh).
+inline plan_peak peak_of(const plan_problem& pp, const plan_result& r, const std::optional<pipeline_plan>& p,
+                         const plan_options& base) {
+  plan_peak k = flat_peak(pp, r, base);
+  if (!p) return k;
+  int top = 0;
+  for (int i = 0; i < int(p->stages.size()); ++i)
+    if (at(p->stages, i).peak > at(p->stages, top).peak) top = i;
+  const step_memory m = replay_stage_memory(pp, r.pick, p->shape, p->cut_ops, top);
+  k.bytes = double(m.peak());
+  k.where = peak_where(pp, m) + fmt::format(", stage {} of {}", top, p->shape.stages);
+  k.stages = p->shape.stages;
+  return k;
+}
+
 /// Stage i's ops as the reports name them: "first op .. last op".
 inline std::string stage_ops(const pipeline_plan& p, const graph& g, int i) {
   const int first = at(p.cut_ops, i);
@@ -148,16 +164,17 @@ inline void print_pipeline(const pipeline_plan& p, const graph& g) {
              p.shape.chunks > 1 ? fmt::format(", {} chunks per stage (interleaved)", p.shape.chunks) : std::string(),
              100 * p.bubble, p.shape.chunks > 1 ? "v" : "", seconds(p.time));
   fmt::print("{:<6} {:<32} {:>12} {:>12} {:>12} {:>12}\n", "stage", "ops", "per micro-b.", "send", "sync+update",
-             "memory");
+             "peak memory");
   for (int i = 0; i < int(p.stages.size()); ++i) {
     const stage_figures& f = at(p.stages, i);
     fmt::print("{:<6} {:<32} {:>12} {:>12} {:>12} {:>12}\n", i, stage_ops(p, g, i),
-               seconds(f.slot_s), seconds(f.send_s), seconds(f.step_s), si(f.memory, "B"));
+               seconds(f.slot_s), seconds(f.send_s), seconds(f.step_s), si(f.peak, "B"));
   }
 }
 
 /// The pipeline keys of --json: pipeline_stages (1 without a pipeline) and, with one,
-/// microbatches, pipeline {bubble, chunks, cuts (first op of each stage), stages [...],
+/// microbatches, pipeline {bubble, chunks, cuts (first op of each stage), stages [... peak_bytes:
+/// the stage's step replayed],
 /// layout_reference (the exact reference's keys, which with a pipeline price the stage layouts)}.
 inline void add_pipeline_json(nlohmann::json& j, const std::optional<pipeline_plan>& p, const graph& g) {
   j["pipeline_stages"] = p ? p->shape.stages : 1;
@@ -172,7 +189,7 @@ inline void add_pipeline_json(nlohmann::json& j, const std::optional<pipeline_pl
                       {"per_microbatch_s", f.slot_s},
                       {"send_s", f.send_s},
                       {"sync_and_update_s", f.step_s},
-                      {"memory_bytes", f.memory}});
+                      {"peak_bytes", f.peak}});
   }
   j["pipeline"] = {{"bubble", p->bubble}, {"chunks", p->shape.chunks}, {"cuts", cuts}, {"stages", stages}};
   // The exact reference and its bound price the layouts' additive step of the whole model on one
@@ -192,7 +209,7 @@ inline svg_stages svg_stages_of(const std::optional<pipeline_plan>& p) {
   s.first_ops = p->cut_ops;
   for (const stage_figures& f : p->stages) {
     s.slot_s.push_back(f.slot_s);
-    s.memory.push_back(f.memory);
+    s.memory.push_back(f.peak);
   }
   s.microbatches = p->shape.microbatches;
   s.bubble = p->bubble;
@@ -202,8 +219,11 @@ inline svg_stages svg_stages_of(const std::optional<pipeline_plan>& p) {
 /// The plan file of r (plan_file_json), with the pipeline's stages, chunks, cuts and whole
 /// mesh where there is one (add_pipeline_schedule).
 inline nlohmann::json plan_file_of(const plan_problem& pp, const plan_result& r, const std::optional<pipeline_plan>& p,
-                                   const std::string& model, const std::string& hardware, const mesh_shape& mesh) {
+                                   const plan_peak& peak, const std::string& model, const std::string& hardware,
+                                   const mesh_shape& mesh) {
   nlohmann::json f = plan_file_json(pp, r, model, hardware);
+  f["predicted"]["peak_bytes_per_device"] = peak.bytes;  // the replayed step's (a pipeline's highest stage)
+  f["parallelism"] = parallelism_json(parallelism_of(pp, r.pick, peak.stages));  // for a reader: not read back
   if (p) add_pipeline_schedule(f, mesh, p->shape.stages, p->shape.chunks, p->cut_ops);
   return f;
 }

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "autoddl/search/parallelism.hpp"
 #include "autoddl/search/report.hpp"
 #include "autoddl/search/step_memory.hpp"
 
@@ -42,25 +43,66 @@ inline std::string kernel_prices_line(const plan_problem& pp, const std::string&
   return s;
 }
 
-/// The step's replayed peak (search/step_memory.hpp) and where it falls, one line:
-/// "over the step: peak 1.2 GB at the backward of h3.mlp.fc1 (the sum above never lives at once)".
-inline std::string step_peak_line(const plan_problem& pp, const plan_result& r) {
-  const step_memory m = replay_step_memory(pp, r.pick);
-  const std::string where = m.peak_op < 0 ? "the gradient synchronisation"
-                                          : std::string(m.peak_in_backward ? "the backward of " : "the forward of ") +
-                                                at(pp.model().ops, m.peak_op).name;
-  return "over the step: peak " + si(double(m.peak()), "B") + " at " + where +
-         " (stored state plus what lives then; the breakdown above adds every term as if all lived at once)";
+/// The one memory figure of a plan: the step's replayed peak per device (search/step_memory.hpp;
+/// a pipeline's highest stage's), where it falls, and the limit it is held to.
+struct plan_peak {
+  double bytes = 0;
+  std::string where;         ///< "the backward of h3.mlp.fc1" (a pipeline's: ", stage 1 of 2" after it)
+  double limit = 0;          ///< bytes per device the plan is held to
+  double device_memory = 0;  ///< the hardware profile's memory per device
+  bool reserve = true;       ///< the limit is the device's memory less memory_reserve_fraction (no --memory-limit)
+  int stages = 1;            ///< the plan's pipeline stages (1: none)
+};
+
+/// Where replay m peaks: "the backward of h3.mlp.fc1", "the gradient synchronisation".
+inline std::string peak_where(const plan_problem& pp, const step_memory& m) {
+  if (m.peak_op < 0) return "the gradient synchronisation";
+  return std::string(m.peak_in_backward ? "the backward of " : "the forward of ") + at(pp.model().ops, m.peak_op).name;
 }
 
-inline nlohmann::json plan_json(const plan_problem& pp, const plan_result& r, const std::vector<plan_row>& rows,
-                         const std::string& model_spec, const std::string& hw_name) {
+/// The plan_peak of r without a pipeline; `base`: the options as given (their memory_limit unset:
+/// the device's memory less the reserve).
+inline plan_peak flat_peak(const plan_problem& pp, const plan_result& r, const plan_options& base) {
+  const step_memory m = replay_step_memory(pp, r.pick);
+  return {double(m.peak()), peak_where(pp, m), memory_limit_of(base), base.hw.device.memory_bytes, !(base.memory_limit > 0)};
+}
+
+/// "77.3 GB allowed (the device's 85.9 GB less a 10 % reserve ...)" or "32 GB allowed (--memory-limit)".
+inline std::string limit_text(const plan_peak& p) {
+  if (!p.reserve) return si(p.limit, "B") + " allowed (--memory-limit)";
+  return fmt::format("{} allowed (the device's {} less a {:.0f} % reserve for allocator rounding and fragmentation and "
+                     "for workspaces; --memory-limit sets it)",
+                     si(p.limit, "B"), si(p.device_memory, "B"), 100 * memory_reserve_fraction);
+}
+
+/// "dp=64 tp=1 pp=1 cp=1 ep=1, ZeRO stage 3, 1 sequence per device per micro-batch (mesh axes: dp dp)".
+inline std::string parallelism_line(const plan_parallelism& x, const mesh_shape& mesh) {
+  std::string axes;
+  for (axis_role a : x.axes) axes += std::string(axes.empty() ? "" : " ") + to_string(a);
+  const double n = x.sequences_per_device;
+  return fmt::format("dp={} tp={} pp={} cp={} ep={}, ZeRO stage {}, {:g} sequence{} per device per micro-batch ({} axes: {})",
+                     x.dp, x.tp, x.pp, x.cp, x.ep, x.zero_stage, n, n == 1 ? "" : "s",
+                     x.pp > 1 ? "each stage's " + to_string(mesh) : to_string(mesh), axes);
+}
+
+/// The "parallelism" object of --json and plan files.
+inline nlohmann::json parallelism_json(const plan_parallelism& x) {
+  std::vector<std::string> axes;
+  for (axis_role a : x.axes) axes.push_back(to_string(a));
+  return {{"dp", x.dp}, {"tp", x.tp}, {"pp", x.pp}, {"cp", x.cp}, {"ep", x.ep}, {"zero_stage", x.zero_stage},
+          {"sequences_per_device_per_microbatch", x.sequences_per_device}, {"axes", axes}};
+}
+
+inline nlohmann::json plan_json(const plan_problem& pp, const plan_result& r, const plan_peak& peak,
+                                const std::vector<plan_row>& rows, const std::string& model_spec,
+                                const std::string& hw_name) {
   const graph& g = pp.model();
   nlohmann::json j;
   j["model"] = model_spec;
   j["mesh"] = std::vector<int>(pp.options().mesh.begin(), pp.options().mesh.end());
   j["hardware"] = hw_name;
   j["strategy"] = to_string(r.strategy);
+  j["parallelism"] = parallelism_json(parallelism_of(pp, r.pick, peak.stages));
   j["dtype"] = std::string(to_string(pp.options().type));
   const int m = pp.options().microbatches;
   j["params"] = param_count(g);
@@ -72,10 +114,11 @@ inline nlohmann::json plan_json(const plan_problem& pp, const plan_result& r, co
   j["compute_s"] = r.totals.compute();
   j["comm_s"] = r.totals.comm();
   j["comm_bytes_per_device"] = r.totals.bytes;
-  j["memory_bytes_per_device"] = r.totals.peak_memory();
-  const step_memory step = replay_step_memory(pp, r.pick);
-  j["step_peak_bytes_per_device"] = step.peak();
-  j["memory_limit_bytes"] = r.memory_limit.value_or(pp.make_objective().memory_limit);
+  j["peak_bytes_per_device"] = peak.bytes;
+  j["peak_at"] = peak.where;
+  j["memory_limit_bytes"] = peak.limit;
+  j["device_memory_bytes"] = peak.device_memory;
+  j["memory_reserve_fraction"] = peak.reserve ? memory_reserve_fraction : 0.0;
   const memory_breakdown mem = pp.memory_of(r.pick);
   j["memory_breakdown_bytes"] = {{"parameters", mem.params}, {"gradients", mem.grads}, {"optimizer", mem.optimizer},
                                  {"activations", mem.activations}, {"transient", mem.transient}};
@@ -110,8 +153,9 @@ inline nlohmann::json plan_json(const plan_problem& pp, const plan_result& r, co
   return j;
 }
 
-inline void print_human(const plan_problem& pp, const plan_result& r, const std::vector<plan_row>& rows,
-                 const std::string& spec, const std::string& hw_name, bool all_ops = false) {
+inline void print_human(const plan_problem& pp, const plan_result& r, const plan_peak& peak,
+                        const std::vector<plan_row>& rows, const std::string& spec, const std::string& hw_name,
+                        bool all_ops = false) {
   const graph& g = pp.model();
   const plan_options& o = pp.options();
   fmt::print("model     {}  ({} parameters, {} per step)\n", spec, si(double(param_count(g)), ""),
@@ -120,7 +164,8 @@ inline void print_human(const plan_problem& pp, const plan_result& r, const std:
              g.inputs.empty() ? 0 : g.inputs[0][0], to_string(o.recompute));
   fmt::print("mesh      {}  ({} devices)   hardware {}   dtype {}\n", to_string(pp.options().mesh),
              pp.options().mesh.devices(), hw_name, to_string(pp.options().type));
-  fmt::print("strategy  {}   search {}\n\n", to_string(r.strategy), seconds(r.search_s));
+  fmt::print("strategy  {}   search {}\n", to_string(r.strategy), seconds(r.search_s));
+  fmt::print("parallel  {}\n\n", parallelism_line(parallelism_of(pp, r.pick, peak.stages), pp.options().mesh));
   fmt::print("{:<22} {:<14} {:>10} {:>10} {:>10} {:>10} {:>11}  {}\n", "op", "kind", "compute", "comm", "comm time",
              "memory", "if runner-up", "signature");
   auto print_row = [&](const plan_row& row) {
@@ -160,14 +205,14 @@ inline void print_human(const plan_problem& pp, const plan_result& r, const std:
   fmt::print("\npredicted step {}  = compute {} + communication {} (gradient sync overlaps backward: {})\n",
              seconds(r.time), seconds(r.totals.compute()), seconds(r.totals.comm()),
              pp.overlap() == overlap_rule::none ? "no" : "yes");
-  fmt::print("per device: sends {} per step, peak memory {} of {} allowed{}\n", si(r.totals.bytes, "B"),
-             si(r.totals.peak_memory(), "B"), si(r.memory_limit.value_or(pp.make_objective().memory_limit), "B"),
-             r.feasible ? "" : "  (OVER THE LIMIT)");
+  fmt::print("per device: sends {} per step\n", si(r.totals.bytes, "B"));
+  fmt::print("peak memory per device {} at {} (the step replayed), of {}{}\n", si(peak.bytes, "B"), peak.where,
+             limit_text(peak), r.feasible ? "" : "  (OVER THE LIMIT)");
   const memory_breakdown mem = pp.memory_of(r.pick);
-  fmt::print("memory per device: parameters {}, gradients {}, optimizer {}, activations {}, transient {}\n",
+  fmt::print("memory breakdown (every term as if all lived at once): parameters {}, gradients {}, optimizer {}, "
+             "activations {}, transient {}\n",
              si(double(mem.params), "B"), si(double(mem.grads), "B"), si(double(mem.optimizer), "B"),
              si(double(mem.activations), "B"), si(double(mem.transient), "B"));
-  fmt::print("{}\n", step_peak_line(pp, r));
   fmt::print("{}\n", kernel_prices_line(pp, hw_name));
   if (r.optimal_gap)
     fmt::print("gap to the exact optimum (additive objective, series-parallel DP): {:.3f}%\n", *r.optimal_gap * 100);

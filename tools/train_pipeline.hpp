@@ -109,7 +109,7 @@ inline nlohmann::json stages_json(const pipeline_plan& p, const graph& g, const 
                   {"busy_s_median", at(m, i).busy_s},
                   {"predicted_bytes_per_device", at(p.stages, i).bytes},
                   {"bytes_sent_per_device", at(m, i).bytes},
-                  {"predicted_peak_bytes_per_device", at(p.stages, i).memory},
+                  {"predicted_peak_bytes_per_device", at(p.stages, i).peak},
                   {"peak_bytes_per_device", at(m, i).peak_bytes}});
   return a;
 }
@@ -122,7 +122,7 @@ inline void print_stages(const pipeline_plan& p, const graph& g, const std::vect
     fmt::print("  stage {} ({}): busy {} (predicted {}), bytes {:.0f} (predicted {:.0f}{}), peak memory {} (predicted {})\n",
                i, stage_ops(p, g, i), seconds(at(m, i).busy_s), seconds(predicted_busy_s(p, i)), at(m, i).bytes,
                at(p.stages, i).bytes, at(m, i).bytes == at(p.stages, i).bytes ? ", equal" : ", DIFFERENT",
-               si(at(m, i).peak_bytes, "B"), si(at(p.stages, i).memory, "B"));
+               si(at(m, i).peak_bytes, "B"), si(at(p.stages, i).peak, "B"));
 }
 
 }  // namespace autoddl::tools

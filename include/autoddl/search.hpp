@@ -4,6 +4,8 @@
 #include "autoddl/search/coordinate_descent.hpp"
 #include "autoddl/search/exact.hpp"
 #include "autoddl/search/kernel_prices.hpp"
+#include "autoddl/search/parallelism.hpp"
+#include "autoddl/search/pipeline_order.hpp"
 #include "autoddl/search/experts.hpp"
 #include "autoddl/search/plan_paths.hpp"
 #include "autoddl/search/planner.hpp"

@@ -80,10 +80,25 @@ inline int parse_count(std::string_view name, std::string_view s) {
   return v;
 }
 
+/// What both programs plan when not told otherwise: a small GPT on this machine kind's 4 ranks
+/// (a 2x2 mesh) priced with its profile, so that `autoddl-plan` plans what `mpirun -np 4
+/// autoddl-train` runs.
+inline constexpr const char* default_model = "gpt:layers=2,hidden=64,heads=4,seq=32,batch=8,vocab=128";
+inline constexpr const char* default_mesh = "2x2";
+inline constexpr const char* default_hardware = "cpu-local";
+
 /// The strategies --strategy takes in both programs, for their help (each adds the exact ones
 /// it runs).
 inline constexpr const char* strategies_help =
-    "auto, dp, megatron[:tp=T,pp=P,dp=D,mbs=B,recompute=R,sp=1,vpp=V], zero[:stage=1|2|3], owt (one weird trick: "
-    "data-parallel convolutions, model-parallel fully connected layers), 2d";
+    "auto, dp (also spelled ddp), megatron[:tp=T,pp=P,cp=C,dp=D,mbs=B,recompute=R,sp=1,vpp=V,dopt=1], "
+    "zero[:stage=1|2|3] (zero alone is stage 3, also spelled fsdp), owt (one weird trick: data-parallel convolutions, "
+    "model-parallel fully connected layers), 2d";
+
+/// The optimizers and recomputations both programs take, for their help (search/../cost/memory.hpp
+/// parses them; JSON, plan files and checkpoints write the first spelling).
+inline constexpr const char* optimizers_help = "adam or sgd-momentum (also spelled sgd)";
+inline constexpr const char* recompute_help =
+    "activation recomputation of repeated blocks: auto (the planner's choice), none, selective (attention cores) or "
+    "full (whole repeated blocks)";
 
 }  // namespace autoddl::tools

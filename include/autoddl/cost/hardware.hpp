@@ -34,6 +34,9 @@ struct hardware {
   std::string name;
   std::string description;
   std::vector<std::string> sources;  ///< public figures the numbers come from
+  /// The CPU a calibrated profile was measured on (autoddl-calibrate writes /proc/cpuinfo's
+  /// "model name"); empty: not recorded (the datasheet presets, older profiles).
+  std::string cpu_model;
   int devices_per_node = 1;
   link intra_node{};  ///< between devices of one node (NVLink, shared memory)
   link inter_node{};  ///< between nodes, per device (node injection bandwidth / devices_per_node)

@@ -120,11 +120,12 @@ class profile_reader {
 
   hardware read(const nlohmann::json& j) const {
     object(j, "(top)");
-    only_keys(j, "", {"name", "description", "sources", "devices_per_node", "links", "device", "overlap", "kernels", "copy",
-                      "optimizer"});
+    only_keys(j, "", {"name", "description", "sources", "cpu_model", "devices_per_node", "links", "device", "overlap",
+                      "kernels", "copy", "optimizer"});
     hardware h;
     h.name = text(j, "", "name");
     h.description = text(j, "", "description");
+    if (j.contains("cpu_model")) h.cpu_model = text(j, "", "cpu_model");
     const auto& src = member(j, "", "sources");
     if (!src.is_array() || src.empty()) fail("sources", "must be a non-empty array of strings citing the figures used");
     for (const auto& s : src) {
@@ -335,18 +336,36 @@ inline std::string to_json(const hardware& h) {
   nlohmann::ordered_json j{
       {"name", h.name},
       {"description", h.description},
-      {"sources", h.sources},
-      {"devices_per_node", h.devices_per_node},
-      {"overlap", std::string(to_string(h.overlap))},
-      {"links", {{"intra_node", link_json(h.intra_node)}, {"inter_node", link_json(h.inter_node)}}},
-      {"device",
-       {{"name", h.device.name},
-        {"peak_flops", peak},
-        {"efficiency", eff},
-        {"memory_bytes", h.device.memory_bytes},
-        {"memory_bandwidth", h.device.memory_bandwidth}}}};
+      {"sources", h.sources}};
+  if (!h.cpu_model.empty()) j["cpu_model"] = h.cpu_model;
+  j["devices_per_node"] = h.devices_per_node;
+  j["overlap"] = std::string(to_string(h.overlap));
+  j["links"] = {{"intra_node", link_json(h.intra_node)}, {"inter_node", link_json(h.inter_node)}};
+  j["device"] = {{"name", h.device.name},
+                 {"peak_flops", peak},
+                 {"efficiency", eff},
+                 {"memory_bytes", h.device.memory_bytes},
+                 {"memory_bandwidth", h.device.memory_bandwidth}};
   detail::add_measured_json(j, h.measured);
   return j.dump(2) + "\n";
+}
+
+/// This machine's CPU model: the first "model name" of /proc/cpuinfo ("Intel(R) Xeon(R) Platinum
+/// 8480+"), or empty where there is none (another system, a CPU that does not say).
+inline std::string this_cpu_model(const std::string& cpuinfo = "/proc/cpuinfo") {
+  std::ifstream in(cpuinfo);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("model name", 0) != 0) continue;
+    const std::size_t colon = line.find(':');
+    if (colon == std::string::npos) return "";
+    std::size_t b = colon + 1;
+    while (b < line.size() && (line[b] == ' ' || line[b] == '\t')) ++b;
+    std::size_t e = line.size();
+    while (e > b && (line[e - 1] == ' ' || line[e - 1] == '\t' || line[e - 1] == '\r')) --e;
+    return line.substr(b, e - b);
+  }
+  return "";
 }
 
 /// Writes the profile to `path`; throws autoddl::error when the file cannot be written.

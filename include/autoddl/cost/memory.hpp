@@ -19,10 +19,12 @@ enum class optimizer : std::uint8_t { sgd_momentum, adam };
 
 constexpr std::string_view to_string(optimizer o) { return o == optimizer::adam ? "adam" : "sgd-momentum"; }
 
+/// "adam" or "sgd-momentum", also spelled "sgd" (what to_string writes back is the first spelling).
+/// Throws parse_error naming the text and the names.
 constexpr optimizer parse_optimizer(std::string_view s) {
   if (s == "adam") return optimizer::adam;
-  if (s == "sgd-momentum") return optimizer::sgd_momentum;
-  detail::fail<parse_error>("unknown optimizer '" + std::string(s) + "'; write adam or sgd-momentum");
+  if (s == "sgd-momentum" || s == "sgd") return optimizer::sgd_momentum;
+  detail::fail<parse_error>("unknown optimizer '" + std::string(s) + "'; write adam or sgd-momentum (also spelled sgd)");
 }
 
 /// What the backward pass recomputes instead of keeping from forward, per repeated block

@@ -118,7 +118,7 @@ inline std::optional<megatron_layout_plan> search_megatron_layouts(const std::fu
         r.flat = plan_micro_batched(build, batch, base, m, pin, seed);
         r.time = r.flat->result.time;
         r.feasible = r.flat->result.feasible;
-        r.peak_memory = r.flat->result.totals.memory + r.flat->result.totals.transient;
+        r.peak_memory = r.flat->peak_bytes;
       }
       slot = std::move(r);
     } catch (const error&) {  // the mesh, the batch or the sequence does not split that way

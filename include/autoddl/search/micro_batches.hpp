@@ -4,20 +4,25 @@
 //
 // A plan_problem prices one setting of plan_options::microbatches and ::recompute (the graph is
 // one micro-batch). plan_micro_batched builds and solves the settings worth trying and keeps the
-// fastest plan that fits the memory limit:
+// fastest plan that fits the memory limit. A setting fits where its step's replayed peak
+// (search/step_memory.hpp) is within the limit; the layout search inside it bounds the additive
+// breakdown (memory_of), which it can update as one coordinate moves.
 //   - for each recomputation allowed (none, selective, full, or the pinned one), micro-batch
 //     counts are divisors of the batch. m = 1 is solved first; when its plan is over the limit,
 //     the next count tried is the smallest divisor m' with
 //       fixed + activations / m' <= limit
 //     (fixed: what does not shrink with m, activations: what does, both from the plan over the
 //     limit), then the divisors above it, one at a time, until a plan fits or none is left
-//     (at most 4 per recomputation); where the fitting plan uses over 90 % of the limit, the
+//     (at most 4 per recomputation; where none of them splits, the counts below the predicted
+//     one, downwards); where the fitting plan uses over 90 % of the limit, the
 //     next divisor is solved too, since the memory freed can buy faster layouts.
 //     Where the whole batch fits in under half the limit without recomputation, nothing else
 //     is tried: memory does not bind, so recomputation and micro-batches buy nothing. (Not at
 //     90 %: the descent under a limit it nearly touches can miss plans a setting with more
 //     room finds, and those plans may fit this setting too.)
 //   - among the fitting plans the fastest wins (ties: fewer micro-batches, less recomputation).
+// A count whose micro-batch the strategy's layout cannot split (zero over 64 devices, 32
+// micro-batches of 32 rows) is skipped; the note names the counts skipped.
 // Each setting gets the full search; the gap to the exact optimum is computed for the winner
 // only. The plan's search_s is the time of everything tried (building and searching each
 // setting), without the gap.
@@ -30,11 +35,13 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "autoddl/index.hpp"
 #include "autoddl/search/solve.hpp"
+#include "autoddl/search/step_memory.hpp"
 
 namespace autoddl {
 
@@ -58,6 +65,9 @@ struct micro_batched_plan {
   int microbatches = 1;
   recompute_mode recompute = recompute_mode::none;
   int settings_tried = 0;                 ///< plans solved to choose this one
+  /// The replayed step's peak per device (replay_step_memory): the figure the memory limit holds
+  /// (result.feasible); a pipeline's (search/pipeline.hpp) is its stages' highest.
+  double peak_bytes = 0;
 };
 
 /// The divisors of n, ascending. divisors(12) == {1, 2, 3, 4, 6, 12}.
@@ -89,7 +99,23 @@ inline const graph& kept_graph(std::map<int, graph>& kept, const std::function<g
   return it->second;
 }
 
+// "; the dp layout cannot split the batch into 32, 64 or 128 micro-batches" (empty: none).
+inline std::string unsplit_text(const std::set<int>& counts, const std::string& strategy) {
+  if (counts.empty()) return "";
+  std::string r = "; the " + strategy + " layout cannot split the batch into ";
+  int k = 0;
+  for (int m : counts) r += (k++ == 0 ? "" : k == int(counts.size()) ? " or " : ", ") + itos(m);
+  return r + " micro-batches";
+}
+
 }  // namespace detail
+
+/// Sets p.peak_bytes to the replayed step's peak (replay_step_memory) and p.result.feasible to
+/// whether it is within p's memory limit (plan_result::memory_limit where set, else the problem's).
+inline void price_peak(micro_batched_plan& p) {
+  p.peak_bytes = double(replay_step_memory(*p.problem, p.result.pick).peak());
+  p.result.feasible = p.peak_bytes <= p.result.memory_limit.value_or(p.problem->make_objective().memory_limit);
+}
 
 /// Plans the model `build(m)` makes (one micro-batch of a step of m, batch `batch` in all) by
 /// strategy s, choosing the micro-batch count and the recomputation where `pin` leaves them open.
@@ -141,6 +167,7 @@ inline micro_batched_plan plan_micro_batched(const std::function<graph(int)>& bu
     p.problem = std::make_unique<plan_problem>(single ? build(m) : graph(detail::kept_graph(graphs, build, m)), o);
     // while choosing, the search skips its exact reference and runner-ups (the winner gets them below)
     p.result = solve_plan(*p.problem, s, seed, /*with_gap=*/single && pin.with_gap, /*runner_ups=*/single && pin.runner_ups);
+    price_peak(p);  // the descent bounded the additive breakdown; the setting fits where the replay does
     p.microbatches = m;
     p.recompute = r;
     ++tried;
@@ -151,7 +178,7 @@ inline micro_batched_plan plan_micro_batched(const std::function<graph(int)>& bu
   auto better = [](const micro_batched_plan& a, const micro_batched_plan& b) {  // a strictly better than b
     if (!b.problem) return true;
     if (a.result.feasible != b.result.feasible) return a.result.feasible;
-    if (!a.result.feasible) return a.result.totals.peak_memory() < b.result.totals.peak_memory();
+    if (!a.result.feasible) return a.peak_bytes < b.peak_bytes;
     return a.result.time < b.result.time * (1 - 1e-9);
   };
   auto consider = [&](micro_batched_plan&& p) {  // whether p fits
@@ -159,16 +186,28 @@ inline micro_batched_plan plan_micro_batched(const std::function<graph(int)>& bu
     if (better(p, best)) best = std::move(p);
     return fits;
   };
+  std::set<int> unsplit;  // counts the layout cannot split
+  // A setting whose micro-batch the strategy's layout cannot split (zero over 64 devices, 32
+  // micro-batches of 32 rows) is no plan: it is skipped, and the log says so.
+  auto solve_if_splits = [&](int m, recompute_mode r) -> std::optional<micro_batched_plan> {
+    try {
+      return solve(m, r);
+    } catch (const layout_error&) {
+      unsplit.insert(m);
+      return std::nullopt;
+    }
+  };
   for (recompute_mode r : modes) {
     micro_batched_plan first = solve(counts.front(), r);
     const double limit = first.problem->make_objective().memory_limit;
-    auto tight = [limit](const micro_batched_plan& p) { return p.result.totals.peak_memory() > 0.9 * limit; };
+    auto tight = [limit](const micro_batched_plan& p) { return p.peak_bytes > 0.9 * limit; };
     if (first.result.feasible) {
       const bool more = tight(first);
-      const bool roomy = first.result.totals.peak_memory() < 0.5 * limit;
+      const bool roomy = first.peak_bytes < 0.5 * limit;
       consider(std::move(first));
       if (roomy) break;  // memory does not bind: recomputation and micro-batches buy nothing
-      if (more && counts.size() > 1) consider(solve(counts[1], r));
+      if (more && counts.size() > 1)
+        if (auto next = solve_if_splits(counts[1], r)) consider(std::move(*next));
       continue;
     }
     // over the limit: what shrinks with m (activations, and the transient buffers, mostly an
@@ -180,12 +219,24 @@ inline micro_batched_plan plan_micro_batched(const std::function<graph(int)>& bu
     std::size_t k = 1;
     while (k < counts.size() && fixed + act / double(counts[k]) > limit) ++k;
     if (k == counts.size()) k = counts.size() - 1;  // nothing predicted to fit: the most
-    for (int extra = 0; k < counts.size() && extra < 4; ++k, ++extra) {
-      if (counts[k] == counts.front()) continue;
-      micro_batched_plan p = solve(counts[k], r);
-      const bool more = tight(p);
-      if (consider(std::move(p))) {
-        if (more && k + 1 < counts.size()) consider(solve(counts[k + 1], r));
+    // from the predicted count up; where none of those splits, down from it (the additive
+    // prediction is an upper bound: a smaller count may fit the replayed peak)
+    std::vector<std::size_t> order;
+    for (std::size_t i = k; i < counts.size(); ++i) order.push_back(i);
+    const std::size_t up = order.size();
+    for (std::size_t i = k; i-- > 1;) order.push_back(i);
+    bool any_split = false;
+    for (std::size_t n = 0, extra = 0; n < order.size() && extra < 4; ++n) {
+      const std::size_t i = order[n];
+      if (counts[i] == counts.front() || (n >= up && any_split)) continue;
+      std::optional<micro_batched_plan> p = solve_if_splits(counts[i], r);
+      if (!p) continue;
+      any_split = true;
+      ++extra;
+      const bool more = tight(*p);
+      if (consider(std::move(*p))) {
+        if (more && n < up && i + 1 < counts.size())
+          if (auto next = solve_if_splits(counts[i + 1], r)) consider(std::move(*next));
         break;
       }
     }
@@ -194,7 +245,8 @@ inline micro_batched_plan plan_micro_batched(const std::function<graph(int)>& bu
     best.result.notes.push_back("chose " + detail::itos(best.microbatches) + " micro-batch" +
                                 (best.microbatches == 1 ? "" : "es") + " and recompute " +
                                 std::string(to_string(best.recompute)) + " among " + detail::itos(tried) +
-                                " settings tried (micro-batches/recompute: " + log + ")");
+                                " settings tried (micro-batches/recompute: " + log + ")" +
+                                detail::unsplit_text(unsplit, to_string(s)));
   if (searching && !single) {  // search_s: everything tried, the winner's runner-ups; then its gap
     if (pin.runner_ups) attach_runner_ups(*best.problem, best.result);
     best.result.search_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -45,6 +45,7 @@
 // transient) within the limit. Exact for that objective; max step_s is not part of it.
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdint>
 #include <functional>
 #include <limits>
@@ -58,6 +59,7 @@
 
 #include "autoddl/index.hpp"
 #include "autoddl/search/micro_batches.hpp"
+#include "autoddl/search/step_memory.hpp"
 
 namespace autoddl {
 
@@ -140,7 +142,8 @@ struct stage_figures {
   double slot_s = 0;    ///< forward + backward of one micro-batch
   double send_s = 0;    ///< activations of one micro-batch to the next stage (0 for the last)
   double step_s = 0;    ///< once per step: gradient synchronisation and the update
-  double memory = 0;    ///< peak bytes per device, with its in-flight micro-batches
+  double memory = 0;    ///< the additive bound: state + in-flight activations + transient (stage_memory)
+  double peak = 0;      ///< the replayed step's peak per device (replay_stage_memory): what the limit holds
   /// Bytes each device sends per step: its units' boxings and collectives on the stage mesh, m
   /// micro-batches of activations to the next stage and of gradients to the one before, and a
   /// tied parameter's synchronisation and exchange (what the trainer counts).
@@ -373,6 +376,17 @@ inline unit_costs pipeline_unit_costs(const plan_problem& pp, const std::vector<
 
 namespace autoddl {
 
+/// Stage `stage`'s step replayed (search/step_memory.hpp): its ops [cut_ops[stage],
+/// cut_ops[stage + 1]) in the 1F1B order, as many forwards ahead of the first backward as the
+/// stage holds micro-batches in flight less one (in_flight_microbatches, rounded up: the
+/// interleaved schedule's count where s.chunks > 1).
+inline step_memory replay_stage_memory(const plan_problem& pp, const std::vector<int>& pick, const pipeline_shape& s,
+                                       const std::vector<int>& cut_ops, int stage) {
+  const int end = stage + 1 < int(cut_ops.size()) ? at(cut_ops, stage + 1) : int(pp.model().ops.size());
+  const int warm = int(std::ceil(in_flight_microbatches(s, stage) - 1e-9)) - 1;
+  return replay_step_memory(pp, pick, at(cut_ops, stage), end, std::max(0, warm));
+}
+
 /// One stage's mesh: the outermost axis divided by `stages` (dropped where it becomes 1 on a
 /// mesh of several axes). stage_mesh(128x8, 8) == 16x8; stage_mesh(2x4, 2) == 4.
 /// Throws layout_error when stages does not divide the outermost axis.
@@ -396,19 +410,17 @@ struct pipeline_plan {
   std::vector<stage_figures> stages;
   double time = 0;                     ///< predicted step, seconds
   double bubble = 0;                   ///< pipeline_bubble_fraction(shape)
-  bool feasible = false;               ///< every stage within the memory limit
+  bool feasible = false;               ///< every stage's replayed peak within the memory limit
+  /// The highest replayed peak of any stage (stage_figures::peak).
   double peak_memory() const {
     double r = 0;
-    for (const stage_figures& f : stages) r = std::max(r, f.memory);
+    for (const stage_figures& f : stages) r = std::max(r, f.peak);
     return r;
   }
 };
 
 namespace detail {
 
-inline double memory_limit_of(const plan_options& o) {
-  return o.memory_limit > 0 ? o.memory_limit : o.hw.device.memory_bytes;
-}
 
 // Prices `layouts` (solved for shape's micro-batches on the stage mesh) as a pipeline: cuts by
 // balance_cuts under the limit, or, where nothing fits, the fastest cuts (feasible false).
@@ -434,9 +446,11 @@ inline pipeline_plan price_pipeline_at(micro_batched_plan&& layouts, const pipel
   const std::vector<int> first_op = pipeline_units(layouts.problem->model());
   for (int c : r.cuts) r.cut_ops.push_back(at(first_op, c));
   r.stages = stage_figures_of(u, s, r.cuts, make_device_mesh(base.mesh, base.hw).axis_link(0));
+  for (int i = 0; i < s.stages; ++i)
+    at(r.stages, i).peak = double(replay_stage_memory(*layouts.problem, layouts.result.pick, s, r.cut_ops, i).peak());
   r.time = pipeline_time(r.stages, s);
   r.bubble = pipeline_bubble_fraction(s);
-  const double limit = detail::memory_limit_of(base);
+  const double limit = memory_limit_of(base);
   r.feasible = limit <= 0 || r.peak_memory() <= limit;
   r.layouts = std::move(layouts);
   return r;
@@ -454,12 +468,10 @@ namespace detail {
 inline pipeline_plan price_pipeline(micro_batched_plan&& layouts, const pipeline_shape& s, const plan_options& base) {
   const unit_costs u = pipeline_unit_costs(*layouts.problem, layouts.result.pick);
   const link stage_link = make_device_mesh(base.mesh, base.hw).axis_link(0);
+  // the cuts hold the additive bound within the limit where they can; the replayed stages decide
   std::optional<std::vector<int>> cuts = balance_cuts(u, s, stage_link, memory_limit_of(base));
-  const bool fits = cuts.has_value();
   if (!cuts) cuts = balance_cuts(u, s, stage_link, 0);
-  pipeline_plan r = price_pipeline_at(std::move(layouts), s, base, *cuts, u);  // the unit costs priced once
-  r.feasible = fits;
-  return r;
+  return price_pipeline_at(std::move(layouts), s, base, *cuts, u);  // the unit costs priced once
 }
 
 }  // namespace detail
@@ -478,7 +490,7 @@ inline pipeline_plan plan_pipeline(const std::function<graph(int)>& build, std::
                                    bool with_gap = true, bool runner_ups = true) {
   plan_options sub = base;
   sub.mesh = stage_mesh(base.mesh, s.stages);
-  sub.memory_limit = detail::memory_limit_of(base) * s.stages;
+  sub.memory_limit = memory_limit_of(base) * s.stages;
   step_settings pin;
   pin.recompute = recompute;
   pin.with_gap = with_gap;
@@ -530,11 +542,31 @@ inline pipeline_plan plan_megatron_pipeline(const std::function<graph(int)>& bui
                                              : detail::pipeline_microbatch_counts(batch, m.pp);
   if (m.mbs > 0) counts = {1};  // its mbs says (plan_pipeline)
   std::optional<pipeline_plan> best;
+  std::optional<layout_error> unsplit;  // the first count the layout could not split, where none could
   for (int c : counts) {
     pipeline_shape sh = shape;
     sh.microbatches = c;
-    pipeline_plan p = plan_pipeline(build, batch, base, inner, sh, pin.recompute, seed);
-    if (!best || detail::better_pipeline(p, *best)) best = std::move(p);
+    try {
+      pipeline_plan p = plan_pipeline(build, batch, base, inner, sh, pin.recompute, seed);
+      if (!best || detail::better_pipeline(p, *best)) best = std::move(p);
+    } catch (const layout_error& e) {  // a micro-batch the stage layout cannot split: no such plan
+      if (!unsplit) unsplit = e;
+    }
+  }
+  if (!best) throw *unsplit;
+  // The stage layouts chose their recomputation for the whole model under p times the limit; where
+  // the replayed stages are over it, more recomputation is tried (unless the strategy or pin says).
+  for (recompute_mode r : {recompute_mode::selective, recompute_mode::full}) {
+    if (best->feasible || pin.recompute || int(best->layouts.recompute) >= int(r)) continue;
+    for (int c : counts) {
+      pipeline_shape sh = shape;
+      sh.microbatches = c;
+      try {
+        pipeline_plan p = plan_pipeline(build, batch, base, inner, sh, r, seed);
+        if (detail::better_pipeline(p, *best)) best = std::move(p);
+      } catch (const layout_error&) {  // as above
+      }
+    }
   }
   return std::move(*best);
 }
@@ -601,7 +633,7 @@ inline std::optional<pipeline_plan> search_pipeline(const std::function<graph(in
     // limit to spare, more of it is not tried (plan_micro_batched's rule; the 12-layer GPT on
     // 2x2x2x2: 5 points instead of 15, the same plan).
     const pipeline_plan& here = *seen[from];
-    const bool roomy = here.feasible && here.peak_memory() < 0.5 * detail::memory_limit_of(base);
+    const bool roomy = here.feasible && here.peak_memory() < 0.5 * memory_limit_of(base);
     for (int k = 0; k < (diagonal ? 6 : 8); ++k) {
       const auto [p, mm, r] = moves[k];
       if (p < 0 || p >= int(ps.size()) || mm < 0 || mm >= int(ms.size())) continue;

@@ -13,7 +13,7 @@
 //             "inputs": [["S(0)", "B"]], "params": [["B", "S(1)"], ["B", "S(0)"]], "outputs": [["S(0)", "S(2)"]]}, ...],
 //    "params": [{"name": "h0.attn.q.W", "storage": ["B", "S(1)"], "grad_sum": ["P", "S(1)"]}, ...],
 //    "predicted": {"step_s": ..., "compute_s": ..., "comm_s": ..., "comm_bytes_per_device": ...,
-//                  "peak_bytes_per_device": ...}}
+//                  "peak_bytes_per_device": ... (the step replayed, search/step_memory.hpp)}}
 //
 // Every nd-SBP is a list with one entry per mesh axis, in the layout notation (S(d), B, P).
 // A plan is read back against the problem it was made for: each op's layouts must be one of the
@@ -32,6 +32,7 @@
 #include "autoddl/index.hpp"
 #include "autoddl/search/planner.hpp"
 #include "autoddl/search/solve.hpp"
+#include "autoddl/search/step_memory.hpp"
 
 namespace autoddl {
 
@@ -117,7 +118,7 @@ inline nlohmann::json plan_file_json(const plan_problem& pp, const plan_result& 
             {"compute_s", r.totals.compute()},
             {"comm_s", r.totals.comm()},
             {"comm_bytes_per_device", r.totals.bytes},
-            {"peak_bytes_per_device", r.totals.peak_memory()}}}};
+            {"peak_bytes_per_device", double(replay_step_memory(pp, r.pick).peak())}}}};
 }
 
 /// Marks plan file `file` (plan_file_json of one stage's layouts) as a pipeline of `stages`

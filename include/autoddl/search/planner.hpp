@@ -116,7 +116,7 @@ struct plan_options {
   mesh_shape mesh;
   dtype type = dtype::fp32;
   optimizer opt = optimizer::adam;
-  double memory_limit = 0;  ///< bytes per device; 0: the device's memory
+  double memory_limit = 0;  ///< bytes per device; 0: the device's memory less a reserve (memory_limit_of)
   /// What the step-time model overlaps; unset: what the hardware's executor overlaps (hw.overlap).
   std::optional<overlap_rule> overlap{};
   /// Optional per-op allow-list: allowed[i] holds the indices into signatures(op i, mesh) the
@@ -138,6 +138,24 @@ struct plan_options {
   bool zero2_layouts = false;
   bool zero1_layouts = false;
 };
+
+/// The share of a device's memory a plan leaves free unless plan_options::memory_limit says
+/// otherwise: a tenth. The plan's peak is the sum of the buffers live at once
+/// (search/step_memory.hpp); the device needs more than that. A caching allocator (PyTorch's CUDA
+/// caching allocator, the stream-ordered pool of backend/cuda) rounds requests up (512 B, and
+/// large ones to 2 MiB) and splits cached segments, so a freed block of one size may not serve a
+/// larger request and what it reserves runs above what it hands out; the CUDA context, cuBLAS
+/// workspaces and NCCL's buffers live outside it; and what a kernel or a boxing path allocates
+/// inside itself is not in the replayed peak. A plan that fills memory to the last megabyte runs
+/// out on the device. autoddl-plan and autoddl-train print the limit with the reserve;
+/// --memory-limit sets the limit itself.
+inline constexpr double memory_reserve_fraction = 0.10;
+
+/// The bytes per device a plan of o is held to: o.memory_limit where set, else the device's
+/// memory less memory_reserve_fraction of it. A 80 GiB device: 72 GiB.
+inline double memory_limit_of(const plan_options& o) {
+  return o.memory_limit > 0 ? o.memory_limit : o.hw.device.memory_bytes * (1 - memory_reserve_fraction);
+}
 
 /// The layout-choice problem of one model on one mesh, and everything needed to read a pick.
 class plan_problem {
@@ -179,7 +197,7 @@ class plan_problem {
     return objective{[r, m](const cost_terms& t) {
                        return step_time(step_terms{t.compute_fwd, t.compute_bwd, t.comm_fwd, t.comm_bwd, t.comm_grad}, r, m);
                      },
-                     o_.memory_limit > 0 ? o_.memory_limit : o_.hw.device.memory_bytes, /*monotone=*/true};
+                     memory_limit_of(o_), /*monotone=*/true};
   }
   /// The additive objective of the exact references (nothing overlapped), same memory limit.
   objective serial_objective() const {

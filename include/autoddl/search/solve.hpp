@@ -314,6 +314,24 @@ inline void check_context_parallel(const graph& g, int cp) {
                        "; choose a context-parallel size that divides it");
 }
 
+// An expert whose rules place a weighted op (a linear or a convolution: what its rules are about)
+// nowhere on this mesh is no such plan: refused with the op, its weight and the mesh. (Other ops,
+// an embedding under context parallelism, take their cheapest layout with a note.)
+inline void refuse_relaxed_weights(const plan_problem& pp, const plan_strategy& s, const std::vector<std::string>& relaxed) {
+  const graph& g = pp.model();
+  for (const bool gemm : {true, false})  // a linear or convolution first: the op the rules are about
+    for (const std::string& name : relaxed)
+      for (const op_node& n : g.ops) {
+        if (n.name != name || n.param_ids.empty() || n.kind == op_kind::embedding) continue;
+        if (gemm && n.kind != op_kind::linear && n.kind != op_kind::conv2d) continue;
+        fail<layout_error>("the " + to_string(s) + " rules do not fit mesh " + to_string(pp.options().mesh) + ": op '" +
+                           name + "' (input " + to_string(n.inputs.at(0)) + ", weight " +
+                           to_string(at(g.params, n.param_ids[0]).shape) +
+                           ") has no layout by them there, as its dimensions do not split over the mesh axes the rules "
+                           "use; choose a mesh, batch or tensor-parallel size that divides them, or --strategy auto");
+      }
+}
+
 inline void solve_expert(const plan_problem& pp, const plan_strategy& s, plan_result& r) {
   expert e = expert_of(s);
   const auto* mg = std::get_if<strategy::megatron>(&s);
@@ -330,6 +348,7 @@ inline void solve_expert(const plan_problem& pp, const plan_strategy& s, plan_re
                        (g.inputs.empty() ? std::string("[]") : to_string(g.inputs[0])) +
                        "); choose a batch divisible by the mesh or another strategy");
   }
+  refuse_relaxed_weights(pp, s, ep.relaxed);
   for (const auto& n : ep.relaxed)
     r.notes.push_back("op '" + n + "' could not follow the " + to_string(s) + " rules; it takes its cheapest layout");
   r.pick = std::move(ep.pick);

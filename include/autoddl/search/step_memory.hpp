@@ -22,13 +22,20 @@
 //               gradients (freed when the next step begins).
 // What a kernel or a boxing path allocates and frees inside itself is not sampled (nor priced
 // here: the breakdown's transient term bounds it).
+// A pipeline stage runs its range of ops in the 1F1B order (search/pipeline_order.hpp): several
+// micro-batches' buffers live at once, what crosses from the stage before lives until its
+// micro-batch's backward, and the gradients sent back to it until the stage's next backward ends
+// (the trainer frees them once their sends complete, which it checks after each backward).
+#include <algorithm>
 #include <cstdint>
+#include <deque>
 #include <optional>
 #include <utility>
 #include <vector>
 
 #include "autoddl/index.hpp"
 #include "autoddl/ops/work.hpp"
+#include "autoddl/search/pipeline_order.hpp"
 #include "autoddl/search/plan_paths.hpp"
 #include "autoddl/search/planner.hpp"
 #include "autoddl/search/step_schedule.hpp"
@@ -41,6 +48,10 @@ struct step_memory {
   std::int64_t peak_live = 0;  ///< the step's own buffers at their high-water mark
   int peak_op = -1;            ///< the op at whose boundary the mark was reached (-1: synchronisation)
   bool peak_in_backward = false;
+  /// Of peak_live, the gradients a pipeline stage sent back whose sends the replay holds open
+  /// (0 without a pipeline): the executor may have freed them already, so it peaks between
+  /// peak() - peak_sent_back and peak().
+  std::int64_t peak_sent_back = 0;
   std::int64_t peak() const { return stored + peak_live; }
 };
 
@@ -48,20 +59,27 @@ namespace detail {
 
 class step_memory_replay {
  public:
-  step_memory_replay(const plan_problem& pp, const std::vector<int>& pick)
+  /// The device runs ops [first_op, end_op) (a pipeline stage's; end_op < 0: to the last op)
+  /// with `warm` forwards before its first backward (warm_up_order; 0 without a pipeline).
+  step_memory_replay(const plan_problem& pp, const std::vector<int>& pick, int first_op = 0, int end_op = -1, int warm = 0)
       : problem_(pp),
         model_(pp.model()),
         pick_(pick),
         mesh_(pp.options().mesh),
         elem_(bytes_of(pp.options().type)),
-        paths_(pp, pick) {
+        paths_(pp, pick),
+        first_(first_op),
+        end_(end_op < 0 ? int(pp.model().ops.size()) : end_op),
+        warm_(warm) {
     schedule_.emplace(model_, pp.options().recompute, paths_.boxed_inputs());
+    find_boundaries();
   }
 
   /// The replay. With `skip_repeats` off, every micro-batch is replayed (the tests' reference).
   step_memory run(bool skip_repeats = true) {
     const int np = int(model_.params.size());
     for (int p = 0; p < np; ++p) {
+      if (!at(held_, p)) continue;  // another pipeline stage's
       const memory_breakdown m = problem_.param_memory(p, at(pick_, problem_.param_node(p)));
       r_.stored += m.params + m.optimizer;
     }
@@ -70,18 +88,28 @@ class step_memory_replay {
     assign(param_acc_, nops, std::vector<std::int64_t>{});
     assign(grad_sums_, np, 0);
     const int m = problem_.options().microbatches;
-    // A middle micro-batch (neither the first, which gathers, nor the last, which frees) that
-    // leaves the state as it found it does the same again from there, with the same samples, so
-    // the rest of the middle ones change nothing: the replay goes on with the last (a pipeline
-    // stage's 128 micro-batches replay as 3).
-    for (int k = 0; k < m; ++k) {
-      if (k == 0 || k == m - 1) {
-        micro_batch(k, k == m - 1);
+    const std::vector<pipeline_slot> order = warm_up_order(warm_, m);
+    const int warm = std::min(warm_, m);
+    // A steady pair (a forward, then a backward) that neither gathers (micro-batch 0's forward)
+    // nor frees (the last backward) and leaves the carried state as the pair before it left it
+    // does the same again from there, with the same samples, so the rest of the steady pairs
+    // change nothing: the replay goes on with the last one (a pipeline stage's 128 micro-batches
+    // replay as a few).
+    const std::size_t last_pair = std::size_t(warm + 2 * (m - 1 - warm));  // slot of F(m-1), B(m-1-warm)
+    std::optional<carried> before;
+    std::deque<buffers> waiting;
+    for (std::size_t x = 0; x < order.size(); ++x) {
+      const pipeline_slot& slot = at(order, x);
+      if (slot.forward) {
+        waiting.push_back(forward(slot.microbatch));
         continue;
       }
-      const carried before = carried_state();
-      micro_batch(k, false);
-      if (skip_repeats && carried_state() == before) k = m - 2;
+      backward(waiting.front(), slot.microbatch == m - 1);
+      waiting.pop_front();
+      const bool steady = slot.microbatch + warm < m - 1 && x + 1 < last_pair && at(order, x - 1).forward;
+      if (!steady) continue;
+      if (skip_repeats && before && *before == carried_state() && at(order, x - 1).microbatch > warm) x = last_pair - 1;
+      before = carried_state();
     }
     synchronise();
     return r_;
@@ -142,12 +170,12 @@ class step_memory_replay {
 
   // What a micro-batch finds and leaves for the next (its own buffers start empty).
   struct carried {
-    std::int64_t live = 0;
+    std::int64_t live = 0, sent_back = 0;
     std::vector<std::int64_t> gathered, grad_sums;
     std::vector<std::vector<std::int64_t>> param_acc;
     friend bool operator==(const carried&, const carried&) = default;
   };
-  carried carried_state() const { return {live_, gathered_, grad_sums_, param_acc_}; }
+  carried carried_state() const { return {live_, sent_back_, gathered_, grad_sums_, param_acc_}; }
 
   void add(std::int64_t b) { live_ += b; }
   void drop(std::int64_t& b) {
@@ -157,11 +185,14 @@ class step_memory_replay {
   void sample(int op, bool backward) {
     if (live_ <= r_.peak_live) return;
     r_.peak_live = live_;
+    r_.peak_sent_back = sent_back_;
     r_.peak_op = op;
     r_.peak_in_backward = backward;
   }
 
-  void micro_batch(int k, bool last) {
+  // Micro-batch k's forward through ops [first_, end_): what earlier stages made arrives first
+  // (each as its producer made it, held until this micro-batch's backward is done).
+  buffers forward(int k) {
     const int nops = int(model_.ops.size());
     buffers b;
     resize(b.inputs, nops);
@@ -169,13 +200,14 @@ class step_memory_replay {
     assign(b.saved, nops, 0);
     assign(b.dy, nops, 0);
     b.pending = schedule_->consumer_slots();
-    for (int i = 0; i < nops; ++i) {
+    for (int o : received_) add(at(b.outputs, o) = first_output_bytes(o));
+    for (int i = first_; i < end_; ++i) {
       forward_op(b, i, k);
       release_after_forward(b, i, b.pending, false);
       drop_recomputed(b, i);
       sample(i, false);
     }
-    backward(b, last);
+    return b;
   }
 
   void forward_op(buffers& b, int i, int k) {
@@ -249,15 +281,29 @@ class step_memory_replay {
     }
   }
 
+  // The backward of the micro-batch whose buffers are b: the loss's seed on the last stage, the
+  // gradients of what went to the next stage, then ops [first_, end_) in reverse; what came from
+  // the stage before (its outputs and their gradients, sent back) goes at the end.
   void backward(buffers& b, bool last) {
-    const int nops = int(model_.ops.size());
-    add(at(b.dy, model_.loss_op) = output_bytes(model_.loss_op));
-    for (int i = nops - 1; i >= 0; --i) {
+    if (end_ == int(model_.ops.size())) add(at(b.dy, model_.loss_op) = output_bytes(model_.loss_op));
+    for (int o : sent_)
+      if (at(b.dy, o) == 0) add(at(b.dy, o) = first_output_bytes(o));
+    for (int i = end_ - 1; i >= first_; --i) {
       if (schedule_->fully_recomputed(i) && schedule_->last_of_block(i)) recompute_block(b, at(model_.block, i));
       if (at(b.dy, i) == 0) add(at(b.dy, i) = output_bytes(i));
       if (schedule_->selectively_recomputed(i)) run_forward(b, i);
       backward_op(b, i, last);
     }
+    // The gradients sent back live until their sends complete, which the trainer checks after each
+    // backward: they are held until this stage's next backward ends (the last ones: the step's
+    // sends are finished after its last backward). An upper bound by at most one micro-batch's.
+    drop(sent_back_);
+    for (int o : received_) {
+      sent_back_ += at(b.dy, o);
+      at(b.dy, o) = 0;
+      drop(at(b.outputs, o));
+    }
+    if (last) drop(sent_back_);
   }
 
   // Op i's backward: its input gradients (dual of the input layout: the input's local size) go
@@ -274,7 +320,8 @@ class step_memory_replay {
       const int p = at(model_.op_inputs, i)[j].op;
       if (p < 0) continue;
       live_ -= local(n.inputs[j], sig(i).inputs[j]) * elem_;
-      if (at(b.dy, p) == 0) add(at(b.dy, p) = output_bytes(p));  // the boxed gradient becomes p's dy
+      // the boxed gradient becomes p's dy (of its first output where p is another stage's)
+      if (at(b.dy, p) == 0) add(at(b.dy, p) = p < first_ ? first_output_bytes(p) : output_bytes(p));
     }
     for (std::size_t j = 0; j < n.param_ids.size(); ++j) {
       live_ -= param_compute_bytes(i, j);
@@ -306,10 +353,32 @@ class step_memory_replay {
   // slices of ZeRO stages 1 and 2 are freed before the next sample.)
   void synchronise() {
     for (int p = 0; p < int(model_.params.size()); ++p) {
+      if (!at(held_, p)) continue;
       drop(at(grad_sums_, p));
       add(update_bytes(p));
       sample(-1, true);
     }
+  }
+
+  // As the trainer's stage boundaries: the first outputs made before first_ that ops from first_
+  // on read (received_), those made before end_ read after it (sent_), and the parameters the
+  // stage's ops use (held_).
+  void find_boundaries() {
+    const int nops = int(model_.ops.size());
+    std::vector<int> furthest(static_cast<std::size_t>(nops), -1);
+    for (int i = 0; i < nops; ++i)
+      for (const tensor_ref& r : at(model_.op_inputs, i))
+        if (r.op >= 0) at(furthest, r.op) = std::max(at(furthest, r.op), i);
+    for (int o = 0; o < nops; ++o) {
+      if (o < first_ && at(furthest, o) >= first_) received_.push_back(o);
+      if (o >= first_ && o < end_ && at(furthest, o) >= end_) sent_.push_back(o);
+    }
+    assign(held_, int(model_.params.size()), char(0));
+    for (int i = first_; i < end_; ++i)
+      for (int p : at(model_.ops, i).param_ids) at(held_, p) = 1;
+  }
+  std::int64_t first_output_bytes(int o) const {
+    return local(at(at(model_.ops, o).outputs, 0), at(sig(o).outputs, 0)) * elem_;
   }
 
   const plan_problem& problem_;
@@ -319,9 +388,13 @@ class step_memory_replay {
   std::int64_t elem_;
   plan_paths paths_;
   std::optional<step_schedule> schedule_;
+  int first_, end_, warm_;
+  std::vector<int> received_, sent_;
+  std::vector<char> held_;
   std::vector<std::int64_t> gathered_, grad_sums_;
   std::vector<std::vector<std::int64_t>> param_acc_;
   std::int64_t live_ = 0;
+  std::int64_t sent_back_ = 0;  ///< gradients sent to the stage before, their sends not yet completed
   step_memory r_;
 };
 
@@ -332,6 +405,15 @@ class step_memory_replay {
 /// micro-batch's activations at the loss, plus the output gradients then.
 inline step_memory replay_step_memory(const plan_problem& pp, const std::vector<int>& pick) {
   return detail::step_memory_replay(pp, pick).run();
+}
+
+/// The same for a device that runs ops [first_op, end_op) only, `warm` forwards ahead of its
+/// first backward (warm_up_order): a pipeline stage (search/pipeline.hpp, replay_stage_memory).
+/// It keeps the parameters its ops use and, per micro-batch in flight, what arrives from the
+/// stage before until that micro-batch's backward is done.
+inline step_memory replay_step_memory(const plan_problem& pp, const std::vector<int>& pick, int first_op, int end_op,
+                                      int warm) {
+  return detail::step_memory_replay(pp, pick, first_op, end_op, warm).run();
 }
 
 }  // namespace autoddl

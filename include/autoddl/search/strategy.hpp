@@ -153,8 +153,8 @@ constexpr plan_strategy parse_strategy(std::string_view text) {
   const std::string_view name = text.substr(0, colon);
   const std::string_view knobs = colon == std::string_view::npos ? std::string_view{} : text.substr(colon + 1);
   const std::string valid =
-      "valid: auto, dp, megatron[:tp=T,pp=P,cp=C,dp=D,mbs=B,recompute=none|selective|full,sp=1,vpp=V,dopt=1], "
-      "zero[:stage=1|2|3], "
+      "valid: auto, dp (also spelled ddp), megatron[:tp=T,pp=P,cp=C,dp=D,mbs=B,recompute=none|selective|full,sp=1,vpp=V,"
+      "dopt=1], zero[:stage=1|2|3] (zero alone, stage 3, also spelled fsdp), "
       "owt, 2d, "
       "exact, exhaustive";
   if (name == "megatron") {
@@ -205,8 +205,8 @@ constexpr plan_strategy parse_strategy(std::string_view text) {
     detail::fail<parse_error>("strategy '" + std::string(name) + "' takes no knobs, got '" + std::string(text) + "'; " +
                               valid);
   if (name == "auto") return strategy::automatic{};
-  if (name == "dp") return strategy::dp{};
-  if (name == "zero") return strategy::zero{};
+  if (name == "dp" || name == "ddp") return strategy::dp{};  // ddp: PyTorch's DistributedDataParallel
+  if (name == "zero" || name == "fsdp") return strategy::zero{};  // fsdp: PyTorch's FSDP, fully sharded = ZeRO-3
   if (name == "owt") return strategy::owt{};
   if (name == "2d") return strategy::two_d{};
   if (name == "exact") return strategy::exact{};

@@ -7,8 +7,9 @@
 //   - its predicted compute (forward + backward) and communication time per step as bars on a
 //     labelled time axis;
 // consecutive repeated blocks laid out alike draw once, under a line naming them ("h0-h23 x24",
-// times per block), so a 96-layer model stays readable. Below: the peak memory per device
-// against the limit, by purpose, and the predicted step of the plan beside the other plans given
+// times per block), so a 96-layer model stays readable. Below: the peak memory per device (the
+// step replayed, search/step_memory.hpp) against the limit, with the additive breakdown by
+// purpose as bars, and the predicted step of the plan beside the other plans given
 // (the experts), with whether gradient synchronisation overlaps backward. A pipeline plan
 // (svg_stages) draws each stage under its own heading (its ops, time per micro-batch and peak
 // memory; blocks fold within a stage only), a band of the stage's colour beside its rows, and
@@ -22,6 +23,7 @@
 
 #include "autoddl/index.hpp"
 #include "autoddl/search/report.hpp"
+#include "autoddl/search/step_memory.hpp"
 
 namespace autoddl {
 
@@ -97,9 +99,11 @@ struct svg_stages {
 
 /// The picture of result r of pp (rows from plan_rows), with `others` (name, result) drawn
 /// beside it in the comparison of predicted steps, and a pipeline's stages where `stages` has any.
+/// `peak`: the plan's replayed peak per device where the caller has it (a pipeline's highest
+/// stage); below 0, replayed here (replay_step_memory).
 inline std::string plan_svg(const plan_problem& pp, const plan_result& r, const std::vector<plan_row>& rows,
                             const std::vector<std::pair<std::string, plan_result>>& others = {},
-                            const svg_stages& stages = {}) {
+                            const svg_stages& stages = {}, double peak = -1) {
   using namespace detail;
   const graph& g = pp.model();
   const int axes = pp.options().mesh.size();
@@ -217,10 +221,12 @@ inline std::string plan_svg(const plan_problem& pp, const plan_result& r, const 
   }
   // memory per device against the limit, by purpose
   const memory_breakdown mem = pp.memory_of(r.pick);
-  const double limit = pp.make_objective().memory_limit, peak = r.totals.peak_memory();
-  const double mem_scale = (width - 200) / std::max(limit, peak);
-  s += svg_text(8, mem_y - 8, "peak memory per device: " + svg_bytes(peak) + " of " + svg_bytes(limit) + " allowed" +
-                                  (r.feasible ? "" : " (OVER THE LIMIT)"), " font-weight='bold'");
+  const double limit = r.memory_limit.value_or(pp.make_objective().memory_limit);
+  if (peak < 0) peak = double(replay_step_memory(pp, r.pick).peak());
+  const double mem_scale = (width - 200) / std::max({limit, peak, double(mem.total())});
+  s += svg_text(8, mem_y - 8, "peak memory per device (the step replayed): " + svg_bytes(peak) + " of " + svg_bytes(limit) +
+                                  " allowed" + (r.feasible ? "" : " (OVER THE LIMIT)") +
+                                  " (red dashes); the bars add every term as if all lived at once", " font-weight='bold'");
   const std::pair<const char*, std::int64_t> parts[] = {{"parameters", mem.params},   {"gradients", mem.grads},
                                                          {"optimizer", mem.optimizer}, {"activations", mem.activations},
                                                          {"transient", mem.transient}};
@@ -235,6 +241,9 @@ inline std::string plan_svg(const plan_problem& pp, const plan_result& r, const 
   }
   s += "<line x1='" + svg_num(8 + limit * mem_scale) + "' y1='" + svg_num(mem_y - 4) + "' x2='" + svg_num(8 + limit * mem_scale) +
        "' y2='" + svg_num(mem_y + 20) + "' stroke='#000000' stroke-width='2'><title>memory limit</title></line>\n";
+  s += "<line x1='" + svg_num(8 + peak * mem_scale) + "' y1='" + svg_num(mem_y - 4) + "' x2='" + svg_num(8 + peak * mem_scale) +
+       "' y2='" + svg_num(mem_y + 20) + "' stroke='#e15759' stroke-width='2' stroke-dasharray='3,2'><title>peak (the step "
+       "replayed) " + svg_bytes(peak) + "</title></line>\n";
   // predicted step beside the other plans
   s += svg_text(8, cmp_y - 8, "predicted step per plan", " font-weight='bold'");
   std::vector<std::pair<std::string, const plan_result*>> all{{to_string(r.strategy), &r}};

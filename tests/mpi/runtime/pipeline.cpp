@@ -149,12 +149,15 @@ void check_pipeline(const std::string& spec, const mesh_shape& full, int p, int 
     trainer<real, decltype(dev), std::remove_reference_t<decltype(comm)>> t(
         pp, plan.layouts.result.pick, dev, comm, to, pipeline_stage<pipe_t>{comms.stage(), plan.cut_ops, &pipe});
     const double predicted = at(plan.stages, comms.stage()).bytes;
+    const double predicted_peak = at(plan.stages, comms.stage()).peak;  // the stage's step replayed
+    std::int64_t peak = 0;  // the device's own count of its buffers, the second step's
     bool bytes_equal = true;
     for (int s = 0; s < 2; ++s) {
       const double loss = t.train_step(s);
       CHECK(std::abs(loss - serial.losses[std::size_t(s)]) <= tolerance * std::abs(serial.losses[std::size_t(s)]));
       bytes_equal = bytes_equal && double(t.last_step_bytes()) == predicted;
       CHECK(double(t.last_step_bytes()) == predicted);
+      peak = t.last_step_peak_bytes();
 #if defined(AUTODDL_TEST_SIDE_QUEUE)
       CHECK(dev.pending_steps() == 0);  // joined before the step's end
 #endif
@@ -174,6 +177,22 @@ void check_pipeline(const std::string& spec, const mesh_shape& full, int p, int 
       worst[1] = std::max(worst[1], max_rel_error(gp, serial.params[q], pfloor));
     }
     MPI_Allreduce(MPI_IN_PLACE, worst, 2, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    // every stage's highest peak over its devices against the stage's replayed step: at most 10 %
+    // above it, and no lower than it less the gradients sent back that the replay holds open
+    // (the executor frees them once MPI completes their sends, step_memory::peak_sent_back)
+    const step_memory replayed = replay_stage_memory(pp, plan.layouts.result.pick, plan.shape, plan.cut_ops, comms.stage());
+    CHECK(double(replayed.peak()) == predicted_peak);
+    double peak_ratio[2] = {0, 0};  // over the stages: the most of measured / predicted, the least of measured / lower bound
+    {
+      std::int64_t stage_peak = peak;
+      MPI_Allreduce(MPI_IN_PLACE, &stage_peak, 1, MPI_INT64_T, MPI_MAX, comms.mesh().world().handle());
+      double most = double(stage_peak) / predicted_peak;
+      double least = double(stage_peak) / double(replayed.peak() - replayed.peak_sent_back);
+      MPI_Allreduce(MPI_IN_PLACE, &most, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+      MPI_Allreduce(MPI_IN_PLACE, &least, 1, MPI_DOUBLE, MPI_MIN, MPI_COMM_WORLD);
+      peak_ratio[0] = most;
+      peak_ratio[1] = least;
+    }
     int all_equal = bytes_equal ? 1 : 0;
     MPI_Allreduce(MPI_IN_PLACE, &all_equal, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
     int sliced = 0;  // parameters updated in slices and gathered (ZeRO stages 1 and 2)
@@ -182,11 +201,14 @@ void check_pipeline(const std::string& spec, const mesh_shape& full, int p, int 
       std::string cut_text;
       for (int c : plan.cut_ops) cut_text += (cut_text.empty() ? "" : ",") + std::to_string(c);
       std::printf("%s on %s = %d stages of %s (first ops %s), %d micro-batches, recompute %s, seed %llu: bytes %s "
-                  "predicted on every rank; max rel err vs serial: grads %.2e, params %.2e; %d parameters updated in slices\n",
+                  "predicted on every rank; max rel err vs serial: grads %.2e, params %.2e; %d parameters updated in slices; "
+                  "peak measured/predicted at most %.3f, measured/(predicted less the sends held open) at least %.3f\n",
                   spec.c_str(), to_string(full).c_str(), p, to_string(o.mesh).c_str(), cut_text.c_str(), m,
                   std::string(to_string(rc)).c_str(), static_cast<unsigned long long>(seed),
-                  all_equal ? "==" : "!=", worst[0], worst[1], sliced);
+                  all_equal ? "==" : "!=", worst[0], worst[1], sliced, peak_ratio[0], peak_ratio[1]);
     }
+    CHECK(peak_ratio[0] <= 1.1);
+    CHECK(peak_ratio[1] >= 0.99);
     CHECK(worst[0] <= tolerance);
     CHECK(worst[1] <= tolerance);
   }

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # autoddl-calibrate end to end on 2 ranks with a short range: it writes a profile with positive
 # link figures in the loader's schema, and a mesh that does not match the job is one error line.
-#   calibrate.sh <mpirun> <autoddl-calibrate> <python3>
+#   calibrate.sh <mpirun> <autoddl-calibrate> <python3> [<autoddl-plan>]
+# With autoddl-plan: the profile records this machine's CPU, and loaded as another CPU's it is
+# named in one line on stderr.
 set -euo pipefail
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -10,7 +12,11 @@ run=("$1" --allow-run-as-root --oversubscribe -np 2)
 "$3" - "$tmp/p.json" <<'PY'
 import json, sys
 p = json.load(open(sys.argv[1]))
-assert set(p) == {"name", "description", "sources", "devices_per_node", "overlap", "links", "device"}, p.keys()
+# the CPU measured, as /proc/cpuinfo names it (where it does)
+cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "")
+keys = {"name", "description", "sources", "devices_per_node", "overlap", "links", "device"} | ({"cpu_model"} if cpu else set())
+assert set(p) == keys, p.keys()
+assert p.get("cpu_model", "") == cpu, (p.get("cpu_model"), cpu)
 assert p["overlap"] == "none", p["overlap"]  # the CPU trainer overlaps nothing
 for level in ("intra_node", "inter_node"):
     l = p["links"][level]
@@ -27,6 +33,23 @@ assert len(p["kernels"]) > 0 and all(k["forward_s"] > 0 and k["backward_s"] > 0 
 assert p["copy"]["bandwidth"] > 1e8 and p["optimizer"]["adam"]["per_element"] > 0
 print("kernel table ok:", len(p["kernels"]), "kernels")
 PY
+# a calibrated profile loaded on another CPU says so in one line, and the plan goes on; on this
+# CPU it says nothing
+"$3" - "$tmp/m.json" "$tmp/other.json" <<'PY'
+import json, sys
+p = json.load(open(sys.argv[1]))
+p["cpu_model"] = "Some Other CPU @ 1.00GHz"
+json.dump(p, open(sys.argv[2], "w"))
+PY
+plan="${4:-}"
+if [ -n "$plan" ]; then
+  "$plan" --model mlp:layers=2,hidden=32,batch=8,in=16,out=4 --mesh 2 --hardware "$tmp/other.json" >/dev/null 2>"$tmp/warn"
+  [ "$(wc -l <"$tmp/warn")" -eq 1 ] && grep -q "was calibrated on a 'Some Other CPU @ 1.00GHz' CPU, this machine's is .*run autoddl-calibrate" "$tmp/warn" \
+    || { echo "no one-line warning for another CPU:"; cat "$tmp/warn"; exit 1; }
+  echo "another CPU: $(cat "$tmp/warn")"
+  "$plan" --model mlp:layers=2,hidden=32,batch=8,in=16,out=4 --mesh 2 --hardware "$tmp/m.json" >/dev/null 2>"$tmp/warn"
+  [ ! -s "$tmp/warn" ] || { echo "a warning on the calibrating CPU:"; cat "$tmp/warn"; exit 1; }
+fi
 if "${run[@]}" "$2" --mesh 3 --out "$tmp/q.json" 2>"$tmp/err" >/dev/null; then echo "mesh 3 on 2 ranks was accepted"; exit 1; fi
 grep -q "mesh 3 has 3 devices but the job has 2 ranks" "$tmp/err" || { cat "$tmp/err"; exit 1; }
 echo "mismatched mesh refused: $(head -n1 "$tmp/err")"

@@ -109,6 +109,20 @@ try:
     whole, r = trained(4, "2x2", "--steps", "4", "--checkpoint-dir", whole_dir, "--checkpoint-every", "2")
     check("an uninterrupted 4-step run writes checkpoints", whole is not None and len(whole["checkpoints"]) == 2,
           r.stderr[-1500:])
+    # --keep-last 2: of a checkpoint after every step, the newest two stay; the run resumes from them
+    kept_dir = os.path.join(work, "kept")
+    kept, r = trained(2, "2", "--steps", "5", "--checkpoint-dir", kept_dir, "--checkpoint-every", "1", "--keep-last", "2")
+    left = sorted(os.listdir(kept_dir)) if os.path.isdir(kept_dir) else []
+    check("--keep-last 2 keeps the newest two of five checkpoints", kept is not None and
+          left == ["step-00000004", "step-00000005"], r.stderr[-800:] + str(left))
+    again, r = trained(2, "2", "--steps", "6", "--resume", kept_dir, "--checkpoint-dir", kept_dir, "--keep-last", "2")
+    left = sorted(os.listdir(kept_dir)) if os.path.isdir(kept_dir) else []
+    check("resuming from a --keep-last folder continues, the newest two still kept",
+          again is not None and again["first_step"] == 5 and left == ["step-00000005", "step-00000006"],
+          r.stderr[-800:] + str(left))
+    r = run(2, "--model", gpt, "--mesh", "2", "--steps", "1", "--keep-last", "2")
+    check("--keep-last without --checkpoint-dir: exit 2, one sentence",
+          r.returncode == 2 and "--keep-last needs --checkpoint-dir" in r.stderr, r.stderr[-500:])
     # interrupted after 2 steps, then resumed on the same plan and mesh
     half, r = trained(4, "2x2", "--steps", "2", "--checkpoint-dir", half_dir)
     check("a 2-step run writes its checkpoint", half is not None and half["checkpoints"], r.stderr[-1500:])

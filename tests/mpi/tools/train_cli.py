@@ -30,7 +30,11 @@ if r.returncode == 0:
     check("bytes sent equal the predicted bytes", j["bytes_sent_per_device"] == j["predicted_bytes_per_device"],
           f'{j["bytes_sent_per_device"]} vs {j["predicted_bytes_per_device"]}')
     check("training equals serial within 1e-4", j["max_rel_err_vs_serial"] <= 1e-4, str(j["max_rel_err_vs_serial"]))
-    check("the plan is autoddl-plan's JSON", j["plan"]["mesh"] == [2, 2] and len(j["plan"]["layers"]) > 10)
+    check("the plan is autoddl-plan's JSON", j["plan"]["mesh"] == [2, 2] and len(j["plan"]["layers"]) > 10
+          and j["plan"]["parallelism"]["dp"] * j["plan"]["parallelism"]["tp"] * j["plan"]["parallelism"]["cp"] <= 4)
+    check("SGD: the measured peak is the replayed one (priced with SGD's one moment) within 2 %",
+          abs(j["peak_bytes_per_device"] / j["predicted_peak_bytes_per_device"] - 1) <= 0.02,
+          f'{j["peak_bytes_per_device"]} vs {j["predicted_peak_bytes_per_device"]}')
 
 # micro-batches and full recomputation: serial with the same micro-batches, bytes as priced
 r = run(4, "--model", model, "--mesh", "2x2", "--steps", "2", "--microbatches", "2", "--recompute", "full",
@@ -65,7 +69,8 @@ for np, mesh, args, says, what in [
 # pipelines: 2 stages of 2 devices in the 1F1B order, equal to serial, each stage's bytes as priced
 r = run(4, "--mesh", "2x2", "--strategy", "megatron:tp=2,pp=2", "--microbatches", "4", "--check-serial")
 check("the default model as megatron:tp=2,pp=2 with 4 micro-batches on 4 ranks runs (--check-serial)",
-      r.returncode == 0 and "pipeline: 2 stages x 4 micro-batches" in r.stdout and "largest relative difference" in r.stdout,
+      r.returncode == 0 and "pipeline: 2 stages x 4 micro-batches" in r.stdout and "largest relative difference" in r.stdout
+      and "parallel  dp=1 tp=2 pp=2 cp=1 ep=1, ZeRO stage 0" in r.stdout,
       r.stderr[-1500:])
 r = run(4, "--model", model, "--mesh", "2x2", "--strategy", "megatron:tp=2,pp=2", "--microbatches", "4", "--steps", "2",
         "--check-serial", "--optimizer", "sgd", "--json")
@@ -80,6 +85,10 @@ if r.returncode == 0:
           all(s["bytes_sent_per_device"] == s["predicted_bytes_per_device"] for s in stages) and
           j["bytes_sent_per_device"] == j["predicted_bytes_per_device"], str(stages)[:600])
     check("pipeline: training equals serial within 1e-4", j["max_rel_err_vs_serial"] <= 1e-4, str(j["max_rel_err_vs_serial"]))
+    check("pipeline: each stage's measured peak is its replayed stage's within 10 %",
+          all(abs(s["peak_bytes_per_device"] / s["predicted_peak_bytes_per_device"] - 1) <= 0.1 for s in stages) and
+          j["predicted_peak_bytes_per_device"] == max(s["predicted_peak_bytes_per_device"] for s in stages),
+          str([(s["peak_bytes_per_device"], s["predicted_peak_bytes_per_device"]) for s in stages]))
     check("pipeline: the plan's JSON names the stages", j["plan"].get("pipeline_stages") == 2 and
           len(j["plan"].get("pipeline", {}).get("cuts", [])) == 2)
 
@@ -110,6 +119,45 @@ for stage in ["1", "2"]:
         check("zero:stage=" + stage + ": the measured peak is the replayed one within 10%",
               abs(j["peak_bytes_per_device"] / j["predicted_peak_bytes_per_device"] - 1) <= 0.1,
               f'{j["peak_bytes_per_device"]} vs {j["predicted_peak_bytes_per_device"]}')
+
+# progress while it runs: a line on stderr every --log-every steps (and after the last), each out
+# before the job ends; loss, step time, samples and tokens per second
+import re
+import subprocess as sp
+cmd = [mpirun, "--allow-run-as-root", "--oversubscribe", "-np", "2", train, "--model", model, "--mesh", "2", "--steps", "6",
+       "--log-every", "2"]
+proc = sp.Popen(cmd, stdout=sp.PIPE, stderr=sp.PIPE, text=True, env=dict(os.environ, OPENBLAS_NUM_THREADS="1"))
+lines, running_at_first = [], None
+for line in proc.stderr:
+    if line.startswith("autoddl-train: step "):
+        if running_at_first is None:
+            running_at_first = proc.poll() is None
+        lines.append(line.strip())
+proc.wait(timeout=120)
+pattern = r"autoddl-train: step (\d+)/6  loss \d+\.\d{4}  [\d.]+ m?s/step  [\d.]+ K? ?samples/s  [\d.]+ K? ?tokens/s"
+check("a 6-step run with --log-every 2 prints three progress lines, the first while it runs",
+      proc.returncode == 0 and len(lines) == 3 and running_at_first and
+      [re.fullmatch(pattern, l).group(1) if re.fullmatch(pattern, l) else None for l in lines] == ["2", "4", "6"],
+      str(lines))
+r = run(2, "--model", model, "--mesh", "2", "--steps", "3", "--log-every", "0")
+check("--log-every 0 prints no progress lines", r.returncode == 0 and "autoddl-train: step" not in r.stderr, r.stderr[-500:])
+r = run(2, "--model", model, "--mesh", "2", "--steps", "1", "--log-every", "-1")
+check("--log-every -1: exit 2, one sentence", r.returncode == 2 and "--log-every must be 0" in r.stderr, r.stderr[-500:])
+
+# the same defaults as autoddl-plan: without --model, --mesh and --hardware both plan the small
+# GPT on 2x2 with cpu-local, and train's plan is the planner's
+if planner:
+    planned = json.loads(subprocess.run([planner, "--json"], capture_output=True, text=True).stdout)
+    r = run(4, "--steps", "1", "--json")
+    j = json.loads(r.stdout) if r.returncode == 0 else {}
+    check("autoddl-train without --model, --mesh, --hardware trains autoddl-plan's default plan, naming the profile",
+          r.returncode == 0 and j.get("hardware") == "cpu-local" and j["plan"]["model"] == planned["model"] and
+          j["plan"]["mesh"] == planned["mesh"] and
+          [l["signature"] for l in j["plan"]["layers"]] == [l["signature"] for l in planned["layers"]],
+          r.stderr[-800:])
+    r = run(4, "--steps", "1")
+    check("the text report names the hardware profile", r.returncode == 0 and "hardware cpu-local)" in r.stdout,
+          r.stdout[-800:])
 
 r = run(4, "--model", model, "--mesh", "2x4")
 check("mesh size != ranks: exit 2 and one sentence", r.returncode == 2 and "mesh 2x4 has 8 devices but the job has 4 ranks" in r.stderr,
@@ -216,10 +264,18 @@ if planner:
             ("a plan for another model", ["--model", model.replace("layers=2", "layers=3")], "is for model"),
             ("a plan for another mesh", ["--mesh", "4"], "is for mesh 2x2, not 4"),
             ("--plan with --strategy", ["--strategy", "dp"], "--strategy and --plan both choose the plan"),
-            ("a plan priced for another optimizer", ["--optimizer", "adam"], "train it with --optimizer sgd")]:
+            ("a plan priced for another optimizer", ["--optimizer", "adam"],
+             "was priced for optimizer sgd-momentum; drop --optimizer adam")]:
         r = run(4, "--plan", pf, "--steps", "1", *(args if "--optimizer" in args else args + ["--optimizer", "sgd"]))
         check(what + ": exit 2 and one sentence", r.returncode == 2 and says in r.stderr and
               r.stderr.count("autoddl-train:") == 1, r.stderr[-800:])
+    # one vocabulary: a plan priced with sgd-momentum runs with the file's optimizer when none is
+    # given, and under either spelling
+    for args in [[], ["--optimizer", "sgd-momentum"], ["--optimizer", "sgd"]]:
+        r = run(4, "--plan", pf, "--steps", "1", "--json", *args)
+        j = json.loads(r.stdout) if r.returncode == 0 else {}
+        check("--plan priced with sgd-momentum trains it with " + (" ".join(args) or "no --optimizer"),
+              r.returncode == 0 and j.get("optimizer") == "sgd-momentum", r.stderr[-600:])
     pipe_file = os.path.join(tmp, "pipeline.json")  # a pipeline's plan file runs at its own cuts
     r = subprocess.run([planner, "--model", model, "--mesh", "2x2", "--hardware", "cpu-local", "--strategy",
                         "megatron:tp=2,pp=2", "--microbatches", "2", "--optimizer", "sgd-momentum", "--out", pipe_file],

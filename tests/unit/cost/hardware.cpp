@@ -156,6 +156,27 @@ TEST_CASE("save then load gives the same profile, and the environment variable p
   std::filesystem::remove_all(dir);
 }
 
+TEST_CASE("a calibrated profile's CPU is read, written back, and this machine's read from cpuinfo", "[cost][hardware]") {
+  const hardware none = parse_hardware(good, "p.json");
+  CHECK(none.cpu_model.empty());
+  CHECK(to_json(none).find("cpu_model") == std::string::npos);  // not recorded: not written
+  const hardware h = parse_hardware(replaced(good, "\"sources\": [\"s\"],", "\"sources\": [\"s\"], \"cpu_model\": \"AMD EPYC 7B13\","),
+                                    "p.json");
+  CHECK(h.cpu_model == "AMD EPYC 7B13");
+  CHECK(parse_hardware(to_json(h), "p.json").cpu_model == "AMD EPYC 7B13");
+  CHECK_THROWS_WITH(parse_hardware(replaced(good, "\"sources\": [\"s\"],", "\"sources\": [\"s\"], \"cpu_model\": 7,"),
+                                   "p.json"),
+                    ContainsSubstring("cpu_model"));
+  const auto dir = scratch_dir();
+  std::ofstream(dir / "cpuinfo") << "processor\t: 0\nvendor_id\t: GenuineIntel\nmodel name\t: Intel(R) Xeon(R) Gold 6148 "
+                                    "CPU @ 2.40GHz  \n\nprocessor\t: 1\nmodel name\t: Intel(R) Xeon(R) Gold 6148 CPU @ 2.40GHz\n";
+  CHECK(this_cpu_model((dir / "cpuinfo").string()) == "Intel(R) Xeon(R) Gold 6148 CPU @ 2.40GHz");
+  std::ofstream(dir / "arm") << "processor\t: 0\nBogoMIPS\t: 50.00\n";  // no model name: nothing to compare
+  CHECK(this_cpu_model((dir / "arm").string()).empty());
+  CHECK(this_cpu_model((dir / "none").string()).empty());
+  std::filesystem::remove_all(dir);
+}
+
 TEST_CASE("a link's optional second regime is read, validated and written back", "[cost][hardware]") {
   const std::string two = replaced(good, "\"beta\": 1e10", "\"beta\": 1e10, \"gamma\": 1e-10, \"large_bytes\": 4194304, \"beta_large\": 4e9, \"gamma_large\": 3e-10");
   hardware h = parse_hardware(two, "p.json");

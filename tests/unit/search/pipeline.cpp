@@ -316,6 +316,48 @@ TEST_CASE("a one-stage pipeline's step is the plan's additive step time: the uni
     }
 }
 
+TEST_CASE("a stage's step replay: one stage replays the whole step, and skipping repeated steady pairs keeps the peak",
+          "[search][pipeline][memory]") {
+  const std::uint64_t seed = 20261206;
+  std::printf("stage replay: seed %llu\n", static_cast<unsigned long long>(seed));
+  std::mt19937_64 rng(seed);
+  for (int m : {1, 2, 4, 8})
+    for (recompute_mode r : {recompute_mode::none, recompute_mode::selective, recompute_mode::full}) {
+      plan_options o = gpt_options(mesh_shape{2, 2});
+      o.microbatches = m;
+      o.recompute = r;
+      o.zero1_layouts = o.zero2_layouts = true;
+      plan_problem pp(gpt(m), o);
+      const int ops = int(pp.model().ops.size());
+      const std::vector<int> units = pipeline_units(pp.model());
+      for (int k = 0; k < 3; ++k) {
+        std::vector<int> pick(std::size_t(pp.untied().nodes()));
+        for (int n = 0; n < pp.untied().nodes(); ++n) at(pick, n) = int(rng() % std::uint64_t(pp.untied().candidates(n)));
+        const step_memory whole = replay_step_memory(pp, pick);
+        const step_memory one = replay_stage_memory(pp, pick, {1, m, 1}, {0}, 0);
+        CHECK(one.peak() == whole.peak());
+        CHECK(one.peak_sent_back == 0);
+        for (int p : {2, 4}) {  // cuts at every p-th unit
+          std::vector<int> cut_ops;
+          for (int i = 0; i < p; ++i) cut_ops.push_back(at(units, i * int(units.size()) / p));
+          for (int st = 0; st < p; ++st) {
+            CAPTURE(m, to_string(r), k, p, st);
+            const int end = st + 1 < p ? at(cut_ops, st + 1) : ops;
+            const int warm = std::min(p - st, m) - 1;  // 1F1B: stage st holds min(p - st, m)
+            const step_memory fast = replay_stage_memory(pp, pick, {p, m, 1}, cut_ops, st);
+            const step_memory each = detail::step_memory_replay(pp, pick, at(cut_ops, st), end, warm).run(false);
+            CHECK(fast.peak() == each.peak());
+            CHECK(fast.peak_op == each.peak_op);
+            CHECK(fast.peak_sent_back == each.peak_sent_back);
+            CHECK(fast.peak_op < end);
+            CHECK((fast.peak_op < 0 || fast.peak_op >= at(cut_ops, st)));
+            if (st == 0) CHECK(fast.peak_sent_back == 0);  // the first stage receives nothing
+          }
+        }
+      }
+    }
+}
+
 TEST_CASE("a pipeline plan of a GPT: stage meshes, cuts at blocks, the tied embedding on both ends",
           "[search][pipeline]") {
   CHECK(stage_mesh(mesh_shape{128, 8}, 8) == mesh_shape{16, 8});
@@ -348,7 +390,7 @@ struct point_plans {
 };
 point_plans plan_every_point(const plan_options& o) {
   point_plans r;
-  const double limit = detail::memory_limit_of(o);
+  const double limit = memory_limit_of(o);
   for (int p : {2, 4})
     for (int m : divisors(16)) {
       std::optional<pipeline_plan> none;

@@ -142,11 +142,22 @@ TEST_CASE("the memory-independent matmul bound follows its three regimes", "[sea
                  (3 * std::pow(1024.0 * 256 * 64 / p, 2.0 / 3) - (1024.0 * 256 + 1024.0 * 64 + 256.0 * 64) / p)) < 1e-6);
 }
 
+TEST_CASE("one vocabulary: the common second spellings name the same plans and print as the first",
+          "[search][strategy]") {
+  CHECK(parse_strategy("ddp") == parse_strategy("dp"));
+  CHECK(parse_strategy("fsdp") == parse_strategy("zero:stage=3"));
+  CHECK(to_string(parse_strategy("fsdp")) == "zero");
+  CHECK(to_string(parse_strategy("ddp")) == "dp");
+  CHECK(parse_optimizer("sgd") == optimizer::sgd_momentum);
+  CHECK(to_string(parse_optimizer("sgd")) == "sgd-momentum");
+  CHECK_THROWS_WITH(parse_optimizer("rmsprop"), Catch::Matchers::ContainsSubstring("also spelled sgd"));
+}
+
 TEST_CASE("a model the mesh cannot divide is refused in one sentence", "[search][errors]") {
   graph g = build_model("mlp:layers=2,hidden=30,batch=6,in=30,out=6");
   // every op still has the all-B signature, so the planner works; an unknown strategy does not
   plan_problem pp(g, options("4", "dgx1-v100"));
-  CHECK_THROWS_WITH(parse_strategy("fsdp"), Catch::Matchers::ContainsSubstring("unknown strategy 'fsdp'"));
+  CHECK_THROWS_WITH(parse_strategy("pipedream"), Catch::Matchers::ContainsSubstring("unknown strategy 'pipedream'"));
   CHECK_THROWS_WITH(solve_plan(pp, strategy::two_d{}), Catch::Matchers::ContainsSubstring("the 2d plan needs a 2-D mesh"));
   CHECK_THROWS_WITH(solve_plan(pp, strategy::megatron{.tp = 3}),
                     Catch::Matchers::ContainsSubstring("megatron:tp=3 must divide the innermost axis of mesh 4"));

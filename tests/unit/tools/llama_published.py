@@ -66,10 +66,10 @@ for name, model, seq, batch, mesh, strategy, published, source in runs:
             auto_layout += ": `" + note[len(marker):].split(" ")[0] + "`"
     if not a["notes"] or not any(n.startswith(marker) for n in a["notes"]):
         auto_layout += " (the layout search's own)"
-    fits = "" if p["feasible"] else " (over 80 GiB)"
+    fits = "" if p["feasible"] else " (over the limit)"
     rows.append(f"| {name} | {devices} | `{strategy}` | {published:.2f} s | "
-                f"{p['predicted_step_s']:.2f} s | {ratio:.2f} | {tflops:.0f} | {gb(p['memory_bytes_per_device'])}{fits} | "
-                f"{auto_layout} | {a['predicted_step_s']:.2f} s | {gb(a['memory_bytes_per_device'])} | "
+                f"{p['predicted_step_s']:.2f} s | {ratio:.2f} | {tflops:.0f} | {gb(p['peak_bytes_per_device'])}{fits} | "
+                f"{auto_layout} | {a['predicted_step_s']:.2f} s | {gb(a['peak_bytes_per_device'])} | "
                 f"{a['predicted_step_s'] / p['predicted_step_s']:.3f} |")
     print(f"{name}: published {published} s ({source}); predicted {p['predicted_step_s']:.3f} s, ratio {ratio:.3f}, "
           f"{tflops:.0f} TFLOP/s per GPU, {p['flops_per_step']:.3e} FLOP per step; auto {a['predicted_step_s']:.3f} s",

@@ -30,7 +30,7 @@ tmp = tempfile.mkdtemp()
 bad_json = os.path.join(tmp, "bad.json")
 open(bad_json, "w").write('{"name": "x", "devices_per_node": 8,')
 zero_json = os.path.join(tmp, "zero.json")
-good = json.loads(subprocess.run([plan, "--model", small, "--mesh", "4", "--json"], capture_output=True, text=True).stdout)
+good = json.loads(subprocess.run([plan, "--model", small, "--mesh", "4", "--hardware", "dgx1-v100", "--json"], capture_output=True, text=True).stdout)
 
 expect_error("unknown model", ["--model", "resnet:layers=2"], "unknown model 'resnet'")
 expect_error("unknown key", ["--model", "gpt:layres=2"], "unknown key 'layres'")
@@ -40,7 +40,7 @@ expect_error("missing hardware file", ["--model", small, "--hardware", os.path.j
 expect_error("malformed hardware JSON", ["--model", small, "--hardware", bad_json], "bad.json")
 expect_error("infeasible memory limit", ["--model", small, "--mesh", "4", "--memory-limit", "1KiB"], "memory limit")
 expect_error("bad memory size", ["--model", small, "--memory-limit", "12parsecs"], "unknown unit")
-expect_error("unknown strategy", ["--model", small, "--strategy", "fsdp"], "unknown strategy 'fsdp'")
+expect_error("unknown strategy", ["--model", small, "--strategy", "pipedream"], "unknown strategy 'pipedream'")
 expect_error("unknown plan to compare", ["--model", small, "--compare", "dp,tp"], "unknown strategy 'tp'")
 expect_error("a batch the mesh does not divide", ["--model", "mlp:batch=6", "--mesh", "4", "--strategy", "dp"],
              "cannot take its batch split")
@@ -65,6 +65,18 @@ expect_error("micro-batches not a number", ["--model", small, "--microbatches", 
 expect_error("unknown recomputation", ["--model", small, "--recompute", "some"], "unknown recomputation 'some'")
 expect_error("tp not dividing the innermost axis", ["--model", small, "--mesh", "2x4", "--strategy", "megatron:tp=3"],
              "must divide the innermost axis of mesh 2x4")
+# an expert whose rules the mesh does not fit is no such plan (megatron splits 3 ways on 3x3, the
+# GPT's 64-wide weights do not): one sentence naming the op, the weight and the mesh; its twin fits
+expect_error("megatron on a mesh its rules do not fit", ["--model", small, "--mesh", "3x3", "--strategy", "megatron"],
+             "the megatron rules do not fit mesh 3x3: op 'h0.attn.q' (input [8,32,64], weight [64,64])")
+expect_error("2d on a mesh its rules do not fit", ["--model", small, "--mesh", "3x3", "--strategy", "2d"],
+             "the 2d rules do not fit mesh 3x3")
+r = run("--model", "gpt:layers=2,hidden=48,heads=3,seq=33,batch=9,vocab=129", "--mesh", "3x3", "--strategy", "megatron",
+        "--json")
+check_ok = r.returncode == 0 and not any("could not follow" in n for n in json.loads(r.stdout)["notes"])
+print(("ok  " if check_ok else "FAIL") + " megatron on 3x3 plans a GPT whose dimensions split 3 ways: " + r.stderr.strip())
+if not check_ok:
+    failures.append("megatron on 3x3, dimensions divisible by 3")
 expect_error("tp x dp not the device count", ["--model", small, "--mesh", "2x4", "--strategy", "megatron:tp=2,dp=2"],
              "tp=2 x dp=2 is 4 devices, but mesh 2x4 has 8")
 expect_error("mbs x dp not dividing the batch", ["--model", small, "--mesh", "2x4", "--strategy", "megatron:tp=4,mbs=3"],
@@ -73,7 +85,8 @@ expect_error("a model no setting fits names its largest term and a mesh",
              ["--model", small, "--mesh", "2", "--memory-limit", "1MB"], "most of it")
 
 for field in ["model", "mesh", "hardware", "strategy", "dtype", "params", "flops_per_step", "predicted_step_s",
-              "compute_s", "comm_s", "comm_bytes_per_device", "memory_bytes_per_device", "search_s", "optimal_gap",
+              "compute_s", "comm_s", "comm_bytes_per_device", "peak_bytes_per_device", "peak_at", "memory_limit_bytes",
+              "device_memory_bytes", "memory_reserve_fraction", "search_s", "optimal_gap",
               "layers", "microbatches", "micro_batch_size", "recompute", "memory_breakdown_bytes"]:
     if field not in good:
         failures.append("json field " + field)
@@ -85,8 +98,11 @@ if good["mesh"] != [4] or good["strategy"] != "auto":
     failures.append("json values")
 if abs(sum(l["comm_bytes"] for l in good["layers"]) - good["comm_bytes_per_device"]) > 1e-6 * good["comm_bytes_per_device"]:
     failures.append("layer bytes do not add up to comm_bytes_per_device")
-if sum(good["memory_breakdown_bytes"].values()) != good["memory_bytes_per_device"]:
-    failures.append("the memory breakdown does not add up to memory_bytes_per_device")
+if sorted(good["memory_breakdown_bytes"]) != ["activations", "gradients", "optimizer", "parameters", "transient"]:
+    failures.append("the memory breakdown's terms")
+for gone in ["memory_bytes_per_device", "step_peak_bytes_per_device"]:  # one peak figure
+    if gone in good:
+        failures.append("json field " + gone + " beside peak_bytes_per_device")
 print("ok   --json has every documented field" if not failures else "FAIL json")
 
 # pinned micro-batches and recomputation, and Megatron-LM's knobs, reach the plan
@@ -171,7 +187,7 @@ for stage in ["1", "2", "3"]:
     r = run("--model", small, "--mesh", "4", "--strategy", "zero:stage=" + stage, "--json")
     j = json.loads(r.stdout) if r.returncode == 0 else {}
     mem[stage] = j.get("memory_breakdown_bytes", {})
-    ok = j.get("strategy") == ("zero" if stage == "3" else "zero:stage=" + stage) and j.get("step_peak_bytes_per_device", 0) > 0
+    ok = j.get("strategy") == ("zero" if stage == "3" else "zero:stage=" + stage) and j.get("peak_bytes_per_device", 0) > 0
     print(("ok  " if ok else "FAIL") + " --strategy zero:stage=" + stage + ": " + r.stderr.strip())
     if not ok:
         failures.append("zero stage " + stage)
@@ -271,7 +287,7 @@ pa, pm = json.load(open(auto_f)), json.load(open(meg_f))
 shown = json.loads(ra.stdout)
 check("the plan file is versioned and names model, mesh, hardware, dtype",
       pa["format"] == "autoddl-plan" and pa["version"] == 1 and pa["model"] == small and pa["mesh"] == [2, 2]
-      and pa["hardware"] == "dgx1-v100" and pa["dtype"] == "fp32")
+      and pa["hardware"] == "cpu-local" and pa["dtype"] == "fp32")
 check("the plan file carries micro-batches, recomputation and stages",
       pa["schedule"] == {"microbatches": 2, "recompute": "full", "stages": 1}, str(pa["schedule"]))
 check("one entry per op and per parameter, as --json's layers",
@@ -310,7 +326,12 @@ pb = json.loads(json.dumps(pa))
 del pb["ops"][3]["outputs"]
 json.dump(pb, open(broken_f, "w"))
 expect_error("a plan file missing a field names the field", ["--diff", auto_f, broken_f], "lacks the field 'outputs'")
-expect_error("--model or --diff is required", ["--mesh", "4"], "--model is required")
+# the same defaults as autoddl-train: the small GPT on 2x2, priced with cpu-local
+r = run("--json")
+j = json.loads(r.stdout) if r.returncode == 0 else {}
+check("without --model, --mesh and --hardware: autoddl-train's small GPT on 2x2 with cpu-local",
+      j.get("model") == "gpt:layers=2,hidden=64,heads=4,seq=32,batch=8,vocab=128" and j.get("mesh") == [2, 2]
+      and j.get("hardware") == "cpu-local", r.stderr[-300:])
 # models as files: every zoo model exported and read back plans identically
 model_f = os.path.join(tmp, "model.json")
 for spec in [small, "vgg11:image=32,classes=16,batch=8,fc=32", "vgg13:image=32,classes=16,batch=8,fc=32",
@@ -358,6 +379,111 @@ open(malformed, "w").write('{"format": "autoddl-model", "version": 1, "inputs": 
 expect_error("a malformed model file", ["--model", malformed, "--mesh", "2"], "is not valid JSON")
 expect_error("a malformed plan file", ["--diff", auto_f, malformed], "is not valid JSON")
 expect_error("a missing model file", ["--model", os.path.join(tmp, "none.json"), "--mesh", "2"], "cannot read model file")
+
+# One peak figure: the replayed step's (per stage for a pipeline) is the one the limit holds, and
+# the limit is the device's memory less a tenth unless --memory-limit sets it. The device's
+# memory comes from the profile's own file.
+hw_dir = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "data", "hardware")
+a100 = json.load(open(os.path.join(hw_dir, "dgx-a100.json")))["device"]["memory_bytes"]
+gpt13b = ["--model", "gpt:layers=40,hidden=5120,heads=40,seq=2048,batch=1024,vocab=50257", "--mesh", "8x8",
+          "--hardware", "dgx-a100", "--dtype", "bf16"]
+plans_13b = {}
+for what, args in [("13B megatron:tp=8,pp=2", gpt13b + ["--strategy", "megatron:tp=8,pp=2"]),
+                   ("13B megatron:tp=8,pp=2,recompute=selective,mbs=4",
+                    gpt13b + ["--strategy", "megatron:tp=8,pp=2,recompute=selective,mbs=4"]),
+                   ("13B megatron:tp=8", gpt13b + ["--strategy", "megatron:tp=8"]),
+                   ("13B zero", gpt13b + ["--strategy", "zero", "--compare", "dp"]),
+                   ("13B dp", gpt13b + ["--strategy", "dp"]),
+                   ("13B auto", gpt13b),
+                   ("small auto on 2x4", ["--model", small, "--mesh", "2x4"]),
+                   ("small megatron:tp=2,pp=2 under 3 MB", ["--model", small, "--mesh", "2x4", "--strategy",
+                                                            "megatron:tp=2,pp=2", "--memory-limit", "3MB"]),
+                   ("small auto under 2.5 MB", ["--model", small, "--mesh", "4", "--memory-limit", "2.5MB"])]:
+    r = run(*args, "--json")
+    j = json.loads(r.stdout) if r.returncode == 0 else {}
+    plans_13b[what] = j
+    stages = j.get("pipeline", {}).get("stages", [])
+    peak, limit = j.get("peak_bytes_per_device", 0), j.get("memory_limit_bytes", 0)
+    within = peak <= limit and all(s["peak_bytes"] <= limit for s in stages)
+    check(f"{what}: feasible only where the replayed peak ({peak / 1e9:.3g} GB) is within the limit ({limit / 1e9:.3g} GB)",
+          r.returncode == 0 and peak > 0 and (not j["feasible"] or within) and (j["feasible"] or not within),
+          r.stderr[-300:] + str({k: j.get(k) for k in ["feasible", "peak_bytes_per_device", "memory_limit_bytes"]}))
+    if stages:
+        check(f"{what}: the peak is the highest stage's", peak == max(s["peak_bytes"] for s in stages),
+              str([s["peak_bytes"] for s in stages]))
+    if "--memory-limit" not in args and "--hardware" in args:
+        check(f"{what}: the default limit is the device's memory less a tenth",
+              abs(limit - 0.9 * a100) <= 1e-9 * a100 and j.get("memory_reserve_fraction") == 0.1
+              and j.get("device_memory_bytes") == a100, str(limit))
+check("13B dp is over the limit", plans_13b["13B dp"].get("feasible") is False)
+check("--memory-limit sets the limit, without a reserve",
+      plans_13b["small auto under 2.5 MB"].get("memory_limit_bytes") == 2.5e6
+      and plans_13b["small auto under 2.5 MB"].get("memory_reserve_fraction") == 0)
+r = run(*gpt13b, "--strategy", "megatron:tp=8,pp=2")
+check("the table shows one peak, with the limit and the reserve",
+      r.returncode == 0 and "(the step replayed), of 77.3 GB allowed (the device's 85.9 GB less a 10 % reserve" in r.stdout
+      and "over the step" not in r.stdout, r.stdout[-1500:])
+# The micro-batch search skips counts a layout cannot split: the 13B GPT plans with zero on 8x8
+# (1024 sequences: at most 16 micro-batches of 64 split over 64 devices), and dp's problem is memory.
+z = plans_13b["13B zero"]
+check("the 13B GPT plans with --strategy zero on 8x8 within the limit",
+      z.get("feasible") is True and 1024 // z.get("microbatches", 1) % 64 == 0, str({k: z.get(k) for k in ["feasible", "microbatches"]}))
+check("the micro-batch note names the counts zero cannot split",
+      any("the zero layout cannot split the batch into 32, 64" in n for n in z.get("notes", [])), str(z.get("notes")))
+dp = z.get("compare", {}).get("dp", {})
+check("--compare dp prices dp and marks it over the memory limit, with its peak",
+      dp.get("applicable") is True and dp.get("feasible") is False and dp.get("peak_bytes_per_device", 0) > 1.5e11, str(dp))
+r = run(*gpt13b, "--strategy", "zero", "--compare", "dp")
+check("the table says dp peaks over the limit",
+      r.returncode == 0 and re.search(r"vs dp .*\(that plan peaks at 2\d\d GB per device, over the limit of 77.3 GB\)", r.stdout),
+      r.stdout[-600:])
+
+# The parallel degrees in plain words, in text, JSON and plan files: the 13B GPT's auto plan is
+# data parallel over all 64 GPUs with ZeRO-3-like storage and one sequence per GPU per micro-batch
+# (1024 sequences in 16 micro-batches of 64); megatron:tp=8,pp=2's are its knobs.
+par = plans_13b["13B auto"].get("parallelism", {})
+check("13B auto's parallelism: dp=64 tp=1 pp=1 cp=1 ep=1, ZeRO stage 3, 1 sequence per GPU per micro-batch",
+      {k: par.get(k) for k in ["dp", "tp", "pp", "cp", "ep", "zero_stage", "sequences_per_device_per_microbatch"]} ==
+      {"dp": 64, "tp": 1, "pp": 1, "cp": 1, "ep": 1, "zero_stage": 3, "sequences_per_device_per_microbatch": 1}
+      and par.get("axes") == ["dp", "dp"], str(par))
+par = plans_13b["13B megatron:tp=8,pp=2"].get("parallelism", {})
+mb = plans_13b["13B megatron:tp=8,pp=2"].get("micro_batch_size", 0)
+check("megatron:tp=8,pp=2's parallelism is its knobs: tp=8, pp=2, dp=4 on each stage's 4x8",
+      par.get("tp") == 8 and par.get("pp") == 2 and par.get("dp") == 4 and par.get("zero_stage") == 0 and
+      par.get("sequences_per_device_per_microbatch") == mb / 4, str(par))
+r = run(*gpt13b)
+check("the table says the degrees in one line",
+      r.returncode == 0 and "parallel  dp=64 tp=1 pp=1 cp=1 ep=1, ZeRO stage 3, 1 sequence per device per micro-batch "
+      "(8x8 axes: dp dp)" in r.stdout, r.stdout[:800])
+par_f = os.path.join(tmp, "par.json")
+r = run("--model", small, "--mesh", "2x2", "--strategy", "megatron:tp=2,dopt=1", "--out", par_f, "--json")
+shown = json.loads(r.stdout).get("parallelism") if r.returncode == 0 else None
+check("a plan file records the parallelism --json shows",
+      r.returncode == 0 and json.load(open(par_f)).get("parallelism") == shown and shown["tp"] == 2 and shown["dp"] == 2
+      and shown["zero_stage"] == 1, str(shown))
+r = run("--diff", par_f, auto_f)
+check("--diff says both plans' degrees", r.returncode == 0 and "parallel a: dp=2 tp=2 pp=1 cp=1 ep=1, ZeRO stage 1" in r.stdout,
+      r.stdout[:400])
+
+# One vocabulary in both programs: sgd is sgd-momentum, ddp is dp, fsdp is zero (stage 3); what
+# they write is the first spelling
+def plan_of(*args):
+    r = run("--model", small, "--mesh", "2x2", "--json", *args)
+    return json.loads(r.stdout) if r.returncode == 0 else {"stderr": r.stderr}
+for alias, name in [(["--optimizer", "sgd"], ["--optimizer", "sgd-momentum"]), (["--strategy", "ddp"], ["--strategy", "dp"]),
+                    (["--strategy", "fsdp"], ["--strategy", "zero"]), (["--compare", "fsdp"], ["--compare", "zero"])]:
+    a, b = plan_of(*alias), plan_of(*name)
+    same = ("layers" in a and [l["signature"] for l in a["layers"]] == [l["signature"] for l in b["layers"]] and
+            a["strategy"] == b["strategy"] and a.get("compare") == b.get("compare") and
+            a["peak_bytes_per_device"] == b["peak_bytes_per_device"])
+    check(" ".join(alias) + " plans as " + " ".join(name), same, str(a.get("stderr", ""))[-300:])
+sgd_f = os.path.join(tmp, "sgd.json")
+r = run("--model", small, "--mesh", "2x2", "--optimizer", "sgd", "--out", sgd_f)
+check("a plan file names the optimizer by its first spelling",
+      r.returncode == 0 and json.load(open(sgd_f))["optimizer"] == "sgd-momentum", r.stderr[-300:])
+expect_error("an unknown optimizer lists the names", ["--optimizer", "rmsprop"],
+             "unknown optimizer 'rmsprop'; write adam or sgd-momentum (also spelled sgd)")
+expect_error("an unknown strategy lists the names with their aliases", ["--strategy", "tp"], "dp (also spelled ddp)")
 
 print(("FAIL" if failures else "ok  ") + f" {len(failures)} failures")
 sys.exit(1 if failures else 0)
