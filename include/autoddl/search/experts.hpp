@@ -61,9 +61,9 @@ inline bool is_weighted(const op_node& n) {
          n.kind == op_kind::matmul;
 }
 
-// Sequence parallelism (Korthikanti et al. 2022, section 4.2.2): the ops between the
-// tensor-parallel regions (layernorm or RMSNorm, dropout, residual add) split the sequence dim
-// (dim 1 of [batch, seq, hidden]) on the tensor-parallel axis.
+// The ops between the tensor-parallel regions (layernorm or RMSNorm, dropout, residual add):
+// replicated on the tensor-parallel axis (Megatron-LM), or with sequence parallelism (Korthikanti
+// et al. 2022, section 4.2.2) split on the sequence dim (dim 1 of [batch, seq, hidden]).
 inline bool sequence_parallel_op(const op_node& n) {
   return (n.kind == op_kind::layernorm || n.kind == op_kind::rmsnorm || n.kind == op_kind::dropout ||
           n.kind == op_kind::add) &&
@@ -102,9 +102,12 @@ inline bool obeys(expert e, const op_node& n, const signature& sig, int axes, bo
     if (!tensor_axis) {
       if (e == expert::megatron && axes == 1) tensor_axis = true;  // a 1-D mesh is all tensor axis
     }
-    if (tensor_axis && sp && e == expert::megatron && sequence_parallel_op(n)) {
+    if (tensor_axis && e == expert::megatron && sequence_parallel_op(n)) {
+      // with sp the sequence split (Korthikanti 2022); without, replicated on the tensor-parallel
+      // devices, as Megatron-LM runs them (Shoeybi 2019, figure 3: the g operator all-reduces
+      // the row-parallel output before dropout and the residual add)
       for (const auto& in : sig.inputs)
-        if (!(in[a] == S(1))) return false;
+        if (!(in[a] == (sp ? S(1) : B))) return false;
     }
     if (tensor_axis) {
       if (is_weighted(n) && !n.params.empty() && n.params[0].rank() >= 2 && !sig.params[0][a].is_split()) return false;

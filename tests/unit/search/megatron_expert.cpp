@@ -93,4 +93,32 @@ TEST_CASE("an expert plan's repeated blocks take the picks the greedy gives op b
   }
 }
 
+TEST_CASE("megatron without sp sends Megatron-LM's two all-reduces forward and two backward per block",
+          "[search][experts][closed-form]") {
+  // Shoeybi et al. 2019, section 3: per block, the g operator all-reduces the row-parallel
+  // outputs of attention and MLP (forward) and the f operator the column-parallel inputs'
+  // gradients (backward): 4 all-reduces of b s h, each 2 (t - 1) / t of it per device on a ring.
+  // The layernorms, dropouts and residual adds are replicated on the tensor-parallel devices;
+  // their layernorm parameters' gradients are summed over them too (4 h values a block: what
+  // the executor sends, beside Megatron-LM, which skips that redundant sum). One block's bytes:
+  // the plan of 3 layers less the plan of 2.
+  const std::int64_t b = 8, s = 256, h = 512;
+  for (int t : {2, 4, 8}) {
+    plan_options o;
+    o.mesh = mesh_shape{t};
+    o.hw = load_hardware("dgx-a100");
+    o.type = dtype::fp32;
+    auto bytes = [&](int layers) {
+      plan_problem pp(build_model("gpt:layers=" + std::to_string(layers) + ",hidden=512,heads=8,seq=256,batch=8,vocab=1024"), o);
+      const plan_result r = solve_plan(pp, parse_strategy("megatron"));
+      CHECK(r.notes.empty());
+      return r.totals.bytes;
+    };
+    const double ring = 2.0 * (t - 1) / t;
+    const double closed = 4 * ring * double(b * s * h) * 4 + ring * double(4 * h) * 4;
+    INFO("t = " << t);
+    CHECK(bytes(3) - bytes(2) == closed);
+  }
+}
+
 }  // namespace megatron_expert_cases
