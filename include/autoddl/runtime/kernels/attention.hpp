@@ -87,19 +87,20 @@ buffer_t<D, T> to_heads(D& d, std::span<const T> x, std::int64_t b, std::int64_t
   return y;
 }
 
+// k or v [b, sk, kv_heads * dh] as [b, heads, sk, dh]: each key/value head repeated for the query
+// heads of its group first where grouped (expand_groups).
+template <class T, class D>
+buffer_t<D, T> kv_to_heads(D& d, const attention_dims& a, std::span<const T> x) {
+  if (a.group == 1) return to_heads<T>(d, x, a.b, a.sk, a.heads, a.dh);
+  return to_heads<T>(d, cview<T>(d, expand_groups<T>(d, a, x)), a.b, a.sk, a.heads, a.dh);
+}
+
 template <class T, class D>
 forward_result<D, T> attention_fwd(D& d, const kernel_context<T>& c, const operands<T>& in) {
   const attention_dims a = attention_dims_of(c);
   const std::int64_t g = a.b * a.heads, sq = a.sq, sk = a.sk, dh = a.dh;
   buffer_t<D, T> q = to_heads<T>(d, in.inputs[0], a.b, sq, a.heads, dh);
-  buffer_t<D, T> k, v;
-  if (a.group == 1) {
-    k = to_heads<T>(d, in.inputs[1], a.b, sk, a.heads, dh);
-    v = to_heads<T>(d, in.inputs[2], a.b, sk, a.heads, dh);
-  } else {
-    k = to_heads<T>(d, cview<T>(d, expand_groups<T>(d, a, in.inputs[1])), a.b, sk, a.heads, dh);
-    v = to_heads<T>(d, cview<T>(d, expand_groups<T>(d, a, in.inputs[2])), a.b, sk, a.heads, dh);
-  }
+  buffer_t<D, T> k = kv_to_heads<T>(d, a, in.inputs[1]), v = kv_to_heads<T>(d, a, in.inputs[2]);
   buffer_t<D, T> s = d.template alloc<T>(std::size_t(g * sq * sk));
   d.gemm(gemm_desc{false, true, sq, sk, dh, dh, dh, sk, g, sq * dh, sk * dh, sq * sk}, T(1), cview<T>(d, q), cview<T>(d, k),
          T(0), d.view(s));
@@ -127,14 +128,7 @@ gradients<D, T> attention_bwd(D& d, const kernel_context<T>& c, const operands<T
   const std::int64_t g = a.b * a.heads, sq = a.sq, sk = a.sk, dh = a.dh;
   const dropout_key key{c.seed, c.op_id, c.op.attrs.dropout};
   buffer_t<D, T> q = to_heads<T>(d, in.inputs[0], a.b, sq, a.heads, dh);
-  buffer_t<D, T> k, v;
-  if (a.group == 1) {
-    k = to_heads<T>(d, in.inputs[1], a.b, sk, a.heads, dh);
-    v = to_heads<T>(d, in.inputs[2], a.b, sk, a.heads, dh);
-  } else {
-    k = to_heads<T>(d, cview<T>(d, expand_groups<T>(d, a, in.inputs[1])), a.b, sk, a.heads, dh);
-    v = to_heads<T>(d, cview<T>(d, expand_groups<T>(d, a, in.inputs[2])), a.b, sk, a.heads, dh);
-  }
+  buffer_t<D, T> k = kv_to_heads<T>(d, a, in.inputs[1]), v = kv_to_heads<T>(d, a, in.inputs[2]);
   buffer_t<D, T> dout = to_heads<T>(d, dy, a.b, sq, a.heads, dh);
   std::span<const T> p = cview<T>(d, f.saved[0]);
   buffer_t<D, T> pd = d.template alloc<T>(std::size_t(g * sq * sk));  // dropped probabilities, then dP
