@@ -7,6 +7,7 @@
 #include "autoddl/ops/embedding.hpp"
 #include "autoddl/ops/kernel_key.hpp"
 #include "autoddl/ops/matmul.hpp"
+#include "autoddl/ops/moe.hpp"
 #include "autoddl/ops/op.hpp"
 #include "autoddl/ops/reshape.hpp"
 #include "autoddl/ops/shapes.hpp"

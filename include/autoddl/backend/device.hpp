@@ -128,7 +128,7 @@ concept DeviceFor = requires(D& d, const D& cd, std::size_t n, std::int64_t i, T
                              const buffer_t<D, T>& cbuf, buffer_t<D, statistic_t<T>>& sbuf,
                              const buffer_t<D, statistic_t<T>>& csbuf, std::span<T> y, std::span<const T> x,
                              std::span<statistic_t<T>> st, std::span<const statistic_t<T>> cst,
-                             std::span<const std::int64_t> ids, const gemm_desc& g, const window_geom& wg,
+                             std::span<const std::int64_t> ids, std::span<std::int64_t> slots, const gemm_desc& g, const window_geom& wg,
                              const shard_info& s, const dropout_key& key, const optimizer_step& opt, double f) {
   // memory: alloc gives n zeros; view spans a buffer; upload/download cross host <-> device
   { d.template alloc<T>(n) } -> std::same_as<buffer_t<D, T>>;
@@ -201,6 +201,24 @@ concept DeviceFor = requires(D& d, const D& cd, std::size_t n, std::int64_t i, T
   d.xent_stats(i, i, x, ids, i, cst, st);         // (rows, cols, x, labels, lo, max, stats)
   d.xent_loss(i, cst, cst, a, y);                 // (rows, max, stats, scale, out)
   d.xent_bwd(i, i, x, ids, i, cst, cst, x, a, y);  // (rows, cols, x, labels, lo, max, stats, dloss, scale, dx)
+  // mixture of experts (ops/moe.hpp), tokens as rows of e experts' probabilities p or gates g.
+  // topk_gates: g keeps the k largest p of each row (ties to the lower column), scaled to sum
+  // to 1 where `renormalize`, the rest 0; topk_gates_bwd: dp = (dg/dp)^T dg.
+  d.topk_gates(i, i, i, true, x, y);         // (rows, e, k, renormalize, p, g)
+  d.topk_gates_bwd(i, i, i, true, x, x, y);  // (rows, e, k, renormalize, p, dg, dp)
+  // balance_loss over b sequences of s tokens: out[0] = scale sum_seq E / (k s^2) sum_c
+  // count_c sum_t p_tc, count_c = the sequence's tokens whose top k hold c; dp = its gradient
+  // (the counts held constant)
+  d.balance_loss(i, i, i, i, x, a, y);         // (b, s, e, k, p, scale, out)
+  d.balance_loss_bwd(i, i, i, i, x, x, a, y);  // (b, s, e, k, p, dloss, scale, dp)
+  // moe_slots: the slot map of gates g [b, s, e], `capacity` slots per expert per sequence in
+  // token order: src[(seq e + c) capacity + slot] = token row (seq s + t) or -1; dst[row e + c] =
+  // the slot row of that token at expert c, or -1 (not routed, or past capacity)
+  d.moe_slots(i, i, i, i, x, slots, slots);  // (b, s, e, capacity, g, src, dst)
+  // combine_rows: y[r, :] = sum_c g[r, c] x[dst[r, c], :]; its backward writes dx (0 in unused
+  // slots) and dg[r, c] = dy[r, :] . x[dst[r, c], :]
+  d.combine_rows(i, i, ids, x, x, y);            // (rows, e, dst, g, x, y)
+  d.combine_rows_bwd(i, i, ids, x, x, x, y, y);  // (rows, e, dst, g, x, dy, dx, dg)
   // optimizers, element-wise over a parameter: (opt, grad, state..., param)
   d.sgd_momentum(opt, x, y, y);  // (opt, grad, velocity, param)
   d.adam(opt, x, y, y, y);       // (opt, grad, m, v, param)

@@ -7,6 +7,14 @@
 //                    (false), rms_norm_eps, rope_theta, max_position_embeddings
 //   qwen2            the same, with biases on q, k and v (Qwen2's attention always has them)
 //   qwen3            the same, with attention_bias (false) and RMSNorm of each q and k head
+//   mixtral          mistral's fields, and a mixture of experts in every block: num_local_experts,
+//                    num_experts_per_tok, intermediate_size as each expert's width, the top-k
+//                    weights renormalised, router_aux_loss_coef (0.001)
+//   qwen3_moe        qwen3's fields, with num_experts, num_experts_per_tok, moe_intermediate_size,
+//                    norm_topk_prob (false), router_aux_loss_coef (0.001), decoder_sparse_step (1)
+//                    and mlp_only_layers ([]): every block must be routed (a model mixing dense and
+//                    routed blocks is refused, naming the layers)
+// Experts use the capacity factor 1.25 (ops/moe.hpp), as the programs' models do by default.
 // The sequence defaults to max_position_embeddings but at most 8192 (the length the LLaMA 3
 // models were pre-trained at; planning a 131,072-token context is a choice: give seq=), the
 // global batch to 8. Sliding-window attention (Mistral 7B v0.1's 4096) and RoPE scaling are
@@ -118,6 +126,38 @@ struct hf_reader {
   }
 };
 
+/// A mixture of experts' fields (mixtral, qwen3_moe); every block routed.
+inline void read_hf_experts(const hf_reader& r, const std::string& type, llama_config& c) {
+  const bool mixtral = type == "mixtral";
+  c.experts = r.count(mixtral ? "num_local_experts" : "num_experts");
+  c.topk = r.count("num_experts_per_tok");
+  c.moe_ffn = mixtral ? c.ffn : r.count("moe_intermediate_size");
+  c.norm_topk = mixtral || r.flag("norm_topk_prob", false);
+  c.aux_coef = 0.001;
+  if (r.j.contains("router_aux_loss_coef") && !r.j["router_aux_loss_coef"].is_null()) {
+    const nlohmann::json& v = r.j["router_aux_loss_coef"];
+    if (!v.is_number() || !(v.get<double>() >= 0))
+      r.bad("field 'router_aux_loss_coef' is " + v.dump() + "; give a number >= 0");
+    c.aux_coef = v.get<double>();
+  }
+  if (mixtral) return;
+  const std::int64_t step = r.count("decoder_sparse_step", 1);
+  std::vector<std::int64_t> dense;
+  for (std::int64_t l = 0; l < c.layers; ++l)
+    if ((l + 1) % step != 0) dense.push_back(l);
+  if (r.j.contains("mlp_only_layers") && !r.j["mlp_only_layers"].is_null()) {
+    const nlohmann::json& v = r.j["mlp_only_layers"];
+    if (!v.is_array()) r.bad("field 'mlp_only_layers' is " + v.dump() + "; give a list of layer numbers");
+    for (const nlohmann::json& l : v) {
+      if (!l.is_number_integer()) r.bad("field 'mlp_only_layers' holds " + l.dump() + "; give layer numbers");
+      dense.push_back(l.get<std::int64_t>());
+    }
+  }
+  if (!dense.empty())
+    r.bad("layer " + std::to_string(dense.front()) + " has a dense MLP (decoder_sparse_step " + std::to_string(step) +
+          ", mlp_only_layers) beside routed ones; autoddl builds models whose every block is routed");
+}
+
 }  // namespace detail
 
 /// The LLaMA-family configuration a config.json's text describes (`file` names it in errors).
@@ -132,7 +172,7 @@ inline llama_config parse_hf_config(std::string_view text, const std::string& fi
   if (!j.is_object()) r.bad("is not a JSON object");
   if (!j.contains("model_type") || !j["model_type"].is_string()) r.bad("lacks the field 'model_type'");
   const std::string type = j["model_type"].get<std::string>();
-  const std::vector<std::string> known{"llama", "mistral", "qwen2", "qwen3"};
+  const std::vector<std::string> known{"llama", "mistral", "qwen2", "qwen3", "mixtral", "qwen3_moe"};
   if (std::find(known.begin(), known.end(), type) == known.end())
     r.bad("model_type '" + type + "' is not one autoddl builds; it reads " + detail::join(known));
   llama_config c;
@@ -151,11 +191,12 @@ inline llama_config parse_hf_config(std::string_view text, const std::string& fi
   c.vocab = r.count("vocab_size");
   c.tied = r.flag("tie_word_embeddings", false);
   c.qkv_bias = type == "qwen2" ? true : r.flag("attention_bias", false);
-  c.qk_norm = type == "qwen3";
+  c.qk_norm = type == "qwen3" || type == "qwen3_moe";
   c.eps = r.number("rms_norm_eps", 1e-6);
   c.rope_theta = r.number("rope_theta", 10000);
   c.seq = std::min<std::int64_t>(r.count("max_position_embeddings", 8192), 8192);
   c.batch = 8;
+  if (type == "mixtral" || type == "qwen3_moe") detail::read_hf_experts(r, type, c);
   detail::check_llama(c, "hf config " + file);
   return c;
 }

@@ -27,7 +27,16 @@ struct llama_config {
   bool qk_norm = false;       ///< RMSNorm of each head of q and k before the rotation (Qwen3)
   double eps = 1e-5;          ///< RMSNorm's epsilon
   double rope_theta = 500000;
+  // mixture of experts (ops/moe.hpp): with experts > 0 every block's MLP is routed
+  std::int64_t experts = 0;         ///< routed experts per block (0: a dense SwiGLU MLP)
+  std::int64_t topk = 2;            ///< experts per token
+  double capacity = 1.25;           ///< capacity factor (slots per expert per sequence); 0: dropless
+  std::int64_t moe_ffn = 0;         ///< each expert's SwiGLU width (0: ffn)
+  std::int64_t shared_experts = 0;  ///< experts every token passes through, one SwiGLU of shared * moe_ffn
+  bool norm_topk = true;            ///< the k gate weights are scaled to sum to 1
+  double aux_coef = 0.01;           ///< the balancing loss's coefficient per block (0: none)
   std::int64_t dims_per_head() const { return head_dim > 0 ? head_dim : hidden / heads; }
+  std::int64_t expert_ffn() const { return moe_ffn > 0 ? moe_ffn : ffn; }
 };
 
 namespace detail {
@@ -55,12 +64,26 @@ inline const std::vector<llama_preset>& llama_presets() {
       c.qkv_bias = qkv_bias;
       return c;
     };
+    auto moe = [](llama_config c, std::int64_t experts, std::int64_t topk, std::int64_t moe_ffn, double aux) {
+      c.experts = experts;
+      c.topk = topk;
+      c.moe_ffn = moe_ffn;
+      c.aux_coef = aux;
+      return c;
+    };
+    auto qwen3_moe = [](llama_config c) {
+      c.head_dim = 128;
+      c.qk_norm = true;
+      return c;
+    };
     return std::vector<llama_preset>{
         {"llama3-8b", make(32, 4096, 32, 8, 14336, 8192, 128256, 500000, 1e-5, false)},
         {"llama3-70b", make(80, 8192, 64, 8, 28672, 8192, 128256, 500000, 1e-5, false)},
         {"llama3-405b", make(126, 16384, 128, 8, 53248, 8192, 128256, 500000, 1e-5, false)},
         {"mistral-7b", make(32, 4096, 32, 8, 14336, 8192, 32000, 10000, 1e-5, false)},
         {"qwen2-7b", make(28, 3584, 28, 4, 18944, 32768, 152064, 1000000, 1e-6, true)},
+        {"mixtral-8x7b", moe(make(32, 4096, 32, 8, 14336, 4096, 32000, 1000000, 1e-5, false), 8, 2, 14336, 0.02)},
+        {"qwen3-30b-a3b", qwen3_moe(moe(make(48, 2048, 32, 4, 6144, 4096, 151936, 1000000, 1e-6, false), 128, 8, 768, 0.001))},
     };
   }();
   return p;
@@ -79,6 +102,13 @@ inline void check_llama(const llama_config& c, const std::string& where) {
     fail<error>(where + ": the head size " + itos(c.dims_per_head()) +
                 " is odd; rotary embeddings turn pairs of a head's dims, so choose an even head size");
   if (!(c.eps > 0) || !(c.rope_theta > 0)) fail<error>(where + ": eps and rope_theta must be positive");
+  if (c.experts > 0 && (c.topk < 1 || c.topk > c.experts))
+    fail<error>(where + ": topk=" + itos(c.topk) + " must lie in [1, experts=" + itos(c.experts) +
+                "]; each token goes to at least one and at most every expert");
+  if (c.experts > 0 && !(c.capacity >= 0))
+    fail<error>(where + ": capacity=" + std::to_string(c.capacity) +
+                " must be a positive capacity factor, or 0 for dropless routing");
+  if (c.experts > 0 && !(c.aux_coef >= 0)) fail<error>(where + ": the balancing loss's coefficient must be >= 0");
 }
 
 inline tensor_ref rmsnorm(graph_builder& b, const std::string& name, tensor_ref x, const llama_config& c,
@@ -126,6 +156,31 @@ inline tensor_ref swiglu(graph_builder& b, const std::string& pre, tensor_ref x,
   return b.linear(pre + "mlp.down", m, c.hidden, false);
 }
 
+/// A routed MLP (ops/moe.hpp): router logits, top-k gates, the balancing loss (into `aux`
+/// where its coefficient is positive), dispatch, the experts, combine, and the shared experts.
+inline tensor_ref moe_mlp(graph_builder& b, const std::string& pre, tensor_ref x, const llama_config& c,
+                          std::vector<tensor_ref>& aux) {
+  const std::int64_t f = c.expert_ffn(), e = c.experts;
+  tensor_ref logits = b.linear(pre + "moe.router", x, e, false);
+  op_attrs r;
+  r.topk = int(c.topk);
+  r.renormalize = c.norm_topk;
+  r.aux_coef = c.aux_coef;
+  tensor_ref gates = b.op(pre + "moe.gates", op_kind::router, r, {logits});
+  if (c.aux_coef > 0) aux.push_back(b.op(pre + "moe.balance", op_kind::load_balance, r, {logits}));
+  op_attrs d;
+  d.capacity = capacity_slots(int(c.seq), int(e), int(c.topk), c.capacity);
+  tensor_ref buf = b.op(pre + "moe.dispatch", op_kind::dispatch, d, {x, gates});
+  tensor_ref out = b.op(pre + "moe.experts", op_kind::experts, {}, {buf},
+                        {b.param(pre + "moe.W_gate", {e, c.hidden, f}), b.param(pre + "moe.W_up", {e, c.hidden, f}),
+                         b.param(pre + "moe.W_down", {e, f, c.hidden})});
+  tensor_ref y = b.op(pre + "moe.combine", op_kind::combine, {}, {out, gates});
+  if (c.shared_experts == 0) return y;
+  llama_config sc = c;
+  sc.ffn = c.shared_experts * f;
+  return b.op(pre + "moe.shared_res", op_kind::add, {}, {y, swiglu(b, pre + "shared.", x, sc)});
+}
+
 }  // namespace detail
 
 /// A LLaMA-family decoder; inputs tokens [batch, seq] and labels [batch, seq].
@@ -135,12 +190,15 @@ inline graph build_llama(const llama_config& c, std::string name = "llama") {
   tensor_ref tokens = b.input({c.batch, c.seq}), labels = b.input({c.batch, c.seq});
   const int embed_w = b.param("embed.W", {c.vocab, c.hidden});
   tensor_ref x = b.op("embed", op_kind::embedding, {}, {tokens}, {embed_w});
+  std::vector<tensor_ref> aux;  // the blocks' balancing losses, added to the loss at the end
   for (std::int64_t l = 0; l < c.layers; ++l) {
     const std::string pre = "h" + detail::itos(l) + ".";
     b.begin_block(int(l));
     x = b.op(pre + "attn.res", op_kind::add, {},
              {x, detail::llama_attention(b, pre, detail::rmsnorm(b, pre + "attn_norm", x, c), c)});
-    x = b.op(pre + "mlp.res", op_kind::add, {}, {x, detail::swiglu(b, pre, detail::rmsnorm(b, pre + "mlp_norm", x, c), c)});
+    const tensor_ref n2 = detail::rmsnorm(b, pre + "mlp_norm", x, c);
+    x = b.op(pre + "mlp.res", op_kind::add, {},
+             {x, c.experts > 0 ? detail::moe_mlp(b, pre, n2, c, aux) : detail::swiglu(b, pre, n2, c)});
     b.end_block();
   }
   x = detail::rmsnorm(b, "norm", x, c);
@@ -149,16 +207,20 @@ inline graph build_llama(const llama_config& c, std::string name = "llama") {
   head.transpose_w = c.tied;
   tensor_ref logits = c.tied ? b.op("lm_head", op_kind::linear, head, {x}, {embed_w})
                              : b.linear("lm_head", x, c.vocab, false);
-  return b.finish(b.op("loss", op_kind::cross_entropy, {}, {logits, labels}));
+  tensor_ref loss = b.op(aux.empty() ? "loss" : "xent", op_kind::cross_entropy, {}, {logits, labels});
+  for (std::size_t l = 0; l < aux.size(); ++l)
+    loss = b.op(l + 1 == aux.size() ? "loss" : "loss.h" + detail::itos(std::int64_t(l)), op_kind::add, {}, {loss, aux[l]});
+  return b.finish(loss);
 }
 
 namespace detail {
 
 /// The llama spec's keys over a preset: size, layers, hidden, heads, kv_heads, ffn, seq, batch,
-/// vocab, head_dim, tied, qkv_bias, qk_norm.
+/// vocab, head_dim, tied, qkv_bias, qk_norm; and of a mixture of experts: experts, topk,
+/// capacity, moe_ffn, shared_experts, norm_topk, aux.
 inline llama_config read_llama(const model_spec& s) {
   spec_reader r(s, {"size", "layers", "hidden", "heads", "kv_heads", "ffn", "seq", "batch", "vocab", "head_dim", "tied",
-                    "qkv_bias", "qk_norm"});
+                    "qkv_bias", "qk_norm", "experts", "topk", "capacity", "moe_ffn", "shared_experts", "norm_topk", "aux"});
   const std::string size = r.text("size", "llama3-8b");
   const llama_preset* p = nullptr;
   std::vector<std::string> names;
@@ -176,10 +238,19 @@ inline llama_config read_llama(const model_spec& s) {
   c.seq = r.count("seq", c.seq);
   c.batch = r.count("batch", 8);
   c.vocab = r.count("vocab", c.vocab);
-  c.head_dim = r.find("head_dim") ? r.count("head_dim", 0) : 0;
+  c.head_dim = r.find("head_dim") ? r.count("head_dim", 0) : c.head_dim;
   c.tied = r.flag("tied", c.tied);
   c.qkv_bias = r.flag("qkv_bias", c.qkv_bias);
   c.qk_norm = r.flag("qk_norm", c.qk_norm);
+  c.experts = r.find("experts") ? r.count("experts", 0, std::int64_t(1) << 16) : c.experts;
+  c.topk = r.find("topk") ? r.count("topk", 0, std::int64_t(1) << 16) : c.topk;
+  c.capacity = r.decimal("capacity", c.capacity);
+  c.moe_ffn = r.find("moe_ffn") ? r.count("moe_ffn", 0) : c.moe_ffn;
+  c.shared_experts = r.find("shared_experts") ? r.count("shared_experts", 0, 64) : c.shared_experts;
+  c.norm_topk = r.flag("norm_topk", c.norm_topk);
+  c.aux_coef = r.decimal("aux", c.aux_coef);
+  if (c.experts == 0 && (r.find("topk") || r.find("capacity") || r.find("moe_ffn") || r.find("shared_experts")))
+    fail<parse_error>("model spec '" + s.text + "': topk, capacity, moe_ffn and shared_experts need experts=E");
   check_llama(c, "model spec '" + s.text + "'");
   return c;
 }

@@ -16,8 +16,9 @@
 //   "params" name entries of "params": two ops naming one parameter tie it (GPT's wte).
 // - Ops come from the op catalogue (ops/op.hpp): linear, matmul, batched_matmul, conv2d,
 //   max_pool, relu, gelu, dropout, layernorm, softmax, attention, embedding, cross_entropy, add,
-//   reshape, rmsnorm, silu, mul, rotary. "attrs" (optional) sets kernel, stride, padding, heads,
-//   kv_heads, causal, dropout, bias, transpose_w, positions, target, eps, rope_theta, as
+//   reshape, rmsnorm, silu, mul, rotary, router, load_balance, dispatch, experts, combine.
+//   "attrs" (optional) sets kernel, stride, padding, heads, kv_heads, causal, dropout, bias,
+//   transpose_w, positions, target, eps, rope_theta, topk, capacity, renormalize, aux_coef, as
 //   ops/op.hpp's op_attrs defines them.
 // - Output shapes are inferred (ops/shapes.hpp); "block" and "block_pos" (optional) mark repeated
 //   blocks the planner may tie.
@@ -54,7 +55,8 @@ inline const std::vector<op_kind>& all_op_kinds() {
                                       op_kind::max_pool,  op_kind::relu,     op_kind::gelu,           op_kind::dropout,
                                       op_kind::layernorm, op_kind::softmax,  op_kind::attention,      op_kind::embedding,
                                       op_kind::cross_entropy, op_kind::add,  op_kind::reshape,        op_kind::rmsnorm,
-                                      op_kind::silu,      op_kind::mul,      op_kind::rotary};
+                                      op_kind::silu,      op_kind::mul,      op_kind::rotary,         op_kind::router,
+                                      op_kind::load_balance, op_kind::dispatch, op_kind::experts,  op_kind::combine};
   return k;
 }
 
@@ -113,6 +115,14 @@ inline void read_attrs(const model_reader& r, const nlohmann::json& a, op_attrs&
     else if (key == "padding") at_.padding = int(r.integer(v, f, where, 0, 1 << 16));
     else if (key == "heads") at_.heads = int(r.integer(v, f, where, 1, 1 << 16));
     else if (key == "kv_heads") at_.kv_heads = int(r.integer(v, f, where, 1, 1 << 16));
+    else if (key == "topk") at_.topk = int(r.integer(v, f, where, 1, 1 << 16));
+    else if (key == "capacity") at_.capacity = int(r.integer(v, f, where, 1, 1 << 30));
+    else if (key == "renormalize") at_.renormalize = flag();
+    else if (key == "aux_coef") {
+      if (!v.is_number() || !(v.get<double>() >= 0) || !(v.get<double>() < 1e300))
+        r.bad(where, "field '" + f + "' must be a non-negative number");
+      at_.aux_coef = v.get<double>();
+    }
     else if (key == "eps" || key == "rope_theta") {
       if (!v.is_number() || !(v.get<double>() > 0) || !(v.get<double>() < 1e300))
         r.bad(where, "field '" + f + "' must be a positive number");
@@ -129,7 +139,7 @@ inline void read_attrs(const model_reader& r, const nlohmann::json& a, op_attrs&
       at_.target = r.shape(nlohmann::json{{"shape", v}}, where + " attrs.target");
     } else {
       r.bad(where, "unknown attribute '" + key + "' (kernel, stride, padding, heads, kv_heads, causal, dropout, bias, "
-                   "transpose_w, positions, target, eps, rope_theta)");
+                   "transpose_w, positions, target, eps, rope_theta, topk, capacity, renormalize, aux_coef)");
     }
   }
 }
@@ -167,6 +177,10 @@ inline nlohmann::json model_file_json(const graph& g) {
     if (t.kv_heads != plain.kv_heads) a["kv_heads"] = t.kv_heads;
     if (n.kind == op_kind::rmsnorm && t.eps != plain.eps) a["eps"] = t.eps;
     if (n.kind == op_kind::rotary && t.rope_theta != plain.rope_theta) a["rope_theta"] = t.rope_theta;
+    if (t.topk != plain.topk) a["topk"] = t.topk;
+    if (t.capacity != plain.capacity) a["capacity"] = t.capacity;
+    if (t.renormalize != plain.renormalize) a["renormalize"] = t.renormalize;
+    if (n.kind == op_kind::load_balance && t.aux_coef != plain.aux_coef) a["aux_coef"] = t.aux_coef;
     if (t.causal != plain.causal) a["causal"] = t.causal;
     if (t.dropout != plain.dropout) a["dropout"] = t.dropout;
     if (t.bias != plain.bias) a["bias"] = t.bias;

@@ -39,6 +39,8 @@ inline std::string kernel_key(const op_node& op, const signature& sig, const mes
   if (op.kind == op_kind::attention && a.kv_heads > 0) k += " kv" + detail::itos(a.kv_heads);
   if (op.kind == op_kind::rmsnorm) k += " eps" + std::to_string(a.eps);
   if (op.kind == op_kind::rotary) k += " theta" + std::to_string(a.rope_theta);
+  if (op.kind == op_kind::router || op.kind == op_kind::load_balance)
+    k += " top" + detail::itos(a.topk) + (a.renormalize ? " norm" : "");
   k += " in=" + detail::shapes_text(l.inputs) + " par=" + detail::shapes_text(l.params) + " out=" + detail::shapes_text(l.outputs);
   k += " dx=";
   for (std::size_t i = 0; i < op.inputs.size(); ++i) k += (input_grads.empty() || input_grads[i]) ? "1" : "0";

@@ -37,6 +37,11 @@ enum class op_kind : std::uint8_t {
   silu,            ///< x sigmoid(x)
   mul,             ///< element-wise product of two same-shape tensors (SwiGLU's gate times up)
   rotary,          ///< rotary position embedding of q or k [batch, seq, attrs.heads * d], pairs (i, i + d/2)
+  router,          ///< logits [b, s, E] -> gates [b, s, E]: top attrs.topk of the softmax, the rest 0 (ops/moe.hpp)
+  load_balance,    ///< logits [b, s, E] -> the balancing loss [] (Switch Transformer's, per sequence)
+  dispatch,        ///< X [b, s, h], gates [b, s, E] -> [b, E, attrs.capacity, h]: each expert's slots
+  experts,         ///< X [b, E, C, h] through E SwiGLU MLPs: W_gate, W_up [E, h, F], W_down [E, F, h]
+  combine,         ///< X [b, E, C, h], gates [b, s, E] -> [b, s, h]: each token's experts, weighted
 };
 
 
@@ -61,6 +66,10 @@ struct op_attrs {
   tensor_shape target{};     ///< reshape: the global output shape
   double eps = 1e-5;         ///< rmsnorm: added to the mean square
   double rope_theta = 10000; ///< rotary: the base of the angles, theta^(-2i/d) per position
+  int topk = 1;              ///< router, load_balance: experts per token
+  int capacity = 0;          ///< dispatch: slots per expert per sequence (ops/moe.hpp, capacity_slots)
+  bool renormalize = false;  ///< router: the top-k weights are scaled to sum to 1 (Mixtral, Qwen3-MoE)
+  double aux_coef = 0.01;    ///< load_balance: the loss's coefficient
   /// attention: key/value heads (kv_heads, or heads where 0)
   constexpr int key_value_heads() const { return kv_heads > 0 ? kv_heads : heads; }
 };
@@ -102,6 +111,11 @@ constexpr std::string_view to_string(op_kind k) {
     case op_kind::silu: return "silu";
     case op_kind::mul: return "mul";
     case op_kind::rotary: return "rotary";
+    case op_kind::router: return "router";
+    case op_kind::load_balance: return "load_balance";
+    case op_kind::dispatch: return "dispatch";
+    case op_kind::experts: return "experts";
+    case op_kind::combine: return "combine";
   }
   return "?";
 }
@@ -111,7 +125,8 @@ constexpr work_kind work_kind_of(op_kind k) {
     case op_kind::linear:
     case op_kind::matmul:
     case op_kind::batched_matmul:
-    case op_kind::attention: return work_kind::gemm;
+    case op_kind::attention:
+    case op_kind::experts: return work_kind::gemm;
     case op_kind::conv2d: return work_kind::conv;
     default: return work_kind::elementwise;
   }
@@ -119,7 +134,8 @@ constexpr work_kind work_kind_of(op_kind k) {
 
 /// Whether the op is linear in each activation input, so it may consume P (DESIGN.md):
 /// linear, matmul (one side at a time), batched matmul, conv2d, add, reshape, mul (one side at a
-/// time: a (b1 + b2) = a b1 + a b2) and rotary (a rotation per position).
+/// time: a (b1 + b2) = a b1 + a b2), rotary (a rotation per position), and dispatch and combine
+/// in their first input (a copy of rows, a weighted sum of rows).
 constexpr bool accepts_partial(op_kind k) {
   switch (k) {
     case op_kind::linear:
@@ -129,7 +145,9 @@ constexpr bool accepts_partial(op_kind k) {
     case op_kind::add:
     case op_kind::reshape:
     case op_kind::mul:
-    case op_kind::rotary: return true;
+    case op_kind::rotary:
+    case op_kind::dispatch:
+    case op_kind::combine: return true;
     default: return false;
   }
 }
@@ -159,6 +177,11 @@ constexpr tensor_names names_of(const op_node& op) {
       return {{"ids"}, {"W"}};
     case op_kind::cross_entropy: return {{"logits", "labels"}, {}, "loss"};
     case op_kind::add: return {{"A", "B"}, {}};
+    case op_kind::router: return {{"logits"}, {}, "G"};
+    case op_kind::load_balance: return {{"logits"}, {}, "loss"};
+    case op_kind::dispatch:
+    case op_kind::combine: return {{"X", "G"}, {}};
+    case op_kind::experts: return {{"X"}, {"W_gate", "W_up", "W_down"}};
     default: return {{"X"}, {}};
   }
 }

@@ -205,6 +205,58 @@ inline tensor_shape cross_entropy_output(const op_node& op) {
   return tensor_shape{};
 }
 
+/// The mixture-of-experts ops (ops/moe.hpp): gates and logits [b, s, E], the dispatched
+/// buffer [b, E, C, h] with 1 <= C <= s, the experts' weights [E, h, F], [E, h, F], [E, F, h].
+inline void check_topk(const op_node& op, std::int64_t experts) {
+  if (op.attrs.topk < 1 || op.attrs.topk > experts)
+    shape_fail(op, "topk=" + itos(op.attrs.topk) + " must lie in [1, experts=" + itos(experts) +
+                       "]; route each token to at least one and at most every expert");
+}
+
+inline tensor_shape moe_output(const op_node& op) {
+  const auto& in = op.inputs;
+  const op_attrs& a = op.attrs;
+  switch (op.kind) {
+    case op_kind::router:
+    case op_kind::load_balance:
+      expect_counts(op, 1, 0);
+      expect_rank(op, in[0], "logits", 3, 3);
+      check_topk(op, in[0][2]);
+      if (op.kind == op_kind::router) return in[0];
+      if (!(a.aux_coef >= 0)) shape_fail(op, "aux_coef must be non-negative");
+      return tensor_shape{};
+    case op_kind::dispatch: {
+      expect_counts(op, 2, 0);
+      expect_rank(op, in[0], "X", 3, 3);
+      expect_rank(op, in[1], "G", 3, 3);
+      expect_shape(op, in[1], tensor_shape{in[0][0], in[0][1], in[1][2]}, "G");
+      if (a.capacity < 1 || a.capacity > in[0][1])
+        shape_fail(op, "capacity=" + itos(a.capacity) + " slots per expert must lie in [1, seq=" + itos(in[0][1]) + "]");
+      return tensor_shape{in[0][0], in[1][2], a.capacity, in[0][2]};
+    }
+    case op_kind::experts: {
+      expect_counts(op, 1, 3);
+      expect_rank(op, in[0], "X", 4, 4);
+      const std::int64_t e = in[0][1], h = in[0][3];
+      expect_rank(op, op.params[0], "W_gate", 3, 3);
+      const std::int64_t f = op.params[0][2];
+      expect_shape(op, op.params[0], tensor_shape{e, h, f}, "W_gate");
+      expect_shape(op, op.params[1], tensor_shape{e, h, f}, "W_up");
+      expect_shape(op, op.params[2], tensor_shape{e, f, h}, "W_down");
+      return in[0];
+    }
+    default: {  // combine
+      expect_counts(op, 2, 0);
+      expect_rank(op, in[0], "X", 4, 4);
+      expect_rank(op, in[1], "G", 3, 3);
+      if (in[1][0] != in[0][0] || in[1][2] != in[0][1] || in[0][2] > in[1][1])
+        shape_fail(op, "X " + to_string(in[0]) + " does not match G " + to_string(in[1]) +
+                           ": X is [batch, experts, slots <= seq, hidden] of G's [batch, seq, experts]");
+      return tensor_shape{in[0][0], in[1][1], in[0][3]};
+    }
+  }
+}
+
 inline tensor_shape reshape_output(const op_node& op) {
   expect_counts(op, 1, 0);
   const tensor_shape& target = op.attrs.target;
@@ -238,6 +290,11 @@ inline std::vector<tensor_shape> infer_outputs(const op_node& op) {
     case op_kind::embedding: return {detail::embedding_output(op)};
     case op_kind::cross_entropy: return {detail::cross_entropy_output(op)};
     case op_kind::reshape: return {detail::reshape_output(op)};
+    case op_kind::router:
+    case op_kind::load_balance:
+    case op_kind::dispatch:
+    case op_kind::experts:
+    case op_kind::combine: return {detail::moe_output(op)};
   }
   detail::shape_fail(op, "unknown op kind");
 }

@@ -1,7 +1,7 @@
 #pragma once
 // Signatures of an op on a mesh (DESIGN.md): per mesh axis, the op's valid 1-D signatures (the
 // per-family rules of matmul.hpp, conv.hpp, elementwise.hpp, attention.hpp, embedding.hpp,
-// reshape.hpp, rotary.hpp); the n-D signatures are their combinations across axes, kept when
+// reshape.hpp, rotary.hpp, moe.hpp); the n-D signatures are their combinations across axes, kept when
 // every tensor divides evenly and the op's n-D conditions hold (attention, rotary and a grouped
 // RMSNorm split whole heads).
 //   linear X [64,32], W [32,16], b [16] on 2x2 yields, among others,
@@ -19,6 +19,7 @@
 #include "autoddl/ops/elementwise.hpp"
 #include "autoddl/ops/embedding.hpp"
 #include "autoddl/ops/matmul.hpp"
+#include "autoddl/ops/moe.hpp"
 #include "autoddl/ops/op.hpp"
 #include "autoddl/ops/reshape.hpp"
 #include "autoddl/ops/rotary.hpp"
@@ -68,6 +69,11 @@ constexpr std::optional<sbp> axis_output(const op_node& op, std::span<const sbp>
     case op_kind::silu: return pointwise_axis(in[0]);
     case op_kind::mul: return mul_axis(in[0], in[1]);
     case op_kind::rotary: return rotary_axis(in[0]);
+    case op_kind::router: return router_axis(in[0]);
+    case op_kind::load_balance: return load_balance_axis(in[0]);
+    case op_kind::dispatch: return dispatch_axis(in[0], in[1]);
+    case op_kind::experts: return experts_axis(in[0], pr[0], pr[1], pr[2]);
+    case op_kind::combine: return combine_axis(in[0], in[1]);
   }
   return std::nullopt;
 }

@@ -18,6 +18,11 @@
 //   sum, scale, gamma), silu 4 (x / (1 + exp(-x))), softmax 5, layernorm 8, gelu 8 (tanh form),
 //   cross-entropy 5 per logit, max-pool kernel^2 per output; backward = forward (add and reshape:
 //   0, gradients pass through; mul 2: a product per factor).
+// - Mixture of experts (ops/moe.hpp): router 6 per logit (softmax 5, the top-k 1), load_balance
+//   7 per logit; dispatch a copy (0, priced by bytes); experts three GEMMs per slot row,
+//   2 * 3 * rows * h * F, plus 5 * rows * F for SiLU and the product, backward 2 x forward;
+//   combine 2 per element of X (a weighted sum), backward 2 x forward. Every slot is computed,
+//   used or not, as the executor does: the capacity's padding costs what it costs.
 // - Embedding: a gather (0 FLOPs; +1 per output element to add positions); backward scatter-adds
 //   one element per output element.
 // - Per device, the same formulas run on the device's local shapes (autoddl/sbp/layout.hpp
@@ -42,6 +47,8 @@ namespace autoddl {
 ///   attention                                   q, k, v     relu, softmax           Y
 ///   embedding                                   the ids     cross_entropy           logits, labels
 ///   dropout (mask rekeyed), add, reshape, rotary (the inverse rotation of dY)       nothing
+///   router, load_balance     logits     dispatch   G (the slot map)     combine   both inputs
+///   experts                  X, and its saved gate and up products [rows, F]
 struct backward_reads {
   std::uint32_t inputs = 0;
   bool output = false;
@@ -57,7 +64,12 @@ constexpr backward_reads backward_reads_of(op_kind k) {
     case op_kind::layernorm:
     case op_kind::embedding:
     case op_kind::rmsnorm:
-    case op_kind::silu: return {0b1, false};
+    case op_kind::silu:
+    case op_kind::router:
+    case op_kind::load_balance:
+    case op_kind::experts: return {0b1, false};
+    case op_kind::dispatch: return {0b10, false};
+    case op_kind::combine:
     case op_kind::matmul:
     case op_kind::batched_matmul:
     case op_kind::cross_entropy:
@@ -129,7 +141,15 @@ inline double flops_of(const op_node& op) {
       return 4.0 * b * sq * sk * h + 5.0 * b * sq * sk * double(a.heads);
     }
     case op_kind::embedding: return a.positions ? elems(y) : 0.0;
-    case op_kind::reshape: return 0.0;
+    case op_kind::reshape:
+    case op_kind::dispatch: return 0.0;
+    case op_kind::router: return 6.0 * elems(in[0]);
+    case op_kind::load_balance: return 7.0 * elems(in[0]);
+    case op_kind::experts: {
+      const double rows = elems(in[0]) / double(in[0][3]), f = double(op.params[0][2]);
+      return 6.0 * rows * double(in[0][3]) * f + 5.0 * rows * f;
+    }
+    case op_kind::combine: return 2.0 * elems(in[0]);
   }
   return 0.0;
 }
@@ -140,7 +160,9 @@ inline double bwd_of(const op_node& op, double fwd) {
     case op_kind::matmul:
     case op_kind::batched_matmul:
     case op_kind::conv2d:
-    case op_kind::attention: return 2.0 * fwd;
+    case op_kind::attention:
+    case op_kind::experts:
+    case op_kind::combine: return 2.0 * fwd;
     case op_kind::add:
     case op_kind::reshape: return 0.0;
     case op_kind::embedding: return elems(op.outputs[0]);
@@ -187,6 +209,14 @@ inline double saved_bytes(const op_node& op, int e) {
     case op_kind::add:
     case op_kind::reshape:
     case op_kind::rotary: return 0.0;
+    case op_kind::router:
+    case op_kind::load_balance: return elems(in[0]) * e;
+    case op_kind::dispatch: return elems(in[1]) * e;
+    case op_kind::experts: {  // X, and the gate and up products per slot row
+      const double rows = elems(in[0]) / double(in[0][3]);
+      return (elems(in[0]) + 2.0 * rows * double(op.params[0][2])) * e;
+    }
+    case op_kind::combine: return (elems(in[0]) + elems(in[1])) * e;
   }
   return 0.0;
 }

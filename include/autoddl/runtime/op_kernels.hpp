@@ -20,6 +20,7 @@
 #include "autoddl/runtime/kernels/context.hpp"
 #include "autoddl/runtime/kernels/embedding.hpp"
 #include "autoddl/runtime/kernels/gemm_ops.hpp"
+#include "autoddl/runtime/kernels/moe.hpp"
 #include "autoddl/runtime/kernels/pointwise.hpp"
 
 namespace autoddl {
@@ -55,6 +56,11 @@ forward_result<D, T> forward_kernel(D& dev, const kernel_context<T>& ctx, const 
   else if constexpr (K == op_kind::cross_entropy) return cross_entropy_fwd(dev, ctx, in);
   else if constexpr (K == op_kind::rmsnorm) return rmsnorm_fwd(dev, ctx, in);
   else if constexpr (K == op_kind::rotary) return rotary_fwd(dev, ctx, in);
+  else if constexpr (K == op_kind::router) return router_fwd(dev, ctx, in);
+  else if constexpr (K == op_kind::load_balance) return load_balance_fwd(dev, ctx, in);
+  else if constexpr (K == op_kind::dispatch) return dispatch_fwd(dev, ctx, in);
+  else if constexpr (K == op_kind::experts) return experts_fwd(dev, ctx, in);
+  else if constexpr (K == op_kind::combine) return combine_fwd(dev, ctx, in);
   else return unary_fwd(dev, ctx, in);  // max_pool, relu, gelu, silu, dropout, add, mul, reshape
 }
 
@@ -72,6 +78,11 @@ gradients<D, T> backward_kernel(D& dev, const kernel_context<T>& ctx, const oper
   else if constexpr (K == op_kind::cross_entropy) return cross_entropy_bwd(dev, ctx, in, fwd, dy);
   else if constexpr (K == op_kind::rmsnorm) return rmsnorm_bwd(dev, ctx, in, fwd, dy);
   else if constexpr (K == op_kind::rotary) return rotary_bwd(dev, ctx, dy);
+  else if constexpr (K == op_kind::router) return router_bwd(dev, ctx, in, dy);
+  else if constexpr (K == op_kind::load_balance) return load_balance_bwd(dev, ctx, in, dy);
+  else if constexpr (K == op_kind::dispatch) return dispatch_bwd(dev, ctx, in, dy);
+  else if constexpr (K == op_kind::experts) return experts_bwd(dev, ctx, in, fwd, dy);
+  else if constexpr (K == op_kind::combine) return combine_bwd(dev, ctx, in, dy);
   else return unary_bwd(dev, ctx, in, fwd, dy);
 }
 
@@ -99,6 +110,11 @@ decltype(auto) dispatch_kind(op_kind k, const std::string& op_name, F&& f) {
     case K::silu: return f(std::integral_constant<K, K::silu>{});
     case K::mul: return f(std::integral_constant<K, K::mul>{});
     case K::rotary: return f(std::integral_constant<K, K::rotary>{});
+    case K::router: return f(std::integral_constant<K, K::router>{});
+    case K::load_balance: return f(std::integral_constant<K, K::load_balance>{});
+    case K::dispatch: return f(std::integral_constant<K, K::dispatch>{});
+    case K::experts: return f(std::integral_constant<K, K::experts>{});
+    case K::combine: return f(std::integral_constant<K, K::combine>{});
   }
   fail<error>("unknown op kind of op '" + op_name + "'");
 }

@@ -114,8 +114,8 @@ inline bool obeys(expert e, const op_node& n, const signature& sig, int axes, bo
     } else {
       for (const auto& p : sig.params)
         if (!p[a].is_broadcast()) return false;
-      for (const auto& in : sig.inputs)
-        if (in.size() > a && !(in[a] == S(0))) return false;
+      for (std::size_t i = 0; i < sig.inputs.size(); ++i)  // a scalar (a loss term) sums over the batch: P
+        if (sig.inputs[i].size() > a && at(n.inputs, i).rank() > 0 && !(sig.inputs[i][a] == S(0))) return false;
     }
   }
   return true;

@@ -147,7 +147,7 @@ class step_memory_replay {
   }
   // Saved products and row statistics of op i's forward (runtime/kernels: attention keeps its
   // probabilities [b, heads, sq, sk]; layernorm mean and rstd; rmsnorm 1/rms per group;
-  // cross-entropy max, sum, target).
+  // cross-entropy max, sum, target; experts their gate and up products).
   std::int64_t saved_bytes(int i) const {
     const op_node& n = at(model_.ops, i);
     const std::int64_t stat = statistic_bytes(int(elem_));
@@ -158,13 +158,15 @@ class step_memory_replay {
       return q[0] * heads * q[1] * k[1] * elem_;
     }
     const tensor_shape x = local_shape(n.inputs[0], layout{sig(i).inputs[0], mesh_});
-    const std::int64_t rows = x[x.rank() - 1] ? x.elements() / x[x.rank() - 1] : 0;
+    const std::int64_t rows = x.rank() > 0 && x[x.rank() - 1] ? x.elements() / x[x.rank() - 1] : 0;
     if (n.kind == op_kind::layernorm) return 2 * rows * stat;
     if (n.kind == op_kind::rmsnorm) {  // 1/rms per normed group: the device's share of the heads
       const int last = n.inputs[0].rank() - 1;
       return rows * (n.attrs.heads / split_factor(sig(i).inputs[0], mesh_, last)) * stat;
     }
     if (n.kind == op_kind::cross_entropy) return 3 * rows * stat;
+    if (n.kind == op_kind::experts)  // the gate and up products [slot rows, F] of the local experts
+      return 2 * rows * local_shape(n.params[0], layout{sig(i).params[0], mesh_})[2] * elem_;
     return 0;
   }
 

@@ -108,9 +108,12 @@ std::vector<mesh_shape> meshes_for(int ranks) {
 }
 
 /// How a random plan is drawn: every candidate alike, or with each attention core's layout drawn
-/// among its context-parallel ones (q split on the sequence on some axis, k and v gathered).
-enum class plan_draw { uniform, context_parallel };
+/// among its context-parallel ones (q split on the sequence on some axis, k and v gathered), or
+/// each experts op's among its expert-parallel ones (whole experts per device on some axis).
+enum class plan_draw { uniform, context_parallel, expert_parallel };
 
+/// Whether the op's first input is split on dim 1 on some axis: an attention core's sequence
+/// (context parallel), an experts op's expert dim (expert parallel).
 bool context_parallel(const signature& sig) {
   for (int a = 0; a < sig.inputs[0].size(); ++a)
     if (sig.inputs[0][a] == S(1)) return true;
@@ -123,8 +126,9 @@ std::vector<int> random_plan(const plan_problem& pp, std::uint64_t seed, plan_dr
   std::vector<int> pick(std::size_t(u.nodes()));
   for (int n = 0; n < u.nodes(); ++n) pick[std::size_t(n)] = int(rng() % std::uint64_t(u.candidates(n)));
   if (draw == plan_draw::uniform) return pick;
+  const op_kind drawn = draw == plan_draw::context_parallel ? op_kind::attention : op_kind::experts;
   for (int op = 0; op < int(pp.model().ops.size()); ++op) {
-    if (pp.model().ops[std::size_t(op)].kind != op_kind::attention) continue;
+    if (pp.model().ops[std::size_t(op)].kind != drawn) continue;
     std::vector<int> cp;
     for (int c = 0; c < int(pp.op_candidates(op).size()); ++c)
       if (context_parallel(pp.op_candidates(op)[std::size_t(c)])) cp.push_back(c);
@@ -133,13 +137,23 @@ std::vector<int> random_plan(const plan_problem& pp, std::uint64_t seed, plan_dr
   return pick;
 }
 
-/// How many attention cores plan `pick` runs context parallel.
-int context_parallel_cores(const plan_problem& pp, const std::vector<int>& pick) {
+/// How many attention cores (experts ops) plan `pick` runs context (expert) parallel.
+int context_parallel_cores(const plan_problem& pp, const std::vector<int>& pick, op_kind kind = op_kind::attention) {
   int n = 0;
   for (int op = 0; op < int(pp.model().ops.size()); ++op)
-    n += pp.model().ops[std::size_t(op)].kind == op_kind::attention &&
+    n += pp.model().ops[std::size_t(op)].kind == kind &&
          context_parallel(pp.op_candidates(op)[std::size_t(pick[std::size_t(op)])]);
   return n;
+}
+
+/// Whether some op of `kind` has a candidate splitting its first input's dim 1 (the mesh and
+/// the shapes allow a context- or expert-parallel draw).
+bool drawable(const plan_problem& pp, op_kind kind) {
+  for (int op = 0; op < int(pp.model().ops.size()); ++op)
+    if (pp.model().ops[std::size_t(op)].kind == kind)
+      for (const signature& sig : pp.op_candidates(op))
+        if (context_parallel(sig)) return true;
+  return false;
 }
 
 /// What a step runs: micro-batches (the graph is one of them) and recomputation.
@@ -250,8 +264,9 @@ void check_model(const std::string& spec, int plans, optimizer opt, schedule sc 
       INFO(spec << " on mesh " << to_string(m) << ", " << to_string(sc) << ", random plan seed " << seed);
       // odd plans of a context-parallel draw keep the uniform draw's attention layouts
       std::vector<int> pick = random_plan(pp, seed, k % 2 == 0 ? draw : plan_draw::uniform);
-      const int cp_cores = context_parallel_cores(pp, pick);
-      if (draw == plan_draw::context_parallel && k % 2 == 0 && m.devices() > 1) CHECK(cp_cores > 0);
+      const op_kind drawn = draw == plan_draw::expert_parallel ? op_kind::experts : op_kind::attention;
+      const int cp_cores = context_parallel_cores(pp, pick, drawn);
+      if (draw != plan_draw::uniform && k % 2 == 0 && drawable(pp, drawn)) CHECK(cp_cores > 0);
       const cost_terms totals = pp.untied().evaluate(pick);
       const double predicted = totals.bytes;
       executor on(m);
@@ -308,7 +323,7 @@ void check_model(const std::string& spec, int plans, optimizer opt, schedule sc 
       if (rank == 0)
         std::printf("%s on %s, %s, plan seed %llu: bytes/step %.0f (= predicted), max rel err loss/grads/params vs "
                     "serial: grads %.2e, params %.2e; %d of %zu parameters updated in slices; peak %lld B, "
-                    "measured/predicted %.3f; %d context-parallel attention cores\n",
+                    "measured/predicted %.3f; %d context- or expert-parallel cores\n",
                     spec.c_str(), to_string(m).c_str(), to_string(sc).c_str(), static_cast<unsigned long long>(seed),
                     predicted, worst_grad, worst_param, sliced, g.params.size(), static_cast<long long>(peak), peak_ratio,
                     cp_cores);
@@ -419,6 +434,20 @@ TEST_CASE("random plans of a tiny LLaMA read from an hf config train like serial
 
 // float32, the type autoddl-train trains in, on a model without discrete decisions (GELU, softmax,
 // layernorm: round-off moves every value by round-off only), to 1e-4.
+// A tiny mixture of experts (4 experts, top-2): capacity 1.25 (10 slots of 16 tokens' 32
+// routes, so sequences drop tokens) and dropless; even plans draw every experts op expert
+// parallel where the mesh allows (the dispatch's S(0) -> S(1), an all-to-all).
+const std::string tiny_moe = "llama:layers=2,hidden=32,heads=4,kv_heads=2,ffn=32,experts=4,topk=2,seq=16,batch=8,vocab=64";
+
+TEST_CASE("random plans of a tiny mixture of experts, expert parallel among them, train like serial execution",
+          "[mpi][runtime][moe]") {
+  check_model(tiny_moe, 4, optimizer::adam, {}, true, oracle::equal, plan_draw::expert_parallel);
+  check_model(tiny_moe + ",capacity=0,shared_experts=1", 2, optimizer::adam, {}, false, oracle::equal,
+              plan_draw::expert_parallel);
+  check_model(tiny_moe, 2, optimizer::adam, schedule{2, recompute_mode::selective}, false, oracle::equal,
+              plan_draw::expert_parallel);
+}
+
 TEST_CASE("float32 smoke test: random plans of a small GPT train like float32 serial execution",
           "[mpi][runtime][gpt][fp32]") {
   check_model<float>("gpt:layers=2,hidden=32,heads=4,seq=16,batch=8,vocab=64", 2, optimizer::sgd_momentum);

@@ -18,6 +18,7 @@
 #endif
 
 #include "autoddl/backend/cpu/gemm.hpp"
+#include "autoddl/backend/cpu/moe.hpp"
 #include "autoddl/backend/device.hpp"
 #include "autoddl/error.hpp"
 #include "autoddl/index.hpp"
@@ -112,7 +113,7 @@ struct counted_allocator {
 };
 }  // namespace detail
 
-struct cpu_device {
+struct cpu_device : cpu_moe_primitives {  // the mixture-of-experts primitives: backend/cpu/moe.hpp
   template <class T>
   using buffer = std::vector<T, detail::counted_allocator<T>>;
 

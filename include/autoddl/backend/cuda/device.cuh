@@ -253,6 +253,29 @@ class cuda_device {
   template <class T>
   void scatter_add_rows(std::span<const std::int64_t> ids, std::int64_t lo, std::span<const T> dy, std::span<T> dtable);
 
+  // ---- mixture of experts (backend/cuda/moe_kernels.cuh) -------------------------------------
+  template <class T>
+  void topk_gates(std::int64_t rows, std::int64_t e, std::int64_t k, bool renormalize, std::span<const T> p,
+                  std::span<T> g);
+  template <class T>
+  void topk_gates_bwd(std::int64_t rows, std::int64_t e, std::int64_t k, bool renormalize, std::span<const T> p,
+                      std::span<const T> dg, std::span<T> dp);
+  template <class T>
+  void balance_loss(std::int64_t b, std::int64_t s, std::int64_t e, std::int64_t k, std::span<const T> p, T scale,
+                    std::span<T> out);
+  template <class T>
+  void balance_loss_bwd(std::int64_t b, std::int64_t s, std::int64_t e, std::int64_t k, std::span<const T> p,
+                        std::span<const T> dloss, T scale, std::span<T> dp);
+  template <class T>
+  void moe_slots(std::int64_t b, std::int64_t s, std::int64_t e, std::int64_t capacity, std::span<const T> g,
+                 std::span<std::int64_t> src, std::span<std::int64_t> dst);
+  template <class T>
+  void combine_rows(std::int64_t rows, std::int64_t e, std::span<const std::int64_t> dst, std::span<const T> g,
+                    std::span<const T> x, std::span<T> y);
+  template <class T>
+  void combine_rows_bwd(std::int64_t rows, std::int64_t e, std::span<const std::int64_t> dst, std::span<const T> g,
+                        std::span<const T> x, std::span<const T> dy, std::span<T> dx, std::span<T> dg);
+
   // ---- windows (NCHW) -----------------------------------------------------------------------
   template <class T>
   void im2col(const window_geom& g, std::span<const T> x, std::span<T> col);

@@ -12,6 +12,7 @@
 
 #include "autoddl/backend/cuda/device.cuh"
 #include "autoddl/backend/cuda/kernels.cuh"
+#include "autoddl/backend/cuda/moe_kernels.cuh"
 
 namespace autoddl::cuda {
 
@@ -244,6 +245,60 @@ void cuda_device::scatter_add_rows(std::span<const std::int64_t> ids, std::int64
   }
 }
 
+// ---- mixture of experts ----------------------------------------------------------------------
+template <class T>
+void cuda_device::topk_gates(std::int64_t rows, std::int64_t e, std::int64_t k, bool renormalize, std::span<const T> p,
+                             std::span<T> g) {
+  AUTODDL_CUDA_ELEMENTWISE(detail::topk_gates_kernel<T>, rows, rows, e, k, renormalize, p.data(), g.data());
+}
+template <class T>
+void cuda_device::topk_gates_bwd(std::int64_t rows, std::int64_t e, std::int64_t k, bool renormalize,
+                                 std::span<const T> p, std::span<const T> dg, std::span<T> dp) {
+  AUTODDL_CUDA_ELEMENTWISE(detail::topk_gates_bwd_kernel<T>, rows, rows, e, k, renormalize, p.data(), dg.data(),
+                           dp.data());
+}
+template <class T>
+void cuda_device::balance_loss(std::int64_t b, std::int64_t s, std::int64_t e, std::int64_t k, std::span<const T> p,
+                               T scale, std::span<T> out) {
+  using A = acc_t<T>;
+  buffer<A> count = alloc<A>(std::size_t(b * e)), mass = alloc<A>(std::size_t(b * e));
+  AUTODDL_CUDA_ELEMENTWISE(detail::routed_counts_kernel<T>, b * e, b, s, e, k, p.data(), count.data(), mass.data());
+  const A f = detail::to_acc(scale) * A(e) / (A(k) * A(s) * A(s));
+  AUTODDL_CUDA_ONE_BLOCK(detail::balance_sum_kernel<T>, b * e, count.data(), mass.data(), f, out.data());
+}
+template <class T>
+void cuda_device::balance_loss_bwd(std::int64_t b, std::int64_t s, std::int64_t e, std::int64_t k, std::span<const T> p,
+                                   std::span<const T> dloss, T scale, std::span<T> dp) {
+  using A = acc_t<T>;
+  buffer<A> count = alloc<A>(std::size_t(b * e)), mass = alloc<A>(std::size_t(b * e));
+  AUTODDL_CUDA_ELEMENTWISE(detail::routed_counts_kernel<T>, b * e, b, s, e, k, p.data(), count.data(), mass.data());
+  const A f = detail::to_acc(scale) * A(e) / (A(k) * A(s) * A(s));
+  AUTODDL_CUDA_ELEMENTWISE(detail::balance_bwd_kernel<T>, b * s * e, b, s, e, count.data(), dloss.data(), f, dp.data());
+}
+template <class T>
+void cuda_device::moe_slots(std::int64_t b, std::int64_t s, std::int64_t e, std::int64_t capacity, std::span<const T> g,
+                            std::span<std::int64_t> src, std::span<std::int64_t> dst) {
+  AUTODDL_CUDA_ELEMENTWISE(detail::moe_slots_kernel<T>, b * e, b, s, e, capacity, g.data(), src.data(), dst.data());
+}
+template <class T>
+void cuda_device::combine_rows(std::int64_t rows, std::int64_t e, std::span<const std::int64_t> dst,
+                               std::span<const T> g, std::span<const T> x, std::span<T> y) {
+  const detail::idx cols = rows ? detail::idx(y.size()) / rows : 0;
+  AUTODDL_CUDA_ELEMENTWISE(detail::combine_rows_kernel<T>, rows * cols, rows, e, cols, dst.data(), g.data(), x.data(),
+                           y.data());
+}
+template <class T>
+void cuda_device::combine_rows_bwd(std::int64_t rows, std::int64_t e, std::span<const std::int64_t> dst,
+                                   std::span<const T> g, std::span<const T> x, std::span<const T> dy, std::span<T> dx,
+                                   std::span<T> dg) {
+  const detail::idx cols = rows ? detail::idx(dy.size()) / rows : 0;
+  fill(dx, detail::from_acc<T>(0));
+  AUTODDL_CUDA_ELEMENTWISE(detail::combine_rows_dx_kernel<T>, rows * e * cols, rows, e, cols, dst.data(), g.data(),
+                           dy.data(), dx.data());
+  AUTODDL_CUDA_ELEMENTWISE(detail::combine_rows_dg_kernel<T>, rows * e, rows, e, cols, dst.data(), x.data(), dy.data(),
+                           dg.data());
+}
+
 template <class T>
 void cuda_device::im2col(const window_geom& g, std::span<const T> x, std::span<T> col) {
   AUTODDL_CUDA_ELEMENTWISE(detail::im2col_kernel<T>, g.col_rows() * g.col_cols(), detail::window_of(g), x.data(), col.data());
@@ -365,6 +420,21 @@ void cuda_device::adam(const optimizer_step& o, std::span<const T> g, std::span<
                                             std::span<T>);                                                              \
   template void cuda_device::scatter_add_rows<T>(std::span<const std::int64_t>, std::int64_t, std::span<const T>,       \
                                                  std::span<T>);                                                         \
+  template void cuda_device::topk_gates<T>(std::int64_t, std::int64_t, std::int64_t, bool, std::span<const T>,           \
+                                           std::span<T>);                                                               \
+  template void cuda_device::topk_gates_bwd<T>(std::int64_t, std::int64_t, std::int64_t, bool, std::span<const T>,       \
+                                               std::span<const T>, std::span<T>);                                       \
+  template void cuda_device::balance_loss<T>(std::int64_t, std::int64_t, std::int64_t, std::int64_t, std::span<const T>, \
+                                             T, std::span<T>);                                                          \
+  template void cuda_device::balance_loss_bwd<T>(std::int64_t, std::int64_t, std::int64_t, std::int64_t,                \
+                                                 std::span<const T>, std::span<const T>, T, std::span<T>);              \
+  template void cuda_device::moe_slots<T>(std::int64_t, std::int64_t, std::int64_t, std::int64_t, std::span<const T>,    \
+                                          std::span<std::int64_t>, std::span<std::int64_t>);                            \
+  template void cuda_device::combine_rows<T>(std::int64_t, std::int64_t, std::span<const std::int64_t>,                 \
+                                             std::span<const T>, std::span<const T>, std::span<T>);                     \
+  template void cuda_device::combine_rows_bwd<T>(std::int64_t, std::int64_t, std::span<const std::int64_t>,             \
+                                                 std::span<const T>, std::span<const T>, std::span<const T>,            \
+                                                 std::span<T>, std::span<T>);                                           \
   template void cuda_device::im2col<T>(const window_geom&, std::span<const T>, std::span<T>);                           \
   template void cuda_device::col2im<T>(const window_geom&, std::span<const T>, std::span<T>);                           \
   template void cuda_device::max_pool_fwd<T>(const window_geom&, std::span<const T>, std::span<T>);                     \

@@ -101,23 +101,39 @@ class spec_reader {
   double fraction(std::string_view key, double dflt) const {
     const std::string* v = find(key);
     if (!v) return dflt;
-    double x = 0, scale = 1;
-    bool digits = false, point = false, ok = !v->empty();
-    for (char ch : *v) {
-      if (ch == '.' && !point) { point = true; continue; }
-      if (ch < '0' || ch > '9') { ok = false; break; }
-      digits = true;
-      if (point) x += (scale /= 10) * (ch - '0');
-      else x = x * 10 + (ch - '0');
-    }
-    if (!ok || !digits || !(x < 1))
+    double x = 0;
+    if (!decimal_value(*v, x) || !(x < 1))
       fail<parse_error>("model spec '" + s_.text + "': " + std::string(key) + "=" + *v +
                         " is not a probability below 1; write e.g. " + std::string(key) + "=0.1");
+    return x;
+  }
+  /// A non-negative decimal ("1.25", "0"), or dflt when the key is absent.
+  double decimal(std::string_view key, double dflt) const {
+    const std::string* v = find(key);
+    if (!v) return dflt;
+    double x = 0;
+    if (!decimal_value(*v, x))
+      fail<parse_error>("model spec '" + s_.text + "': " + std::string(key) + "=" + *v +
+                        " is not a non-negative decimal; write e.g. " + std::string(key) + "=1.25");
     return x;
   }
   const model_spec& spec() const { return s_; }
 
  private:
+  static bool decimal_value(const std::string& v, double& x) {
+    double scale = 1;
+    bool digits = false, point = false;
+    x = 0;
+    for (char ch : v) {
+      if (ch == '.' && !point) { point = true; continue; }
+      if (ch < '0' || ch > '9') return false;
+      digits = true;
+      if (point) x += (scale /= 10) * (ch - '0');
+      else x = x * 10 + (ch - '0');
+    }
+    return digits;
+  }
+
   const model_spec& s_;
   std::vector<std::string> keys_;
 };

@@ -1,0 +1,101 @@
+#pragma once
+// Per-mesh-axis signature rules of the mixture-of-experts ops (Shazeer et al. 2017; GShard,
+// Lepikhin et al. 2020; Switch Transformer, Fedus et al. 2021). A routed MLP is
+//   logits = x W_r                                  (a linear without bias, [b, s, E])
+//   G      = router(logits)                         top-k of softmax(logits), the rest 0
+//   aux    = load_balance(logits)                   Switch's balancing loss, per sequence
+//   buf    = dispatch(x, G)                         [b, E, C, h]: each expert's C slots
+//   out    = experts(buf; W_gate, W_up, W_down)     E SwiGLU MLPs, [b, E, C, h]
+//   y      = combine(out, G)                        [b, s, h] = sum_e G[t, e] out[e, slot(t, e)]
+// Slots count per sequence in token order: token t takes slot c of expert e when c earlier
+// tokens of its sequence went to e; with c >= C it is dropped for that expert (Switch
+// Transformer's drop; Megatron-Core's "position" drop policy). Capacity per sequence keeps the
+// drops the same under every split of the batch, so every plan computes what serial training
+// does. The slot map is a function of G's non-zero pattern alone.
+//
+//   router        S(0) -> S(0), S(1) -> S(1), B -> B (top-k needs a token's E logits whole)
+//   load_balance  S(0) -> P (a sum over sequences), B -> B
+//   dispatch      X S(0) G S(0) -> S(0)   batch split, each device routes its sequences
+//                 X S(2) G B    -> S(3)   hidden split, the slots of every expert
+//                 X B G B -> B,  X P G B -> P   (a copy of rows is linear in X)
+//   experts       X S(0) W B -> S(0)      batch split
+//                 X S(1) W S(0) -> S(1)   expert parallelism: whole experts per device
+//                 X S(2) W B -> S(2)      slots split
+//                 X B W_gate S(2) W_up S(2) W_down S(1) -> P   expert tensor parallelism
+//                 X B W B -> B
+//   combine       X S(0) G S(0) -> S(0),  X S(3) G B -> S(2),  X P G B -> P,  X B G B -> B
+// The conversion of the dispatched buffer from S(0) to S(1) on an axis is the all-to-all of
+// expert parallelism (DESIGN.md's boxing table), and back from S(1) to S(0) before combine.
+#include <optional>
+
+#include "autoddl/ops/detail/lift.hpp"
+#include "autoddl/sbp/nd_sbp.hpp"
+
+namespace autoddl {
+
+/// Router over logits [b, s, E]: the batch or sequence may split, E may not, never P.
+constexpr std::optional<sbp> router_axis(sbp x) {
+  if (x.is_partial() || (x.is_split() && x.dim == 2)) return std::nullopt;
+  return x;
+}
+
+/// The balancing loss over logits [b, s, E]: per sequence, so a batch split sums (P).
+constexpr std::optional<sbp> load_balance_axis(sbp x) {
+  if (x.is_broadcast()) return B;
+  if (x.is_split() && x.dim == 0) return P;
+  return std::nullopt;
+}
+
+/// Dispatch of X [b, s, h] by G [b, s, E] into [b, E, C, h].
+/// Example: dispatch_axis(S(0), S(0)) == S(0); dispatch_axis(S(2), B) == S(3).
+constexpr std::optional<sbp> dispatch_axis(sbp x, sbp g) {
+  if (x.is_split() && x.dim == 0 && g.is_split() && g.dim == 0) return S(0);
+  if (!g.is_broadcast()) return std::nullopt;
+  if (x.is_split() && x.dim == 2) return S(3);
+  if (x.is_broadcast() || x.is_partial()) return x;
+  return std::nullopt;
+}
+
+/// E SwiGLU MLPs over X [b, E, C, h] with W_gate, W_up [E, h, F] and W_down [E, F, h].
+/// Example: experts_axis(S(1), S(0), S(0), S(0)) == S(1); experts_axis(B, S(2), S(2), S(1)) == P.
+constexpr std::optional<sbp> experts_axis(sbp x, sbp w_gate, sbp w_up, sbp w_down) {
+  const bool all_b = w_gate.is_broadcast() && w_up.is_broadcast() && w_down.is_broadcast();
+  if (x.is_split() && (x.dim == 0 || x.dim == 2) && all_b) return x;
+  if (x.is_split() && x.dim == 1 && w_gate == S(0) && w_up == S(0) && w_down == S(0)) return x;
+  if (x.is_broadcast() && all_b) return B;
+  if (x.is_broadcast() && w_gate == S(2) && w_up == S(2) && w_down == S(1)) return P;
+  return std::nullopt;
+}
+
+/// Combine of the experts' output X [b, E, C, h] weighted by G [b, s, E] into [b, s, h].
+/// Example: combine_axis(S(3), B) == S(2); combine_axis(P, B) == P; combine_axis(S(1), B) == nullopt.
+constexpr std::optional<sbp> combine_axis(sbp x, sbp g) {
+  if (x.is_split() && x.dim == 0 && g.is_split() && g.dim == 0) return S(0);
+  if (!g.is_broadcast()) return std::nullopt;
+  if (x.is_split() && x.dim == 3) return S(2);
+  if (x.is_broadcast() || x.is_partial()) return x;
+  return std::nullopt;
+}
+
+constexpr std::optional<nd_sbp> router_output(const nd_sbp& x) { return detail::lift(router_axis, x); }
+constexpr std::optional<nd_sbp> dispatch_output(const nd_sbp& x, const nd_sbp& g) {
+  return detail::lift(dispatch_axis, x, g);
+}
+constexpr std::optional<nd_sbp> experts_output(const nd_sbp& x, const nd_sbp& w1, const nd_sbp& w3, const nd_sbp& w2) {
+  return detail::lift(experts_axis, x, w1, w3, w2);
+}
+constexpr std::optional<nd_sbp> combine_output(const nd_sbp& x, const nd_sbp& g) { return detail::lift(combine_axis, x, g); }
+
+/// Slots per expert per sequence of `seq` tokens, each routed to `topk` of `experts`, at capacity
+/// factor `factor` (GShard, Switch: factor * tokens * k / E, rounded up); 0 is dropless: `seq`
+/// slots, as many as a sequence can send one expert. Never more than seq.
+/// Example: capacity_slots(16, 4, 2, 1.25) == 10; capacity_slots(16, 4, 2, 0) == 16.
+constexpr int capacity_slots(int seq, int experts, int topk, double factor) {
+  if (factor <= 0) return seq;
+  const double want = factor * double(seq) * double(topk) / double(experts);
+  int c = int(want);
+  if (double(c) < want) ++c;
+  return c < seq ? (c < 1 ? 1 : c) : seq;
+}
+
+}  // namespace autoddl
