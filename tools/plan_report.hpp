@@ -106,6 +106,7 @@ inline nlohmann::json plan_json(const plan_problem& pp, const plan_result& r, co
   j["dtype"] = std::string(to_string(pp.options().type));
   const int m = pp.options().microbatches;
   j["params"] = param_count(g);
+  j["active_params"] = active_param_count(g);
   j["flops_per_step"] = double(m) * (forward_flops(g) + backward_flops(g));
   j["microbatches"] = m;
   j["micro_batch_size"] = g.inputs.empty() ? 0 : g.inputs[0][0];
@@ -158,7 +159,9 @@ inline void print_human(const plan_problem& pp, const plan_result& r, const plan
                         bool all_ops = false) {
   const graph& g = pp.model();
   const plan_options& o = pp.options();
-  fmt::print("model     {}  ({} parameters, {} per step)\n", spec, si(double(param_count(g)), ""),
+  const std::int64_t active = active_param_count(g);
+  fmt::print("model     {}  ({} parameters{}, {} per step)\n", spec, si(double(param_count(g)), ""),
+             active == param_count(g) ? std::string() : ", " + si(double(active), "") + " active per token",
              si(double(o.microbatches) * (forward_flops(g) + backward_flops(g)), "FLOP"));
   fmt::print("step      {} micro-batch{} of {}, recompute {}\n", o.microbatches, o.microbatches == 1 ? "" : "es",
              g.inputs.empty() ? 0 : g.inputs[0][0], to_string(o.recompute));

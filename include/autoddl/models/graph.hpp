@@ -46,6 +46,26 @@ inline std::int64_t param_count(const graph& g) {
   return n;
 }
 
+/// Parameters one token passes through: param_count less, for each experts op (ops/moe.hpp),
+/// the (E - k) / E of its weights a token's top-k routing leaves out (k: the topk of the router
+/// whose gates its dispatch reads). A dense model's active count is its param_count.
+inline std::int64_t active_param_count(const graph& g) {
+  std::int64_t n = param_count(g);
+  for (std::size_t i = 0; i < g.ops.size(); ++i) {
+    const op_node& x = g.ops[i];
+    if (x.kind != op_kind::experts) continue;
+    const tensor_ref d = g.op_inputs[i][0];
+    if (d.op < 0 || g.ops[std::size_t(d.op)].kind != op_kind::dispatch) continue;
+    const tensor_ref r = g.op_inputs[std::size_t(d.op)][1];
+    if (r.op < 0 || g.ops[std::size_t(r.op)].kind != op_kind::router) continue;
+    const std::int64_t e = x.params[0][0], k = g.ops[std::size_t(r.op)].attrs.topk;
+    std::int64_t weights = 0;
+    for (const tensor_shape& p : x.params) weights += p.elements();
+    n -= weights / e * (e - k);
+  }
+  return n;
+}
+
 /// Checks that `microbatches` micro-batches split a step's batch of `batch` rows evenly; throws
 /// error in one sentence otherwise (autoddl-plan and autoddl-train say it for --microbatches).
 inline void check_microbatches(int microbatches, std::int64_t batch) {

@@ -11,7 +11,9 @@
 //     W split on a, or X split on another dim             -> tensor parallel (the weight split)
 //     otherwise                                           -> replicated (every device does it all)
 //   the axis takes the role of the largest weight; dp, cp and tp are the products of the sizes
-//   of their axes, pp the pipeline's stages. The models here have no expert layers: ep is 1.
+//   of their axes, pp the pipeline's stages. ep is the product of the axes on which most of the
+//   experts ops' work (ops/moe.hpp) splits whole experts (X S(1)); such an axis also carries
+//   the rest of the model, so it counts in dp, cp or tp as its vote says.
 // ZeRO stage, over the data-parallel axes, per parameter (weighted by its bytes, the stage of
 // the most bytes wins): 3 where it is stored split but computed whole (gathered before use),
 // 2 where its summed gradient is split (reduce-scattered), 1 where only its update (optimizer
@@ -95,6 +97,13 @@ inline plan_parallelism parallelism_of(const plan_problem& pp, const std::vector
       case axis_role::tensor: r.tp *= mesh[a]; break;
       case axis_role::replicated: break;
     }
+  }
+  for (int a = 0; a < mesh.size(); ++a) {
+    double split = 0, whole = 0;
+    for (int i = 0; i < int(g.ops.size()); ++i)
+      if (at(g.ops, i).kind == op_kind::experts)
+        (pp.op_candidate(i, at(pick, i)).inputs[0][a] == S(1) ? split : whole) += forward_flops(at(g.ops, i)) + 1;
+    if (split > whole) r.ep *= mesh[a];
   }
   double bytes[4] = {0, 0, 0, 0};
   std::vector<char> seen(g.params.size(), 0);  // each parameter at its first use

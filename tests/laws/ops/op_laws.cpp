@@ -21,7 +21,8 @@ std::vector<op_node> sample_ops() {
   // every op the zoo uses, at sizes that split 2, 3, 4 and 6 ways in places
   for (const char* spec : {"gpt:layers=1,hidden=24,heads=6,seq=12,batch=12,vocab=36",
                            "bert:layers=1,hidden=24,heads=2,seq=6,batch=4,vocab=30",
-                           "vgg11:image=32,classes=12,batch=6,fc=24"}) {
+                           "vgg11:image=32,classes=12,batch=6,fc=24",
+                           "llama:layers=1,hidden=24,heads=2,kv_heads=1,ffn=24,experts=4,topk=2,seq=6,batch=4,vocab=30"}) {
     graph g = build_model(spec);
     for (op_node& op : g.ops) {
       bool seen = std::any_of(ops.begin(), ops.end(), [&](const op_node& o) {

@@ -77,6 +77,60 @@ TEST_CASE("hf configs refuse what autoddl cannot build, naming the file, the fie
   CHECK_THROWS_WITH(load_model("hf:x.json:seq=0"), ContainsSubstring("seq=0 is not a positive whole number"));
 }
 
+// mistralai/Mixtral-8x7B-v0.1 and Qwen/Qwen3-30B-A3B (the fields autoddl reads).
+const char* mixtral_8x7b = R"({
+  "model_type": "mixtral", "hidden_size": 4096, "intermediate_size": 14336, "num_hidden_layers": 32,
+  "num_attention_heads": 32, "num_key_value_heads": 8, "num_local_experts": 8, "num_experts_per_tok": 2,
+  "vocab_size": 32000, "max_position_embeddings": 32768, "rms_norm_eps": 1e-05, "rope_theta": 1000000.0,
+  "router_aux_loss_coef": 0.02, "tie_word_embeddings": false})";
+const char* qwen3_30b_a3b = R"({
+  "model_type": "qwen3_moe", "hidden_size": 2048, "intermediate_size": 6144, "moe_intermediate_size": 768,
+  "num_hidden_layers": 48, "num_attention_heads": 32, "num_key_value_heads": 4, "head_dim": 128,
+  "num_experts": 128, "num_experts_per_tok": 8, "norm_topk_prob": true, "decoder_sparse_step": 1,
+  "mlp_only_layers": [], "router_aux_loss_coef": 0.001, "vocab_size": 151936, "max_position_embeddings": 40960,
+  "rms_norm_eps": 1e-06, "rope_theta": 1000000.0, "tie_word_embeddings": false})";
+
+TEST_CASE("mixture-of-experts configs build the published models, total and active", "[models][hf][moe]") {
+  // per layer: q H A D, k and v H G D, o A D H, the router H E, E experts of 3 H F, two norms of
+  // H (+ the q and k norms of D); untied embedding and head V H each, the final norm H
+  auto closed = [](std::int64_t V, std::int64_t H, std::int64_t A, std::int64_t G, std::int64_t D, std::int64_t F,
+                   std::int64_t E, std::int64_t L, bool qk_norm) {
+    const std::int64_t attn = H * A * D + 2 * H * G * D + A * D * H;
+    return 2 * V * H + L * (attn + H * E + E * 3 * H * F + 2 * H + (qk_norm ? 2 * D : 0)) + H;
+  };
+  const llama_config m = parse_hf_config(mixtral_8x7b, "mixtral/config.json");
+  CHECK((m.experts == 8 && m.topk == 2 && m.norm_topk && m.aux_coef == 0.02 && m.expert_ffn() == 14336));
+  const graph gm = build_llama(m);
+  CHECK(param_count(gm) == closed(32000, 4096, 32, 8, 128, 14336, 8, 32, false));
+  CHECK(param_count(gm) == 46'702'792'704);  // "46.7B total parameters" (Mistral AI, Mixtral of experts)
+  CHECK(param_count(build_model("llama:size=mixtral-8x7b")) == param_count(gm));
+  const llama_config q = parse_hf_config(qwen3_30b_a3b, "qwen3-moe/config.json");
+  CHECK((q.experts == 128 && q.topk == 8 && q.norm_topk && q.qk_norm && q.expert_ffn() == 768));
+  const graph gq = build_llama(q);
+  CHECK(param_count(gq) == closed(151936, 2048, 32, 4, 128, 768, 128, 48, true));
+  CHECK(param_count(gq) > 30'450'000'000);  // "30.5B in total", Qwen3 technical report
+  CHECK(param_count(gq) < 30'550'000'000);
+  CHECK(param_count(build_model("llama:size=qwen3-30b-a3b")) == param_count(gq));
+  // active per token: all but the unrouted experts' share
+  const std::int64_t qa = param_count(gq) - std::int64_t(48) * (128 - 8) * 3 * 2048 * 768;
+  CHECK(active_param_count(gq) == qa);
+  CHECK(qa > 3'250'000'000);  // "3.3B activated"
+  CHECK(qa < 3'400'000'000);
+  CHECK(active_param_count(gm) == param_count(gm) - std::int64_t(32) * 6 * 3 * 4096 * 14336);  // 12.9B active
+}
+
+TEST_CASE("mixture-of-experts specs and configs refuse what autoddl cannot build", "[models][hf][moe][errors]") {
+  const std::string tiny = "llama:layers=2,hidden=64,heads=4,kv_heads=2,ffn=64,seq=16,batch=8,vocab=96";
+  CHECK_THROWS_WITH(build_model(tiny + ",experts=4,topk=5"), ContainsSubstring("topk=5 must lie in [1, experts=4]"));
+  CHECK_THROWS_WITH(build_model(tiny + ",experts=4,capacity=-1"),
+                    ContainsSubstring("capacity=-1 is not a non-negative decimal"));
+  CHECK_THROWS_WITH(build_model(tiny + ",topk=2"), ContainsSubstring("need experts=E"));
+  std::string dense = qwen3_30b_a3b;
+  dense.replace(dense.find("\"mlp_only_layers\": []"), 21, "\"mlp_only_layers\": [3]");
+  CHECK_THROWS_WITH(parse_hf_config(dense, "q.json"), ContainsSubstring("layer 3 has a dense MLP"));
+  CHECK_NOTHROW(build_model(tiny + ",experts=4,topk=2,capacity=0,shared_experts=2,moe_ffn=32"));
+}
+
 TEST_CASE("--seq and --batch rewrite any model's spec", "[models][hf][resize]") {
   CHECK(resize_model_spec("llama:size=llama3-8b,seq=4096", 2048, std::nullopt) == "llama:size=llama3-8b,seq=2048");
   CHECK(resize_model_spec("gpt", 64, 16) == "gpt:seq=64,batch=16");

@@ -96,6 +96,22 @@ inline std::vector<op_node> op_cases() {
   a.kv_heads = 2;
   a.causal = true;
   r.push_back(make_op("attention.grouped.causal", op_kind::attention, {{4, 8, 16}, {4, 8, 8}, {4, 8, 8}}, {}, a));
+  // mixture of experts (4 experts): top-2 gates with and without renormalisation, the balancing
+  // loss, and dispatch, experts and combine at 3 slots of 4 tokens (random gates route every
+  // token everywhere, so the fourth token of each sequence is dropped at each expert)
+  a = {};
+  a.topk = 2;
+  a.renormalize = true;
+  a.aux_coef = 0.5;
+  r.push_back(make_op("router.renormalized", op_kind::router, {{4, 4, 4}}, {}, a));
+  r.push_back(make_op("load_balance", op_kind::load_balance, {{4, 4, 4}}, {}, a));
+  a.renormalize = false;
+  r.push_back(make_op("router", op_kind::router, {{4, 4, 4}}, {}, a));
+  a = {};
+  a.capacity = 3;
+  r.push_back(make_op("dispatch", op_kind::dispatch, {{4, 4, 8}, {4, 4, 4}}, {}, a));
+  r.push_back(make_op("experts", op_kind::experts, {{4, 4, 3, 8}}, {{4, 8, 6}, {4, 8, 6}, {4, 6, 8}}));
+  r.push_back(make_op("combine", op_kind::combine, {{4, 4, 3, 8}, {4, 4, 4}}));
   return r;
 }
 

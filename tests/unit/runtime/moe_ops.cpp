@@ -1,0 +1,161 @@
+// Oracles for the mixture-of-experts ops beyond finite differences (gradients.cpp) and every
+// signature against serial execution (sharded_vs_serial.cpp):
+// - the router's gates against a brute-force top-k written here (sort by value, ties to the
+//   lower expert), with and without renormalisation, on rows with ties;
+// - dispatch against a brute-force slot loop, and a hand-worked capacity case: four tokens all
+//   routed to expert 0 at 2 slots keep tokens 0 and 1, drop 2 and 3;
+// - combine of the dispatched buffer (identity experts) is each token times the sum of its kept
+//   gates; the balancing loss against its closed form on a hand-made batch;
+// - capacity_slots against ceil(factor * seq * k / E).
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <random>
+#include <vector>
+
+#include <catch2/catch_test_macros.hpp>
+
+#include "cases.hpp"
+#include "sim.hpp"
+
+using namespace autoddl;
+
+namespace moe_ops_cases {
+
+namespace {
+
+sim::host_tensor forward(const op_node& op, const sim::global_operands& g) {
+  sim::host_tensor dy{op.outputs[0], std::vector<double>(std::size_t(op.outputs[0].elements()), 0.0)};
+  return sim::run_serial(op, g, dy, 1).y;
+}
+
+// The k largest of a row by (value descending, index ascending), as a brute force: sort.
+std::vector<int> brute_top_k(const std::vector<double>& row, int k) {
+  std::vector<int> idx(row.size());
+  std::iota(idx.begin(), idx.end(), 0);
+  std::stable_sort(idx.begin(), idx.end(), [&](int a, int b) { return row[std::size_t(a)] > row[std::size_t(b)]; });
+  idx.resize(std::size_t(k));
+  return idx;
+}
+
+}  // namespace
+
+TEST_CASE("router gates are the top-k of the softmax, ties to the lower expert", "[runtime][kernels][moe]") {
+  const std::int64_t b = 2, s = 5, e = 6;
+  for (bool renorm : {false, true}) {
+    CAPTURE(renorm);
+    op_attrs a;
+    a.topk = 3;
+    a.renormalize = renorm;
+    const op_node op = sim::make_op("gates", op_kind::router, {{b, s, e}}, {}, a);
+    std::mt19937_64 rng(3);
+    sim::global_operands g = sim::random_operands(op, rng);
+    // ties: row 0 all equal, row 1 a tie at the boundary of the top 3
+    for (std::int64_t c = 0; c < e; ++c) g.inputs[0].v[std::size_t(c)] = 0.25;
+    const std::vector<double> tie{0.9, 0.1, 0.5, 0.5, 0.5, -1.0};
+    std::copy(tie.begin(), tie.end(), g.inputs[0].v.begin() + e);
+    const sim::host_tensor y = forward(op, g);
+    for (std::int64_t r = 0; r < b * s; ++r) {
+      std::vector<double> logits(g.inputs[0].v.begin() + r * e, g.inputs[0].v.begin() + (r + 1) * e), p(logits.size());
+      const double m = *std::max_element(logits.begin(), logits.end());
+      double z = 0;
+      for (std::size_t c = 0; c < p.size(); ++c) z += (p[c] = std::exp(logits[c] - m));
+      for (double& v : p) v /= z;
+      const std::vector<int> top = brute_top_k(p, a.topk);
+      double kept = 0;
+      for (int c : top) kept += p[std::size_t(c)];
+      for (int c = 0; c < int(e); ++c) {
+        const bool in = std::find(top.begin(), top.end(), c) != top.end();
+        const double want = in ? (renorm ? p[std::size_t(c)] / kept : p[std::size_t(c)]) : 0.0;
+        CAPTURE(r, c);
+        CHECK(std::abs(y.v[std::size_t(r * e + c)] - want) <= 1e-14);
+      }
+    }
+    // the tied rows by hand: all equal -> experts 0, 1, 2; {0.9, 0.1, 0.5, 0.5, 0.5, -1} -> 0, 2, 3
+    for (int c = 0; c < int(e); ++c) CHECK((y.v[std::size_t(c)] != 0) == (c < 3));
+    for (int c = 0; c < int(e); ++c) CHECK((y.v[std::size_t(e + c)] != 0) == (c == 0 || c == 2 || c == 3));
+  }
+}
+
+TEST_CASE("dispatch fills each expert's slots in token order and drops past capacity", "[runtime][kernels][moe]") {
+  SECTION("hand-worked: four tokens to expert 0 at 2 slots") {
+    op_attrs a;
+    a.capacity = 2;
+    const op_node d = sim::make_op("dispatch", op_kind::dispatch, {{1, 4, 2}, {1, 4, 2}}, {}, a);
+    sim::global_operands g;
+    g.inputs.push_back({d.inputs[0], {1, 10, 2, 20, 3, 30, 4, 40}});
+    g.inputs.push_back({d.inputs[1], {0.5, 0, 0.25, 0, 1, 0, 0.75, 0}});
+    const sim::host_tensor buf = forward(d, g);
+    // [1, expert 2, slot 2, h 2]: expert 0 holds tokens 0 and 1; expert 1 nothing
+    CHECK(buf.v == std::vector<double>{1, 10, 2, 20, 0, 0, 0, 0});
+    // combine of the buffer as it came (identity experts): kept tokens weighted, dropped ones 0
+    const op_node c = sim::make_op("combine", op_kind::combine, {{1, 2, 2, 2}, {1, 4, 2}});
+    sim::global_operands gc;
+    gc.inputs.push_back(buf);
+    gc.inputs.push_back(g.inputs[1]);
+    CHECK(forward(c, gc).v == std::vector<double>{0.5, 5, 0.5, 5, 0, 0, 0, 0});
+  }
+  SECTION("against a brute-force slot loop on random top-2 gates") {
+    const std::int64_t b = 3, s = 8, e = 4, h = 3, cap = 3;
+    std::mt19937_64 rng(9);
+    op_attrs a;
+    a.capacity = int(cap);
+    const op_node d = sim::make_op("dispatch", op_kind::dispatch, {{b, s, h}, {b, s, e}}, {}, a);
+    sim::global_operands g = sim::random_operands(d, rng);
+    for (std::int64_t t = 0; t < b * s; ++t) {  // keep two random experts per token
+      std::vector<int> keep(static_cast<std::size_t>(e));
+      std::iota(keep.begin(), keep.end(), 0);
+      std::shuffle(keep.begin(), keep.end(), rng);
+      for (int c = 2; c < int(e); ++c) g.inputs[1].v[std::size_t(t * e + keep[std::size_t(c)])] = 0;
+    }
+    const sim::host_tensor buf = forward(d, g);
+    std::vector<double> want(std::size_t(b * e * cap * h), 0.0);
+    int dropped = 0;
+    for (std::int64_t i = 0; i < b; ++i)
+      for (std::int64_t c = 0; c < e; ++c) {
+        std::int64_t slot = 0;
+        for (std::int64_t t = 0; t < s; ++t) {
+          if (g.inputs[1].v[std::size_t((i * s + t) * e + c)] == 0) continue;
+          if (slot == cap) {
+            ++dropped;
+            continue;
+          }
+          for (std::int64_t j = 0; j < h; ++j)
+            want[std::size_t(((i * e + c) * cap + slot) * h + j)] = g.inputs[0].v[std::size_t((i * s + t) * h + j)];
+          ++slot;
+        }
+      }
+    CHECK(buf.v == want);
+    CHECK(dropped > 0);  // seed 9 overfills some expert of some sequence
+  }
+}
+
+TEST_CASE("the balancing loss is coef E / (k s^2) sum_e count_e sum_t p_te, averaged over sequences",
+          "[runtime][kernels][moe]") {
+  const std::int64_t b = 2, s = 3, e = 2;
+  op_attrs a;
+  a.topk = 1;
+  a.aux_coef = 0.1;
+  const op_node op = sim::make_op("balance", op_kind::load_balance, {{b, s, e}}, {}, a);
+  sim::global_operands g;
+  // logits chosen so the probabilities are round: log(3) vs 0 gives p = (0.75, 0.25)
+  const double l3 = std::log(3.0);
+  g.inputs.push_back({op.inputs[0], {l3, 0, l3, 0, 0, l3, /* sequence 1: all to expert 1 */ 0, l3, 0, l3, 0, l3}});
+  const double y = forward(op, g).v[0];
+  // sequence 0: counts (2, 1), probability mass (0.75 + 0.75 + 0.25, 0.25 + 0.25 + 0.75) = (1.75, 1.25)
+  const double seq0 = 2.0 / (1 * 9) * (2 * 1.75 + 1 * 1.25);
+  // sequence 1: counts (0, 3), mass (0.75, 2.25)
+  const double seq1 = 2.0 / (1 * 9) * (0 * 0.75 + 3 * 2.25);
+  CHECK(std::abs(y - 0.1 * (seq0 + seq1) / 2) <= 1e-14);
+}
+
+TEST_CASE("capacity is ceil(factor * seq * k / E), at least 1, at most seq; 0 is dropless", "[runtime][kernels][moe]") {
+  CHECK(capacity_slots(16, 4, 2, 1.25) == 10);
+  CHECK(capacity_slots(16, 4, 2, 0) == 16);
+  CHECK(capacity_slots(4096, 8, 2, 1.25) == 1280);
+  CHECK(capacity_slots(4096, 128, 8, 1.25) == 320);
+  CHECK(capacity_slots(16, 4, 2, 4) == 16);
+  CHECK(capacity_slots(2, 64, 1, 1.0) == 1);
+}
+
+}  // namespace moe_ops_cases
