@@ -154,9 +154,9 @@ inline nlohmann::json plan_json(const plan_problem& pp, const plan_result& r, co
   return j;
 }
 
-inline void print_human(const plan_problem& pp, const plan_result& r, const plan_peak& peak,
-                        const std::vector<plan_row>& rows, const std::string& spec, const std::string& hw_name,
-                        bool all_ops = false) {
+// The lines above the table: the model, the step, the mesh, the strategy, the parallelism.
+inline void print_plan_heading(const plan_problem& pp, const plan_result& r, const plan_peak& peak, const std::string& spec,
+                               const std::string& hw_name) {
   const graph& g = pp.model();
   const plan_options& o = pp.options();
   const std::int64_t active = active_param_count(g);
@@ -169,6 +169,11 @@ inline void print_human(const plan_problem& pp, const plan_result& r, const plan
              pp.options().mesh.devices(), hw_name, to_string(pp.options().type));
   fmt::print("strategy  {}   search {}\n", to_string(r.strategy), seconds(r.search_s));
   fmt::print("parallel  {}\n\n", parallelism_line(parallelism_of(pp, r.pick, peak.stages), pp.options().mesh));
+}
+
+// The table of ops: every op (all_ops), or consecutive repeated blocks laid out alike once.
+inline void print_op_table(const plan_problem& pp, const std::vector<plan_row>& rows, bool all_ops) {
+  const graph& g = pp.model();
   fmt::print("{:<22} {:<14} {:>10} {:>10} {:>10} {:>10} {:>11}  {}\n", "op", "kind", "compute", "comm", "comm time",
              "memory", "if runner-up", "signature");
   auto print_row = [&](const plan_row& row) {
@@ -205,6 +210,10 @@ inline void print_human(const plan_problem& pp, const plan_result& r, const plan
                    block_prefix(at(rows, run.last_first).name), run.count);
       for (int k = run.first; k < run.end; ++k) print_row(at(rows, k));
     }
+}
+
+// The lines below the table: the predicted step, bytes, memory, prices, gap and notes.
+inline void print_plan_totals(const plan_problem& pp, const plan_result& r, const plan_peak& peak, const std::string& hw_name) {
   fmt::print("\npredicted step {}  = compute {} + communication {} (gradient sync overlaps backward: {})\n",
              seconds(r.time), seconds(r.totals.compute()), seconds(r.totals.comm()),
              pp.overlap() == overlap_rule::none ? "no" : "yes");
@@ -225,4 +234,11 @@ inline void print_human(const plan_problem& pp, const plan_result& r, const plan
   for (const auto& n : r.notes) fmt::print("note: {}\n", n);
 }
 
+inline void print_human(const plan_problem& pp, const plan_result& r, const plan_peak& peak,
+                        const std::vector<plan_row>& rows, const std::string& spec, const std::string& hw_name,
+                        bool all_ops = false) {
+  print_plan_heading(pp, r, peak, spec, hw_name);
+  print_op_table(pp, rows, all_ops);
+  print_plan_totals(pp, r, peak, hw_name);
+}
 }  // namespace autoddl::tools

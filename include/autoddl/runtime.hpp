@@ -7,4 +7,5 @@
 #include "autoddl/runtime/data.hpp"
 #include "autoddl/runtime/gather.hpp"
 #include "autoddl/runtime/op_kernels.hpp"
+#include "autoddl/runtime/train_options.hpp"
 #include "autoddl/runtime/trainer.hpp"

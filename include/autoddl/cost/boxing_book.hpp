@@ -55,8 +55,8 @@ namespace detail {
 /// reads a key or two where std::unordered_map chases a node, and the planner looks a summary up
 /// for each of the millions of pairs a 4-D search prices. The slots hold a key and the index of
 /// its summary, the summaries sit in insertion order: growing moves 12 bytes a slot, not 60, and
-/// writes no summary (issue 19: the value-initialised summaries of each doubling were 5 % of
-/// planning GPT-3 on 16x8x8).
+/// writes no summary (value-initialised summaries at each doubling would cost 5 % of planning
+/// GPT-3 on 16x8x8).
 class summary_table {
  public:
   const path_summary* find(std::uint64_t key) const {

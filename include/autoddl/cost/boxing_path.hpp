@@ -230,8 +230,8 @@ class boxing_dijkstra {
   /// The arrays are read by pointer, without a bounds check per access: every index is a state
   /// id below their common size (the source's and `stop`'s encodings, each arc's `to`, which
   /// Steps encodes), and they keep that size while it runs. With libstdc++'s assertions on (the
-  /// meson build's b_ndebug=false) the checks cost about 1.5 % of planning GPT-3 on 16x8x8
-  /// (issue 19); the sanitizer job still checks these reads.
+  /// meson build's b_ndebug=false) the checks cost about 1.5 % of planning GPT-3 on 16x8x8;
+  /// the sanitizer job still checks these reads.
   constexpr void settle(int stop) {
     double* dist = t_.dist.data();
     int* prev = t_.prev.data();

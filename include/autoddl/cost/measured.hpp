@@ -5,7 +5,8 @@
 // --model fills them on the machine at hand; the planner prices a kernel from the table where it
 // has the entry, from a per-op-kind fit of the table (time = a + flops * c_f + bytes * c_b) where
 // it has entries of that kind but not that shape, and by the analytical formula otherwise.
-// Everything here is optional: a profile without it (the GPU presets) prices as before.
+// Everything here is optional: a profile without it (the GPU presets) prices every
+// kernel, copy and optimizer update analytically.
 #include <cstdint>
 #include <string>
 #include <vector>

@@ -175,7 +175,7 @@ inline std::size_t first_sum_equal(const double* a, const double* b, std::size_t
 
 /// Where a reduction stops: units of work (one per pair of classes an edge prices, one per
 /// candidate sum an elimination compares; < 0: no limit), the same on any machine at any load,
-/// so a plan and its report do not depend on where or when they were made (issue 37); and a
+/// so a plan and its report do not depend on where or when they were made; and a
 /// count of steps (edges priced, nodes eliminated; < 0: no count), for tests that stop it at
 /// every point. A pair priced costs sp_price_units (pricing runs the cost model: about a
 /// microsecond), a sum compared one (about a nanosecond).

@@ -254,8 +254,8 @@ inline expert_plan make_expert_plan(const plan_problem& pp, expert e, bool sp = 
   std::vector<std::vector<int>> in_edges(std::size_t(cp.nodes()));  // incoming edges per op node
   for (std::size_t k = 0; k < cp.edges().size(); ++k) at(in_edges, cp.edges()[k].v).push_back(int(k));
   // An op whose pick depends on exactly what an earlier op's did takes that op's pick: the
-  // blocks of a GPT after the first (issue 19: the expert starts were a quarter of planning
-  // GPT-3 on 16x8x8). The key is everything expert_pick_op reads: the op's candidates and own
+  // blocks of a GPT after the first (computed one by one, the expert starts were a quarter
+  // of planning GPT-3 on 16x8x8). The key is everything expert_pick_op reads: the op's candidates and own
   // terms (shared lists: same address, same content), its kind, whether it is in a block, and
   // per incoming edge its class, its tensor and the producer's pick, or for a parameter edge
   // the parameter's terms (parameters priced alike store alike).

@@ -1,5 +1,5 @@
 #pragma once
-// Which price the planner gives an op's kernel under a candidate signature (issue 11): the
+// Which price the planner gives an op's kernel under a candidate signature: the
 // measured seconds where the hardware profile's kernel table has the kernel's key
 // (ops/kernel_key.hpp) in the plan's dtype; else, where the table has kernels of that op kind,
 // the per-kind fit time = a + flops * c_f + bytes * c_b (cost/measured.hpp, fit_kernel_time, on

@@ -62,6 +62,140 @@ inline bool better_megatron(const megatron_layout_plan& a, const megatron_layout
   return a.time < b.time * (1 - 1e-9);
 }
 
+
+// The knob lists of search_megatron_layouts and the points tried (megatron_point: indices into
+// them) with the best so far.
+class megatron_search {
+ public:
+  megatron_search(const std::function<graph(int)>& build, std::int64_t batch, const plan_options& base, step_settings pin,
+                  std::uint64_t seed, const megatron_layout_space& space, int max_points)
+      : build_(build), batch_(batch), base_(base), seed_(seed), max_points_(max_points) {
+    const mesh_shape& mesh = base.mesh;
+    tps_ = divisors(mesh[mesh.size() - 1]);
+    if (space.pipelines && mesh.size() > 1) {
+      const int units = int(pipeline_units(build(1)).size());
+      for (int d : divisors(mesh[0]))
+        if (d > 1 && d <= units) pps_.push_back(d);
+    }
+    if (space.interleaved)
+      for (int v = 2; v <= 8; ++v) vpps_.push_back(v);
+    // mbs 0: the micro-batch count a caller pins (--microbatches), else the planner's choice
+    mbss_ = pin.microbatches ? std::vector<int>{0} : std::vector<int>{1, 2, 4};
+    if (pin.recompute) rs_ = {*pin.recompute};
+    pin.with_gap = false;
+    pin.runner_ups = false;
+    pin_ = pin;
+    sizes_ = {int(tps_.size()), int(pps_.size()), int(cps_.size()), int(vpps_.size()), int(mbss_.size()), int(rs_.size())};
+  }
+
+  // starts: tp the innermost axis, selective recomputation, at the stage counts nearest
+  // `first_stages` (its index, and up to two on either side)
+  void start(int first_stages) {
+    int at_pp = int(std::find(pps_.begin(), pps_.end(), first_stages) - pps_.begin());
+    if (at_pp >= sizes_[1]) at_pp = 0;
+    const int r0 = rs_.size() == 3 ? 1 : 0;
+    for (int d : {0, 1, -1, 2, -2})
+      if (at_pp + d >= 0 && at_pp + d < sizes_[1]) eval({sizes_[0] - 1, at_pp + d, 0, 0, 0, r0});
+    if (!best_) eval({sizes_[0] - 1, 0, 0, 0, 0, int(rs_.size()) - 1});  // no pipeline, full recomputation
+  }
+
+  // One round from the best point. Whether the descent goes on.
+  bool round() {
+    const megatron_point from = *best_;
+    for (const auto& x : neighbours(from)) eval(x);
+    if (!(*best_ == from)) return true;
+    // Where single moves stop: a neighbour faster but over the memory limit, with one move that
+    // saves memory (more context parallelism, more stages, more recomputation): Llama 3 70B on
+    // 8x8 goes from tp=8,pp=2 through tp=4,pp=2 (faster, over) to tp=4,pp=2,cp=2
+    const double here = seen_.at(from)->time;
+    for (const auto& x : neighbours(from)) {
+      const auto got = seen_.find(x);
+      if (got == seen_.end() || !got->second || got->second->feasible || got->second->time >= here) continue;
+      for (int k : {2, 1, 5}) {
+        megatron_point y = x;
+        y[std::size_t(k)] += 1;
+        if (y[std::size_t(k)] < sizes_[std::size_t(k)]) eval(y);
+      }
+    }
+    return !(*best_ == from);
+  }
+
+  bool found() const { return best_.has_value(); }
+  bool budget_left() const { return int(seen_.size()) < max_points_; }
+  megatron_layout_plan take_best() {
+    megatron_layout_plan r = std::move(*seen_[*best_]);
+    r.points = int(seen_.size());
+    return r;
+  }
+
+ private:
+  // The knobs of point x.
+  strategy::megatron knobs(const megatron_point& x) const {
+    strategy::megatron m;
+    m.tp = at(tps_, x[0]);
+    m.pp = at(pps_, x[1]) > 1 ? at(pps_, x[1]) : 0;
+    m.cp = at(cps_, x[2]) > 1 ? at(cps_, x[2]) : 0;
+    m.vpp = at(vpps_, x[3]) > 1 ? at(vpps_, x[3]) : 0;
+    m.mbs = at(mbss_, x[4]);  // 0: pin.microbatches
+    m.recompute = at(rs_, x[5]);
+    m.sp = m.tp > 1;
+    m.dopt = true;
+    return m;
+  }
+  // The plan of knobs m: a pipeline where m.pp > 1, else a flat plan. Throws error where the
+  // mesh, the batch or the sequence does not split that way.
+  megatron_layout_plan plan_of(const strategy::megatron& m) const {
+    megatron_layout_plan r;
+    r.knobs = m;
+    if (m.pp > 1) {
+      r.pipeline = plan_megatron_pipeline(build_, batch_, base_, m, pin_, seed_);
+      r.time = r.pipeline->time;
+      r.feasible = r.pipeline->feasible;
+      r.peak_memory = r.pipeline->peak_memory();
+    } else {
+      r.flat = plan_micro_batched(build_, batch_, base_, m, pin_, seed_);
+      r.time = r.flat->result.time;
+      r.feasible = r.flat->result.feasible;
+      r.peak_memory = r.flat->peak_bytes;
+    }
+    return r;
+  }
+  void eval(const megatron_point& x) {
+    if (seen_.count(x) || int(seen_.size()) >= max_points_) return;
+    std::optional<megatron_layout_plan>& slot = seen_[x];
+    const strategy::megatron m = knobs(x);
+    if (m.vpp > 0 && m.pp == 0) return;  // interleaving needs stages
+    try {
+      slot = plan_of(m);
+    } catch (const error&) {  // the mesh, the batch or the sequence does not split that way
+      return;
+    }
+    if (!best_ || better_megatron(*slot, *seen_[*best_])) best_ = x;
+  }
+  std::vector<megatron_point> neighbours(const megatron_point& from) const {
+    std::vector<megatron_point> r;
+    for (int k = 0; k < 6; ++k)
+      for (int step : {-1, 1}) {
+        megatron_point x = from;
+        x[std::size_t(k)] += step;
+        if (x[std::size_t(k)] >= 0 && x[std::size_t(k)] < sizes_[std::size_t(k)]) r.push_back(x);
+      }
+    return r;
+  }
+
+  const std::function<graph(int)>& build_;
+  std::int64_t batch_;
+  const plan_options& base_;
+  step_settings pin_;
+  std::uint64_t seed_;
+  int max_points_;
+  std::vector<int> tps_, pps_{1}, cps_{1, 2, 4, 8, 16}, vpps_{1}, mbss_;
+  std::vector<recompute_mode> rs_{recompute_mode::none, recompute_mode::selective, recompute_mode::full};
+  std::array<int, 6> sizes_{};
+  std::map<megatron_point, std::optional<megatron_layout_plan>> seen_;
+  std::optional<megatron_point> best_;
+};
+
 }  // namespace detail
 
 /// The descent over megatron's knobs (see the header); nullopt where no knob setting makes a
@@ -70,103 +204,12 @@ inline std::optional<megatron_layout_plan> search_megatron_layouts(const std::fu
                                                                    std::int64_t batch, const plan_options& base,
                                                                    step_settings pin, std::uint64_t seed = 1,
                                                                    megatron_layout_space space = {}, int max_points = 40) {
-  const mesh_shape& mesh = base.mesh;
-  std::vector<int> tps = divisors(mesh[mesh.size() - 1]);
-  std::vector<int> pps{1};
-  if (space.pipelines && mesh.size() > 1) {
-    const int units = int(pipeline_units(build(1)).size());
-    for (int d : divisors(mesh[0]))
-      if (d > 1 && d <= units) pps.push_back(d);
-  }
-  const std::vector<int> cps{1, 2, 4, 8, 16};
-  std::vector<int> vpps{1};
-  if (space.interleaved)
-    for (int v = 2; v <= 8; ++v) vpps.push_back(v);
-  // mbs 0: the micro-batch count a caller pins (--microbatches), else the planner's choice
-  const std::vector<int> mbss = pin.microbatches ? std::vector<int>{0} : std::vector<int>{1, 2, 4};
-  std::vector<recompute_mode> rs{recompute_mode::none, recompute_mode::selective, recompute_mode::full};
-  if (pin.recompute) rs = {*pin.recompute};
-  pin.with_gap = false;
-  pin.runner_ups = false;
-
-  const std::array<int, 6> sizes{int(tps.size()), int(pps.size()), int(cps.size()), int(vpps.size()), int(mbss.size()),
-                                 int(rs.size())};
-  std::map<detail::megatron_point, std::optional<megatron_layout_plan>> seen;
-  std::optional<detail::megatron_point> best;
-  auto eval = [&](const detail::megatron_point& x) {
-    if (seen.count(x) || int(seen.size()) >= max_points) return;
-    std::optional<megatron_layout_plan>& slot = seen[x];
-    strategy::megatron m;
-    m.tp = at(tps, x[0]);
-    m.pp = at(pps, x[1]) > 1 ? at(pps, x[1]) : 0;
-    m.cp = at(cps, x[2]) > 1 ? at(cps, x[2]) : 0;
-    m.vpp = at(vpps, x[3]) > 1 ? at(vpps, x[3]) : 0;
-    m.mbs = at(mbss, x[4]);  // 0: pin.microbatches
-    m.recompute = at(rs, x[5]);
-    m.sp = m.tp > 1;
-    m.dopt = true;
-    if (m.vpp > 0 && m.pp == 0) return;  // interleaving needs stages
-    try {
-      megatron_layout_plan r;
-      r.knobs = m;
-      if (m.pp > 1) {
-        r.pipeline = plan_megatron_pipeline(build, batch, base, m, pin, seed);
-        r.time = r.pipeline->time;
-        r.feasible = r.pipeline->feasible;
-        r.peak_memory = r.pipeline->peak_memory();
-      } else {
-        r.flat = plan_micro_batched(build, batch, base, m, pin, seed);
-        r.time = r.flat->result.time;
-        r.feasible = r.flat->result.feasible;
-        r.peak_memory = r.flat->peak_bytes;
-      }
-      slot = std::move(r);
-    } catch (const error&) {  // the mesh, the batch or the sequence does not split that way
-      return;
-    }
-    if (!best || detail::better_megatron(*slot, *seen[*best])) best = x;
-  };
-  // starts: tp the innermost axis, selective recomputation, at the stage counts nearest the
-  // given one (its index, and up to two on either side)
-  int at_pp = int(std::find(pps.begin(), pps.end(), space.first_stages) - pps.begin());
-  if (at_pp >= sizes[1]) at_pp = 0;
-  const int r0 = rs.size() == 3 ? 1 : 0;
-  for (int d : {0, 1, -1, 2, -2})
-    if (at_pp + d >= 0 && at_pp + d < sizes[1]) eval({sizes[0] - 1, at_pp + d, 0, 0, 0, r0});
-  if (!best) eval({sizes[0] - 1, 0, 0, 0, 0, int(rs.size()) - 1});  // no pipeline, full recomputation
-  auto neighbours = [&sizes](const detail::megatron_point& from) {
-    std::vector<detail::megatron_point> r;
-    for (int k = 0; k < 6; ++k)
-      for (int step : {-1, 1}) {
-        detail::megatron_point x = from;
-        x[std::size_t(k)] += step;
-        if (x[std::size_t(k)] >= 0 && x[std::size_t(k)] < sizes[std::size_t(k)]) r.push_back(x);
-      }
-    return r;
-  };
-  while (best && int(seen.size()) < max_points) {
-    const detail::megatron_point from = *best;
-    for (const auto& x : neighbours(from)) eval(x);
-    if (!(*best == from)) continue;
-    // Where single moves stop: a neighbour faster but over the memory limit, with one move that
-    // saves memory (more context parallelism, more stages, more recomputation): Llama 3 70B on
-    // 8x8 goes from tp=8,pp=2 through tp=4,pp=2 (faster, over) to tp=4,pp=2,cp=2
-    const double here = seen.at(from)->time;
-    for (const auto& x : neighbours(from)) {
-      const auto got = seen.find(x);
-      if (got == seen.end() || !got->second || got->second->feasible || got->second->time >= here) continue;
-      for (int k : {2, 1, 5}) {
-        detail::megatron_point y = x;
-        y[std::size_t(k)] += 1;
-        if (y[std::size_t(k)] < sizes[std::size_t(k)]) eval(y);
-      }
-    }
-    if (*best == from) break;
-  }
-  if (!best) return std::nullopt;
-  megatron_layout_plan r = std::move(*seen[*best]);
-  r.points = int(seen.size());
-  return r;
+  detail::megatron_search search(build, batch, base, pin, seed, space, max_points);
+  search.start(space.first_stages);
+  while (search.found() && search.budget_left())
+    if (!search.round()) break;
+  if (!search.found()) return std::nullopt;
+  return search.take_best();
 }
 
 }  // namespace autoddl

@@ -117,101 +117,72 @@ inline void price_peak(micro_batched_plan& p) {
   p.result.feasible = p.peak_bytes <= p.result.memory_limit.value_or(p.problem->make_objective().memory_limit);
 }
 
-/// Plans the model `build(m)` makes (one micro-batch of a step of m, batch `batch` in all) by
-/// strategy s, choosing the micro-batch count and the recomputation where `pin` leaves them open.
-/// Throws error when a pinned count does not divide the batch.
-inline micro_batched_plan plan_micro_batched(const std::function<graph(int)>& build, std::int64_t batch,
-                                             const plan_options& base, const plan_strategy& s, step_settings pin,
-                                             std::uint64_t seed = 1) {
-  check_strategy(s, base.mesh);
-  if (pipeline_stages(s) > 1)
-    detail::fail<layout_error>(to_string(s) + " has " + detail::itos(pipeline_stages(s)) +
-                               " pipeline stages, which this planner does not lay out; plan it with "
-                               "plan_pipeline (search/pipeline.hpp, as autoddl-plan and autoddl-train do) or leave pp out");
+namespace detail {
+
+// `pin` with the micro-batch count and recomputation a megatron strategy's own knobs fix.
+// Throws layout_error where they disagree with what pin asks for.
+inline step_settings pinned_by_strategy(const plan_strategy& s, const mesh_shape& mesh, std::int64_t batch,
+                                        step_settings pin) {
   const auto* mg = std::get_if<strategy::megatron>(&s);
-  if (const std::optional<int> m = megatron_microbatches(s, base.mesh, batch)) {
+  if (const std::optional<int> m = megatron_microbatches(s, mesh, batch)) {
     if (pin.microbatches && *pin.microbatches != *m)
-      detail::fail<layout_error>(to_string(s) + " means " + detail::itos(*m) + " micro-batches of the batch of " +
-                                 detail::itos(batch) + ", but --microbatches asks for " + detail::itos(*pin.microbatches) +
-                                 "; give one of the two");
+      fail<layout_error>(to_string(s) + " means " + itos(*m) + " micro-batches of the batch of " + itos(batch) +
+                         ", but --microbatches asks for " + itos(*pin.microbatches) + "; give one of the two");
     pin.microbatches = m;
   }
   if (mg && mg->recompute) {
     if (pin.recompute && *pin.recompute != *mg->recompute)
-      detail::fail<layout_error>(to_string(s) + " recomputes " + std::string(to_string(*mg->recompute)) +
-                                 ", but --recompute asks for " + std::string(to_string(*pin.recompute)) +
-                                 "; give one of the two");
+      fail<layout_error>(to_string(s) + " recomputes " + std::string(to_string(*mg->recompute)) +
+                         ", but --recompute asks for " + std::string(to_string(*pin.recompute)) + "; give one of the two");
     pin.recompute = mg->recompute;
   }
-  plan_options planning = base;
-  planning.mesh = planning_mesh(s, base.mesh);
-  planning.zero1_layouts = base.zero1_layouts || uses_zero1_layouts(s);
-  planning.zero2_layouts = base.zero2_layouts || uses_zero2_layouts(s);
-  if (pin.microbatches) check_microbatches(*pin.microbatches, batch);
-  const std::vector<int> counts = pin.microbatches ? std::vector<int>{*pin.microbatches} : divisors(batch);
-  std::vector<recompute_mode> modes{recompute_mode::none, recompute_mode::selective, recompute_mode::full};
-  if (pin.recompute) modes = {*pin.recompute};
-  const bool searching = std::holds_alternative<strategy::automatic>(s);
-  const bool single = counts.size() == 1 && modes.size() == 1;
+  return pin;
+}
 
-  const auto t0 = std::chrono::steady_clock::now();
-  micro_batched_plan best;
-  std::map<int, graph> graphs;  // per micro-batch count, where several settings are tried
-  int tried = 0;
-  std::string log;  // "1/none over, 4/none fits, ..."
-  auto solve = [&](int m, recompute_mode r) {
-    plan_options o = planning;
-    o.microbatches = m;
-    o.recompute = r;
-    micro_batched_plan p;
-    p.problem = std::make_unique<plan_problem>(single ? build(m) : graph(detail::kept_graph(graphs, build, m)), o);
-    // while choosing, the search skips its exact reference and runner-ups (the winner gets them below)
-    p.result = solve_plan(*p.problem, s, seed, /*with_gap=*/single && pin.with_gap, /*runner_ups=*/single && pin.runner_ups);
-    price_peak(p);  // the descent bounded the additive breakdown; the setting fits where the replay does
-    p.microbatches = m;
-    p.recompute = r;
-    ++tried;
-    log += (log.empty() ? "" : ", ") + detail::itos(m) + "/" + std::string(to_string(r)) + " " +
-           (p.result.feasible ? "fits" : "over");
-    return p;
-  };
-  auto better = [](const micro_batched_plan& a, const micro_batched_plan& b) {  // a strictly better than b
-    if (!b.problem) return true;
-    if (a.result.feasible != b.result.feasible) return a.result.feasible;
-    if (!a.result.feasible) return a.peak_bytes < b.peak_bytes;
-    return a.result.time < b.result.time * (1 - 1e-9);
-  };
-  auto consider = [&](micro_batched_plan&& p) {  // whether p fits
-    const bool fits = p.result.feasible;
-    if (better(p, best)) best = std::move(p);
-    return fits;
-  };
-  std::set<int> unsplit;  // counts the layout cannot split
-  // A setting whose micro-batch the strategy's layout cannot split (zero over 64 devices, 32
-  // micro-batches of 32 rows) is no plan: it is skipped, and the log says so.
-  auto solve_if_splits = [&](int m, recompute_mode r) -> std::optional<micro_batched_plan> {
-    try {
-      return solve(m, r);
-    } catch (const layout_error&) {
-      unsplit.insert(m);
-      return std::nullopt;
-    }
-  };
-  for (recompute_mode r : modes) {
+// plan_micro_batched's choice among settings (micro-batch count, recomputation): each setting
+// tried is solved and priced by its replayed peak; the best so far is kept, and a log of them.
+class step_settings_choice {
+ public:
+  step_settings_choice(const std::function<graph(int)>& build, const plan_options& planning, const plan_strategy& s,
+                       std::uint64_t seed, const step_settings& pin, bool single)
+      : build_(build), planning_(planning), strategy_(s), seed_(seed), pin_(pin), single_(single) {}
+
+  // Every count of `counts` worth trying under recomputation r, fewest first. Whether memory does
+  // not bind (the first count fits with half the limit to spare: no other mode needs trying).
+  bool try_mode(const std::vector<int>& counts, recompute_mode r) {
     micro_batched_plan first = solve(counts.front(), r);
     const double limit = first.problem->make_objective().memory_limit;
-    auto tight = [limit](const micro_batched_plan& p) { return p.peak_bytes > 0.9 * limit; };
     if (first.result.feasible) {
-      const bool more = tight(first);
+      const bool more = tight(first, limit);
       const bool roomy = first.peak_bytes < 0.5 * limit;
       consider(std::move(first));
-      if (roomy) break;  // memory does not bind: recomputation and micro-batches buy nothing
+      if (roomy) return true;  // memory does not bind: recomputation and micro-batches buy nothing
       if (more && counts.size() > 1)
         if (auto next = solve_if_splits(counts[1], r)) consider(std::move(*next));
-      continue;
+      return false;
     }
-    // over the limit: what shrinks with m (activations, and the transient buffers, mostly an
-    // op's backward working set) and what does not, from this plan
+    try_over_limit(counts, r, std::move(first), limit);
+    return false;
+  }
+
+  /// The best setting, with a note of what was tried where several were.
+  micro_batched_plan take_best() {
+    if (!single_)
+      best_.result.notes.push_back("chose " + itos(best_.microbatches) + " micro-batch" +
+                                   (best_.microbatches == 1 ? "" : "es") + " and recompute " +
+                                   std::string(to_string(best_.recompute)) + " among " + itos(tried_) +
+                                   " settings tried (micro-batches/recompute: " + log_ + ")" +
+                                   unsplit_text(unsplit_, to_string(strategy_)));
+    best_.settings_tried = tried_;
+    return std::move(best_);
+  }
+
+ private:
+  // The first count over the limit: what shrinks with m (activations, and the transient buffers,
+  // mostly an op's backward working set) and what does not, from this plan, predict the count
+  // that fits; tried from there up, and where none of those splits, down from it (the additive
+  // prediction is an upper bound: a smaller count may fit the replayed peak).
+  void try_over_limit(const std::vector<int>& counts, recompute_mode r, micro_batched_plan&& first, double limit) {
     const memory_breakdown mem = first.problem->memory_of(first.result.pick);
     const double fixed = double(mem.total() - mem.activations - mem.transient);
     const double act = double(mem.activations + mem.transient) * double(counts.front());
@@ -219,8 +190,6 @@ inline micro_batched_plan plan_micro_batched(const std::function<graph(int)>& bu
     std::size_t k = 1;
     while (k < counts.size() && fixed + act / double(counts[k]) > limit) ++k;
     if (k == counts.size()) k = counts.size() - 1;  // nothing predicted to fit: the most
-    // from the predicted count up; where none of those splits, down from it (the additive
-    // prediction is an upper bound: a smaller count may fit the replayed peak)
     std::vector<std::size_t> order;
     for (std::size_t i = k; i < counts.size(); ++i) order.push_back(i);
     const std::size_t up = order.size();
@@ -233,7 +202,7 @@ inline micro_batched_plan plan_micro_batched(const std::function<graph(int)>& bu
       if (!p) continue;
       any_split = true;
       ++extra;
-      const bool more = tight(*p);
+      const bool more = tight(*p, limit);
       if (consider(std::move(*p))) {
         if (more && n < up && i + 1 < counts.size())
           if (auto next = solve_if_splits(counts[i + 1], r)) consider(std::move(*next));
@@ -241,18 +210,98 @@ inline micro_batched_plan plan_micro_batched(const std::function<graph(int)>& bu
       }
     }
   }
-  if (!single)
-    best.result.notes.push_back("chose " + detail::itos(best.microbatches) + " micro-batch" +
-                                (best.microbatches == 1 ? "" : "es") + " and recompute " +
-                                std::string(to_string(best.recompute)) + " among " + detail::itos(tried) +
-                                " settings tried (micro-batches/recompute: " + log + ")" +
-                                detail::unsplit_text(unsplit, to_string(s)));
+
+  static bool tight(const micro_batched_plan& p, double limit) { return p.peak_bytes > 0.9 * limit; }
+
+  micro_batched_plan solve(int m, recompute_mode r) {
+    plan_options o = planning_;
+    o.microbatches = m;
+    o.recompute = r;
+    micro_batched_plan p;
+    p.problem = std::make_unique<plan_problem>(single_ ? build_(m) : graph(kept_graph(graphs_, build_, m)), o);
+    // while choosing, the search skips its exact reference and runner-ups (the winner gets them after)
+    p.result = solve_plan(*p.problem, strategy_, seed_, /*with_gap=*/single_ && pin_.with_gap,
+                          /*runner_ups=*/single_ && pin_.runner_ups);
+    price_peak(p);  // the descent bounded the additive breakdown; the setting fits where the replay does
+    p.microbatches = m;
+    p.recompute = r;
+    ++tried_;
+    log_ += (log_.empty() ? "" : ", ") + itos(m) + "/" + std::string(to_string(r)) + " " +
+            (p.result.feasible ? "fits" : "over");
+    return p;
+  }
+  // A setting whose micro-batch the strategy's layout cannot split (zero over 64 devices, 32
+  // micro-batches of 32 rows) is no plan: it is skipped, and the log says so.
+  std::optional<micro_batched_plan> solve_if_splits(int m, recompute_mode r) {
+    try {
+      return solve(m, r);
+    } catch (const layout_error&) {
+      unsplit_.insert(m);
+      return std::nullopt;
+    }
+  }
+  // a strictly better than b
+  static bool better(const micro_batched_plan& a, const micro_batched_plan& b) {
+    if (!b.problem) return true;
+    if (a.result.feasible != b.result.feasible) return a.result.feasible;
+    if (!a.result.feasible) return a.peak_bytes < b.peak_bytes;
+    return a.result.time < b.result.time * (1 - 1e-9);
+  }
+  // p kept where it beats the best so far; whether p fits.
+  bool consider(micro_batched_plan&& p) {
+    const bool fits = p.result.feasible;
+    if (better(p, best_)) best_ = std::move(p);
+    return fits;
+  }
+
+  const std::function<graph(int)>& build_;
+  const plan_options& planning_;
+  const plan_strategy& strategy_;
+  std::uint64_t seed_;
+  const step_settings& pin_;
+  bool single_;
+  micro_batched_plan best_;
+  std::map<int, graph> graphs_;  ///< per micro-batch count, where several settings are tried
+  int tried_ = 0;
+  std::string log_;       ///< "1/none over, 4/none fits, ..."
+  std::set<int> unsplit_;  ///< counts the layout cannot split
+};
+
+}  // namespace detail
+
+/// Plans the model `build(m)` makes (one micro-batch of a step of m, batch `batch` in all) by
+/// strategy s, choosing the micro-batch count and the recomputation where `pin` leaves them open.
+/// Throws error when a pinned count does not divide the batch.
+inline micro_batched_plan plan_micro_batched(const std::function<graph(int)>& build, std::int64_t batch,
+                                             const plan_options& base, const plan_strategy& s, step_settings pin,
+                                             std::uint64_t seed = 1) {
+  check_strategy(s, base.mesh);
+  if (pipeline_stages(s) > 1)
+    detail::fail<layout_error>(to_string(s) + " has " + detail::itos(pipeline_stages(s)) +
+                               " pipeline stages, which this planner does not lay out; plan it with "
+                               "plan_pipeline (search/pipeline.hpp, as autoddl-plan and autoddl-train do) or leave pp out");
+  pin = detail::pinned_by_strategy(s, base.mesh, batch, pin);
+  plan_options planning = base;
+  planning.mesh = planning_mesh(s, base.mesh);
+  planning.zero1_layouts = base.zero1_layouts || uses_zero1_layouts(s);
+  planning.zero2_layouts = base.zero2_layouts || uses_zero2_layouts(s);
+  if (pin.microbatches) check_microbatches(*pin.microbatches, batch);
+  const std::vector<int> counts = pin.microbatches ? std::vector<int>{*pin.microbatches} : divisors(batch);
+  std::vector<recompute_mode> modes{recompute_mode::none, recompute_mode::selective, recompute_mode::full};
+  if (pin.recompute) modes = {*pin.recompute};
+  const bool searching = std::holds_alternative<strategy::automatic>(s);
+  const bool single = counts.size() == 1 && modes.size() == 1;
+
+  const auto t0 = std::chrono::steady_clock::now();
+  detail::step_settings_choice choice(build, planning, s, seed, pin, single);
+  for (recompute_mode r : modes)
+    if (choice.try_mode(counts, r)) break;
+  micro_batched_plan best = choice.take_best();
   if (searching && !single) {  // search_s: everything tried, the winner's runner-ups; then its gap
     if (pin.runner_ups) attach_runner_ups(*best.problem, best.result);
     best.result.search_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (pin.with_gap) attach_optimal_gap(*best.problem, seed, best.result);
   }
-  best.settings_tried = tried;
   return best;
 }
 

@@ -44,8 +44,8 @@ class choice_problem {
   }
   /// The same, the costs held by the caller (a pointer), who keeps them alive and unchanged as long as this
   /// problem (and its copies) lives: nodes and problems that price alike share one copy (a
-  /// GPT-3's 96 blocks, the tied and untied problems of a plan_problem; issue 19: building the
-  /// problems of its micro-batch settings was mostly first touches of fresh memory).
+  /// GPT-3's 96 blocks, the tied and untied problems of a plan_problem: building the
+  /// problems of its micro-batch settings is otherwise mostly first touches of fresh memory).
   int add_node(const std::vector<cost_terms>* unary, int group = -1) {
     if (!unary || unary->empty()) detail::fail("a node of the layout-choice problem needs at least one candidate");
     own_.push_back(-1);

@@ -65,7 +65,7 @@ namespace detail {
 /// Port pairs beyond which the tied DP is not tried (tied_port_pairs; about 1 s of pricing here).
 inline constexpr std::int64_t tied_seed_max_pairs = 500'000;
 /// A safety net only (sp_budget's units): below tied_seed_max_pairs the DP takes 0.3-0.6 s on
-/// issue 19's 3-D rows; this is about 10 s of it.
+/// bench_search's 3-D rows; this is about 10 s of it.
 inline constexpr std::int64_t tied_seed_work = 10'000'000'000;
 /// The exact reference's budget (sp_budget's units): GPT-2 medium on 4x4x8 solves in 2.8e9 of
 /// them (0.4 s here), GPT-3 on 16x8x8 needs 1.4e10 (1.5 s) and is bounded; where pricing the
@@ -245,10 +245,10 @@ inline void solve_auto(const plan_problem& pp, std::uint64_t seed, plan_result& 
 /// The gap of r (an auto plan of pp) on the additive objective, where the exact reference fits
 /// its budget (exact_reference_work: units of work, not seconds, so the same command reports
 /// the same at any load; about half a second here, so the report never costs much more than the
-/// search, issue 19).
+/// search).
 /// Over budget: the reduction so far gives a lower bound on the optimum (exact.hpp) and r's gap
 /// to it, an upper bound on r's additive gap, and a note says so.
-/// A solved exact reference is never beaten (issue 37): with `adopt`, where its plan, descended
+/// A solved exact reference is never beaten: with `adopt`, where its plan, descended
 /// under the plan's own objective, ranks better than r's, it becomes r's plan (re-priced, its
 /// runner-ups recomputed where r had them), the gap is that plan's, and a note gives the search's
 /// own gap. Callers that priced r.pick already into something else (a pipeline's stages) pass

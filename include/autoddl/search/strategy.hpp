@@ -146,6 +146,51 @@ constexpr std::string to_string(const plan_strategy& s) {
 /// The largest tp, dp or mbs a strategy's text may give (each is kept in an int).
 inline constexpr std::int64_t max_strategy_knob = 2147483647;
 
+namespace detail {
+
+// The knobs of megatron strategy `text` ("tp=8,pp=2,recompute=full": what follows the colon).
+constexpr strategy::megatron parse_megatron_knobs(std::string_view text, std::string_view knobs) {
+  strategy::megatron m;
+  std::string_view rest = knobs;
+  while (!rest.empty()) {
+    const std::size_t comma = rest.find(',');
+    const std::string_view kv = rest.substr(0, comma);
+    rest = comma == std::string_view::npos ? std::string_view{} : rest.substr(comma + 1);
+    const std::size_t eq = kv.find('=');
+    const std::string_view key = kv.substr(0, eq);
+    const std::string_view value = eq == std::string_view::npos ? std::string_view{} : kv.substr(eq + 1);
+    if (key == "recompute") {
+      m.recompute = parse_recompute(value);
+      continue;
+    }
+    if (key != "tp" && key != "dp" && key != "mbs" && key != "sp" && key != "pp" && key != "vpp" && key != "cp" &&
+        key != "dopt")
+      fail<parse_error>("unknown knob '" + std::string(kv) + "' in strategy '" + std::string(text) +
+                                "'; megatron takes tp=T, pp=P, cp=C, dp=D, mbs=B, recompute=none|selective|full, "
+                                "sp=1, vpp=V and dopt=1");
+    cursor c{value};
+    const std::int64_t n = c.number();
+    const bool flag = key == "sp" || key == "dopt";
+    if (n < (flag ? 0 : 1) || !c.done() || (flag && n > 1) || n > max_strategy_knob) {
+      std::string rule = "0 or 1";
+      if (!flag) rule = "a positive integer up to " + itos(max_strategy_knob);
+      fail<parse_error>(std::string(key) + " in strategy '" + std::string(text) + "' must be " + rule + ", got '" +
+                                std::string(value) + "'");
+    }
+    if (key == "tp") m.tp = int(n);
+    if (key == "dp") m.dp = int(n);
+    if (key == "mbs") m.mbs = int(n);
+    if (key == "sp") m.sp = n == 1;
+    if (key == "pp") m.pp = int(n);
+    if (key == "vpp") m.vpp = int(n);
+    if (key == "cp") m.cp = int(n);
+    if (key == "dopt") m.dopt = n == 1;
+  }
+  return m;
+}
+
+}  // namespace detail
+
 /// Parses the text form. Example: parse_strategy("megatron:tp=8") == strategy::megatron{.tp = 8}.
 /// Throws parse_error naming the strategy or knob that is wrong and what is valid.
 constexpr plan_strategy parse_strategy(std::string_view text) {
@@ -157,45 +202,7 @@ constexpr plan_strategy parse_strategy(std::string_view text) {
       "dopt=1], zero[:stage=1|2|3] (zero alone, stage 3, also spelled fsdp), "
       "owt, 2d, "
       "exact, exhaustive";
-  if (name == "megatron") {
-    strategy::megatron m;
-    std::string_view rest = knobs;
-    while (!rest.empty()) {
-      const std::size_t comma = rest.find(',');
-      const std::string_view kv = rest.substr(0, comma);
-      rest = comma == std::string_view::npos ? std::string_view{} : rest.substr(comma + 1);
-      const std::size_t eq = kv.find('=');
-      const std::string_view key = kv.substr(0, eq);
-      const std::string_view value = eq == std::string_view::npos ? std::string_view{} : kv.substr(eq + 1);
-      if (key == "recompute") {
-        m.recompute = parse_recompute(value);
-        continue;
-      }
-      if (key != "tp" && key != "dp" && key != "mbs" && key != "sp" && key != "pp" && key != "vpp" && key != "cp" &&
-          key != "dopt")
-        detail::fail<parse_error>("unknown knob '" + std::string(kv) + "' in strategy '" + std::string(text) +
-                                  "'; megatron takes tp=T, pp=P, cp=C, dp=D, mbs=B, recompute=none|selective|full, "
-                                  "sp=1, vpp=V and dopt=1");
-      detail::cursor c{value};
-      const std::int64_t n = c.number();
-      const bool flag = key == "sp" || key == "dopt";
-      if (n < (flag ? 0 : 1) || !c.done() || (flag && n > 1) || n > max_strategy_knob) {
-        std::string rule = "0 or 1";
-        if (!flag) rule = "a positive integer up to " + detail::itos(max_strategy_knob);
-        detail::fail<parse_error>(std::string(key) + " in strategy '" + std::string(text) + "' must be " + rule + ", got '" +
-                                  std::string(value) + "'");
-      }
-      if (key == "tp") m.tp = int(n);
-      if (key == "dp") m.dp = int(n);
-      if (key == "mbs") m.mbs = int(n);
-      if (key == "sp") m.sp = n == 1;
-      if (key == "pp") m.pp = int(n);
-      if (key == "vpp") m.vpp = int(n);
-      if (key == "cp") m.cp = int(n);
-      if (key == "dopt") m.dopt = n == 1;
-    }
-    return m;
-  }
+  if (name == "megatron") return detail::parse_megatron_knobs(text, knobs);
   if (name == "zero" && colon != std::string_view::npos) {
     if (knobs != "stage=1" && knobs != "stage=2" && knobs != "stage=3")
       detail::fail<parse_error>("zero takes one knob, stage=1, 2 or 3 (ZeRO's stages), got '" + std::string(text) + "'");

@@ -97,18 +97,20 @@ struct svg_stages {
   }
 };
 
-/// The picture of result r of pp (rows from plan_rows), with `others` (name, result) drawn
-/// beside it in the comparison of predicted steps, and a pipeline's stages where `stages` has any.
-/// `peak`: the plan's replayed peak per device where the caller has it (a pipeline's highest
-/// stage); below 0, replayed here (replay_step_memory).
-inline std::string plan_svg(const plan_problem& pp, const plan_result& r, const std::vector<plan_row>& rows,
-                            const std::vector<std::pair<std::string, plan_result>>& others = {},
-                            const svg_stages& stages = {}, double peak = -1) {
-  using namespace detail;
+namespace detail {
+
+// A line of the picture's table: a row of op `op`, or (op < 0) a group heading.
+struct svg_line {
+  int op = -1;
+  std::string heading;
+};
+
+// The table's lines: consecutive repeated blocks laid out alike (and in one stage) draw once,
+// under a heading; a pipeline's stages each under their own.
+inline std::vector<svg_line> svg_lines(const plan_problem& pp, const plan_result& r, const std::vector<plan_row>& rows,
+                                       const svg_stages& stages) {
   const graph& g = pp.model();
-  const int axes = pp.options().mesh.size();
   const bool piped = !stages.first_ops.empty();
-  // which rows to draw: consecutive repeated blocks laid out alike (and in one stage) draw once
   auto key_of = [&](int first, int last) {
     std::string k = piped ? std::to_string(stages.stage_of(first)) + "|" : std::string();
     for (int i = first; i < last; ++i) {
@@ -119,11 +121,7 @@ inline std::string plan_svg(const plan_problem& pp, const plan_result& r, const 
     }
     return k;
   };
-  struct line {
-    int op = -1;          // a row of op `op`, or (op < 0) a group heading
-    std::string heading;
-  };
-  std::vector<line> lines;
+  std::vector<svg_line> lines;
   int next_stage = 0;  // the stage whose heading comes next
   auto stage_headings = [&](int op) {  // the headings of the stages beginning at or before op
     for (; piped && next_stage < int(stages.first_ops.size()) && at(stages.first_ops, next_stage) <= op; ++next_stage)
@@ -140,93 +138,118 @@ inline std::string plan_svg(const plan_problem& pp, const plan_result& r, const 
       lines.push_back({k, {}});
     }
   }
+  return lines;
+}
 
-  const double row_h = 16, top = piped ? 88 : 74, name_w = 170, cell = 30, gap = 28;
-  const double act_x = name_w, w_x = act_x + cell * axes + gap, time_x = w_x + cell * axes + gap, time_w = 420;
+// Where the picture's parts go: the table (name, output layout and weight storage columns, time
+// bars against a time axis), then the memory bar, the comparison of plans and the legend.
+struct svg_geometry {
+  int axes = 1;
+  bool piped = false;
+  double row_h = 16, top = 74, name_w = 170, cell = 30, gap = 28;
+  double act_x = 0, w_x = 0, time_x = 0, time_w = 420;
+  double tick = 1, axis_max = 1, table_h = 0, mem_y = 0, cmp_y = 0, width = 0, height = 0;
+  double tx(double t) const { return time_x + time_w * t / axis_max; }
+};
+
+inline svg_geometry svg_geometry_of(int axes, bool piped, const std::vector<plan_row>& rows, std::size_t lines,
+                                    std::size_t others) {
+  svg_geometry q;
+  q.axes = axes;
+  q.piped = piped;
+  q.top = piped ? 88 : 74;
+  q.act_x = q.name_w;
+  q.w_x = q.act_x + q.cell * axes + q.gap;
+  q.time_x = q.w_x + q.cell * axes + q.gap;
   double max_t = 1e-12;
   for (const plan_row& row : rows) max_t = std::max(max_t, std::max(row.compute_s, row.comm_s));
-  const double tick = nice_step(max_t), axis_max = std::ceil(max_t / tick) * tick;
-  auto tx = [&](double t) { return time_x + time_w * t / axis_max; };
-  const double table_h = row_h * double(lines.size());
-  const double mem_y = top + table_h + 40, cmp_y = mem_y + 70;
-  const double width = time_x + time_w + 40;
-  const double height = cmp_y + 24.0 * double(others.size() + 1) + 40;
+  q.tick = nice_step(max_t);
+  q.axis_max = std::ceil(max_t / q.tick) * q.tick;
+  q.table_h = q.row_h * double(lines);
+  q.mem_y = q.top + q.table_h + 40;
+  q.cmp_y = q.mem_y + 70;
+  q.width = q.time_x + q.time_w + 40;
+  q.height = q.cmp_y + 24.0 * double(others + 1) + 40;
+  return q;
+}
 
-  std::string s = "<svg xmlns='http://www.w3.org/2000/svg' width='" + svg_num(width) + "' height='" + svg_num(height) +
-                  "' font-family='sans-serif' font-size='11'>\n";
-  s += svg_rect(0, 0, width, height, "#ffffff");
-  s += svg_text(8, 16,
-                g.name + " on mesh " + to_string(pp.options().mesh) + ", " + std::string(to_string(pp.options().type)) + ", " +
-                    to_string(r.strategy) + " plan: predicted step " + svg_time(r.time),
-                " font-weight='bold' font-size='13'");
+// The title lines, the column headings and the time axis.
+inline std::string svg_heading(const plan_problem& pp, const plan_result& r, const svg_stages& stages, const svg_geometry& q) {
+  const graph& g = pp.model();
+  const double top = q.top;
+  std::string s = svg_text(8, 16,
+                           g.name + " on mesh " + to_string(pp.options().mesh) + ", " + std::string(to_string(pp.options().type)) +
+                               ", " + to_string(r.strategy) + " plan: predicted step " + svg_time(r.time),
+                           " font-weight='bold' font-size='13'");
   s += svg_text(8, 32,
                 "compute " + svg_time(r.totals.compute()) + ", communication " + svg_time(r.totals.comm()) +
                     " (gradient synchronisation " + (pp.overlap() == overlap_rule::none ? "does not overlap" : "overlaps") +
                     " backward); " + std::to_string(pp.options().microbatches) + " micro-batch" +
                     (pp.options().microbatches == 1 ? "" : "es") + ", recompute " + std::string(to_string(pp.options().recompute)));
-  if (piped)
+  if (q.piped)
     s += svg_text(8, 46,
                   "pipeline: " + std::to_string(stages.first_ops.size()) + " stages (1F1B) x " + std::to_string(stages.microbatches) +
                       " micro-batches, bubble " + svg_num(100 * stages.bubble) + "% of the step; each stage's devices form mesh " +
                       to_string(pp.options().mesh) + " and run the rows under its heading",
                   " fill='#8c2d04'");
-  // column headings
   s += svg_text(8, top - 20, "op (kind)");
-  s += svg_text(act_x, top - 32, "output");
-  s += svg_text(act_x, top - 20, "layout");
-  s += svg_text(w_x, top - 32, "weight");
-  s += svg_text(w_x, top - 20, "storage");
-  for (int a = 0; a < axes; ++a) {
-    s += svg_text(act_x + cell * a + 4, top - 6, "ax" + std::to_string(a), " font-size='9'");
-    s += svg_text(w_x + cell * a + 4, top - 6, "ax" + std::to_string(a), " font-size='9'");
+  s += svg_text(q.act_x, top - 32, "output");
+  s += svg_text(q.act_x, top - 20, "layout");
+  s += svg_text(q.w_x, top - 32, "weight");
+  s += svg_text(q.w_x, top - 20, "storage");
+  for (int a = 0; a < q.axes; ++a) {
+    s += svg_text(q.act_x + q.cell * a + 4, top - 6, "ax" + std::to_string(a), " font-size='9'");
+    s += svg_text(q.w_x + q.cell * a + 4, top - 6, "ax" + std::to_string(a), " font-size='9'");
   }
-  s += svg_text(time_x, top - 32, "time per step: compute (blue, forward + backward),");
-  s += svg_text(time_x, top - 20, "communication (red, the op's incoming boxings)");
-  // time axis with ticks
-  for (double t = 0; t <= axis_max * (1 + 1e-9); t += tick) {
-    s += "<line x1='" + svg_num(tx(t)) + "' y1='" + svg_num(top - 2) + "' x2='" + svg_num(tx(t)) + "' y2='" +
-         svg_num(top + table_h) + "' stroke='#eeeeee'/>\n";
-    s += svg_text(tx(t) - 8, top + table_h + 12, svg_time(t), " font-size='9'");
+  s += svg_text(q.time_x, top - 32, "time per step: compute (blue, forward + backward),");
+  s += svg_text(q.time_x, top - 20, "communication (red, the op's incoming boxings)");
+  for (double t = 0; t <= q.axis_max * (1 + 1e-9); t += q.tick) {
+    s += "<line x1='" + svg_num(q.tx(t)) + "' y1='" + svg_num(top - 2) + "' x2='" + svg_num(q.tx(t)) + "' y2='" +
+         svg_num(top + q.table_h) + "' stroke='#eeeeee'/>\n";
+    s += svg_text(q.tx(t) - 8, top + q.table_h + 12, svg_time(t), " font-size='9'");
   }
-  for (std::size_t k = 0; k < lines.size(); ++k) {
-    const double y = top + row_h * double(k);
-    const line& l = lines[k];
-    if (l.op < 0) {
-      s += svg_text(8, y + 12, l.heading, " font-style='italic' fill='#555555'");
-      continue;
-    }
-    const int i = l.op;
-    const plan_row& row = at(rows, i);
-    if (piped) s += svg_rect(0, y, 5, row_h, stages.stage_of(i) % 2 == 0 ? "#8c2d04" : "#fdae6b", "stage " + std::to_string(stages.stage_of(i)));
-    const signature& sig = at(pp.op_candidates(i), at(r.pick, i));
-    s += svg_text(8, y + 12, row.name + " (" + row.op + ")");
-    for (int a = 0; a < axes; ++a) {
-      const sbp v = sig.outputs[0][a];
-      s += svg_rect(act_x + cell * a, y + 1, cell - 2, row_h - 2, sbp_colour(v), row.name + ": " + row.signature);
-      s += svg_text(act_x + cell * a + 3, y + 12, to_string(v), v.is_split() && v.dim < 2 ? " font-size='9' fill='#ffffff'" : " font-size='9'");
-    }
-    if (!at(g.ops, i).param_ids.empty()) {
-      const int id = at(g.ops, i).param_ids[0];
-      const nd_sbp st = at(pp.param_candidates(id), at(r.pick, pp.param_node(id))).storage;
-      for (int a = 0; a < axes; ++a) {
-        s += svg_rect(w_x + cell * a, y + 1, cell - 2, row_h - 2, sbp_colour(st[a]),
-                      at(g.params, id).name + " stored " + to_string(st) + ", used as " + to_string(sig.params[0]));
-        s += svg_text(w_x + cell * a + 3, y + 12, to_string(st[a]),
-                      st[a].is_split() && st[a].dim < 2 ? " font-size='9' fill='#ffffff'" : " font-size='9'");
-      }
-    }
-    s += svg_rect(time_x, y + 2, tx(row.compute_s) - time_x, 5, "#4e79a7", row.name + " compute " + svg_time(row.compute_s));
-    s += svg_rect(time_x, y + 8, tx(row.comm_s) - time_x, 5, "#e15759",
-                  row.name + " communication " + svg_time(row.comm_s) + " (" + svg_bytes(row.comm_bytes) + " sent per device)");
+  return s;
+}
+
+// Op i's row at height y: its name, output layout and weight storage per axis, its time bars.
+inline std::string svg_op_row(const plan_problem& pp, const plan_result& r, const plan_row& row, int i, double y,
+                              const svg_stages& stages, const svg_geometry& q) {
+  const graph& g = pp.model();
+  const double cell = q.cell, row_h = q.row_h;
+  std::string s;
+  if (q.piped) s += svg_rect(0, y, 5, row_h, stages.stage_of(i) % 2 == 0 ? "#8c2d04" : "#fdae6b", "stage " + std::to_string(stages.stage_of(i)));
+  const signature& sig = at(pp.op_candidates(i), at(r.pick, i));
+  s += svg_text(8, y + 12, row.name + " (" + row.op + ")");
+  for (int a = 0; a < q.axes; ++a) {
+    const sbp v = sig.outputs[0][a];
+    s += svg_rect(q.act_x + cell * a, y + 1, cell - 2, row_h - 2, sbp_colour(v), row.name + ": " + row.signature);
+    s += svg_text(q.act_x + cell * a + 3, y + 12, to_string(v), v.is_split() && v.dim < 2 ? " font-size='9' fill='#ffffff'" : " font-size='9'");
   }
-  // memory per device against the limit, by purpose
+  if (!at(g.ops, i).param_ids.empty()) {
+    const int id = at(g.ops, i).param_ids[0];
+    const nd_sbp st = at(pp.param_candidates(id), at(r.pick, pp.param_node(id))).storage;
+    for (int a = 0; a < q.axes; ++a) {
+      s += svg_rect(q.w_x + cell * a, y + 1, cell - 2, row_h - 2, sbp_colour(st[a]),
+                    at(g.params, id).name + " stored " + to_string(st) + ", used as " + to_string(sig.params[0]));
+      s += svg_text(q.w_x + cell * a + 3, y + 12, to_string(st[a]),
+                    st[a].is_split() && st[a].dim < 2 ? " font-size='9' fill='#ffffff'" : " font-size='9'");
+    }
+  }
+  s += svg_rect(q.time_x, y + 2, q.tx(row.compute_s) - q.time_x, 5, "#4e79a7", row.name + " compute " + svg_time(row.compute_s));
+  s += svg_rect(q.time_x, y + 8, q.tx(row.comm_s) - q.time_x, 5, "#e15759",
+                row.name + " communication " + svg_time(row.comm_s) + " (" + svg_bytes(row.comm_bytes) + " sent per device)");
+  return s;
+}
+
+// Memory per device against the limit, by purpose; `peak` the replayed peak.
+inline std::string svg_memory(const plan_problem& pp, const plan_result& r, double peak, const svg_geometry& q) {
   const memory_breakdown mem = pp.memory_of(r.pick);
   const double limit = r.memory_limit.value_or(pp.make_objective().memory_limit);
-  if (peak < 0) peak = double(replay_step_memory(pp, r.pick).peak());
-  const double mem_scale = (width - 200) / std::max({limit, peak, double(mem.total())});
-  s += svg_text(8, mem_y - 8, "peak memory per device (the step replayed): " + svg_bytes(peak) + " of " + svg_bytes(limit) +
-                                  " allowed" + (r.feasible ? "" : " (OVER THE LIMIT)") +
-                                  " (red dashes); the bars add every term as if all lived at once", " font-weight='bold'");
+  const double mem_y = q.mem_y;
+  const double mem_scale = (q.width - 200) / std::max({limit, peak, double(mem.total())});
+  std::string s = svg_text(8, mem_y - 8, "peak memory per device (the step replayed): " + svg_bytes(peak) + " of " + svg_bytes(limit) +
+                                             " allowed" + (r.feasible ? "" : " (OVER THE LIMIT)") +
+                                             " (red dashes); the bars add every term as if all lived at once", " font-weight='bold'");
   const std::pair<const char*, std::int64_t> parts[] = {{"parameters", mem.params},   {"gradients", mem.grads},
                                                          {"optimizer", mem.optimizer}, {"activations", mem.activations},
                                                          {"transient", mem.transient}};
@@ -244,16 +267,21 @@ inline std::string plan_svg(const plan_problem& pp, const plan_result& r, const 
   s += "<line x1='" + svg_num(8 + peak * mem_scale) + "' y1='" + svg_num(mem_y - 4) + "' x2='" + svg_num(8 + peak * mem_scale) +
        "' y2='" + svg_num(mem_y + 20) + "' stroke='#e15759' stroke-width='2' stroke-dasharray='3,2'><title>peak (the step "
        "replayed) " + svg_bytes(peak) + "</title></line>\n";
-  // predicted step beside the other plans
-  s += svg_text(8, cmp_y - 8, "predicted step per plan", " font-weight='bold'");
+  return s;
+}
+
+// The predicted step of r beside the other plans', and the legend of layouts.
+inline std::string svg_comparison(const plan_result& r, const std::vector<std::pair<std::string, plan_result>>& others,
+                                  const svg_geometry& q) {
+  std::string s = svg_text(8, q.cmp_y - 8, "predicted step per plan", " font-weight='bold'");
   std::vector<std::pair<std::string, const plan_result*>> all{{to_string(r.strategy), &r}};
   for (const auto& [name, o] : others) all.push_back({name, &o});
   double slowest = 0;
   for (const auto& [name, o] : all) slowest = std::max(slowest, o->time);
   for (std::size_t k = 0; k < all.size(); ++k) {
-    const double y = cmp_y + 24.0 * double(k);
+    const double y = q.cmp_y + 24.0 * double(k);
     const plan_result& o = *all[k].second;
-    const double w = (width - 320) * o.time / std::max(slowest, 1e-30);
+    const double w = (q.width - 320) * o.time / std::max(slowest, 1e-30);
     s += svg_text(8, y + 12, all[k].first);
     s += svg_rect(110, y, w, 16, k == 0 ? "#4e79a7" : "#bab0ac", all[k].first + " " + svg_time(o.time));
     char ratio[32];
@@ -262,15 +290,43 @@ inline std::string plan_svg(const plan_problem& pp, const plan_result& r, const 
                                                                     to_string(r.strategy) + "'s)") +
                                        (o.feasible ? "" : "  over the memory limit"));
   }
-  // legend of layouts
-  const double ly = height - 14;
+  const double ly = q.height - 14;
   const char* names[] = {"B", "P", "S(0)", "S(1)", "S(2)"};
   const sbp vals[] = {B, P, S(0), S(1), S(2)};
   for (int k = 0; k < 5; ++k) {
     s += svg_rect(8 + 60 * k, ly - 10, 12, 12, sbp_colour(vals[k]));
     s += svg_text(8 + 60 * k + 16, ly, names[k]);
   }
-  return s + "</svg>\n";
+  return s;
+}
+
+}  // namespace detail
+
+/// The picture of result r of pp (rows from plan_rows), with `others` (name, result) drawn
+/// beside it in the comparison of predicted steps, and a pipeline's stages where `stages` has any.
+/// `peak`: the plan's replayed peak per device where the caller has it (a pipeline's highest
+/// stage); below 0, replayed here (replay_step_memory).
+inline std::string plan_svg(const plan_problem& pp, const plan_result& r, const std::vector<plan_row>& rows,
+                            const std::vector<std::pair<std::string, plan_result>>& others = {},
+                            const svg_stages& stages = {}, double peak = -1) {
+  using namespace detail;
+  const std::vector<svg_line> lines = svg_lines(pp, r, rows, stages);
+  const svg_geometry q = svg_geometry_of(pp.options().mesh.size(), !stages.first_ops.empty(), rows, lines.size(), others.size());
+  std::string s = "<svg xmlns='http://www.w3.org/2000/svg' width='" + svg_num(q.width) + "' height='" + svg_num(q.height) +
+                  "' font-family='sans-serif' font-size='11'>\n";
+  s += svg_rect(0, 0, q.width, q.height, "#ffffff");
+  s += svg_heading(pp, r, stages, q);
+  for (std::size_t k = 0; k < lines.size(); ++k) {
+    const double y = q.top + q.row_h * double(k);
+    const svg_line& l = lines[k];
+    if (l.op < 0)
+      s += svg_text(8, y + 12, l.heading, " font-style='italic' fill='#555555'");
+    else
+      s += svg_op_row(pp, r, at(rows, l.op), l.op, y, stages, q);
+  }
+  if (peak < 0) peak = double(replay_step_memory(pp, r.pick).peak());
+  s += svg_memory(pp, r, peak, q);
+  return s + svg_comparison(r, others, q) + "</svg>\n";
 }
 
 }  // namespace autoddl

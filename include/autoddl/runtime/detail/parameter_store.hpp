@@ -1,0 +1,178 @@
+#pragma once
+// One device's parameters under a plan: their storage shards, initialised from the seed; their
+// gradients synchronised once per step into the update layout; the optimizer state beside them
+// and the update; the downloads and restores of checkpoints.
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "autoddl/backend/communicator.hpp"
+#include "autoddl/backend/device.hpp"
+#include "autoddl/backend/shard.hpp"
+#include "autoddl/error.hpp"
+#include "autoddl/index.hpp"
+#include "autoddl/runtime/boxing.hpp"
+#include "autoddl/runtime/data.hpp"
+#include "autoddl/runtime/detail/device_buffers.hpp"
+#include "autoddl/runtime/train_options.hpp"
+#include "autoddl/search/planner.hpp"
+
+namespace autoddl::detail {
+
+/// Parameters, their gradients and optimizer state on one device, laid out as plan `pick` of
+/// `problem` stores them (not owned: problem, dev and comm outlive the store).
+template <class T, Device D, MeshCommunicator M>
+class parameter_store {
+ public:
+  using buffer = buffer_t<D, T>;
+
+  parameter_store(const plan_problem& problem, std::vector<int> pick, D& dev, M& comm, const train_options& options)
+      : problem_(&problem), pick_(std::move(pick)), dev_(&dev), comm_(&comm), buffers_(dev), options_(options) {}
+
+  /// Every parameter's boxing paths; the shards and optimizer state of those `held` marks (1:
+  /// this device's pipeline stage uses it) initialised.
+  void init(const std::vector<char>& held) {
+    const graph& model = problem_->model();
+    const int np = int(model.params.size());
+    held_ = held;
+    resize(params_, np);
+    resize(grads_, np);
+    resize(first_moment_, np);
+    resize(second_moment_, np);
+    for (int p = 0; p < np; ++p) {
+      const int c = at(pick_, problem_->param_node(p));
+      const tensor_shape& shape = at(model.params, p).shape;
+      sync_paths_.push_back(problem_->param_sync_path(p, c));
+      gather_paths_.push_back(problem_->param_gather_path(p, c));
+      slice_paths_.push_back(problem_->box(storage(p), update_layout(p), shape));
+      if (!holds(p)) continue;  // another stage's
+      const shard_info s = make_shard(shape, storage(p), comm_->shape(), comm_->coords());
+      at(params_, p) = buffers_.uploaded(init_param_shard<T>(model, p, s, options_.seed));
+      const std::size_t state = std::size_t(local_shape(shape, layout{update_layout(p), comm_->shape()}).elements());
+      at(first_moment_, p) = buffers_.alloc(state);
+      if (options_.opt == optimizer::adam) at(second_moment_, p) = buffers_.alloc(state);
+    }
+  }
+
+  /// Whether this device keeps parameter p.
+  bool holds(int p) const { return at(held_, p) != 0; }
+  const param_choice& layouts(int p) const { return at(problem_->param_candidates(p), at(pick_, problem_->param_node(p))); }
+  const nd_sbp& storage(int p) const { return layouts(p).storage; }
+  const nd_sbp& update_layout(int p) const { return layouts(p).update; }
+  /// Parameter p's storage shard on the device.
+  const buffer& param(int p) const { return at(params_, p); }
+  int count() const { return int(params_.size()); }
+
+  std::vector<T> param_shard(int p) const { return buffers_.host_copy(at(params_, p)); }
+  std::vector<T> grad_shard(int p) const { return buffers_.host_copy(at(grads_, p)); }
+  std::vector<T> moment_shard(int p, int k) const { return buffers_.host_copy(at(k == 0 ? first_moment_ : second_moment_, p)); }
+  std::int64_t steps_done() const { return steps_done_; }
+  void restore_steps_done(std::int64_t n) { steps_done_ = n; }
+
+  /// Replaces parameter p's storage shard and optimizer state with host values (a checkpoint's).
+  /// @throws error on a size mismatch.
+  void restore_shard(int p, const std::vector<T>& param, const std::vector<T>& m, const std::vector<T>& v) {
+    auto put = [&](buffer& b, const std::vector<T>& h, const char* what) {
+      if (h.size() != b.size())
+        fail<error>("restoring " + std::string(what) + " of parameter '" + at(problem_->model().params, p).name + "': " +
+                    std::to_string(h.size()) + " values for a shard of " + std::to_string(b.size()));
+      if (!h.empty()) dev_->upload(std::span<const T>(h), buffers_.view(b));
+    };
+    put(at(params_, p), param, "the value");
+    put(at(first_moment_, p), m, "the first moment");
+    put(at(second_moment_, p), v, "the second moment");
+  }
+
+  /// Frees the last step's gradients.
+  void release_gradients() {
+    for (auto& g : grads_) buffers_.release(g);
+  }
+
+  /// Each parameter's summed gradient (grad_sums, in its summing layout; consumed) boxed to its
+  /// update layout: nothing for a parameter with one use (its contribution already went there),
+  /// one synchronisation for a tied one. Then `after_each(p, gradient)` (the pipeline's tied
+  /// exchange, a memory sample).
+  template <class AfterEach>
+  void synchronise(std::vector<buffer>& grad_sums, AfterEach after_each) {
+    const graph& model = problem_->model();
+    for (std::size_t p = 0; p < grads_.size(); ++p) {
+      if (!holds(int(p))) continue;
+      const param_choice& pc = layouts(int(p));
+      if (grad_sums[p].empty())  // a parameter no op reached this step
+        grads_[p] = buffers_.alloc(first_moment_[p].size());
+      else
+        grads_[p] = sync_paths_[p].size() == 0 ? std::move(grad_sums[p])
+                                               : run_boxing<T>(*dev_, *comm_, std::move(grad_sums[p]),
+                                                               model.params[p].shape, pc.grad_sum, sync_paths_[p]);
+      buffers_.release(grad_sums[p]);
+      after_each(int(p), grads_[p]);
+    }
+  }
+
+  /// n - p for the first parameter p whose gradient shard here holds NaN or Inf, else 0 (so a max
+  /// over devices picks the least such p).
+  double non_finite_flag() const {
+    const int n = int(grads_.size());
+    double flag = 0;
+    for (int p = 0; p < n && flag == 0; ++p)
+      if (!dev_->all_finite(buffers_.view(at(grads_, p)))) flag = double(n - p);
+    return flag;
+  }
+
+  /// SGD with momentum or Adam on each device's shard in the update layout: the storage shard
+  /// itself, or (ZeRO stages 1 and 2) this device's slice of it, updated and then gathered back.
+  void update() {
+    ++steps_done_;
+    optimizer_step os;
+    os.lr = options_.lr;
+    os.step = steps_done_;
+    for (std::size_t p = 0; p < params_.size(); ++p) {
+      if (!holds(int(p))) continue;
+      const boxing_path& gather = at(gather_paths_, p);
+      if (gather.size() == 0) {
+        update_shard(os, p, buffers_.view(params_[p]));
+        continue;
+      }
+      const param_choice& pc = layouts(int(p));
+      const tensor_shape& shape = at(problem_->model().params, p).shape;
+      buffer slice = run_boxing<T>(*dev_, *comm_, buffers_.clone(params_[p]), shape, pc.storage, at(slice_paths_, p));
+      update_shard(os, p, buffers_.view(slice));
+      params_[p] = run_boxing<T>(*dev_, *comm_, std::move(slice), shape, pc.update, gather);
+    }
+  }
+
+  /// Bytes of what persists between steps: parameter shards and optimizer state.
+  std::int64_t stored_bytes() const {
+    std::int64_t n = 0;
+    for (std::size_t p = 0; p < params_.size(); ++p)
+      n += std::int64_t(params_[p].size() + first_moment_[p].size() + second_moment_[p].size());
+    return n * std::int64_t(sizeof(T));
+  }
+
+ private:
+  void update_shard(const optimizer_step& os, std::size_t p, std::span<T> param) {
+    const std::span<const T> g = buffers_.view(std::as_const(grads_[p]));
+    if (options_.opt == optimizer::adam)
+      dev_->adam(os, g, buffers_.view(first_moment_[p]), buffers_.view(second_moment_[p]), param);
+    else
+      dev_->sgd_momentum(os, g, buffers_.view(first_moment_[p]), param);
+  }
+
+  const plan_problem* problem_;
+  std::vector<int> pick_;
+  D* dev_;
+  M* comm_;
+  device_buffers<T, D> buffers_;
+  train_options options_;
+  std::vector<char> held_;                 ///< per parameter: kept here
+  std::vector<buffer> params_, grads_;     ///< storage shards of parameters and their gradients
+  std::vector<buffer> first_moment_;       ///< Adam's m, or SGD-momentum's velocity
+  std::vector<buffer> second_moment_;      ///< Adam's v (empty for SGD)
+  std::vector<boxing_path> sync_paths_;    ///< per parameter: summing layout -> update layout
+  std::vector<boxing_path> slice_paths_;   ///< per parameter: storage -> update layout (a local slice)
+  std::vector<boxing_path> gather_paths_;  ///< per parameter: update layout -> storage (ZeRO 1, 2)
+  std::int64_t steps_done_ = 0;
+};
+
+}  // namespace autoddl::detail

@@ -1,0 +1,114 @@
+#pragma once
+// A pipeline plan (pipeline_plan): the layouts of one stage's mesh, the cuts, each stage's
+// figures and replayed memory peak, the step time; and the pricing of layouts as a pipeline at
+// given cuts or at the cuts balance_cuts finds. (Not in the umbrella autoddl/search.hpp, as
+// search/pipeline.hpp is not: it builds on search/micro_batches.hpp.)
+#include <algorithm>
+#include <cmath>
+#include <optional>
+#include <utility>
+#include <vector>
+
+#include "autoddl/index.hpp"
+#include "autoddl/mesh/device_mesh.hpp"
+#include "autoddl/search/micro_batches.hpp"
+#include "autoddl/search/pipeline_cuts.hpp"
+#include "autoddl/search/pipeline_shape.hpp"
+#include "autoddl/search/step_memory.hpp"
+
+namespace autoddl {
+
+/// Stage `stage`'s step replayed (search/step_memory.hpp): its ops [cut_ops[stage],
+/// cut_ops[stage + 1]) in the 1F1B order, as many forwards ahead of the first backward as the
+/// stage holds micro-batches in flight less one (in_flight_microbatches, rounded up: the
+/// interleaved schedule's count where s.chunks > 1).
+inline step_memory replay_stage_memory(const plan_problem& pp, const std::vector<int>& pick, const pipeline_shape& s,
+                                       const std::vector<int>& cut_ops, int stage) {
+  const int end = stage + 1 < int(cut_ops.size()) ? at(cut_ops, stage + 1) : int(pp.model().ops.size());
+  const int warm = int(std::ceil(in_flight_microbatches(s, stage) - 1e-9)) - 1;
+  return replay_step_memory(pp, pick, at(cut_ops, stage), end, std::max(0, warm));
+}
+
+/// One stage's mesh: the outermost axis divided by `stages` (dropped where it becomes 1 on a
+/// mesh of several axes). stage_mesh(128x8, 8) == 16x8; stage_mesh(2x4, 2) == 4.
+/// Throws layout_error when stages does not divide the outermost axis.
+inline mesh_shape stage_mesh(const mesh_shape& mesh, int stages) {
+  if (stages < 1 || mesh[0] % stages != 0)
+    detail::fail<layout_error>("a pipeline of " + detail::itos(stages) + " stages must divide the outermost axis of mesh " +
+                               to_string(mesh) + " (" + detail::itos(mesh[0]) + " devices); choose a divisor of " +
+                               detail::itos(mesh[0]));
+  mesh_shape r;
+  if (mesh[0] / stages > 1 || mesh.size() == 1) r.push_back(mesh[0] / stages);
+  for (int a = 1; a < mesh.size(); ++a) r.push_back(mesh[a]);
+  return r;
+}
+
+/// A pipeline plan: the layouts of one stage's sub-mesh, the cuts and the schedule's figures.
+struct pipeline_plan {
+  micro_batched_plan layouts;          ///< solved on stage_mesh, its graph one micro-batch
+  pipeline_shape shape;
+  std::vector<int> cuts;               ///< the first unit of each stage
+  std::vector<int> cut_ops;            ///< the first op of each stage
+  std::vector<stage_figures> stages;
+  double time = 0;                     ///< predicted step, seconds
+  double bubble = 0;                   ///< pipeline_bubble_fraction(shape)
+  bool feasible = false;               ///< every stage's replayed peak within the memory limit
+  /// The highest replayed peak of any stage (stage_figures::peak).
+  double peak_memory() const {
+    double r = 0;
+    for (const stage_figures& f : stages) r = std::max(r, f.peak);
+    return r;
+  }
+};
+
+/// `layouts` (solved for s's micro-batches on the stage mesh of base.mesh) priced as a pipeline
+/// of shape s cut at `cuts` (the first unit of each stage; a plan file's): its stages' figures,
+/// step time and feasibility under base's memory limit. Throws layout_error when the cuts are
+/// not s.stages ascending units beginning with 0.
+inline pipeline_plan price_pipeline_at(micro_batched_plan&& layouts, const pipeline_shape& s, const plan_options& base,
+                                       const std::vector<int>& cuts, const unit_costs& u) {
+  bool ok = int(cuts.size()) == s.stages && !cuts.empty() && cuts.front() == 0 && cuts.back() < u.units();
+  for (std::size_t i = 1; ok && i < cuts.size(); ++i) ok = cuts[i - 1] < cuts[i];
+  if (!ok)
+    detail::fail<layout_error>("a pipeline of " + detail::itos(s.stages) + " stages needs " + detail::itos(s.stages) +
+                               " ascending stage cuts beginning with unit 0, below the model's " + detail::itos(u.units()) +
+                               " units");
+  pipeline_plan r;
+  r.shape = s;
+  r.cuts = cuts;
+  const std::vector<int> first_op = pipeline_units(layouts.problem->model());
+  for (int c : r.cuts) r.cut_ops.push_back(at(first_op, c));
+  r.stages = stage_figures_of(u, s, r.cuts, make_device_mesh(base.mesh, base.hw).axis_link(0));
+  for (int i = 0; i < s.stages; ++i)
+    at(r.stages, i).peak = double(replay_stage_memory(*layouts.problem, layouts.result.pick, s, r.cut_ops, i).peak());
+  r.time = pipeline_time(r.stages, s);
+  r.bubble = pipeline_bubble_fraction(s);
+  const double limit = memory_limit_of(base);
+  r.feasible = limit <= 0 || r.peak_memory() <= limit;
+  r.layouts = std::move(layouts);
+  return r;
+}
+
+/// The same, its unit costs computed from `layouts` (pipeline_unit_costs).
+inline pipeline_plan price_pipeline_at(micro_batched_plan&& layouts, const pipeline_shape& s, const plan_options& base,
+                                       const std::vector<int>& cuts) {
+  const unit_costs u = pipeline_unit_costs(*layouts.problem, layouts.result.pick);
+  return price_pipeline_at(std::move(layouts), s, base, cuts, u);
+}
+
+namespace detail {
+
+// Prices `layouts` (solved for shape's micro-batches on the stage mesh) as a pipeline: cuts by
+// balance_cuts under the limit, or, where nothing fits, the fastest cuts (feasible false).
+inline pipeline_plan price_pipeline(micro_batched_plan&& layouts, const pipeline_shape& s, const plan_options& base) {
+  const unit_costs u = pipeline_unit_costs(*layouts.problem, layouts.result.pick);
+  const link stage_link = make_device_mesh(base.mesh, base.hw).axis_link(0);
+  // the cuts hold the additive bound within the limit where they can; the replayed stages decide
+  std::optional<std::vector<int>> cuts = balance_cuts(u, s, stage_link, memory_limit_of(base));
+  if (!cuts) cuts = balance_cuts(u, s, stage_link, 0);
+  return price_pipeline_at(std::move(layouts), s, base, *cuts, u);  // the unit costs priced once
+}
+
+}  // namespace detail
+
+}  // namespace autoddl

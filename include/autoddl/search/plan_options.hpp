@@ -1,0 +1,107 @@
+#pragma once
+// What a plan is asked for (plan_options: hardware, mesh, dtype, optimizer, memory limit, overlap,
+// allow-lists, micro-batches, recomputation, ZeRO layouts) and the layouts a parameter can take
+// (param_choice: storage, gradient-summing and update layouts).
+#include <optional>
+#include <vector>
+
+#include "autoddl/cost/boxing_path.hpp"
+#include "autoddl/cost/dtype.hpp"
+#include "autoddl/cost/hardware.hpp"
+#include "autoddl/cost/memory.hpp"
+#include "autoddl/cost/step_time.hpp"
+#include "autoddl/sbp/boxing.hpp"
+#include "autoddl/sbp/layout.hpp"
+#include "autoddl/sbp/nd_sbp.hpp"
+
+namespace autoddl {
+
+/// A parameter's stored layout, the layout its gradient contributions are summed in before they
+/// are synchronised (== update for a parameter with one use: nothing to sum), and the layout of
+/// its optimizer state, which the synchronised gradient takes and the optimizer updates (==
+/// storage, or under ZeRO stages 1 and 2 storage with its B axes split, zero_shard: the device
+/// updates its slice of the stored parameter, then the slices are all-gathered to storage).
+/// Example: GPT's wte under data parallelism on mesh 8: storage [B], summed in [P], updated in
+/// [B], so the embedding's and the LM head's gradients (both [P]) add locally and one
+/// all-reduce follows. ZeRO-2 of a linear weight on mesh 8: storage [B], summed and updated in
+/// [S(0)]: each gradient is reduce-scattered as backward makes it.
+struct param_choice {
+  nd_sbp storage;
+  nd_sbp grad_sum;
+  nd_sbp update;
+  friend constexpr bool operator==(const param_choice&, const param_choice&) = default;
+};
+
+/// `st` with each B axis split on the first dim that divides evenly in one step (ZeRO's
+/// partitioning over the data-parallel devices); axes that cannot split, or have one device,
+/// stay B. zero_shard([B, S(1)], [64, 32], 2x2) == [S(0), S(1)].
+inline nd_sbp zero_shard(nd_sbp st, const tensor_shape& shape, const mesh_shape& mesh) {
+  for (int a = 0; a < st.size(); ++a) {
+    if (!st[a].is_broadcast() || mesh[a] == 1) continue;
+    for (int d = 0; d < shape.rank(); ++d) {
+      nd_sbp t = st.with(a, S(d));
+      if (divides(shape, layout{t, mesh}) && single_axis_step_exact(st, a, S(d))) {
+        st = t;
+        break;
+      }
+    }
+  }
+  return st;
+}
+
+/// The layout one synchronisation away from `storage`: P on its B axes (all-reduce to B), the
+/// storage's split on its S axes (nothing left to do there). reduce_layout([B,S(0)]) == [P,S(0)].
+constexpr nd_sbp reduce_layout(const nd_sbp& storage) {
+  nd_sbp r = storage;
+  for (int a = 0; a < r.size(); ++a)
+    if (r[a].is_broadcast()) r[a] = P;
+  return r;
+}
+
+struct plan_options {
+  hardware hw;
+  mesh_shape mesh;
+  dtype type = dtype::fp32;
+  optimizer opt = optimizer::adam;
+  double memory_limit = 0;  ///< bytes per device; 0: the device's memory less a reserve (memory_limit_of)
+  /// What the step-time model overlaps; unset: what the hardware's executor overlaps (hw.overlap).
+  std::optional<overlap_rule> overlap{};
+  /// Optional per-op allow-list: allowed[i] holds the indices into signatures(op i, mesh) the
+  /// search may pick for op i (a pinned typed layer lists one). A missing or empty entry allows
+  /// every signature. Example: allowed = {{}, {3}} pins op 1 to its signature 3.
+  std::vector<std::vector<int>> allowed{};
+  /// Micro-batches per step (gradient accumulation). The problem's graph is ONE micro-batch (its
+  /// batch is the step's batch / microbatches, build_model(spec, microbatches)): ops and
+  /// activation edges run once per micro-batch, parameters are gathered once per step and their
+  /// gradients accumulated over the micro-batches and synchronised once.
+  int microbatches = 1;
+  /// What the repeated blocks recompute in backward (cost/memory.hpp).
+  recompute_mode recompute = recompute_mode::none;
+  /// Also offer ZeRO-2's parameter layouts (optimizer state and gradient in the storage's
+  /// slices; param_choice::update) and ZeRO-1's (each gradient summed whole, then
+  /// reduce-scattered once). Off unless a plan asks for them (strategy zero:stage=2 sets the
+  /// first, zero:stage=1 both): with them the coordinate descent met worse local optima (the
+  /// 2-layer GPT on 2x2x2: 15 % slower, 6.8 % above the exact optimum, against 0.02 % without).
+  bool zero2_layouts = false;
+  bool zero1_layouts = false;
+};
+
+/// The share of a device's memory a plan leaves free unless plan_options::memory_limit says
+/// otherwise: a tenth. The plan's peak is the sum of the buffers live at once
+/// (search/step_memory.hpp); the device needs more than that. A caching allocator (PyTorch's CUDA
+/// caching allocator, the stream-ordered pool of backend/cuda) rounds requests up (512 B, and
+/// large ones to 2 MiB) and splits cached segments, so a freed block of one size may not serve a
+/// larger request and what it reserves runs above what it hands out; the CUDA context, cuBLAS
+/// workspaces and NCCL's buffers live outside it; and what a kernel or a boxing path allocates
+/// inside itself is not in the replayed peak. A plan that fills memory to the last megabyte runs
+/// out on the device. autoddl-plan and autoddl-train print the limit with the reserve;
+/// --memory-limit sets the limit itself.
+inline constexpr double memory_reserve_fraction = 0.10;
+
+/// The bytes per device a plan of o is held to: o.memory_limit where set, else the device's
+/// memory less memory_reserve_fraction of it. A 80 GiB device: 72 GiB.
+inline double memory_limit_of(const plan_options& o) {
+  return o.memory_limit > 0 ? o.memory_limit : o.hw.device.memory_bytes * (1 - memory_reserve_fraction);
+}
+
+}  // namespace autoddl
