@@ -83,12 +83,46 @@ inline bool obeys_context_parallel(const op_node& n, const signature& sig, int a
   return true;
 }
 
+/// Megatron's expert knobs as layout rules (strategy::megatron ep and etp): the axis whose
+/// devices hold whole experts (-1: none), and whether the tensor-parallel axis splits each
+/// expert's width (etp = tp) or its slots (etp = 1).
+struct moe_rules {
+  int ep_axis = -1;
+  bool etp_split = true;
+};
+
+inline bool is_moe_op(op_kind k) {
+  return k == op_kind::router || k == op_kind::load_balance || k == op_kind::dispatch || k == op_kind::experts ||
+         k == op_kind::combine;
+}
+
+// An experts op on the expert-parallel axis: whole experts (X S(1), every weight S(0)); on the
+// tensor-parallel axis: each expert's width split (X B; W_gate, W_up S(2); W_down S(1)) or its
+// slots (X S(2), weights B).
+inline bool obeys_experts(const signature& sig, int a, bool expert_axis, bool etp_split) {
+  const sbp x = sig.inputs[0][a];
+  if (expert_axis) return x == S(1) && sig.params[0][a] == S(0) && sig.params[1][a] == S(0) && sig.params[2][a] == S(0);
+  if (etp_split) return x.is_broadcast() && sig.params[0][a] == S(2) && sig.params[1][a] == S(2) && sig.params[2][a] == S(1);
+  return x == S(2) && sig.params[0][a].is_broadcast() && sig.params[1][a].is_broadcast() && sig.params[2][a].is_broadcast();
+}
+
 // Whether candidate sig of op n obeys expert e on every mesh axis (cp_axis: megatron's
-// context-parallel axis, or -1).
-inline bool obeys(expert e, const op_node& n, const signature& sig, int axes, bool sp = false, int cp_axis = -1) {
+// context-parallel axis, or -1; moe: its expert rules; router_linear: n computes router
+// logits, replicated on the tensor-parallel axis as Megatron-Core keeps its router).
+inline bool obeys(expert e, const op_node& n, const signature& sig, int axes, bool sp = false, int cp_axis = -1,
+                  moe_rules moe = {}, bool router_linear = false) {
   for (int a = 0; a < axes; ++a) {
     if (a == cp_axis) {
       if (!obeys_context_parallel(n, sig, a)) return false;
+      continue;
+    }
+    const bool tensor = e == expert::megatron && (a == axes - 1 || axes == 1);
+    if (n.kind == op_kind::experts && (a == moe.ep_axis || tensor)) {
+      if (!obeys_experts(sig, a, a == moe.ep_axis, moe.etp_split)) return false;
+      continue;
+    }
+    if (tensor && (is_moe_op(n.kind) || router_linear)) {  // routing: where the greedy finds it cheapest
+      if (router_linear && !sig.params[0][a].is_broadcast()) return false;
       continue;
     }
     bool tensor_axis = false;
@@ -188,20 +222,30 @@ inline std::optional<sbp> megatron_weight_split(const plan_problem& pp, const st
   return got[tensor_axis] == S(at(at(g.ops, in.op).outputs, in.index).rank() - 1) ? S(0) : S(1);
 }
 
+// Whether op i is a linear whose output a router reads (its logits).
+inline bool feeds_router(const graph& g, int i) {
+  if (at(g.ops, i).kind != op_kind::linear) return false;
+  for (std::size_t j = 0; j < g.ops.size(); ++j)
+    if (g.ops[j].kind == op_kind::router && !g.op_inputs[j].empty() && g.op_inputs[j][0].op == i) return true;
+  return false;
+}
+
 // The greedy completion of op i: among its candidates that obey e (and, for megatron, the
 // column/row pairing), the one cheapest with its placed producers; none obeys: the cheapest of
 // all (pass 1), and the op is named in relaxed.
-inline void expert_pick_op(const plan_problem& pp, expert e, bool sp, int cp_axis, const expert_storage_rule& storage,
-                           const std::vector<int>& in_edges, int i, expert_plan& r) {
+inline void expert_pick_op(const plan_problem& pp, expert e, bool sp, int cp_axis, moe_rules moe,
+                           const expert_storage_rule& storage, const std::vector<int>& in_edges, int i, expert_plan& r) {
   const graph& g = pp.model();
   const choice_problem& cp = pp.untied();
   const int nops = int(g.ops.size()), axes = pp.options().mesh.size();
   const auto& sigs = pp.op_candidates(i);
-  const std::optional<sbp> split = e == expert::megatron ? megatron_weight_split(pp, r.pick, i) : std::nullopt;
+  const bool router_linear = feeds_router(g, i);
+  const std::optional<sbp> split =
+      e == expert::megatron && !router_linear ? megatron_weight_split(pp, r.pick, i) : std::nullopt;
   for (int pass = 0; pass < 2 && at(r.pick, i) < 0; ++pass) {
     double best = std::numeric_limits<double>::infinity();
     for (int c = 0; c < int(sigs.size()); ++c) {
-      if (pass == 0 && !obeys(e, at(g.ops, i), at(sigs, c), axes, sp, cp_axis)) continue;
+      if (pass == 0 && !obeys(e, at(g.ops, i), at(sigs, c), axes, sp, cp_axis, moe, router_linear)) continue;
       if (pass == 0 && split && !(at(sigs, c).params[0][axes - 1] == *split)) continue;
       double score = cp.unary(i, c).serial_time();
       for (int k : in_edges) {
@@ -239,9 +283,10 @@ inline void expert_store_params(const plan_problem& pp, const expert_storage_rul
 /// zero_stage: which of ZeRO's stages (1: optimizer state sharded, 2: and gradients, 3: and
 /// parameters; strategy::zero); cp_axis: megatron's context-parallel axis (-1: none);
 /// sharded_optimizer: megatron's distributed optimizer (dopt=1: each parameter updated in
-/// slices over its replicas, ZeRO-1's layouts; zero_stage is then 1).
+/// slices over its replicas, ZeRO-1's layouts; zero_stage is then 1); moe: megatron's ep and
+/// etp as layout rules.
 inline expert_plan make_expert_plan(const plan_problem& pp, expert e, bool sp = false, int zero_stage = 3,
-                                    int cp_axis = -1, bool sharded_optimizer = false) {
+                                    int cp_axis = -1, bool sharded_optimizer = false, detail::moe_rules moe = {}) {
   const choice_problem& cp = pp.untied();
   if (sharded_optimizer) zero_stage = 1;
   const detail::expert_storage_rule storage{pp, e, zero_stage, sharded_optimizer};
@@ -277,7 +322,7 @@ inline expert_plan make_expert_plan(const plan_problem& pp, expert e, bool sp = 
       continue;
     }
     const std::size_t relaxed = r.relaxed.size();
-    detail::expert_pick_op(pp, e, sp, cp_axis, storage, at(in_edges, i), i, r);
+    detail::expert_pick_op(pp, e, sp, cp_axis, moe, storage, at(in_edges, i), i, r);
     done.emplace(std::move(key), std::pair<int, bool>{at(r.pick, i), r.relaxed.size() > relaxed});
   }
   detail::expert_store_params(pp, storage, r);

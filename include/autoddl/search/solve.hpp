@@ -332,6 +332,19 @@ inline void refuse_relaxed_weights(const plan_problem& pp, const plan_strategy& 
       }
 }
 
+// ep must divide every experts op's expert count (each device holds E / ep whole experts).
+inline void check_expert_parallel(const graph& g, int ep) {
+  bool any = false;
+  for (const op_node& n : g.ops) {
+    if (n.kind != op_kind::experts) continue;
+    any = true;
+    if (n.params[0][0] % ep != 0)
+      fail<layout_error>("megatron ep=" + itos(ep) + " does not divide the " + itos(n.params[0][0]) + " experts of op '" +
+                         n.name + "'; choose an ep that divides the expert count");
+  }
+  if (!any) fail<layout_error>("megatron ep=" + itos(ep) + " needs a model with experts (llama:...,experts=E)");
+}
+
 inline void solve_expert(const plan_problem& pp, const plan_strategy& s, plan_result& r) {
   expert e = expert_of(s);
   const auto* mg = std::get_if<strategy::megatron>(&s);
@@ -339,7 +352,13 @@ inline void solve_expert(const plan_problem& pp, const plan_strategy& s, plan_re
   const auto* z = std::get_if<strategy::zero>(&s);
   const int cp_axis = context_parallel_axis(s, pp.options().mesh);
   if (cp_axis >= 0) check_context_parallel(pp.model(), mg->cp);
-  expert_plan ep = make_expert_plan(pp, e, mg && mg->sp, z ? z->stage : 3, cp_axis, mg && mg->dopt);
+  detail::moe_rules moe;
+  if (mg) {
+    moe.ep_axis = expert_parallel_axis(s, pp.options().mesh);
+    moe.etp_split = mg->etp == 0 ? !folded_experts(*mg, pp.options().mesh) : mg->etp > 1;
+    if (moe.ep_axis >= 0) check_expert_parallel(pp.model(), mg->ep);
+  }
+  expert_plan ep = make_expert_plan(pp, e, mg && mg->sp, z ? z->stage : 3, cp_axis, mg && mg->dopt, moe);
   if ((e == expert::dp || e == expert::zero) && !ep.relaxed.empty()) {
     const graph& g = pp.model();
     fail<layout_error>("the " + to_string(s) + " plan splits the batch over all " + itos(pp.options().mesh.devices()) +

@@ -60,6 +60,14 @@ struct dp {
 ///        gradient reduce-scattered over its data- and context-parallel replicas, its optimizer
 ///        state and update in that slice, the new values all-gathered (ZeRO-1's layouts on
 ///        megatron's storage).
+///   ep   expert-parallel size (--expert-model-parallel-size): each experts op (ops/moe.hpp)
+///        holds E / ep whole experts per device, its tokens sent there and back by all-to-all.
+///        ep = tp folds the experts onto the tensor-parallel devices (Megatron-Core's MoE
+///        parallel folding); otherwise the ep devices are carved from the data-parallel ones
+///        just outside tp and cp (rank order tp, cp, ep, dp, pp). 0 or 1: none.
+///   etp  expert tensor-parallel size (--expert-tensor-parallel-size): tp splits each expert's
+///        width F on the tensor-parallel axis, 1 keeps experts whole there (the slots split).
+///        0: tp, or 1 where ep = tp.
 /// With pp, dp is the data-parallel size of one stage: tp * cp * pp * dp == devices.
 struct megatron {
   int tp = 0;
@@ -71,6 +79,8 @@ struct megatron {
   int vpp = 0;
   int cp = 0;
   bool dopt = false;
+  int ep = 0;
+  int etp = 0;
   friend constexpr bool operator==(const megatron&, const megatron&) = default;
 };
 /// ZeRO (Rajbhandari et al. 2020, "ZeRO: Memory Optimizations Toward Training Trillion
@@ -137,6 +147,8 @@ constexpr std::string to_string(const plan_strategy& s) {
     if (m->sp) add("sp=1");
     if (m->vpp > 0) add("vpp=" + detail::itos(m->vpp));
     if (m->dopt) add("dopt=1");
+    if (m->ep > 0) add("ep=" + detail::itos(m->ep));
+    if (m->etp > 0) add("etp=" + detail::itos(m->etp));
     r += k;
   }
   if (const auto* z = std::get_if<strategy::zero>(&s); z && z->stage != 3) r += ":stage=" + detail::itos(z->stage);
@@ -164,10 +176,10 @@ constexpr strategy::megatron parse_megatron_knobs(std::string_view text, std::st
       continue;
     }
     if (key != "tp" && key != "dp" && key != "mbs" && key != "sp" && key != "pp" && key != "vpp" && key != "cp" &&
-        key != "dopt")
+        key != "dopt" && key != "ep" && key != "etp")
       fail<parse_error>("unknown knob '" + std::string(kv) + "' in strategy '" + std::string(text) +
                                 "'; megatron takes tp=T, pp=P, cp=C, dp=D, mbs=B, recompute=none|selective|full, "
-                                "sp=1, vpp=V and dopt=1");
+                                "sp=1, vpp=V, dopt=1, ep=E and etp=T");
     cursor c{value};
     const std::int64_t n = c.number();
     const bool flag = key == "sp" || key == "dopt";
@@ -185,6 +197,8 @@ constexpr strategy::megatron parse_megatron_knobs(std::string_view text, std::st
     if (key == "vpp") m.vpp = int(n);
     if (key == "cp") m.cp = int(n);
     if (key == "dopt") m.dopt = n == 1;
+    if (key == "ep") m.ep = int(n);
+    if (key == "etp") m.etp = int(n);
   }
   return m;
 }
@@ -302,6 +316,21 @@ constexpr void check_strategy(const plan_strategy& s, const mesh_shape& mesh) {
                                   std::string(pp > 1 ? ", per pipeline stage" : "")) +
                                  "); choose a divisor of " + detail::itos(stage_outer));
   }
+  if (m->ep > 1 && m->ep != tp && (mesh.devices() / (tp * pp * cp)) % m->ep != 0)
+    detail::fail<layout_error>("megatron ep=" + detail::itos(m->ep) + " must equal tp=" + detail::itos(tp) +
+                               " or divide the data-parallel devices (" + detail::itos(mesh.devices() / (tp * pp * cp)) +
+                               " on mesh " + to_string(mesh) + "); choose a divisor of that or ep=tp");
+  if (m->ep > 1 && m->ep != tp && mesh.size() == 1 && tp > 1 && tp == mesh[0])
+    detail::fail<layout_error>("megatron ep=" + detail::itos(m->ep) + " beside tp=" + detail::itos(tp) +
+                               " needs devices outside the tensor-parallel ones; write ep=tp or a smaller tp");
+  if (m->ep > 1 && cp > 1)
+    detail::fail<layout_error>("megatron ep=" + detail::itos(m->ep) + " with cp=" + detail::itos(cp) +
+                               " is not planned; leave one of them out");
+  if (m->etp > 0 && m->etp != 1 && m->etp != tp)
+    detail::fail<layout_error>("megatron etp=" + detail::itos(m->etp) + " must be 1 or tp=" + detail::itos(tp));
+  if (m->etp > 1 && m->ep == tp)
+    detail::fail<layout_error>("megatron etp=" + detail::itos(m->etp) + " with ep=tp=" + detail::itos(tp) +
+                               " would split the experts twice on one axis; write etp=1");
   if (m->dp > 0 && tp * pp * cp * m->dp != mesh.devices())
     detail::fail<layout_error>("megatron tp=" + detail::itos(tp) + (pp > 1 ? " x pp=" + detail::itos(pp) : "") +
                                (cp > 1 ? " x cp=" + detail::itos(cp) : "") + " x dp=" + detail::itos(m->dp) + " is " +
@@ -309,6 +338,27 @@ constexpr void check_strategy(const plan_strategy& s, const mesh_shape& mesh) {
                                detail::itos(mesh.devices()) + "; leave dp out or make tp" + (pp > 1 ? " * pp" : "") +
                                (cp > 1 ? " * cp" : "") + " * dp the device count");
 }
+
+/// Whether megatron's experts fold onto the tensor-parallel devices (ep = tp).
+constexpr bool folded_experts(const strategy::megatron& m, const mesh_shape& mesh) {
+  return m.ep > 1 && m.ep == tensor_parallel_size(m, mesh);
+}
+
+namespace detail {
+// The planning mesh r (tensor axis innermost) with ep carved from the axis just outside the
+// tensor-parallel one, as (that / ep) x ep, unless ep folds onto tp or that axis is ep already.
+constexpr mesh_shape with_expert_axis(const strategy::megatron& m, const mesh_shape& r) {
+  if (m.ep <= 1 || (m.tp != 1 && r[r.size() - 1] == m.ep)) return r;  // none, or folded onto tp
+  const int around = m.tp == 1 ? r.size() - 1 : r.size() - 2;
+  if (around < 0 || r[around] == m.ep) return r;
+  mesh_shape c;
+  for (int a = 0; a < around; ++a) c.push_back(r[a]);
+  c.push_back(r[around] / m.ep);
+  c.push_back(m.ep);
+  for (int a = around + 1; a < r.size(); ++a) c.push_back(r[a]);
+  return c;
+}
+}  // namespace detail
 
 /// The mesh a strategy plans on: `mesh` itself, except megatron with a tp below the innermost
 /// axis, whose mesh splits that axis into (inner / tp) x tp (tensor parallel innermost), as
@@ -324,6 +374,7 @@ constexpr mesh_shape planning_mesh(const plan_strategy& s, const mesh_shape& mes
     r.push_back(inner / m->tp);
     r.push_back(m->tp);
   }
+  if (m) r = detail::with_expert_axis(*m, r);
   if (!m || m->cp <= 1) return r;
   // cp: the axis just outside the tensor-parallel one (the innermost where tp = 1), split into
   // (that / cp) x cp
@@ -345,6 +396,16 @@ constexpr int context_parallel_axis(const plan_strategy& s, const mesh_shape& me
   const auto* m = std::get_if<strategy::megatron>(&s);
   if (!m || m->cp <= 1) return -1;
   return m->tp == 1 ? mesh.size() - 1 : mesh.size() - 2;
+}
+
+/// The axis of a megatron plan's planning mesh whose devices hold whole experts (ep > 1): the
+/// tensor-parallel axis where ep folds onto it, else the one just outside it; -1 without ep.
+/// @pre mesh == planning_mesh(s, some mesh)
+constexpr int expert_parallel_axis(const plan_strategy& s, const mesh_shape& mesh) {
+  const auto* m = std::get_if<strategy::megatron>(&s);
+  if (!m || m->ep <= 1) return -1;
+  if (m->tp == 1 || (mesh[mesh.size() - 1] == m->ep && (m->tp == 0 || m->tp == m->ep))) return mesh.size() - 1;
+  return mesh.size() >= 2 ? mesh.size() - 2 : -1;
 }
 
 /// The micro-batch count a megatron plan's mbs knob implies for a step of `batch` on `mesh`
