@@ -73,7 +73,7 @@ TEST_CASE("an expert plan's repeated blocks take the picks the greedy gives op b
           expert_plan want;
           want.pick.assign(std::size_t(cp.nodes()), -1);
           for (int i = 0; i < int(pp.model().ops.size()); ++i)
-            detail::expert_pick_op(pp, e, sp, -1, storage, in_edges[std::size_t(i)], i, want);
+            detail::expert_pick_op(pp, e, sp, -1, {}, storage, in_edges[std::size_t(i)], i, want);
           // each parameter stored as the user of its first parameter edge computes with it
           const int nops = int(pp.model().ops.size());
           for (int p = 0; p < int(pp.model().params.size()); ++p) {
