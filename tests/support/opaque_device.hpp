@@ -328,6 +328,13 @@ class basic_opaque_device {
   AUTODDL_OPAQUE_PRIMITIVE(xent_bwd)
   AUTODDL_OPAQUE_PRIMITIVE(sgd_momentum)
   AUTODDL_OPAQUE_PRIMITIVE(adam)
+  AUTODDL_OPAQUE_PRIMITIVE(topk_gates)
+  AUTODDL_OPAQUE_PRIMITIVE(topk_gates_bwd)
+  AUTODDL_OPAQUE_PRIMITIVE(balance_loss)
+  AUTODDL_OPAQUE_PRIMITIVE(balance_loss_bwd)
+  AUTODDL_OPAQUE_PRIMITIVE(moe_slots)
+  AUTODDL_OPAQUE_PRIMITIVE(combine_rows)
+  AUTODDL_OPAQUE_PRIMITIVE(combine_rows_bwd)
 
   /// Host crossings so far (a test can check that a step downloads only what users read).
   std::int64_t uploads() const { return uploads_; }

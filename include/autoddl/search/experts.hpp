@@ -83,12 +83,13 @@ inline bool obeys_context_parallel(const op_node& n, const signature& sig, int a
   return true;
 }
 
-/// Megatron's expert knobs as layout rules (strategy::megatron ep and etp): the axis whose
-/// devices hold whole experts (-1: none), and whether the tensor-parallel axis splits each
-/// expert's width (etp = tp) or its slots (etp = 1).
+/// Megatron's expert knobs as layout rules (strategy::megatron ep and etp): the axes whose
+/// devices hold whole experts (a bit mask, 0: none), and whether the tensor-parallel axis splits
+/// each expert's width (etp = tp) or its slots (etp = 1).
 struct moe_rules {
-  int ep_axis = -1;
+  unsigned ep_axes = 0;
   bool etp_split = true;
+  constexpr bool expert_axis(int a) const { return ((ep_axes >> a) & 1u) != 0; }
 };
 
 inline bool is_moe_op(op_kind k) {
@@ -112,13 +113,14 @@ inline bool obeys_experts(const signature& sig, int a, bool expert_axis, bool et
 inline bool obeys(expert e, const op_node& n, const signature& sig, int axes, bool sp = false, int cp_axis = -1,
                   moe_rules moe = {}, bool router_linear = false) {
   for (int a = 0; a < axes; ++a) {
-    if (a == cp_axis) {
-      if (!obeys_context_parallel(n, sig, a)) return false;
+    const bool tensor = e == expert::megatron && (a == axes - 1 || axes == 1);
+    if (n.kind == op_kind::experts && (moe.expert_axis(a) || tensor)) {
+      if (!obeys_experts(sig, a, moe.expert_axis(a), moe.etp_split)) return false;
       continue;
     }
-    const bool tensor = e == expert::megatron && (a == axes - 1 || axes == 1);
-    if (n.kind == op_kind::experts && (a == moe.ep_axis || tensor)) {
-      if (!obeys_experts(sig, a, a == moe.ep_axis, moe.etp_split)) return false;
+    if (a == cp_axis && is_moe_op(n.kind)) continue;  // routing whole sequences: gathered where cheapest
+    if (a == cp_axis) {
+      if (!obeys_context_parallel(n, sig, a)) return false;
       continue;
     }
     if (tensor && (is_moe_op(n.kind) || router_linear)) {  // routing: where the greedy finds it cheapest

@@ -8,6 +8,8 @@
 //   vpp        1..8 (interleaving on; pp > 1)
 //   mbs        1, 2, 4 (none where the caller pins the micro-batch count)
 //   recompute  none, selective, full
+//   ep         not a knob: a model with experts folds them onto tp x cp where that divides the
+//              expert count, else onto tp (Megatron-Core's MoE parallel folding)
 // The descent starts at tp = the innermost axis, cp = vpp = mbs = 1 and selective recomputation
 // at the given stage count and the two next to it on either side, and moves one knob one step
 // at a time to the best neighbour (fitting first, then faster) while that improves; where that
@@ -72,6 +74,7 @@ class megatron_search {
       : build_(build), batch_(batch), base_(base), seed_(seed), max_points_(max_points) {
     const mesh_shape& mesh = base.mesh;
     tps_ = divisors(mesh[mesh.size() - 1]);
+    experts_ = experts_of(build(1));
     if (space.pipelines && mesh.size() > 1) {
       const int units = int(pipeline_units(build(1)).size());
       for (int d : divisors(mesh[0]))
@@ -140,7 +143,18 @@ class megatron_search {
     m.recompute = at(rs_, x[5]);
     m.sp = m.tp > 1;
     m.dopt = true;
+    // experts folded onto the tensor- and context-parallel devices where they divide, else onto
+    // the tensor-parallel ones (Megatron-Core's MoE parallel folding)
+    const int folded = m.tp * std::max(m.cp, 1);
+    if (experts_ > 0 && folded > 1 && experts_ % folded == 0) m.ep = folded;
+    else if (experts_ > 0 && m.tp > 1 && m.cp <= 1 && experts_ % m.tp == 0) m.ep = m.tp;
     return m;
+  }
+  // The expert count of the model's experts ops (0: none).
+  static std::int64_t experts_of(const graph& g) {
+    for (const op_node& n : g.ops)
+      if (n.kind == op_kind::experts) return n.params[0][0];
+    return 0;
   }
   // The plan of knobs m: a pipeline where m.pp > 1, else a flat plan. Throws error where the
   // mesh, the batch or the sequence does not split that way.
@@ -184,6 +198,7 @@ class megatron_search {
   }
 
   const std::function<graph(int)>& build_;
+  std::int64_t experts_ = 0;
   std::int64_t batch_;
   const plan_options& base_;
   step_settings pin_;

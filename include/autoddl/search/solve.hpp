@@ -354,9 +354,9 @@ inline void solve_expert(const plan_problem& pp, const plan_strategy& s, plan_re
   if (cp_axis >= 0) check_context_parallel(pp.model(), mg->cp);
   detail::moe_rules moe;
   if (mg) {
-    moe.ep_axis = expert_parallel_axis(s, pp.options().mesh);
+    moe.ep_axes = expert_parallel_axes(s, pp.options().mesh);
     moe.etp_split = mg->etp == 0 ? !folded_experts(*mg, pp.options().mesh) : mg->etp > 1;
-    if (moe.ep_axis >= 0) check_expert_parallel(pp.model(), mg->ep);
+    if (moe.ep_axes != 0) check_expert_parallel(pp.model(), mg->ep);
   }
   expert_plan ep = make_expert_plan(pp, e, mg && mg->sp, z ? z->stage : 3, cp_axis, mg && mg->dopt, moe);
   if ((e == expert::dp || e == expert::zero) && !ep.relaxed.empty()) {

@@ -316,19 +316,20 @@ constexpr void check_strategy(const plan_strategy& s, const mesh_shape& mesh) {
                                   std::string(pp > 1 ? ", per pipeline stage" : "")) +
                                  "); choose a divisor of " + detail::itos(stage_outer));
   }
-  if (m->ep > 1 && m->ep != tp && (mesh.devices() / (tp * pp * cp)) % m->ep != 0)
+  if (m->ep > 1 && m->ep != tp && m->ep != tp * cp && (mesh.devices() / (tp * pp * cp)) % m->ep != 0)
     detail::fail<layout_error>("megatron ep=" + detail::itos(m->ep) + " must equal tp=" + detail::itos(tp) +
                                " or divide the data-parallel devices (" + detail::itos(mesh.devices() / (tp * pp * cp)) +
                                " on mesh " + to_string(mesh) + "); choose a divisor of that or ep=tp");
   if (m->ep > 1 && m->ep != tp && mesh.size() == 1 && tp > 1 && tp == mesh[0])
     detail::fail<layout_error>("megatron ep=" + detail::itos(m->ep) + " beside tp=" + detail::itos(tp) +
                                " needs devices outside the tensor-parallel ones; write ep=tp or a smaller tp");
-  if (m->ep > 1 && cp > 1)
+  if (m->ep > 1 && cp > 1 && m->ep != tp * cp)
     detail::fail<layout_error>("megatron ep=" + detail::itos(m->ep) + " with cp=" + detail::itos(cp) +
-                               " is not planned; leave one of them out");
+                               " is planned folded onto the tensor- and context-parallel devices only; write ep=" +
+                               detail::itos(tp * cp) + " (tp x cp) or leave cp out");
   if (m->etp > 0 && m->etp != 1 && m->etp != tp)
     detail::fail<layout_error>("megatron etp=" + detail::itos(m->etp) + " must be 1 or tp=" + detail::itos(tp));
-  if (m->etp > 1 && m->ep == tp)
+  if (m->etp > 1 && (m->ep == tp || m->ep == tp * cp))
     detail::fail<layout_error>("megatron etp=" + detail::itos(m->etp) + " with ep=tp=" + detail::itos(tp) +
                                " would split the experts twice on one axis; write etp=1");
   if (m->dp > 0 && tp * pp * cp * m->dp != mesh.devices())
@@ -339,16 +340,18 @@ constexpr void check_strategy(const plan_strategy& s, const mesh_shape& mesh) {
                                (cp > 1 ? " * cp" : "") + " * dp the device count");
 }
 
-/// Whether megatron's experts fold onto the tensor-parallel devices (ep = tp).
+/// Whether megatron's experts fold onto the tensor- (and context-) parallel devices: ep = tp, or
+/// ep = tp * cp (Megatron-Core's MoE parallel folding).
 constexpr bool folded_experts(const strategy::megatron& m, const mesh_shape& mesh) {
-  return m.ep > 1 && m.ep == tensor_parallel_size(m, mesh);
+  const int tp = tensor_parallel_size(m, mesh);
+  return m.ep > 1 && (m.ep == tp || (m.cp > 1 && m.ep == tp * m.cp));
 }
 
 namespace detail {
 // The planning mesh r (tensor axis innermost) with ep carved from the axis just outside the
 // tensor-parallel one, as (that / ep) x ep, unless ep folds onto tp or that axis is ep already.
 constexpr mesh_shape with_expert_axis(const strategy::megatron& m, const mesh_shape& r) {
-  if (m.ep <= 1 || (m.tp != 1 && r[r.size() - 1] == m.ep)) return r;  // none, or folded onto tp
+  if (m.ep <= 1 || (m.tp != 1 && r[r.size() - 1] == m.ep) || m.cp > 1) return r;  // none, or folded
   const int around = m.tp == 1 ? r.size() - 1 : r.size() - 2;
   if (around < 0 || r[around] == m.ep) return r;
   mesh_shape c;
@@ -398,14 +401,17 @@ constexpr int context_parallel_axis(const plan_strategy& s, const mesh_shape& me
   return m->tp == 1 ? mesh.size() - 1 : mesh.size() - 2;
 }
 
-/// The axis of a megatron plan's planning mesh whose devices hold whole experts (ep > 1): the
-/// tensor-parallel axis where ep folds onto it, else the one just outside it; -1 without ep.
+/// The axes of a megatron plan's planning mesh whose devices hold whole experts (ep > 1), as a
+/// bit mask: the tensor-parallel axis (and the context-parallel one) where ep folds onto them,
+/// else the one just outside the tensor-parallel axis; 0 without ep.
 /// @pre mesh == planning_mesh(s, some mesh)
-constexpr int expert_parallel_axis(const plan_strategy& s, const mesh_shape& mesh) {
+constexpr unsigned expert_parallel_axes(const plan_strategy& s, const mesh_shape& mesh) {
   const auto* m = std::get_if<strategy::megatron>(&s);
-  if (!m || m->ep <= 1) return -1;
-  if (m->tp == 1 || (mesh[mesh.size() - 1] == m->ep && (m->tp == 0 || m->tp == m->ep))) return mesh.size() - 1;
-  return mesh.size() >= 2 ? mesh.size() - 2 : -1;
+  if (!m || m->ep <= 1) return 0;
+  const int last = mesh.size() - 1;
+  if (m->cp > 1) return (1u << last) | (1u << context_parallel_axis(s, mesh));
+  if (m->tp == 1 || (mesh[last] == m->ep && (m->tp == 0 || m->tp == m->ep))) return 1u << last;
+  return last >= 1 ? 1u << (last - 1) : 0;
 }
 
 /// The micro-batch count a megatron plan's mbs knob implies for a step of `batch` on `mesh`

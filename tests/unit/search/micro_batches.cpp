@@ -292,7 +292,23 @@ TEST_CASE("Megatron-LM's knobs: tp inside the innermost axis, dp, mbs, recompute
                     ContainsSubstring("megatron:tp=3 must divide the innermost axis of mesh 4x8"));
   CHECK_THROWS_WITH(check_strategy(parse_strategy("megatron:tp=2,dp=8"), mesh_shape{4, 8}),
                     ContainsSubstring("tp=2 x dp=8 is 16 devices, but mesh 4x8 has 32"));
-  CHECK_THROWS_WITH(parse_strategy("megatron:ep=2"), ContainsSubstring("unknown knob 'ep=2'"));
+  CHECK_THROWS_WITH(parse_strategy("megatron:xp=2"), ContainsSubstring("unknown knob 'xp=2'"));
+  CHECK(to_string(parse_strategy("megatron:tp=4,ep=8,etp=1")) == "megatron:tp=4,ep=8,etp=1");
+  // expert parallelism: ep = tp folds onto the tensor axis; otherwise carved just outside it
+  CHECK(planning_mesh(parse_strategy("megatron:tp=2,ep=4"), mesh_shape{4, 8}) == mesh_shape{4, 4, 2});
+  CHECK(expert_parallel_axes(parse_strategy("megatron:tp=2,ep=4"), mesh_shape{4, 4, 2}) == 0b010u);
+  CHECK(planning_mesh(parse_strategy("megatron:tp=2,ep=2"), mesh_shape{8, 8}) == mesh_shape{8, 4, 2});
+  CHECK(planning_mesh(parse_strategy("megatron:tp=1,ep=4"), mesh_shape{8, 8}) == mesh_shape{8, 2, 4});
+  CHECK(expert_parallel_axes(parse_strategy("megatron:tp=1,ep=4"), mesh_shape{8, 2, 4}) == 0b100u);
+  CHECK(planning_mesh(parse_strategy("megatron:tp=8,ep=8"), mesh_shape{4, 8}) == mesh_shape{4, 8});
+  CHECK(expert_parallel_axes(parse_strategy("megatron:tp=8,ep=8"), mesh_shape{4, 8}) == 0b10u);
+  CHECK(expert_parallel_axes(parse_strategy("megatron:tp=4,cp=2,ep=8"), mesh_shape{64, 2, 4}) == 0b110u);
+  CHECK_THROWS_WITH(check_strategy(parse_strategy("megatron:tp=4,cp=2,ep=4"), mesh_shape{64, 8}),
+                    ContainsSubstring("write ep=8 (tp x cp)"));
+  CHECK_THROWS_WITH(check_strategy(parse_strategy("megatron:tp=4,ep=3"), mesh_shape{4, 8}),
+                    ContainsSubstring("megatron ep=3 must equal tp=4 or divide the data-parallel devices"));
+  CHECK_THROWS_WITH(check_strategy(parse_strategy("megatron:tp=4,etp=2"), mesh_shape{4, 8}),
+                    ContainsSubstring("megatron etp=2 must be 1 or tp=4"));
   CHECK_THROWS_WITH(parse_strategy("megatron:recompute=some"), ContainsSubstring("unknown recomputation 'some'"));
 
   // the knobs reach the plan: 2 micro-batches of 4 on tp=2 x dp=2, full recomputation

@@ -1,18 +1,21 @@
 #!/usr/bin/env python3
-"""LLaMA-family training runs with published throughput, priced by autoddl on dgx-h100 (bf16):
+"""LLaMA-family and mixture-of-experts training runs with published throughput, priced by autoddl on
+dgx-h100 (bf16):
 the published layout as a megatron plan, and the auto plan. The oracle is each run's published
 step time (NVIDIA's DGX Cloud benchmarking recipes, NeMo 24.09/24.12, BF16 tables): predicted /
 published must lie in 0.8..1.25, and auto may not be slower than a published layout that fits
 (auto's last starts are Megatron-LM's layouts, search/megatron_layouts.hpp). The table this prints is docs/results.md's "LLaMA family"
-table: the test fails when the docs hold another (run with --print to regenerate it).
+table (--family moe: its "Mixtures of experts" table): the test fails when the docs hold another
+(run with --print to regenerate it).
 
-Usage: llama_published.py AUTODDL_PLAN DOCS_RESULTS_MD [--print]"""
+Usage: llama_published.py AUTODDL_PLAN DOCS_RESULTS_MD [--family llama|moe] [--print]"""
 import json
 import subprocess
 import sys
 
 plan, docs = sys.argv[1], sys.argv[2]
 printing = "--print" in sys.argv[3:]
+family = sys.argv[sys.argv.index("--family") + 1] if "--family" in sys.argv else "llama"
 
 # name, model, seq, global batch, mesh, published layout (Megatron-Core's knobs), published step
 # time (s), source. Every run: micro-batch 1, distributed optimizer, no activation recomputation
@@ -30,6 +33,22 @@ runs = [
      "megatron:tp=8,pp=9,cp=2,vpp=7,mbs=1,sp=1,recompute=selective,dopt=1", 17.50,
      recipes.format("405b") + " (NeMo 24.12)"),
 ]
+
+# Grok-1 (314B, 8 experts, top-2) as NVIDIA's recipe configures it (grok1/grok1_314b.yaml: 64 layers,
+# hidden 6144, 48 heads, 8 query groups, ffn 32768, Llama-3's tokenizer (128256), untied, GeGLU
+# experts (priced as SwiGLU's three matrices), alltoall dispatcher padded to capacity factor 1.0,
+# sequence parallelism, the distributed optimizer, no activation checkpointing but FlashAttention);
+# EP=8 folded onto TP=4 x CP=2. The recipe's smaller rows are proxies with fewer layers ("not
+# realistic", its README says); its 1024- and 2048-GPU rows repeat this layout with more data
+# parallelism (docs/results.md gives their figures beside the table).
+grok = "llama:layers={},hidden=6144,heads=48,kv_heads=8,ffn=32768,experts=8,topk=2,vocab=128256,capacity=1,aux=0.01"
+grok_source = "NVIDIA/dgxc-benchmarking grok1/README_314b.md (commit 143b90dd), 'Grok 1 314b Dev BF16' table"
+moe_runs = [
+    ("Grok-1 314B, 64 nodes", grok.format(64), 8192, 1024, "64x8",
+     "megatron:tp=4,pp=8,cp=2,vpp=8,ep=8,mbs=1,sp=1,recompute=selective,dopt=1", 20.83, grok_source),
+]
+if family == "moe":
+    runs = moe_runs
 
 
 def priced(model, seq, batch, mesh, strategy):
