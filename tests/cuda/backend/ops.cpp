@@ -113,7 +113,8 @@ TEST_CASE("every op case runs on the CUDA device and matches the CPU in float", 
 TEST_CASE("the ops of small gpt, vgg and llama models run on the CUDA device and match the CPU", "[cuda][ops][models]") {
   cuda_device dev;
   for (const char* spec : {"gpt:layers=1,hidden=64,heads=4,seq=32,batch=4,vocab=128", "vgg11:image=32,batch=2,fc=32,classes=8",
-                           "llama:layers=1,hidden=64,heads=4,kv_heads=2,ffn=96,seq=16,batch=4,vocab=96,qkv_bias=1,qk_norm=1"}) {
+                           "llama:layers=1,hidden=64,heads=4,kv_heads=2,ffn=96,seq=16,batch=4,vocab=96,qkv_bias=1,qk_norm=1",
+                           "llama:layers=1,hidden=64,heads=4,kv_heads=2,ffn=64,experts=4,topk=2,seq=16,batch=4,vocab=96"}) {
     const graph g = build_model(spec);
     INFO(spec);
     for (std::size_t i = 0; i < g.ops.size(); ++i) compare_op<float>(dev, g.ops[i], 100 + i, 1e-4);
