@@ -90,7 +90,7 @@ inline constexpr const char* default_hardware = "cpu-local";
 /// The strategies --strategy takes in both programs, for their help (each adds the exact ones
 /// it runs).
 inline constexpr const char* strategies_help =
-    "auto, dp (also spelled ddp), megatron[:tp=T,pp=P,cp=C,dp=D,mbs=B,recompute=R,sp=1,vpp=V,dopt=1], "
+    "auto, dp (also spelled ddp), megatron[:tp=T,pp=P,cp=C,dp=D,mbs=B,recompute=R,sp=1,vpp=V,dopt=1,ep=E,etp=T], "
     "zero[:stage=1|2|3] (zero alone is stage 3, also spelled fsdp), owt (one weird trick: data-parallel convolutions, "
     "model-parallel fully connected layers), 2d";
 

@@ -2,7 +2,7 @@
 // How a plan is chosen, as a value: the search (`strategy::automatic`), an expert plan spelled
 // with the experts' own knobs, or an exact reference. The command line and plan files write the
 // same values as text, parsed here and printed back by to_string:
-//   auto | dp | megatron[:tp=T,pp=P,cp=C,dp=D,mbs=B,recompute=none|selective|full,sp=1,vpp=V,dopt=1]
+//   auto | dp | megatron[:tp=T,pp=P,cp=C,dp=D,mbs=B,recompute=none|selective|full,sp=1,vpp=V,dopt=1,ep=E,etp=T]
 //   | zero[:stage=1|2|3]
 //   | owt | 2d
 //   | exact | exhaustive
@@ -213,7 +213,7 @@ constexpr plan_strategy parse_strategy(std::string_view text) {
   const std::string_view knobs = colon == std::string_view::npos ? std::string_view{} : text.substr(colon + 1);
   const std::string valid =
       "valid: auto, dp (also spelled ddp), megatron[:tp=T,pp=P,cp=C,dp=D,mbs=B,recompute=none|selective|full,sp=1,vpp=V,"
-      "dopt=1], zero[:stage=1|2|3] (zero alone, stage 3, also spelled fsdp), "
+      "dopt=1,ep=E,etp=T], zero[:stage=1|2|3] (zero alone, stage 3, also spelled fsdp), "
       "owt, 2d, "
       "exact, exhaustive";
   if (name == "megatron") return detail::parse_megatron_knobs(text, knobs);

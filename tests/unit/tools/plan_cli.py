@@ -60,6 +60,13 @@ expect_error("hf config missing a field", ["--model", "hf:" + hf_missing], "lack
 expect_error("hf config that is not JSON", ["--model", "hf:" + bad_json], "is not valid JSON")
 expect_error("llama kv_heads not dividing heads", ["--model", "llama:layers=1,hidden=64,heads=4,kv_heads=3"],
              "kv_heads=3 does not divide heads=4")
+moe = "llama:layers=1,hidden=64,heads=4,kv_heads=2,ffn=64,seq=16,batch=8,vocab=96,experts=4"
+expect_error("topk above the experts", ["--model", moe + ",topk=5"], "topk=5 must lie in [1, experts=4]")
+expect_error("a negative capacity", ["--model", moe + ",capacity=-1"], "is not a non-negative decimal")
+expect_error("ep not dividing the experts", ["--model", moe, "--mesh", "2x3", "--strategy", "megatron:tp=3,ep=3"],
+             "megatron ep=3 does not divide the 4 experts")
+expect_error("ep without experts", ["--model", small, "--mesh", "4", "--strategy", "megatron:ep=4"],
+             "needs a model with experts")
 expect_error("--seq on a model without a sequence", ["--model", "mlp", "--seq", "16"], "model mlp has no sequence")
 expect_error("--batch not positive", ["--model", small, "--batch", "0"], "--batch 0 is not a positive whole number")
 expect_error("micro-batches not a number", ["--model", small, "--microbatches", "two"], "positive whole number or auto")
@@ -519,5 +526,16 @@ expect_error("an unknown optimizer lists the names", ["--optimizer", "rmsprop"],
              "unknown optimizer 'rmsprop'; write adam or sgd-momentum (also spelled sgd)")
 expect_error("an unknown strategy lists the names with their aliases", ["--strategy", "tp"], "dp (also spelled ddp)")
 
+# expert parallelism over 4 devices: the dispatched buffer [batch 8, 4 experts, 10 slots (ceil(1.25 x
+# 16 x 2 / 4)), hidden 64] in fp32 goes S(0) -> S(1) before the experts and back before combine; an
+# all-to-all sends (n - 1) / n of the local shard, forward and again for the gradient
+moe_tiny = "llama:layers=2,hidden=64,heads=4,kv_heads=2,ffn=64,experts=4,topk=2,seq=16,batch=8,vocab=96"
+r = run("--model", moe_tiny, "--mesh", "4", "--hardware", "cpu-local", "--strategy", "megatron:ep=4", "--json")
+moe_layers = {l["name"]: l for l in json.loads(r.stdout)["layers"]} if r.returncode == 0 else {}
+local = 8 * 4 * 10 * 64 * 4 / 4
+want = 2 * (4 - 1) / 4 * local
+got = [moe_layers.get(n, {}).get("comm_bytes") for n in ("h0.moe.experts", "h0.moe.combine")]
+check(f"the expert-parallel all-to-all sends its closed form ({want:.0f} B per op and device)",
+      got == [want, want] and "S(1)" in moe_layers["h0.moe.experts"]["signature"], f"{got} {r.stderr[-300:]}")
 print(("FAIL" if failures else "ok  ") + f" {len(failures)} failures")
 sys.exit(1 if failures else 0)
