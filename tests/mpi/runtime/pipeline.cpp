@@ -240,4 +240,13 @@ TEST_CASE("random pipeline plans of a small VGG train like serial execution", "[
       for (int m : {1, 2, 8}) check_pipeline(vgg, full, p, m, m == 2 ? recompute_mode::selective : recompute_mode::none, 1);
 }
 
+// A mixture of experts: each block's balancing loss crosses the later stages to the loss.
+TEST_CASE("random pipeline plans of a small mixture of experts train like serial execution",
+          "[mpi][runtime][pipeline][moe]") {
+  const std::string moe = "llama:layers=4,hidden=32,heads=4,kv_heads=2,ffn=32,experts=4,topk=2,seq=16,batch=8,vocab=64";
+  for (int p : {2, 4})
+    for (const mesh_shape& full : meshes_for(world_size(), p))
+      for (int m : {1, 2, 4}) check_pipeline(moe, full, p, m, m == 2 ? recompute_mode::selective : recompute_mode::none, 1);
+}
+
 }  // namespace pipeline_cases
