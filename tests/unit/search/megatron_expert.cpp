@@ -3,6 +3,7 @@
 // linear are column-parallel (W [in, out] split on out), the attention's output projection and
 // the MLP's second linear row-parallel (split on in), on the tensor-parallel (innermost) axis;
 // the other axis is data parallel (weights replicated, the batch split).
+#include <catch2/catch_approx.hpp>
 #include <catch2/catch_test_macros.hpp>
 
 #include <string>
@@ -14,6 +15,7 @@
 #include "autoddl/search.hpp"
 
 using namespace autoddl;
+using Catch::Approx;
 
 namespace megatron_expert_cases {
 
@@ -118,6 +120,34 @@ TEST_CASE("megatron without sp sends Megatron-LM's two all-reduces forward and t
     const double closed = 4 * ring * double(b * s * h) * 4 + ring * double(4 * h) * 4;
     INFO("t = " << t);
     CHECK(bytes(3) - bytes(2) == closed);
+  }
+}
+
+TEST_CASE("dp and every ZeRO stage send 2 (n - 1) / n of the parameters per device, as their papers do",
+          "[search][experts][closed-form]") {
+  // Data parallelism all-reduces every gradient (a ring: reduce-scatter then all-gather, 2 (n - 1)
+  // / n of it per device); ZeRO (Rajbhandari et al. 2020, section 7) sends the same volume at every
+  // stage: stages 1 and 2 reduce-scatter the gradients and all-gather the updated slices, stage 3
+  // all-gathers each weight before use (the executor keeps the copy for backward) and
+  // reduce-scatters its gradient. An MLP: no activation crosses devices when the batch splits.
+  // On a 2-D mesh the collectives run axis by axis: 2 (b - 1) / b of it on the inner axis, then
+  // 2 (a - 1) / a of the 1 / b slice on the outer, 2 (n - 1) / n in all.
+  const graph g = build_model("mlp:layers=3,hidden=64,batch=32,in=16,out=8");
+  const double params = double(param_count(g));
+  for (const mesh_shape& mesh : {mesh_shape{2}, mesh_shape{4}, mesh_shape{8}, mesh_shape{2, 2}, mesh_shape{2, 4}}) {
+    for (const char* strategy : {"dp", "zero:stage=1", "zero:stage=2", "zero"}) {
+      plan_options o;
+      o.mesh = mesh;
+      o.hw = load_hardware("dgx-a100");
+      o.type = dtype::fp32;
+      o.zero1_layouts = o.zero2_layouts = true;
+      const plan_problem pp(g, o);
+      const plan_result r = solve_plan(pp, parse_strategy(strategy));
+      const double n = double(mesh.devices());
+      CAPTURE(to_string(mesh), strategy);
+      CHECK(r.notes.empty());
+      CHECK(r.totals.bytes == Approx(2.0 * (n - 1) / n * params * 4).epsilon(1e-12));
+    }
   }
 }
 
