@@ -131,6 +131,24 @@ TEST_CASE("mixture-of-experts specs and configs refuse what autoddl cannot build
   CHECK_NOTHROW(build_model(tiny + ",experts=4,topk=2,capacity=0,shared_experts=2,moe_ffn=32"));
 }
 
+TEST_CASE("mixtures of experts round-trip through model files", "[models][moe][model-file]") {
+  const graph g = build_model("llama:layers=2,hidden=64,heads=4,kv_heads=2,ffn=64,seq=16,batch=8,vocab=96,experts=4,"
+                              "topk=2,capacity=1.5,norm_topk=0,aux=0.02,shared_experts=1");
+  const graph back = parse_model_file(model_file_json(g).dump(1), "moe.json");
+  REQUIRE(back.ops.size() == g.ops.size());
+  for (std::size_t i = 0; i < g.ops.size(); ++i) {
+    CAPTURE(g.ops[i].name);
+    CHECK(back.ops[i].kind == g.ops[i].kind);
+    CHECK(back.ops[i].attrs.topk == g.ops[i].attrs.topk);
+    CHECK(back.ops[i].attrs.capacity == g.ops[i].attrs.capacity);
+    CHECK(back.ops[i].attrs.renormalize == g.ops[i].attrs.renormalize);
+    if (g.ops[i].kind == op_kind::load_balance) CHECK(back.ops[i].attrs.aux_coef == 0.02);
+    CHECK(back.ops[i].outputs == g.ops[i].outputs);
+  }
+  CHECK(back.loss_op == g.loss_op);
+  CHECK(active_param_count(back) == active_param_count(g));
+}
+
 TEST_CASE("--seq and --batch rewrite any model's spec", "[models][hf][resize]") {
   CHECK(resize_model_spec("llama:size=llama3-8b,seq=4096", 2048, std::nullopt) == "llama:size=llama3-8b,seq=2048");
   CHECK(resize_model_spec("gpt", 64, 16) == "gpt:seq=64,batch=16");
