@@ -7,9 +7,11 @@
 //   vgg11 vgg13 vgg16 vgg19   image (224), classes (1000), batch (8), fc (4096), width (64: the
 //          first convs' channels; later stages double it up to 8 x width)
 //   mlp    layers (3), hidden (256), batch (32), in (784), out (10)
-//   llama  size (llama3-8b llama3-70b llama3-405b mistral-7b qwen2-7b; default llama3-8b), layers,
-//          hidden, heads, kv_heads (the preset's, or heads where heads alone is given), ffn, seq,
-//          batch (8), vocab, head_dim (hidden / heads), tied, qkv_bias, qk_norm (0 or 1)
+//   llama  size (llama3-8b llama3-70b llama3-405b mistral-7b qwen2-7b mixtral-8x7b qwen3-30b-a3b;
+//          default llama3-8b), layers, hidden, heads, kv_heads (the preset's, or heads where heads
+//          alone is given), ffn, seq, batch (8), vocab, head_dim (hidden / heads), tied, qkv_bias,
+//          qk_norm (0 or 1); a mixture of experts: experts, topk (2), capacity (1.25; 0 dropless),
+//          moe_ffn (ffn), shared_experts (0), norm_topk (1), aux (0.01)
 // Explicit keys override a preset. Builders only describe shapes: nothing is allocated.
 // A model file (a user's own network as JSON) is read by load_model (models/model_file.hpp),
 // which takes zoo specs too; it is not in this header because nlohmann-json's <memory> brings
