@@ -12,8 +12,9 @@
 //     otherwise                                           -> replicated (every device does it all)
 //   the axis takes the role of the largest weight; dp, cp and tp are the products of the sizes
 //   of their axes, pp the pipeline's stages. ep is the product of the axes on which most of the
-//   experts ops' work (ops/moe.hpp) splits whole experts (X S(1)); such an axis also carries
-//   the rest of the model, so it counts in dp, cp or tp as its vote says.
+//   experts ops' work (ops/moe.hpp) splits whole experts (X S(1)); the experts ops do not vote
+//   on an axis's role: an expert-parallel axis counts in dp, cp or tp as the rest of the model
+//   uses it.
 // ZeRO stage, over the data-parallel axes, per parameter (weighted by its bytes, the stage of
 // the most bytes wins): 3 where it is stored split but computed whole (gathered before use),
 // 2 where its summed gradient is split (reduce-scattered), 1 where only its update (optimizer
@@ -84,7 +85,7 @@ inline plan_parallelism parallelism_of(const plan_problem& pp, const std::vector
     double votes[4] = {0, 0, 0, 0};
     for (int i = 0; i < int(g.ops.size()); ++i) {
       const op_node& n = at(g.ops, i);
-      if (n.param_ids.empty()) continue;
+      if (n.param_ids.empty() || n.kind == op_kind::experts) continue;  // experts vote for ep below
       votes[int(detail::op_axis_role(n, pp.op_candidate(i, at(pick, i)), a))] += forward_flops(n) + 1;
     }
     int best = int(axis_role::replicated);

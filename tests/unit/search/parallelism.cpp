@@ -58,6 +58,23 @@ TEST_CASE("an expert plan's parallelism summary reads back its knobs", "[search]
   }
 }
 
+TEST_CASE("a mixture of experts' summary counts ep where the experts split whole", "[search][parallelism][moe]") {
+  const std::string moe = "llama:layers=2,hidden=64,heads=4,kv_heads=2,ffn=64,experts=4,topk=2,seq=16,batch=8,vocab=96";
+  struct moe_want {
+    const char* strategy;
+    int dp, tp, cp, ep;
+  };
+  for (const moe_want& w : {moe_want{"megatron:ep=4", 2, 4, 1, 4}, moe_want{"megatron:tp=1,ep=4", 8, 1, 1, 4},
+                            moe_want{"megatron:tp=2,cp=2,ep=4", 2, 2, 2, 4}, moe_want{"dp", 8, 1, 1, 1}}) {
+    CAPTURE(w.strategy);
+    const plan_parallelism x = summary(moe, mesh_shape{2, 4}, parse_strategy(w.strategy));
+    CHECK(x.dp == w.dp);
+    CHECK(x.tp == w.tp);
+    CHECK(x.cp == w.cp);
+    CHECK(x.ep == w.ep);
+  }
+}
+
 TEST_CASE("a pipeline's stages are its pp; the stage mesh's axes give the rest", "[search][parallelism]") {
   plan_options o;
   o.mesh = mesh_shape{2, 4};
