@@ -154,6 +154,21 @@ inline nlohmann::json plan_json(const plan_problem& pp, const plan_result& r, co
   return j;
 }
 
+// A mixture of experts' routing, from its first dispatch (""; a dense model): experts per
+// block, top-k, slots per expert per sequence, whether tokens can be dropped.
+inline std::string experts_line(const graph& g) {
+  for (std::size_t i = 0; i < g.ops.size(); ++i) {
+    const op_node& d = g.ops[i];
+    if (d.kind != op_kind::dispatch) continue;
+    const tensor_ref gates = g.op_inputs[i][1];
+    const int k = gates.op >= 0 ? g.ops[std::size_t(gates.op)].attrs.topk : 0;
+    const std::int64_t seq = d.inputs[0][1], slots = d.attrs.capacity;
+    return fmt::format("{} per block, top {}, {} slots per expert per sequence of {} ({})", d.inputs[1][2], k, slots, seq,
+                       slots == seq ? "dropless" : "a token past its expert's slots is dropped there");
+  }
+  return "";
+}
+
 // The lines above the table: the model, the step, the mesh, the strategy, the parallelism.
 inline void print_plan_heading(const plan_problem& pp, const plan_result& r, const plan_peak& peak, const std::string& spec,
                                const std::string& hw_name) {
@@ -165,6 +180,7 @@ inline void print_plan_heading(const plan_problem& pp, const plan_result& r, con
              si(double(o.microbatches) * (forward_flops(g) + backward_flops(g)), "FLOP"));
   fmt::print("step      {} micro-batch{} of {}, recompute {}\n", o.microbatches, o.microbatches == 1 ? "" : "es",
              g.inputs.empty() ? 0 : g.inputs[0][0], to_string(o.recompute));
+  if (const std::string moe = experts_line(g); !moe.empty()) fmt::print("experts   {}\n", moe);
   fmt::print("mesh      {}  ({} devices)   hardware {}   dtype {}\n", to_string(pp.options().mesh),
              pp.options().mesh.devices(), hw_name, to_string(pp.options().type));
   fmt::print("strategy  {}   search {}\n", to_string(r.strategy), seconds(r.search_s));
