@@ -155,7 +155,8 @@ inline nlohmann::json plan_json(const plan_problem& pp, const plan_result& r, co
 }
 
 // A mixture of experts' routing, from its first dispatch (""; a dense model): experts per
-// block, top-k, slots per expert per sequence, whether tokens can be dropped.
+// block, top-k, slots per expert per sequence beside what a balanced router fills (seq k / E),
+// whether tokens can be dropped.
 inline std::string experts_line(const graph& g) {
   for (std::size_t i = 0; i < g.ops.size(); ++i) {
     const op_node& d = g.ops[i];
@@ -163,7 +164,10 @@ inline std::string experts_line(const graph& g) {
     const tensor_ref gates = g.op_inputs[i][1];
     const int k = gates.op >= 0 ? g.ops[std::size_t(gates.op)].attrs.topk : 0;
     const std::int64_t seq = d.inputs[0][1], slots = d.attrs.capacity;
-    return fmt::format("{} per block, top {}, {} slots per expert per sequence of {} ({})", d.inputs[1][2], k, slots, seq,
+    const double uniform = double(seq) * k / double(d.inputs[1][2]);  // what balanced routing fills
+    return fmt::format("{} per block, top {}, {} slots per expert per sequence of {}, {:.3g} filled by balanced routing "
+                       "({}; the slots are what is sent and priced)",
+                       d.inputs[1][2], k, slots, seq, uniform,
                        slots == seq ? "dropless" : "a token past its expert's slots is dropped there");
   }
   return "";
