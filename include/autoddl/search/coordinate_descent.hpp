@@ -133,16 +133,7 @@ class descent_state {
   /// Each term's least over `v` (zero terms when v is empty).
   static cost_terms least_of(const std::vector<cost_terms>& v) {
     cost_terms least = v.empty() ? cost_terms{} : v[0];
-    for (const cost_terms& x : v) {
-      least.compute_fwd = std::min(least.compute_fwd, x.compute_fwd);
-      least.compute_bwd = std::min(least.compute_bwd, x.compute_bwd);
-      least.comm_fwd = std::min(least.comm_fwd, x.comm_fwd);
-      least.comm_bwd = std::min(least.comm_bwd, x.comm_bwd);
-      least.comm_grad = std::min(least.comm_grad, x.comm_grad);
-      least.memory = std::min(least.memory, x.memory);
-      least.transient = std::min(least.transient, x.transient);
-      least.bytes = std::min(least.bytes, x.bytes);
-    }
+    for (const cost_terms& x : v) cost_terms::all::for_each([&](auto m) { least.*m = std::min(least.*m, x.*m); });
     return least;
   }
 
