@@ -27,13 +27,13 @@ void run(const std::string& spec, const std::string& mesh, const std::string& hw
   double t0 = now();
   graph g = build_model(spec);
   double t1 = now();
-  plan_problem pp(g, o);
+  plan_problem problem(g, o);
   double t2 = now();
-  plan_result r = solve_plan(pp, strategy::automatic{});
+  plan_result r = solve_plan(problem, strategy::automatic{});
   double t3 = now();
   auto ratio = [&](const char* e) -> std::string {
     try {
-      return std::to_string(solve_plan(pp, parse_strategy(e)).time / r.time).substr(0, 5) + "x";
+      return std::to_string(solve_plan(problem, parse_strategy(e)).time / r.time).substr(0, 5) + "x";
     } catch (const error&) {
       return "n/a";  // e.g. dp cannot split a batch smaller than the mesh
     }

@@ -40,19 +40,19 @@ TEST_CASE("ops of identical blocks priced once carry every op's own price", "[se
       o.type = dtype::bf16;
       o.recompute = r;
       o.microbatches = 2;
-      const plan_problem pp(build_model("gpt:layers=3,hidden=64,heads=4,seq=32,batch=16,vocab=128", 2), o);
-      const choice_problem& p = pp.untied();
+      const plan_problem problem(build_model("gpt:layers=3,hidden=64,heads=4,seq=32,batch=16,vocab=128", 2), o);
+      const choice_problem& p = problem.untied();
       int checked = 0;
-      for (int i = 0; i < int(pp.model().ops.size()); ++i)
+      for (int i = 0; i < int(problem.model().ops.size()); ++i)
         for (int c = 0; c < p.candidates(i); ++c) {
-          INFO(mesh << " recompute " << to_string(r) << " op " << pp.model().ops[std::size_t(i)].name << " candidate " << c);
-          CHECK(same_terms(p.unary(i, c), pp.op_terms(i, c)));
+          INFO(mesh << " recompute " << to_string(r) << " op " << problem.model().ops[std::size_t(i)].name << " candidate " << c);
+          CHECK(same_terms(p.unary(i, c), problem.op_terms(i, c)));
           ++checked;
         }
-      for (int q = 0; q < int(pp.model().params.size()); ++q)
-        for (int c = 0; c < p.candidates(pp.param_node(q)); ++c) {
+      for (int q = 0; q < int(problem.model().params.size()); ++q)
+        for (int c = 0; c < p.candidates(problem.param_node(q)); ++c) {
           INFO(mesh << " parameter " << q << " candidate " << c);
-          CHECK(same_terms(p.unary(pp.param_node(q), c), pp.param_terms(q, c)));
+          CHECK(same_terms(p.unary(problem.param_node(q), c), problem.param_terms(q, c)));
         }
       CHECK(checked > 1000);
     }
