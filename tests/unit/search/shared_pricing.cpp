@@ -31,12 +31,6 @@ namespace shared_pricing_cases {
 
 namespace {
 
-bool same_terms(const cost_terms& a, const cost_terms& b) {
-  return a.compute_fwd == b.compute_fwd && a.compute_bwd == b.compute_bwd && a.comm_fwd == b.comm_fwd &&
-         a.comm_bwd == b.comm_bwd && a.comm_grad == b.comm_grad && a.memory == b.memory && a.transient == b.transient &&
-         a.bytes == b.bytes;
-}
-
 bool close(double a, double b) { return std::abs(a - b) <= 1e-12 * std::max(std::abs(a), std::abs(b)); }
 
 // Seconds of a linear op's forward under signature s, the whole step of `microbatches`, where no
@@ -108,7 +102,7 @@ TEST_CASE("ops of identical blocks priced once carry every op's own price", "[se
         for (int c = 0; c < p.candidates(i); ++c) {
           const op_node& op = problem.model().ops[std::size_t(i)];
           INFO(mesh << " recompute " << to_string(r) << " op " << op.name << " candidate " << c);
-          CHECK(same_terms(p.unary(i, c), problem.op_terms(i, c)));
+          CHECK(p.unary(i, c) == problem.op_terms(i, c));
           ++checked;
           if (op.kind != op_kind::linear || !op.attrs.bias) continue;
           if (const auto want = linear_forward_seconds(op, problem.op_candidate(i, c), o.mesh, o.hw.device, o.type,
@@ -121,7 +115,7 @@ TEST_CASE("ops of identical blocks priced once carry every op's own price", "[se
       for (int q = 0; q < int(problem.model().params.size()); ++q)
         for (int c = 0; c < p.candidates(problem.param_node(q)); ++c) {
           INFO(mesh << " parameter " << q << " candidate " << c);
-          CHECK(same_terms(p.unary(problem.param_node(q), c), problem.param_terms(q, c)));
+          CHECK(p.unary(problem.param_node(q), c) == problem.param_terms(q, c));
         }
       CHECK(checked > 1000);
     }
