@@ -94,12 +94,9 @@ class descent_state {
     return obj.rank(base + t);
   }
 
-  /// Starts a move of group g: its picks are tried with every other group fixed, so an edge's
-  /// price depends only on the port of g's end (choice_problem::port). Until the next set(),
-  /// rank_of(.., g, ..) asks each (edge, port) for its lower bound and its price once: a 4-D op
-  /// has 2401 picks but a few hundred ports an edge. The cache holds what pair_lower_bound and
-  /// pair would return (a bound is replaced by the price once priced, as the memo does), so the
-  /// ranks are those without it.
+  /// Starts a move of group g, its picks tried with every other group fixed: until the next
+  /// set(), rank_of(.., g, ..) asks each (edge, port) for its lower bound and its price once
+  /// (move_cache), and ranks as it would without the cache.
   void begin_move(int g) const { at(moves_, 0).bind(p_, g, -1); }
 
   /// Each term's least over `v` (zero terms when v is empty).
