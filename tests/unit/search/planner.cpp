@@ -103,7 +103,7 @@ TEST_CASE("the exact references bound the descent on the additive objective", "[
   plan_result a = solve_plan(problem, strategy::automatic{});
   CHECK(ex.totals.serial_time() <= full.time * (1 + 1e-12));  // untied DP <= tied enumeration
   CHECK(ex.totals.serial_time() <= a.time * (1 + 1e-12));
-  CHECK(a.time <= full.time * 1.01);  // within 1% of the tied optimum (issue 5's target)
+  CHECK(a.time <= full.time * 1.01);  // within 1% of the tied optimum (the search's target)
   REQUIRE(a.optimal_gap);
   CHECK(*a.optimal_gap < 0.01);
   // the reference finished, so its bound is the untied optimum: no plan, the enumerated tied
@@ -168,8 +168,8 @@ TEST_CASE("a model the mesh cannot divide is refused in one sentence", "[search]
 }
 
 TEST_CASE("a solved exact reference is never beaten: the plan is at least as good as its optimum", "[search][exact]") {
-  // issue 37: this MLP on 2x2x2 cpu-local ended 1.589 % above the additive optimum the exact
-  // reference had solved. Oracle: the series-parallel DP's optimum, priced with the plan's own
+  // A case where a plan could end above the optimum its exact reference solved: this MLP on
+  // 2x2x2 cpu-local. Oracle: the series-parallel DP's optimum, priced with the plan's own
   // objective (cpu-local overlaps nothing: the additive step is the step)
   plan_options o;
   o.mesh = mesh_shape{2, 2, 2};
