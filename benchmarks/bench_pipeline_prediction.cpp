@@ -85,9 +85,9 @@ runnable pipelined(const std::string& name, pipeline_plan&& p) {
   x.name = name;
   x.predicted = p.time;
   x.pipeline = std::move(p);
-  const plan_problem& pp = *x.pipeline->layouts.problem;
-  x.stages = std::make_unique<mpi::pipeline_comms>(pp.options().mesh, x.pipeline->shape.stages);
-  x.run = std::make_unique<cpu_trainer>(pp, x.pipeline->layouts.result.pick, *x.dev, x.stages->mesh(), sgd(),
+  const plan_problem& problem = *x.pipeline->layouts.problem;
+  x.stages = std::make_unique<mpi::pipeline_comms>(problem.options().mesh, x.pipeline->shape.stages);
+  x.run = std::make_unique<cpu_trainer>(problem, x.pipeline->layouts.result.pick, *x.dev, x.stages->mesh(), sgd(),
                                         pipeline_stage<mpi::ring_comm>{x.stages->stage(), x.pipeline->cut_ops,
                                                                        &x.stages->pipe()});
   return x;

@@ -138,13 +138,13 @@ int main(int argc, char** argv) {
     plan_options o;
     o.mesh = mesh_shape{ranks};
     o.hw = load_hardware("cpu-local");
-    plan_problem pp(build_model(spec), o);
-    plan_result plan = solve_plan(pp, strategy::dp{});
+    plan_problem problem(build_model(spec), o);
+    plan_result plan = solve_plan(problem, strategy::dp{});
     cpu_device dev;
     mpi::mpi_mesh_comm comm(o.mesh);
     train_options to;
     to.opt = optimizer::sgd_momentum;
-    trainer<float, cpu_device, mpi::mpi_mesh_comm> t(pp, plan.pick, dev, comm, to);
+    trainer<float, cpu_device, mpi::mpi_mesh_comm> t(problem, plan.pick, dev, comm, to);
     hand_mlp h(a[0], a[1], a[2] / ranks, a[3], a[4], ranks);  // layers + 1 linears, as build_mlp
     const float momentum = float(optimizer_step{}.momentum);   // the trainer's SGD-momentum rule
     const auto seconds = bench::time_interleaved(2, warmup, rounds, [&](std::size_t which, int round) {

@@ -27,13 +27,13 @@ void run(const std::string& spec, const std::string& mesh, const std::string& hw
   double t0 = now();
   graph g = build_model(spec);
   double t1 = now();
-  plan_problem pp(g, o);
+  plan_problem problem(g, o);
   double t2 = now();
-  plan_result r = solve_plan(pp, strategy::automatic{});
+  plan_result r = solve_plan(problem, strategy::automatic{});
   double t3 = now();
   auto ratio = [&](const char* e) -> std::string {
     try {
-      return std::to_string(solve_plan(pp, parse_strategy(e)).time / r.time).substr(0, 5) + "x";
+      return std::to_string(solve_plan(problem, parse_strategy(e)).time / r.time).substr(0, 5) + "x";
     } catch (const error&) {
       return "n/a";  // e.g. dp cannot split a batch smaller than the mesh
     }
@@ -133,7 +133,7 @@ int main(int argc, char** argv) {
   std::puts("# devices 8 -> 8192, GPT-3 175B, global batch 8192 (memory limit lifted)");
   for (const char* mesh : {"1x8", "8x8", "64x8", "128x8", "1024x8"})
     run("gpt:size=gpt3-175b,batch=8192", mesh, "dgx-a100", dtype::bf16, true);
-  std::puts("# mesh rank 3 and 4 (issue 19's rows; 2401 candidates per op on 2x2x2x2)");
+  std::puts("# mesh rank 3 and 4 (bench_search's rows; 2401 candidates per op on 2x2x2x2)");
   run("gpt:layers=2,hidden=64,heads=4,seq=32,batch=8,vocab=128", "2x2x2", "dgx-a100", dtype::bf16);
   run("mlp:layers=3,hidden=64,batch=8,in=16,out=4", "2x2x2", "dgx-a100", dtype::bf16);
   run("gpt:size=gpt2,batch=64", "4x4x8", "dgx-a100", dtype::bf16);

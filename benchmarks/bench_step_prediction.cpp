@@ -78,31 +78,31 @@ struct runnable {
   bench::spread_summary measured;
 };
 
-std::vector<runnable> prepare(const plan_problem& pp, const mesh_shape& m) {
+std::vector<runnable> prepare(const plan_problem& problem, const mesh_shape& m) {
   std::vector<runnable> out;
   for (const char* s : {"auto", "dp", "megatron", "zero", "owt", "2d"}) {
     if (std::string(s) == "2d" && m.size() != 2) continue;
     plan_result r;
     try {
-      r = solve_plan(pp, parse_strategy(s));
+      r = solve_plan(problem, parse_strategy(s));
     } catch (const error&) {
       continue;  // the expert's rules do not fit this model and mesh
     }
     runnable x{s, r.time, r.totals, 0, {}, std::make_unique<cpu_device>(), std::make_unique<mpi::mpi_mesh_comm>(m), nullptr, {}};
-    for (int p = 0; p < int(pp.model().params.size()); ++p)
-      x.update += pp.param_terms(p, r.pick[std::size_t(pp.param_node(p))]).compute_bwd;
+    for (int p = 0; p < int(problem.model().params.size()); ++p)
+      x.update += problem.param_terms(p, r.pick[std::size_t(problem.param_node(p))]).compute_bwd;
     train_options to;
     to.opt = optimizer::sgd_momentum;
-    x.run = std::make_unique<cpu_trainer>(pp, r.pick, *x.dev, *x.comm, to);
+    x.run = std::make_unique<cpu_trainer>(problem, r.pick, *x.dev, *x.comm, to);
     out.push_back(std::move(x));
   }
   return out;
 }
 
-void print_table(const plan_problem& pp, const std::vector<runnable>& rows, const char* spec, int ranks, const mesh_shape& m, const options& o) {
+void print_table(const plan_problem& problem, const std::vector<runnable>& rows, const char* spec, int ranks, const mesh_shape& m, const options& o) {
   std::printf("%s on %d ranks, mesh %s (%s), %d interleaved rounds after %d warm-up\n", spec, ranks,
               to_string(m).c_str(), o.hardware.c_str(), o.rounds, o.warmup);
-  const kernel_price_counts k = pp.kernel_price_counts_of();
+  const kernel_price_counts k = problem.kernel_price_counts_of();
   std::printf("  kernel prices: %d measured, %d fitted per op kind, %d analytical\n", k.measured, k.fitted, k.analytical);
   std::printf("  %-9s %12s %12s %12s %9s\n", "plan", "predicted", "measured", "spread(IQR)", "meas/pred");
   for (const auto& r : rows)
@@ -172,8 +172,8 @@ int main(int argc, char** argv) {
         po.mesh = m;
         po.hw = load_hardware(o.hardware);
         po.opt = optimizer::sgd_momentum;  // what prepare()'s trainers run
-        plan_problem pp(build_model(spec), po);
-        std::vector<runnable> rows = prepare(pp, m);
+        plan_problem problem(build_model(spec), po);
+        std::vector<runnable> rows = prepare(problem, m);
         const auto seconds = bench::time_interleaved(rows.size(), o.warmup, o.rounds,
                                                      [&](std::size_t i, int round) {
                                                        rows[i].run->train_step(round);
@@ -182,7 +182,7 @@ int main(int argc, char** argv) {
         for (std::size_t i = 0; i < rows.size(); ++i) rows[i].measured = bench::summarize(seconds[i]);
         if (rank != 0) continue;
         if (!o.json) {
-          print_table(pp, rows, spec, ranks, m, o);
+          print_table(problem, rows, spec, ranks, m, o);
           if (o.breakdown) print_breakdown(rows);
           continue;
         }

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Wall time of autoddl-plan on the LLaMA family (issue 35's search targets): Llama 3 405B on
+"""Wall time of autoddl-plan on the LLaMA family (its search targets): Llama 3 405B on
 1024x8 dgx-h100 in bf16 with every coordinate free (layouts, context parallelism, pipeline,
 micro-batches, recomputation; target < 3 s) and Llama 3 8B on mesh 8 (target < 0.5 s). The two
 commands run interleaved, `rounds` rounds; printed: median and spread (min..max) per command,

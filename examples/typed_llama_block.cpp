@@ -33,16 +33,16 @@ using llama = typed_model<float, static_mesh<2>, static_shape<4, 16, hidden>, ll
 
 constexpr int steps = 12;
 
-/// Losses of `steps` steps of `pp` under `pick` on `comm`: two batches seen again and again.
+/// Losses of `steps` steps of `problem` under `pick` on `comm`: two batches seen again and again.
 template <class Comm>
-std::vector<double> train(const plan_problem& pp, const std::vector<int>& pick, Comm& comm,
+std::vector<double> train(const plan_problem& problem, const std::vector<int>& pick, Comm& comm,
                           const op_program<float, cpu_device>* instances, bool* bytes_as_priced) {
   cpu_device dev;
   train_options to;
   to.lr = 1e-2;
-  trainer<float, cpu_device, Comm> t(pp, pick, dev, comm, to);
+  trainer<float, cpu_device, Comm> t(problem, pick, dev, comm, to);
   if (instances) t.run_instances(*instances);
-  const double priced = pp.untied().evaluate(pick).bytes;
+  const double priced = problem.untied().evaluate(pick).bytes;
   std::vector<double> losses;
   for (int step = 0; step < steps; ++step) {
     losses.push_back(t.train_step(step % 2));
@@ -60,13 +60,13 @@ int main(int argc, char** argv) {
     const graph g = llama::to_graph("typed-llama");
     plan_options o;
     o.hw = load_hardware("cpu-local");
-    plan_problem pp(g, typed_plan_options<llama>(o));
-    const plan_result plan = solve_plan(pp, strategy::automatic{});
-    const std::vector<int> chosen = chosen_signatures(pp, plan);  // per op, an index into its candidates
+    plan_problem problem(g, typed_plan_options<llama>(o));
+    const plan_result plan = solve_plan(problem, strategy::automatic{});
+    const std::vector<int> chosen = chosen_signatures(problem, plan);  // per op, an index into its candidates
     const op_program<float, cpu_device> program = typed_program<llama, float, cpu_device>(chosen);
     mpi::mpi_mesh_comm comm(llama::mesh);
     bool bytes_as_priced = true;
-    const std::vector<double> losses = train(pp, plan.pick, comm, &program, &bytes_as_priced);
+    const std::vector<double> losses = train(problem, plan.pick, comm, &program, &bytes_as_priced);
     if (rank == 0) {
       // the same graph on this rank alone: mesh 1, every tensor whole
       plan_options so;
@@ -79,7 +79,7 @@ int main(int argc, char** argv) {
       double worst = 0;
       for (int s = 0; s < steps; ++s) worst = std::max(worst, std::abs(losses[s] - reference[s]) / std::abs(reference[s]));
       for (int i = 0; i < int(llama::size); ++i) {
-        const op_node& op = pp.model().ops[std::size_t(i)];
+        const op_node& op = problem.model().ops[std::size_t(i)];
         const signature sig = signatures(op, llama::mesh)[std::size_t(chosen[std::size_t(i)])];
         std::printf("  %-14s %s\n", op.name.c_str(), to_string(op, sig).c_str());
       }

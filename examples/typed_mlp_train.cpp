@@ -30,14 +30,14 @@ int main(int argc, char** argv) {
   {
     plan_options o;
     o.hw = load_hardware("cpu-local");
-    plan_problem pp(mlp::to_graph("typed-mlp"), typed_plan_options<mlp>(o));
-    plan_result plan = solve_plan(pp, strategy::automatic{});
+    plan_problem problem(mlp::to_graph("typed-mlp"), typed_plan_options<mlp>(o));
+    plan_result plan = solve_plan(problem, strategy::automatic{});
     cpu_device dev;
     mpi::mpi_mesh_comm comm(mlp::mesh);
     train_options to;
     to.lr = 1e-2;
-    trainer<float, cpu_device, mpi::mpi_mesh_comm> t(pp, plan.pick, dev, comm, to);
-    t.run_instances(typed_program<mlp, float, cpu_device>(chosen_signatures(pp, plan)));
+    trainer<float, cpu_device, mpi::mpi_mesh_comm> t(problem, plan.pick, dev, comm, to);
+    t.run_instances(typed_program<mlp, float, cpu_device>(chosen_signatures(problem, plan)));
     double first = 0, last = 0;
     for (int step = 0; step < 30; ++step) {
       last = t.train_step(step % 2);  // two batches, seen again and again: the loss must fall
@@ -46,8 +46,8 @@ int main(int argc, char** argv) {
     }
     if (rank == 0) {
       for (int i = 0; i < int(mlp::size); ++i)
-        std::printf("  %-10s %s\n", pp.model().ops[std::size_t(i)].name.c_str(),
-                    to_string(pp.model().ops[std::size_t(i)], t.sig(i)).c_str());
+        std::printf("  %-10s %s\n", problem.model().ops[std::size_t(i)].name.c_str(),
+                    to_string(problem.model().ops[std::size_t(i)], t.sig(i)).c_str());
       std::printf("typed MLP on 2 ranks: loss %.4f -> %.4f, %.0f bytes sent per step (as predicted: %s)\n", first, last,
                   plan.totals.bytes, status == 0 ? "yes" : "NO");
     }

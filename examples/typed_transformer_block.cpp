@@ -29,16 +29,16 @@ using gpt = typed_model<float, static_mesh<2, 4>, static_shape<8, 128, hidden>, 
 int main() {
   plan_options o;
   o.hw = load_hardware("dgx1-v100");
-  plan_problem pp(gpt::to_graph("typed-gpt"), typed_plan_options<gpt>(o));
-  plan_result r = solve_plan(pp, strategy::automatic{});
-  std::vector<int> chosen = chosen_signatures(pp, r);
+  plan_problem problem(gpt::to_graph("typed-gpt"), typed_plan_options<gpt>(o));
+  plan_result r = solve_plan(problem, strategy::automatic{});
+  std::vector<int> chosen = chosen_signatures(problem, r);
 
   std::printf("typed GPT, %zu ops, %zu signatures instantiated, mesh %s\n", gpt::size, gpt::instantiated_signatures,
               to_string(gpt::mesh).c_str());
   std::printf("predicted step %.3f ms, boxings written in the type: %zu\n", r.time * 1e3, gpt::boxings.size());
   int pinned_ok = 0;
   for (int i = 0; i < int(gpt::size); ++i) {
-    const op_node& op = pp.model().ops[std::size_t(i)];
+    const op_node& op = problem.model().ops[std::size_t(i)];
     // one dispatch per op: f sees the signature as a compile-time constant
     gpt::visit(i, chosen[std::size_t(i)], [&](auto sig) {
       using s = decltype(sig);

@@ -135,11 +135,11 @@ step_settings pinned_settings(const plan_cli& c) {
 // the smallest mesh of the same shape that fits, if any.
 [[noreturn]] void no_plan_fits(const micro_batched_plan& best, const graph_builder& build, std::int64_t batch,
                                const plan_options& o, const step_settings& pin, const plan_cli& c) {
-  const plan_problem& pp = *best.problem;
+  const plan_problem& problem = *best.problem;
   const plan_result& r = best.result;
   std::string msg = "no plan fits the memory limit of " + si(memory_limit_of(o), "B") +
                     " per device, even with micro-batches and recomputation (the best peaks at " +
-                    si(best.peak_bytes, "B") + ", most of it " + largest_memory_term(pp.memory_of(r.pick)) + ")";
+                    si(best.peak_bytes, "B") + ", most of it " + largest_memory_term(problem.memory_of(r.pick)) + ")";
   if (const std::optional<mesh_shape> bigger = smallest_fitting_mesh(build, batch, o, pin, c.seed))
     msg += "; the smallest mesh like " + c.mesh + " that fits is " + to_string(*bigger);
   else
@@ -170,11 +170,11 @@ compared_plans compare_plans(const plan_cli& c, const graph_builder& build, std:
   return out;
 }
 
-void print_plan(const plan_cli& c, const plan_problem& pp, const plan_result& r, const std::optional<pipeline_plan>& pipe,
+void print_plan(const plan_cli& c, const plan_problem& problem, const plan_result& r, const std::optional<pipeline_plan>& pipe,
                 const autoddl::tools::plan_peak& peak, const std::vector<plan_row>& rows, const compared_plans& cmp) {
   if (c.json) {
-    auto j = plan_json(pp, r, peak, rows, c.model, c.hardware);
-    autoddl::tools::add_pipeline_json(j, pipe, pp.model());
+    auto j = plan_json(problem, r, peak, rows, c.model, c.hardware);
+    autoddl::tools::add_pipeline_json(j, pipe, problem.model());
     if (!cmp.plans.empty() || !cmp.not_applicable.empty()) {
       nlohmann::json all = nlohmann::json::object();
       for (std::size_t k = 0; k < cmp.plans.size(); ++k) {
@@ -192,8 +192,8 @@ void print_plan(const plan_cli& c, const plan_problem& pp, const plan_result& r,
     std::puts(j.dump(2).c_str());
     return;
   }
-  print_human(pp, r, peak, rows, c.model, c.hardware, c.all_ops);
-  if (pipe) autoddl::tools::print_pipeline(*pipe, pp.model());
+  print_human(problem, r, peak, rows, c.model, c.hardware, c.all_ops);
+  if (pipe) autoddl::tools::print_pipeline(*pipe, problem.model());
   for (std::size_t k = 0; k < cmp.plans.size(); ++k) {
     const auto& [name, o2] = cmp.plans[k];
     fmt::print("vs {:<9} predicted step {:>10}  -> {} is {:.2f}x faster{}\n", name, seconds(o2.time), to_string(r.strategy),
@@ -252,9 +252,9 @@ repriced_file reprice(const plan_cli& c, const std::string& path) {
   } catch (const layout_error& e) {
     throw error("plan file " + path + " is not a valid plan: " + e.what());
   }
-  const plan_problem& pp = *r.plan.plan.problem;
+  const plan_problem& problem = *r.plan.plan.problem;
   const plan_result& res = r.plan.plan.result;
-  r.peak = autoddl::tools::peak_of(pp, res, r.plan.pipeline, o);
+  r.peak = autoddl::tools::peak_of(problem, res, r.plan.pipeline, o);
   double bytes = res.totals.bytes;
   if (r.plan.pipeline) {  // a pipeline's: the most of any stage
     bytes = 0;
@@ -273,7 +273,7 @@ std::string against(const char* what, double now, double stored, const std::func
 // --check: the plan as it prices here, and one line: valid, and today's figures against the file's.
 void check_plan(const plan_cli& c) {
   const repriced_file r = reprice(c, c.check);
-  const plan_problem& pp = *r.plan.plan.problem;
+  const plan_problem& problem = *r.plan.plan.problem;
   const plan_result& res = r.plan.plan.result;
   const plan_prediction& was = r.file.predicted;
   const bool same = std::abs(r.now.step_s - was.step_s) <= 1e-9 * r.now.step_s &&
@@ -282,10 +282,10 @@ void check_plan(const plan_cli& c) {
   plan_cli shown = c;
   shown.model = r.spec;
   shown.hardware = r.hardware;
-  const std::vector<plan_row> rows = plan_rows(pp, res);
+  const std::vector<plan_row> rows = plan_rows(problem, res);
   if (c.json) {
-    nlohmann::json j = plan_json(pp, res, r.peak, rows, r.spec, r.hardware);
-    autoddl::tools::add_pipeline_json(j, r.plan.pipeline, pp.model());
+    nlohmann::json j = plan_json(problem, res, r.peak, rows, r.spec, r.hardware);
+    autoddl::tools::add_pipeline_json(j, r.plan.pipeline, problem.model());
     auto fig = [](const plan_prediction& p) {
       return nlohmann::json{{"step_s", p.step_s}, {"comm_bytes_per_device", p.comm_bytes}, {"peak_bytes_per_device", p.peak_bytes}};
     };
@@ -293,7 +293,7 @@ void check_plan(const plan_cli& c) {
     std::puts(j.dump(2).c_str());
     return;
   }
-  print_plan(shown, pp, res, r.plan.pipeline, r.peak, rows, {});
+  print_plan(shown, problem, res, r.plan.pipeline, r.peak, rows, {});
   fmt::print("\nplan file {}: valid (model '{}' unchanged; every op's and parameter's layouts are the planner's on mesh "
              "{}); priced again with hardware {}: {}, {}, {}{}\n",
              c.check, r.file.model, to_string(r.file.mesh), r.hardware, against("step", r.now.step_s, was.step_s, seconds),
@@ -376,18 +376,18 @@ void plan_model(plan_cli c) {
   const micro_batched_plan& best = chosen_plan.plan;
   if (!best.result.feasible && std::holds_alternative<strategy::automatic>(chosen)) no_plan_fits(best, build, batch, o, pin, c);
   const compared_plans cmp = compare_plans(c, build, batch, o);
-  const plan_problem& pp = *best.problem;
-  const auto rows = plan_rows(pp, best.result);
-  const autoddl::tools::plan_peak peak = autoddl::tools::peak_of(pp, best.result, chosen_plan.pipeline, o);
+  const plan_problem& problem = *best.problem;
+  const auto rows = plan_rows(problem, best.result);
+  const autoddl::tools::plan_peak peak = autoddl::tools::peak_of(problem, best.result, chosen_plan.pipeline, o);
   if (!c.out.empty()) {
-    nlohmann::json file = autoddl::tools::plan_file_of(pp, best.result, chosen_plan.pipeline, peak, c.model, c.hardware, o.mesh);
+    nlohmann::json file = autoddl::tools::plan_file_of(problem, best.result, chosen_plan.pipeline, peak, c.model, c.hardware, o.mesh);
     add_model_identity(file, c.model, c.out);  // its content hash, and a model file's path beside the plan
     write_file(c.out, "the plan", file.dump(1) + "\n");
   }
   if (!c.svg.empty())
     write_file(c.svg, "the picture",
-               plan_svg(pp, best.result, rows, cmp.plans, autoddl::tools::svg_stages_of(chosen_plan.pipeline), peak.bytes));
-  print_plan(c, pp, best.result, chosen_plan.pipeline, peak, rows, cmp);
+               plan_svg(problem, best.result, rows, cmp.plans, autoddl::tools::svg_stages_of(chosen_plan.pipeline), peak.bytes));
+  print_plan(c, problem, best.result, chosen_plan.pipeline, peak, rows, cmp);
 }
 
 }  // namespace

@@ -129,14 +129,14 @@ void choose_plan(const settings& s, const plan_strategy& strategy, const step_se
                                                     graph_batch(load_model(s.model)), p.o, strategy, pin, s.seed,
                                                     /*interleaved=*/false);  // one model chunk per device
     p.peak_bytes = chosen.plan.peak_bytes;
-    p.pp = std::move(chosen.plan.problem);
+    p.problem = std::move(chosen.plan.problem);
     p.plan = std::move(chosen.plan.result);
     p.pipeline = std::move(chosen.pipeline);
     return;
   }
   tools::chosen_plan c = tools::plan_of_file(*s.plan, s.model, p.o);  // exactly the file's layouts and schedule
   p.peak_bytes = c.plan.peak_bytes;
-  p.pp = std::move(c.plan.problem);
+  p.problem = std::move(c.plan.problem);
   p.plan = std::move(c.plan.result);
   p.pipeline = std::move(c.pipeline);
 }
@@ -208,12 +208,12 @@ prepared prepare(const settings& s, int ranks) {
   if (p.pipeline && s.device != "cpu")
     throw error("pipelines run on MPI ranks with --device cpu; --device " + s.device + " runs plans of one stage");
   p.base = p.o;
-  p.o = p.pp->options();  // the micro-batches, recomputation and (stage) mesh the plan runs with
-  p.g = p.pp->model();    // one micro-batch
+  p.o = p.problem->options();  // the micro-batches, recomputation and (stage) mesh the plan runs with
+  p.g = p.problem->model();    // one micro-batch
   if (!p.plan.feasible)  // refused before any tensor is allocated
     throw error("the " + to_string(strategy) + " plan peaks at " + tools::si(p.peak_bytes, "B") +
                 " per device, over the memory limit of " +
-                tools::si(p.plan.memory_limit.value_or(p.pp->make_objective().memory_limit), "B") + " of hardware '" +
+                tools::si(p.plan.memory_limit.value_or(p.problem->make_objective().memory_limit), "B") + " of hardware '" +
                 s.hardware + "'; use a larger mesh or a smaller model");
   if (p.text) check_text_model(p.g, *p.text);
   if (s.checkpoint_every < 0) throw error("--checkpoint-every must be positive, got " + std::to_string(s.checkpoint_every));
@@ -328,7 +328,7 @@ template <Device D, MeshCommunicator M>
 int train(const settings& s, const prepared& p, int rank, int ranks, D& dev, M& comm, mpi::mpi_mesh_comm& host,
           mpi::pipeline_comms* pc) {
   using trainer_t = trainer<float, D, M>;
-  trainer_t t(*p.pp, p.plan.pick, dev, comm, p.to, stage_of<typename trainer_t::pipe_comm>(p, pc));
+  trainer_t t(*p.problem, p.plan.pick, dev, comm, p.to, stage_of<typename trainer_t::pipe_comm>(p, pc));
   if (!p.resume_folder.empty() &&
       !on_every_rank(rank, [&] { restore(t, p, p.g, p.o.mesh, comm.coords()); }))
     return 2;  // a shard missing, damaged or short: one sentence, nothing overwritten

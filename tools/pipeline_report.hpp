@@ -6,7 +6,7 @@
 //                          the outermost mesh axis runs between nodes (Megatron-LM pipelines
 //                          across nodes, tensor parallelism inside them; on one node's links a
 //                          pipeline only adds its bubble), and of Megatron-LM's layouts
-//                          (search_megatron_layouts: tp, pp, cp, vpp, mbs, recompute)
+//                          (search_megatron_layouts: tp, problem, cp, vpp, mbs, recompute)
 //   anything else          plan_micro_batched, no pipeline
 #include <fmt/core.h>
 
@@ -138,16 +138,16 @@ inline chosen_plan plan_with_pipelines(const std::function<graph(int)>& build, s
 
 /// The plan's one memory figure (plan_peak): without a pipeline the step replayed, with one the
 /// stage whose replayed step peaks highest. `base`: the options as given (the whole mesh).
-inline plan_peak peak_of(const plan_problem& pp, const plan_result& r, const std::optional<pipeline_plan>& p,
+inline plan_peak peak_of(const plan_problem& problem, const plan_result& r, const std::optional<pipeline_plan>& p,
                          const plan_options& base) {
-  plan_peak k = flat_peak(pp, r, base);
+  plan_peak k = flat_peak(problem, r, base);
   if (!p) return k;
   int top = 0;
   for (int i = 0; i < int(p->stages.size()); ++i)
     if (at(p->stages, i).peak > at(p->stages, top).peak) top = i;
-  const step_memory m = replay_stage_memory(pp, r.pick, p->shape, p->cut_ops, top);
+  const step_memory m = replay_stage_memory(problem, r.pick, p->shape, p->cut_ops, top);
   k.bytes = double(m.peak());
-  k.where = peak_where(pp, m) + fmt::format(", stage {} of {}", top, p->shape.stages);
+  k.where = peak_where(problem, m) + fmt::format(", stage {} of {}", top, p->shape.stages);
   k.stages = p->shape.stages;
   return k;
 }
@@ -264,12 +264,12 @@ inline svg_stages svg_stages_of(const std::optional<pipeline_plan>& p) {
 
 /// The plan file of r (plan_file_json), with the pipeline's stages, chunks, cuts and whole
 /// mesh where there is one (add_pipeline_schedule).
-inline nlohmann::json plan_file_of(const plan_problem& pp, const plan_result& r, const std::optional<pipeline_plan>& p,
+inline nlohmann::json plan_file_of(const plan_problem& problem, const plan_result& r, const std::optional<pipeline_plan>& p,
                                    const plan_peak& peak, const std::string& model, const std::string& hardware,
                                    const mesh_shape& mesh) {
-  nlohmann::json f = plan_file_json(pp, r, model, hardware);
+  nlohmann::json f = plan_file_json(problem, r, model, hardware);
   f["predicted"]["peak_bytes_per_device"] = peak.bytes;  // the replayed step's (a pipeline's highest stage)
-  f["parallelism"] = parallelism_json(parallelism_of(pp, r.pick, peak.stages));  // for a reader: not read back
+  f["parallelism"] = parallelism_json(parallelism_of(problem, r.pick, peak.stages));  // for a reader: not read back
   if (p) add_pipeline_schedule(f, mesh, p->shape.stages, p->shape.chunks, p->cut_ops);
   return f;
 }

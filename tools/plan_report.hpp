@@ -33,9 +33,9 @@ inline std::string seconds(double s) {
 /// One line on how the op candidates were priced (search/kernel_prices.hpp): measured in the
 /// profile's kernel table, fitted per op kind from it (shapes it lacks), or analytical.
 ///   "kernel prices: 412 measured, 18 analytical (not in profile 'x.json')"
-inline std::string kernel_prices_line(const plan_problem& pp, const std::string& hw_name) {
-  const kernel_price_counts k = pp.kernel_price_counts_of();
-  if (pp.options().hw.measured.kernels.empty())
+inline std::string kernel_prices_line(const plan_problem& problem, const std::string& hw_name) {
+  const kernel_price_counts k = problem.kernel_price_counts_of();
+  if (problem.options().hw.measured.kernels.empty())
     return fmt::format("kernel prices: {} analytical (profile '{}' has no measured kernels)", k.analytical, hw_name);
   std::string s = fmt::format("kernel prices: {} measured", k.measured);
   if (k.fitted > 0) s += fmt::format(", {} fitted per op kind from the measured ones (shapes not in profile '{}')", k.fitted, hw_name);
@@ -55,16 +55,16 @@ struct plan_peak {
 };
 
 /// Where replay m peaks: "the backward of h3.mlp.fc1", "the gradient synchronisation".
-inline std::string peak_where(const plan_problem& pp, const step_memory& m) {
+inline std::string peak_where(const plan_problem& problem, const step_memory& m) {
   if (m.peak_op < 0) return "the gradient synchronisation";
-  return std::string(m.peak_in_backward ? "the backward of " : "the forward of ") + at(pp.model().ops, m.peak_op).name;
+  return std::string(m.peak_in_backward ? "the backward of " : "the forward of ") + at(problem.model().ops, m.peak_op).name;
 }
 
 /// The plan_peak of r without a pipeline; `base`: the options as given (their memory_limit unset:
 /// the device's memory less the reserve).
-inline plan_peak flat_peak(const plan_problem& pp, const plan_result& r, const plan_options& base) {
-  const step_memory m = replay_step_memory(pp, r.pick);
-  return {double(m.peak()), peak_where(pp, m), memory_limit_of(base), base.hw.device.memory_bytes, !(base.memory_limit > 0)};
+inline plan_peak flat_peak(const plan_problem& problem, const plan_result& r, const plan_options& base) {
+  const step_memory m = replay_step_memory(problem, r.pick);
+  return {double(m.peak()), peak_where(problem, m), memory_limit_of(base), base.hw.device.memory_bytes, !(base.memory_limit > 0)};
 }
 
 /// "77.3 GB allowed (the device's 85.9 GB less a 10 % reserve ...)" or "32 GB allowed (--memory-limit)".
@@ -93,24 +93,24 @@ inline nlohmann::json parallelism_json(const plan_parallelism& x) {
           {"sequences_per_device_per_microbatch", x.sequences_per_device}, {"axes", axes}};
 }
 
-inline nlohmann::json plan_json(const plan_problem& pp, const plan_result& r, const plan_peak& peak,
+inline nlohmann::json plan_json(const plan_problem& problem, const plan_result& r, const plan_peak& peak,
                                 const std::vector<plan_row>& rows, const std::string& model_spec,
                                 const std::string& hw_name) {
-  const graph& g = pp.model();
+  const graph& g = problem.model();
   nlohmann::json j;
   j["model"] = model_spec;
-  j["mesh"] = std::vector<int>(pp.options().mesh.begin(), pp.options().mesh.end());
+  j["mesh"] = std::vector<int>(problem.options().mesh.begin(), problem.options().mesh.end());
   j["hardware"] = hw_name;
   j["strategy"] = to_string(r.strategy);
-  j["parallelism"] = parallelism_json(parallelism_of(pp, r.pick, peak.stages));
-  j["dtype"] = std::string(to_string(pp.options().type));
-  const int m = pp.options().microbatches;
+  j["parallelism"] = parallelism_json(parallelism_of(problem, r.pick, peak.stages));
+  j["dtype"] = std::string(to_string(problem.options().type));
+  const int m = problem.options().microbatches;
   j["params"] = param_count(g);
   j["active_params"] = active_param_count(g);
   j["flops_per_step"] = double(m) * (forward_flops(g) + backward_flops(g));
   j["microbatches"] = m;
   j["micro_batch_size"] = g.inputs.empty() ? 0 : g.inputs[0][0];
-  j["recompute"] = std::string(to_string(pp.options().recompute));
+  j["recompute"] = std::string(to_string(problem.options().recompute));
   j["predicted_step_s"] = r.time;
   j["compute_s"] = r.totals.compute();
   j["comm_s"] = r.totals.comm();
@@ -120,7 +120,7 @@ inline nlohmann::json plan_json(const plan_problem& pp, const plan_result& r, co
   j["memory_limit_bytes"] = peak.limit;
   j["device_memory_bytes"] = peak.device_memory;
   j["memory_reserve_fraction"] = peak.reserve ? memory_reserve_fraction : 0.0;
-  const memory_breakdown mem = pp.memory_of(r.pick);
+  const memory_breakdown mem = problem.memory_of(r.pick);
   j["memory_breakdown_bytes"] = {{"parameters", mem.params}, {"gradients", mem.grads}, {"optimizer", mem.optimizer},
                                  {"activations", mem.activations}, {"transient", mem.transient}};
   j["feasible"] = r.feasible;
@@ -130,9 +130,9 @@ inline nlohmann::json plan_json(const plan_problem& pp, const plan_result& r, co
   j["lower_bound_s"] = r.lower_bound ? nlohmann::json(*r.lower_bound) : nlohmann::json(nullptr);
   j["gap_to_bound"] = r.bound_gap ? nlohmann::json(*r.bound_gap) : nlohmann::json(nullptr);
   j["notes"] = r.notes;
-  const kernel_price_counts k = pp.kernel_price_counts_of();
+  const kernel_price_counts k = problem.kernel_price_counts_of();
   j["kernel_prices"] = {{"measured", k.measured}, {"fitted", k.fitted}, {"analytical", k.analytical},
-                        {"line", kernel_prices_line(pp, hw_name)}};
+                        {"line", kernel_prices_line(problem, hw_name)}};
   nlohmann::json layers = nlohmann::json::array();
   for (const auto& row : rows) {
     nlohmann::json l;
@@ -174,10 +174,10 @@ inline std::string experts_line(const graph& g) {
 }
 
 // The lines above the table: the model, the step, the mesh, the strategy, the parallelism.
-inline void print_plan_heading(const plan_problem& pp, const plan_result& r, const plan_peak& peak, const std::string& spec,
+inline void print_plan_heading(const plan_problem& problem, const plan_result& r, const plan_peak& peak, const std::string& spec,
                                const std::string& hw_name) {
-  const graph& g = pp.model();
-  const plan_options& o = pp.options();
+  const graph& g = problem.model();
+  const plan_options& o = problem.options();
   const std::int64_t active = active_param_count(g);
   fmt::print("model     {}  ({} parameters{}, {} per step)\n", spec, si(double(param_count(g)), ""),
              active == param_count(g) ? std::string() : ", " + si(double(active), "") + " active per token",
@@ -185,15 +185,15 @@ inline void print_plan_heading(const plan_problem& pp, const plan_result& r, con
   fmt::print("step      {} micro-batch{} of {}, recompute {}\n", o.microbatches, o.microbatches == 1 ? "" : "es",
              g.inputs.empty() ? 0 : g.inputs[0][0], to_string(o.recompute));
   if (const std::string moe = experts_line(g); !moe.empty()) fmt::print("experts   {}\n", moe);
-  fmt::print("mesh      {}  ({} devices)   hardware {}   dtype {}\n", to_string(pp.options().mesh),
-             pp.options().mesh.devices(), hw_name, to_string(pp.options().type));
+  fmt::print("mesh      {}  ({} devices)   hardware {}   dtype {}\n", to_string(problem.options().mesh),
+             problem.options().mesh.devices(), hw_name, to_string(problem.options().type));
   fmt::print("strategy  {}   search {}\n", to_string(r.strategy), seconds(r.search_s));
-  fmt::print("parallel  {}\n\n", parallelism_line(parallelism_of(pp, r.pick, peak.stages), pp.options().mesh));
+  fmt::print("parallel  {}\n\n", parallelism_line(parallelism_of(problem, r.pick, peak.stages), problem.options().mesh));
 }
 
 // The table of ops: every op (all_ops), or consecutive repeated blocks laid out alike once.
-inline void print_op_table(const plan_problem& pp, const std::vector<plan_row>& rows, bool all_ops) {
-  const graph& g = pp.model();
+inline void print_op_table(const plan_problem& problem, const std::vector<plan_row>& rows, bool all_ops) {
+  const graph& g = problem.model();
   fmt::print("{:<22} {:<14} {:>10} {:>10} {:>10} {:>10} {:>11}  {}\n", "op", "kind", "compute", "comm", "comm time",
              "memory", "if runner-up", "signature");
   auto print_row = [&](const plan_row& row) {
@@ -233,19 +233,19 @@ inline void print_op_table(const plan_problem& pp, const std::vector<plan_row>& 
 }
 
 // The lines below the table: the predicted step, bytes, memory, prices, gap and notes.
-inline void print_plan_totals(const plan_problem& pp, const plan_result& r, const plan_peak& peak, const std::string& hw_name) {
+inline void print_plan_totals(const plan_problem& problem, const plan_result& r, const plan_peak& peak, const std::string& hw_name) {
   fmt::print("\npredicted step {}  = compute {} + communication {} (gradient sync overlaps backward: {})\n",
              seconds(r.time), seconds(r.totals.compute()), seconds(r.totals.comm()),
-             pp.overlap() == overlap_rule::none ? "no" : "yes");
+             problem.overlap() == overlap_rule::none ? "no" : "yes");
   fmt::print("per device: sends {} per step\n", si(r.totals.bytes, "B"));
   fmt::print("peak memory per device {} at {} (the step replayed), of {}{}\n", si(peak.bytes, "B"), peak.where,
              limit_text(peak), r.feasible ? "" : "  (OVER THE LIMIT)");
-  const memory_breakdown mem = pp.memory_of(r.pick);
+  const memory_breakdown mem = problem.memory_of(r.pick);
   fmt::print("memory breakdown (every term as if all lived at once): parameters {}, gradients {}, optimizer {}, "
              "activations {}, transient {}\n",
              si(double(mem.params), "B"), si(double(mem.grads), "B"), si(double(mem.optimizer), "B"),
              si(double(mem.activations), "B"), si(double(mem.transient), "B"));
-  fmt::print("{}\n", kernel_prices_line(pp, hw_name));
+  fmt::print("{}\n", kernel_prices_line(problem, hw_name));
   if (r.optimal_gap)
     fmt::print("gap to the exact optimum (additive objective, series-parallel DP): {:.3f}%\n", *r.optimal_gap * 100);
   else if (r.exact == exact_status::bounded && r.lower_bound && r.bound_gap)
@@ -254,11 +254,11 @@ inline void print_plan_totals(const plan_problem& pp, const plan_result& r, cons
   for (const auto& n : r.notes) fmt::print("note: {}\n", n);
 }
 
-inline void print_human(const plan_problem& pp, const plan_result& r, const plan_peak& peak,
+inline void print_human(const plan_problem& problem, const plan_result& r, const plan_peak& peak,
                         const std::vector<plan_row>& rows, const std::string& spec, const std::string& hw_name,
                         bool all_ops = false) {
-  print_plan_heading(pp, r, peak, spec, hw_name);
-  print_op_table(pp, rows, all_ops);
-  print_plan_totals(pp, r, peak, hw_name);
+  print_plan_heading(problem, r, peak, spec, hw_name);
+  print_op_table(problem, rows, all_ops);
+  print_plan_totals(problem, r, peak, hw_name);
 }
 }  // namespace autoddl::tools

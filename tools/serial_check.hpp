@@ -24,7 +24,7 @@ using cpu_trainer = trainer<float, cpu_device, mpi::mpi_mesh_comm>;
 // step, gradients and parameters after the first step, before differences compound.
 class serial_check {
  public:
-  serial_check(const prepared& p, int rank) : g_(p.g), rank_(rank) {
+  serial_check(const prepared& p, int rank) : model_(p.g), rank_(rank) {
     if (rank != 0) return;
     plan_options so = p.o;
     so.mesh = mesh_shape{1};
@@ -32,7 +32,7 @@ class serial_check {
     problem_ = std::make_unique<plan_problem>(p.g, so);
     self_ = std::make_unique<mpi::mpi_mesh_comm>(mesh_shape{1}, MPI_COMM_SELF);
     serial_ = std::make_unique<cpu_trainer>(*problem_, solve_plan(*problem_, strategy::dp{}).pick, dev_, *self_, p.to);
-    if (!p.resume_folder.empty()) restore(*serial_, p, g_, mesh_shape{1}, mesh_coord{});
+    if (!p.resume_folder.empty()) restore(*serial_, p, model_, mesh_shape{1}, mesh_coord{});
   }
 
   /// After step k of the distributed trainer t; gather(q, shard, layout) assembles parameter q's
@@ -58,22 +58,22 @@ class serial_check {
   void compare_tensors(const Trainer& t, Gather& gather) {
     std::vector<std::vector<float>> sp, sg;
     if (rank_ == 0)
-      for (std::size_t q = 0; q < g_.params.size(); ++q) {
+      for (std::size_t q = 0; q < model_.params.size(); ++q) {
         sp.push_back(serial_->param_shard(int(q)));
         sg.push_back(serial_->grad_shard(int(q)));
       }
     const double gfloor = rank_ == 0 ? 1e-3 * max_abs(sg) : 0, pfloor = rank_ == 0 ? 1e-3 * max_abs(sp) : 0;
-    for (std::size_t q = 0; q < g_.params.size(); ++q) {
+    for (std::size_t q = 0; q < model_.params.size(); ++q) {
       auto gp = gather(int(q), t.param_shard(int(q)), t.storage(int(q)));
       auto gg = gather(int(q), t.grad_shard(int(q)), t.update_layout(int(q)));
       if (rank_ != 0) continue;
       const double ep = max_rel_error(gp, sp[q], pfloor), eg = max_rel_error(gg, sg[q], gfloor);
-      if (ep >= err_params) { err_params = ep; worst_param_name = g_.params[q].name; }
-      if (eg >= err_grads) { err_grads = eg; worst_grad_name = g_.params[q].name; }
+      if (ep >= err_params) { err_params = ep; worst_param_name = model_.params[q].name; }
+      if (eg >= err_grads) { err_grads = eg; worst_grad_name = model_.params[q].name; }
     }
   }
 
-  const graph& g_;
+  const graph& model_;
   int rank_;
   bool compared_ = false;
   std::unique_ptr<plan_problem> problem_;

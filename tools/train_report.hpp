@@ -35,7 +35,7 @@ inline device_figures figures_of(const prepared& p, const run_record& run) {
 // The report as one JSON object.
 inline nlohmann::json report_json(const settings& s, const prepared& p, const run_record& run, const serial_check* check,
                                   int ranks) {
-  const plan_problem& pp = *p.pp;
+  const plan_problem& problem = *p.problem;
   const plan_result& plan = p.plan;
   const double med = tools::median(run.secs);
   const device_figures fig = figures_of(p, run);
@@ -64,7 +64,7 @@ inline nlohmann::json report_json(const settings& s, const prepared& p, const ru
   j["ranks"] = ranks;
   j["optimizer"] = std::string(to_string(p.to.opt));
   j["hardware"] = s.hardware;
-  j["plan"] = tools::plan_json(pp, plan, tools::peak_of(pp, plan, p.pipeline, p.base), plan_rows(pp, plan), s.model,
+  j["plan"] = tools::plan_json(problem, plan, tools::peak_of(problem, plan, p.pipeline, p.base), plan_rows(problem, plan), s.model,
                                s.hardware);
   if (p.pipeline) tools::add_pipeline_json(j["plan"], p.pipeline, p.g);
   return j;
@@ -73,7 +73,7 @@ inline nlohmann::json report_json(const settings& s, const prepared& p, const ru
 // The report as a few lines for a person.
 inline void print_report(const settings& s, const prepared& p, const run_record& run, const serial_check* check,
                          int ranks) {
-  const plan_problem& pp = *p.pp;
+  const plan_problem& problem = *p.problem;
   const plan_result& plan = p.plan;
   const double med = tools::median(run.secs);
   const device_figures fig = figures_of(p, run);
@@ -82,7 +82,7 @@ inline void print_report(const settings& s, const prepared& p, const run_record&
              s.model, s.steps, ranks,
              to_string(p.o.mesh) == s.mesh ? s.mesh : s.mesh + " as " + to_string(p.o.mesh), to_string(plan.strategy), to_string(p.to.opt), p.o.microbatches,
              p.o.microbatches == 1 ? "" : "es", to_string(p.o.recompute), s.hardware);
-  fmt::print("parallel  {}\n", tools::parallelism_line(parallelism_of(pp, plan.pick, p.stages()), p.o.mesh));
+  fmt::print("parallel  {}\n", tools::parallelism_line(parallelism_of(problem, plan.pick, p.stages()), p.o.mesh));
   if (!p.resume_folder.empty())
     fmt::print("resumed from {} at step {}\n", p.resume_folder.string(), p.first_step + 1);
   fmt::print("loss {:.5f} -> {:.5f}\n", run.losses.front(), run.losses.back());

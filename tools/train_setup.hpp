@@ -79,9 +79,9 @@ struct prepared {
   mesh_shape mesh;                        ///< every device (--mesh)
   train_options to;
   graph g;
-  std::unique_ptr<plan_problem> pp;
+  std::unique_ptr<plan_problem> problem;
   plan_result plan;
-  std::optional<pipeline_plan> pipeline;  ///< its stages (the layouts are in pp and plan)
+  std::optional<pipeline_plan> pipeline;  ///< its stages (the layouts are in problem and plan)
   double peak_bytes = 0;                  ///< the plan's replayed step peak per device (a pipeline's highest stage)
   int stages() const { return pipeline ? pipeline->shape.stages : 1; }
   std::int64_t first_step = 0;

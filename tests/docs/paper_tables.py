@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""docs/results.md's priced tables are what the code gives now (issue 37): runs
+"""docs/results.md's priced tables are what the code gives: runs
 `paper_compare predicted` into a temporary folder and compares its tables with the page's
 "generated: predicted" section, as scripts/paper writes it. On a difference: the first lines
 that differ, and `scripts/paper` regenerates the page.

@@ -214,15 +214,15 @@ struct graph_steps {
 template <class Steps>
 class boxing_dijkstra {
  public:
-  constexpr boxing_dijkstra(Steps steps, boxing_tree t, int states) : steps_(std::move(steps)), t_(std::move(t)) {
+  constexpr boxing_dijkstra(Steps steps, boxing_tree t, int states) : steps_(std::move(steps)), tree_(std::move(t)) {
     const auto n = static_cast<std::size_t>(states);
-    t_.dist.assign(n, std::numeric_limits<double>::infinity());
-    t_.prev.assign(n, -1);
-    t_.prev_axis.assign(n, 0);
+    tree_.dist.assign(n, std::numeric_limits<double>::infinity());
+    tree_.prev.assign(n, -1);
+    tree_.prev_axis.assign(n, 0);
     detours_.assign(n, 0);
     done_.assign(n, 0);
-    const int src = t_.encode(t_.from);
-    at(t_.dist, src) = 0;
+    const int src = tree_.encode(tree_.from);
+    at(tree_.dist, src) = 0;
     heap_.reserve(n / 2 + 1);  // most searches push about half the states: no regrowth
     heap_.push_back({0.0, 0, src});
   }
@@ -233,9 +233,9 @@ class boxing_dijkstra {
   /// meson build's b_ndebug=false) the checks cost about 1.5 % of planning GPT-3 on 16x8x8;
   /// the sanitizer job still checks these reads.
   constexpr void settle(int stop) {
-    double* dist = t_.dist.data();
-    int* prev = t_.prev.data();
-    std::int8_t* prev_axis = t_.prev_axis.data();
+    double* dist = tree_.dist.data();
+    int* prev = tree_.prev.data();
+    std::int8_t* prev_axis = tree_.prev_axis.data();
     int* detours = detours_.data();
     char* done = done_.data();
     while (!heap_.empty() && (stop < 0 || !done[stop])) {
@@ -248,7 +248,7 @@ class boxing_dijkstra {
       steps_.for_each(u, [&](const boxing_arc& r) {
         const double d = dist[u] + r.cost;
         const int v = r.to;
-        const int dt = detours[u] + (r.into_p && !(t_.partial_axes >> r.axis & 1u) ? 1 : 0);
+        const int dt = detours[u] + (r.into_p && !(tree_.partial_axes >> r.axis & 1u) ? 1 : 0);
         if (d < dist[v] || (d == dist[v] && dt < detours[v])) {
           dist[v] = d;
           detours[v] = dt;
@@ -260,11 +260,11 @@ class boxing_dijkstra {
       });
     }
   }
-  constexpr const boxing_tree& tree() const { return t_; }
-  constexpr boxing_tree take() && { return std::move(t_); }
+  constexpr const boxing_tree& tree() const { return tree_; }
+  constexpr boxing_tree take() && { return std::move(tree_); }
   /// Bytes the search holds (its tree and its state).
   constexpr std::size_t footprint() const {
-    return t_.dist.size() * (sizeof(double) + sizeof(int) + 2 + sizeof(int)) + heap_.capacity() * sizeof(entry);
+    return tree_.dist.size() * (sizeof(double) + sizeof(int) + 2 + sizeof(int)) + heap_.capacity() * sizeof(entry);
   }
 
  private:
@@ -282,7 +282,7 @@ class boxing_dijkstra {
   static constexpr later_t later{};
 
   Steps steps_;
-  boxing_tree t_;
+  boxing_tree tree_;
   std::vector<int> detours_;
   std::vector<char> done_;
   std::vector<entry> heap_;

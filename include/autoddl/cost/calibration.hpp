@@ -35,29 +35,30 @@ constexpr timing_sample sample_of(collective c, std::int64_t n, std::int64_t gro
 /// seconds > 0; throws autoddl::error otherwise.
 ///   fit_link({sample_of(all_gather, 4, 4096, 3e-6 + 3072/1e9), ...}) recovers alpha 1e-6, beta 1e9.
 constexpr link fit_link(const std::vector<timing_sample>& samples, std::string_view name) {
-  double sss = 0, ssm = 0, smm = 0, st = 0, sm = 0;
+  // The normal equations' weighted sums of products: steps_bytes is the sum of w * steps * bytes.
+  double steps_steps = 0, steps_bytes = 0, bytes_bytes = 0, steps_seconds = 0, bytes_seconds = 0;
   for (const auto& x : samples) {
     if (!(x.seconds > 0)) detail::fail<error>("a timing sample of link '" + std::string(name) + "' has seconds <= 0; measure again");
     const double w = 1 / (x.seconds * x.seconds);
-    sss += w * x.steps * x.steps;
-    ssm += w * x.steps * x.bytes;
-    smm += w * x.bytes * x.bytes;
-    st += w * x.steps * x.seconds;
-    sm += w * x.bytes * x.seconds;
+    steps_steps += w * x.steps * x.steps;
+    steps_bytes += w * x.steps * x.bytes;
+    bytes_bytes += w * x.bytes * x.bytes;
+    steps_seconds += w * x.steps * x.seconds;
+    bytes_seconds += w * x.bytes * x.seconds;
   }
-  if (!(smm > 0)) detail::fail<error>("fitting link '" + std::string(name) + "' needs samples that move bytes; measure messages of 4 KiB and more");
-  double alpha = 0, g = 0;
-  const double det = sss * smm - ssm * ssm;
-  if (det > 1e-300 * (sss * smm)) {
-    alpha = (st * smm - sm * ssm) / det;
-    g = (sss * sm - ssm * st) / det;
+  if (!(bytes_bytes > 0)) detail::fail<error>("fitting link '" + std::string(name) + "' needs samples that move bytes; measure messages of 4 KiB and more");
+  double alpha = 0, seconds_per_byte = 0;
+  const double det = steps_steps * bytes_bytes - steps_bytes * steps_bytes;
+  if (det > 1e-300 * (steps_steps * bytes_bytes)) {
+    alpha = (steps_seconds * bytes_bytes - bytes_seconds * steps_bytes) / det;
+    seconds_per_byte = (steps_steps * bytes_seconds - steps_bytes * steps_seconds) / det;
   }
-  if (!(alpha > 0) || !(g > 0)) {
+  if (!(alpha > 0) || !(seconds_per_byte > 0)) {
     alpha = 0;
-    g = sm / smm;
+    seconds_per_byte = bytes_seconds / bytes_bytes;
   }
-  if (!(g > 0)) detail::fail<error>("fitting link '" + std::string(name) + "' gave no positive bandwidth; check the samples");
-  return link{alpha, 1 / g, link_name(name)};
+  if (!(seconds_per_byte > 0)) detail::fail<error>("fitting link '" + std::string(name) + "' gave no positive bandwidth; check the samples");
+  return link{alpha, 1 / seconds_per_byte, link_name(name)};
 }
 
 namespace detail {
@@ -71,22 +72,23 @@ struct rate_row {
   double x1 = 0, x2 = 0, y = 0, seconds = 1;
 };
 constexpr rate_pair fit_rate_pair(const std::vector<rate_row>& rows) {
-  double aa = 0, ab = 0, bb = 0, ay = 0, by = 0;
+  // The normal equations' weighted sums of products: x1_x2 is the sum of w * x1 * x2.
+  double x1_x1 = 0, x1_x2 = 0, x2_x2 = 0, x1_y = 0, x2_y = 0;
   for (const auto& r : rows) {
     const double w = 1 / (r.seconds * r.seconds);
-    aa += w * r.x1 * r.x1;
-    ab += w * r.x1 * r.x2;
-    bb += w * r.x2 * r.x2;
-    ay += w * r.x1 * r.y;
-    by += w * r.x2 * r.y;
+    x1_x1 += w * r.x1 * r.x1;
+    x1_x2 += w * r.x1 * r.x2;
+    x2_x2 += w * r.x2 * r.x2;
+    x1_y += w * r.x1 * r.y;
+    x2_y += w * r.x2 * r.y;
   }
   rate_pair f;
-  const double det = aa * bb - ab * ab;
-  if (bb > 0 && det > 1e-12 * aa * bb) {
-    f.u = (ay * bb - by * ab) / det;
-    f.v = (aa * by - ab * ay) / det;
+  const double det = x1_x1 * x2_x2 - x1_x2 * x1_x2;
+  if (x2_x2 > 0 && det > 1e-12 * x1_x1 * x2_x2) {
+    f.u = (x1_y * x2_x2 - x2_y * x1_x2) / det;
+    f.v = (x1_x1 * x2_y - x1_x2 * x1_y) / det;
   }
-  if (!(f.v > 0)) f = {aa > 0 ? ay / aa : 0.0, 0.0};
+  if (!(f.v > 0)) f = {x1_x1 > 0 ? x1_y / x1_x1 : 0.0, 0.0};
   return f;
 }
 

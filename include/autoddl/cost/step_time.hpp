@@ -11,6 +11,7 @@
 #include <string_view>
 
 #include "autoddl/error.hpp"
+#include "autoddl/member_list.hpp"
 
 namespace autoddl {
 
@@ -20,12 +21,11 @@ struct step_terms {
   double comm_fwd = 0;   ///< boxing of activations in forward
   double comm_bwd = 0;   ///< boxing of activation gradients in backward
   double comm_grad = 0;  ///< parameter gradients boxed to their storage layout
+  /// The five terms, in the order above: code that adds or scales every term goes through this list.
+  using terms = member_list<&step_terms::compute_fwd, &step_terms::compute_bwd, &step_terms::comm_fwd,
+                            &step_terms::comm_bwd, &step_terms::comm_grad>;
   constexpr step_terms& operator+=(const step_terms& o) {
-    compute_fwd += o.compute_fwd;
-    compute_bwd += o.compute_bwd;
-    comm_fwd += o.comm_fwd;
-    comm_bwd += o.comm_bwd;
-    comm_grad += o.comm_grad;
+    terms::for_each([&](auto m) { this->*m += o.*m; });
     return *this;
   }
   friend constexpr bool operator==(const step_terms&, const step_terms&) = default;

@@ -204,16 +204,16 @@ namespace detail {
 class model_file_builder {
  public:
   model_file_builder(const model_reader& r, const std::string& file, int microbatches, std::int64_t batch = 0)
-      : r_(r), file_(file), m_(microbatches), new_batch_(batch) {}
+      : reader_(r), file_(file), microbatches_(microbatches), new_batch_(batch) {}
 
   graph build(const nlohmann::json& j) {
     g_.name = j.contains("name") && j["name"].is_string() ? j["name"].get<std::string>() : file_;
-    for (const nlohmann::json& in : r_.list(j, "inputs", "")) add_input(in);
-    for (const nlohmann::json& p : r_.list(j, "params", "")) add_param(p);
-    for (const nlohmann::json& o : r_.list(j, "ops", "")) add_op(o);
-    const std::string loss = r_.text(j, "loss", "");
+    for (const nlohmann::json& in : reader_.list(j, "inputs", "")) add_input(in);
+    for (const nlohmann::json& p : reader_.list(j, "params", "")) add_param(p);
+    for (const nlohmann::json& o : reader_.list(j, "ops", "")) add_op(o);
+    const std::string loss = reader_.text(j, "loss", "");
     auto it = tensors_.find(loss);
-    if (it == tensors_.end() || it->second.op < 0) r_.bad("", "field 'loss' names no op ('" + loss + "')");
+    if (it == tensors_.end() || it->second.op < 0) reader_.bad("", "field 'loss' names no op ('" + loss + "')");
     g_.loss_op = it->second.op;
     validate(g_);  // blocks repeat, the loss is a scalar, parameters match their uses
     return std::move(g_);
@@ -222,42 +222,42 @@ class model_file_builder {
  private:
   // An input: its batch dim (dim 0, the same for every input) divided into the micro-batches.
   void add_input(const nlohmann::json& in) {
-    const std::string name = r_.text(in, "name", "an input");
+    const std::string name = reader_.text(in, "name", "an input");
     const std::string where = "input '" + name + "'";
-    tensor_shape s = r_.shape(in, where);
-    if (s.rank() == 0) r_.bad(where, "an input needs a batch dim (dim 0)");
+    tensor_shape s = reader_.shape(in, where);
+    if (s.rank() == 0) reader_.bad(where, "an input needs a batch dim (dim 0)");
     if (batch_ == 0) batch_ = s[0];
-    if (s[0] != batch_) r_.bad(where, "dim 0 is the batch: " + itos(s[0]) + " differs from the first input's " + itos(batch_));
+    if (s[0] != batch_) reader_.bad(where, "dim 0 is the batch: " + itos(s[0]) + " differs from the first input's " + itos(batch_));
     if (new_batch_ > 0) s[0] = new_batch_;  // --batch
-    if (m_ < 1 || s[0] % m_ != 0)
-      fail<error>("--microbatches " + itos(m_) + " does not divide the batch of " + itos(s[0]) +
+    if (microbatches_ < 1 || s[0] % microbatches_ != 0)
+      fail<error>("--microbatches " + itos(microbatches_) + " does not divide the batch of " + itos(s[0]) +
                   "; choose a divisor of the batch (1 trains the whole batch at once)");
-    s[0] /= m_;
-    if (!tensors_.emplace(name, tensor_ref{-1, int(g_.inputs.size())}).second) r_.bad(where, "the name is used twice");
+    s[0] /= microbatches_;
+    if (!tensors_.emplace(name, tensor_ref{-1, int(g_.inputs.size())}).second) reader_.bad(where, "the name is used twice");
     g_.inputs.push_back(s);
   }
 
   void add_param(const nlohmann::json& p) {
-    const std::string name = r_.text(p, "name", "a parameter");
-    if (!param_ids_.emplace(name, int(g_.params.size())).second) r_.bad("parameter '" + name + "'", "the name is used twice");
-    g_.params.push_back({name, r_.shape(p, "parameter '" + name + "'")});
+    const std::string name = reader_.text(p, "name", "a parameter");
+    if (!param_ids_.emplace(name, int(g_.params.size())).second) reader_.bad("parameter '" + name + "'", "the name is used twice");
+    g_.params.push_back({name, reader_.shape(p, "parameter '" + name + "'")});
   }
 
   void add_op(const nlohmann::json& o) {
     op_node n;
-    n.name = r_.text(o, "name", "op " + std::to_string(g_.ops.size()));
+    n.name = reader_.text(o, "name", "op " + std::to_string(g_.ops.size()));
     const std::string where = "op '" + n.name + "'";
     read_kind_and_attrs(o, n, where);
     std::vector<tensor_ref> refs;
-    for (const nlohmann::json& in : r_.list(o, "inputs", where)) {
+    for (const nlohmann::json& in : reader_.list(o, "inputs", where)) {
       refs.push_back(input_ref(in, where));
       n.inputs.push_back(shape_of(g_, refs.back()));
     }
     if (o.contains("params"))
-      for (const nlohmann::json& pn : r_.list(o, "params", where)) {
-        if (!pn.is_string()) r_.bad(where, "field 'params' lists parameter names (strings)");
+      for (const nlohmann::json& pn : reader_.list(o, "params", where)) {
+        if (!pn.is_string()) reader_.bad(where, "field 'params' lists parameter names (strings)");
         auto it = param_ids_.find(pn.get<std::string>());
-        if (it == param_ids_.end()) r_.bad(where, "parameter '" + pn.get<std::string>() + "' is not in 'params'");
+        if (it == param_ids_.end()) reader_.bad(where, "parameter '" + pn.get<std::string>() + "' is not in 'params'");
         n.param_ids.push_back(it->second);
         n.params.push_back(at(g_.params, it->second).shape);
       }
@@ -266,10 +266,10 @@ class model_file_builder {
     } catch (const layout_error& e) {
       fail<layout_error>("model file " + file_ + ": " + e.what());
     }
-    const int blk = o.contains("block") ? int(r_.integer(o["block"], "block", where, 0, 1 << 20)) : -1;
-    const int pos = o.contains("block_pos") ? int(r_.integer(o["block_pos"], "block_pos", where, 0, 1 << 20)) : -1;
-    if ((blk < 0) != (pos < 0)) r_.bad(where, "give both 'block' and 'block_pos', or neither");
-    if (!tensors_.emplace(n.name, tensor_ref{int(g_.ops.size()), 0}).second) r_.bad(where, "the name is used twice");
+    const int blk = o.contains("block") ? int(reader_.integer(o["block"], "block", where, 0, 1 << 20)) : -1;
+    const int pos = o.contains("block_pos") ? int(reader_.integer(o["block_pos"], "block_pos", where, 0, 1 << 20)) : -1;
+    if ((blk < 0) != (pos < 0)) reader_.bad(where, "give both 'block' and 'block_pos', or neither");
+    if (!tensors_.emplace(n.name, tensor_ref{int(g_.ops.size()), 0}).second) reader_.bad(where, "the name is used twice");
     g_.ops.push_back(std::move(n));
     g_.op_inputs.push_back(std::move(refs));
     g_.block.push_back(blk);
@@ -277,50 +277,50 @@ class model_file_builder {
   }
 
   void read_kind_and_attrs(const nlohmann::json& o, op_node& n, const std::string& where) const {
-    const std::string kind = r_.text(o, "op", where);
+    const std::string kind = reader_.text(o, "op", where);
     bool known = false;
     for (op_kind k : all_op_kinds())
       if (to_string(k) == kind) n.kind = k, known = true;
-    if (!known) r_.bad(where, "unknown op '" + kind + "' in field 'op' (see ops/op.hpp's catalogue)");
-    if (o.contains("attrs")) read_attrs(r_, o["attrs"], n.attrs, where);
+    if (!known) reader_.bad(where, "unknown op '" + kind + "' in field 'op' (see ops/op.hpp's catalogue)");
+    if (o.contains("attrs")) read_attrs(reader_, o["attrs"], n.attrs, where);
     if (n.kind == op_kind::reshape && n.attrs.target.rank() > 0) {
       if (new_batch_ > 0 && batch_ > 0) {  // --batch: dim 0 holds the batch times a whole factor
         if (n.attrs.target[0] % batch_ != 0)
-          r_.bad(where, "attrs.target dim 0 (" + itos(n.attrs.target[0]) + ") is not a multiple of the batch (" +
+          reader_.bad(where, "attrs.target dim 0 (" + itos(n.attrs.target[0]) + ") is not a multiple of the batch (" +
                             itos(batch_) + "), so --batch cannot rescale it");
         n.attrs.target[0] = n.attrs.target[0] / batch_ * new_batch_;
       }
-      if (n.attrs.target[0] % m_ != 0) r_.bad(where, "attrs.target dim 0 (the batch) does not split into the micro-batches");
-      n.attrs.target[0] /= m_;
+      if (n.attrs.target[0] % microbatches_ != 0) reader_.bad(where, "attrs.target dim 0 (the batch) does not split into the micro-batches");
+      n.attrs.target[0] /= microbatches_;
     }
   }
 
   // "name" (a graph input or an op's output 0) or "name:k" (output k of op name).
   tensor_ref input_ref(const nlohmann::json& in, const std::string& where) const {
-    if (!in.is_string()) r_.bad(where, "field 'inputs' lists names (strings)");
+    if (!in.is_string()) reader_.bad(where, "field 'inputs' lists names (strings)");
     std::string name = in.get<std::string>();
     int index = 0;
     if (!tensors_.count(name) && name.find(':') != std::string::npos) {
       const std::string k = name.substr(name.rfind(':') + 1);
       if (k.empty() || k.size() > 2 || k.find_first_not_of("0123456789") != std::string::npos)
-        r_.bad(where, "input '" + name + "' is not a graph input or an earlier op");
+        reader_.bad(where, "input '" + name + "' is not a graph input or an earlier op");
       index = std::stoi(k);
       name = name.substr(0, name.rfind(':'));
     }
     auto it = tensors_.find(name);
-    if (it == tensors_.end()) r_.bad(where, "input '" + in.get<std::string>() + "' is not a graph input or an earlier op");
+    if (it == tensors_.end()) reader_.bad(where, "input '" + in.get<std::string>() + "' is not a graph input or an earlier op");
     tensor_ref t = it->second;
     if (t.op >= 0) {
       if (index >= int(at(g_.ops, t.op).outputs.size()))
-        r_.bad(where, "input '" + in.get<std::string>() + "': op '" + name + "' has no output " + std::to_string(index));
+        reader_.bad(where, "input '" + in.get<std::string>() + "': op '" + name + "' has no output " + std::to_string(index));
       t.index = index;
     }
     return t;
   }
 
-  const model_reader& r_;
+  const model_reader& reader_;
   const std::string& file_;
-  int m_;
+  int microbatches_;
   std::int64_t new_batch_;  // 0: the file's batch
   graph g_;
   std::map<std::string, tensor_ref> tensors_;  // name -> producer

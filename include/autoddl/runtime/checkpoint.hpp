@@ -430,8 +430,8 @@ inline checkpoint_manifest read_manifest(const std::filesystem::path& folder) {
 template <class T>
 class checkpoint_reader {
  public:
-  checkpoint_reader(std::filesystem::path folder, checkpoint_manifest m) : folder_(std::move(folder)), m_(std::move(m)) {}
-  const checkpoint_manifest& manifest() const { return m_; }
+  checkpoint_reader(std::filesystem::path folder, checkpoint_manifest m) : folder_(std::move(folder)), manifest_(std::move(m)) {}
+  const checkpoint_manifest& manifest() const { return manifest_; }
 
   /// The block `want` of parameter `param`'s tensor `tensor`, from every saved block overlapping it.
   /// @throws autoddl::error naming the file when a shard file is missing, truncated or corrupt,
@@ -440,14 +440,14 @@ class checkpoint_reader {
     const std::vector<std::int64_t> wo = detail::offset_of(want), ws = detail::dims_of(want.local);
     std::vector<T> out(std::size_t(want.local.elements()));
     std::vector<char> covered(out.size(), 0);
-    for (const checkpoint_rank_file& rf : m_.ranks)
+    for (const checkpoint_rank_file& rf : manifest_.ranks)
       for (const checkpoint_shard& s : rf.shards) {
         if (s.param != param || s.tensor != tensor) continue;
         std::int64_t elems = 1;
         for (std::int64_t d : s.shape) elems *= d;
         if (elems * std::int64_t(sizeof(T)) != s.bytes)
           detail::fail<error>("checkpoint shard file " + (folder_ / rf.file).string() + ": the shard of parameter '" +
-                      m_.param_names.at(std::size_t(param)) + "' holds " + std::to_string(s.bytes) + " bytes, not " +
+                      manifest_.param_names.at(std::size_t(param)) + "' holds " + std::to_string(s.bytes) + " bytes, not " +
                       std::to_string(elems * std::int64_t(sizeof(T))));
         bool overlaps = true;
         for (std::size_t d = 0; d < ws.size(); ++d)
@@ -461,7 +461,7 @@ class checkpoint_reader {
       }
     if (std::find(covered.begin(), covered.end(), 0) != covered.end())
       detail::fail<error>("checkpoint " + folder_.string() + " does not hold all of " + tensor + " of parameter '" +
-                  m_.param_names.at(std::size_t(param)) + "' (a shard file or manifest entry is missing)");
+                  manifest_.param_names.at(std::size_t(param)) + "' (a shard file or manifest entry is missing)");
     return out;
   }
 
@@ -481,12 +481,12 @@ class checkpoint_reader {
     if (!in) detail::fail<error>("checkpoint shard file " + path.string() + " could not be read");
     if (fnv1a64({reinterpret_cast<const unsigned char*>(v.data()), std::size_t(s.bytes)}) != s.checksum)
       detail::fail<error>("checkpoint shard file " + path.string() + " is corrupt: the shard of parameter '" +
-                  m_.param_names.at(std::size_t(s.param)) + "' fails its checksum");
+                  manifest_.param_names.at(std::size_t(s.param)) + "' fails its checksum");
     return v;
   }
 
   std::filesystem::path folder_;
-  checkpoint_manifest m_;
+  checkpoint_manifest manifest_;
 };
 
 }  // namespace autoddl

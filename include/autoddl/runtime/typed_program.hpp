@@ -9,10 +9,10 @@
 // from the instance's constant local shapes and calls the instance's forward and backward
 // instead of op_forward's run-time dispatch. Zoo and file models keep the dynamic path.
 //
-//   plan_problem pp(mlp::to_graph("mlp"), typed_plan_options<mlp>(o));
-//   plan_result r = solve_plan(pp, strategy::automatic{});
-//   trainer<float, cpu_device, mpi::mpi_mesh_comm> t(pp, r.pick, dev, comm);
-//   t.run_instances(typed_program<mlp, float, cpu_device>(chosen_signatures(pp, r)));
+//   plan_problem problem(mlp::to_graph("mlp"), typed_plan_options<mlp>(o));
+//   plan_result r = solve_plan(problem, strategy::automatic{});
+//   trainer<float, cpu_device, mpi::mpi_mesh_comm> t(problem, r.pick, dev, comm);
+//   t.run_instances(typed_program<mlp, float, cpu_device>(chosen_signatures(problem, r)));
 //
 // Both paths call the same kernels on the same blocks, so they train bit for bit alike
 // (tests/mpi/runtime/typed_instances.cpp).

@@ -12,7 +12,7 @@
 // blocks and tied embeddings reduce completely; a graph that does not returns nullopt. Relaxing
 // the ties can only lower the optimum, so for a tied search this is a lower bound and
 // (descent - optimum) / optimum an upper bound on the descent's true gap.
-// series_parallel_optimum_within() gives up after a budget of work (sp_budget: pairs priced and
+// series_parallel_optimum_within() gives up after a budget of work (series_parallel_budget: pairs priced and
 // sums compared, counted, not timed, so the same command reports the same on any machine at any
 // load; the planner's: exact_reference_work, about half a second here); it then reports a lower bound on the optimum instead: the reduction so far is exact, so the optimum is
 // at least what it has folded into a constant plus each remaining node's least cost plus each
@@ -72,7 +72,7 @@ namespace detail {
 /// A cost matrix between the picks of two nodes, [row pick][column pick], stored per class of
 /// picks: rows (columns) of one class are equal, so v holds one value per pair of classes.
 /// Classes start as the edge's ports (choice_problem::add_ports) and refine as edges merge.
-struct sp_matrix {
+struct pick_cost_matrix {
   int rows = 0, cols = 0;            ///< picks of the row node, of the column node
   std::vector<int> row_class, col_class;
   int row_classes = 0, col_classes = 0;
@@ -81,8 +81,8 @@ struct sp_matrix {
   double cls(int rc, int cc) const { return at(v, rc * col_classes + cc); }
   double& cls(int rc, int cc) { return at(v, rc * col_classes + cc); }
   double least() const { return v.empty() ? 0.0 : *std::min_element(v.begin(), v.end()); }
-  sp_matrix transposed() const {
-    sp_matrix t{cols, rows, col_class, row_class, col_classes, row_classes, std::vector<double>(v.size())};
+  pick_cost_matrix transposed() const {
+    pick_cost_matrix t{cols, rows, col_class, row_class, col_classes, row_classes, std::vector<double>(v.size())};
     for (int r = 0; r < row_classes; ++r)
       for (int c = 0; c < col_classes; ++c) t.cls(c, r) = cls(r, c);
     return t;
@@ -91,10 +91,10 @@ struct sp_matrix {
 
 // Undoes one elimination: the best pick of `node` given the picks of its neighbours a (and c),
 // by their classes in the eliminated edges (a_class, c_class; empty: the pick itself).
-struct sp_undo {
+struct elimination_undo {
   int node = 0, a = -1, c = -1;
-  std::vector<int> best;  // leaf: [class of x]; series: [class of x * kc + class of z]; isolated, fixed: [0]
-  int kc = 1;
+  std::vector<int> best;  // leaf: [class of x]; series: [class of x * c_classes + class of z]; isolated, fixed: [0]
+  int c_classes = 1;
   std::vector<int> a_class, c_class;
 };
 
@@ -113,8 +113,8 @@ inline void refine_classes(const std::vector<int>& c1, const std::vector<int>& c
 }
 
 // Parallel edges add: the classes of the sum are pairs of classes of the two.
-inline sp_matrix add_parallel(const sp_matrix& o, const sp_matrix& m) {
-  sp_matrix s{o.rows, o.cols, {}, {}, 0, 0, {}};
+inline pick_cost_matrix add_parallel(const pick_cost_matrix& o, const pick_cost_matrix& m) {
+  pick_cost_matrix s{o.rows, o.cols, {}, {}, 0, 0, {}};
   std::vector<std::pair<int, int>> rpairs, cpairs;
   refine_classes(o.row_class, m.row_class, m.row_classes, s.row_class, rpairs);
   refine_classes(o.col_class, m.col_class, m.col_classes, s.col_class, cpairs);
@@ -128,17 +128,17 @@ inline sp_matrix add_parallel(const sp_matrix& o, const sp_matrix& m) {
 }
 
 // The picks y of an eliminated node that can be the first best response, in index order: y
-// has classes (c1[y], c2[y]) on its two edges, so its value is (e1 + ub[y]) + e2 for e1, e2
-// fixed by the classes; a later y whose classes match an earlier one with ub no greater can
+// has classes (c1[y], c2[y]) on its two edges, so its value is (e1 + unary[y]) + e2 for e1, e2
+// fixed by the classes; a later y whose classes match an earlier one with unary no greater can
 // never be strictly better (rounding is monotone), so it is skipped.
-inline std::vector<int> worth_trying(const std::vector<double>& ub, const std::vector<int>& c1, int n1,
+inline std::vector<int> worth_trying(const std::vector<double>& unary, const std::vector<int>& c1, int n1,
                                      const std::vector<int>& c2, int n2) {
   std::vector<double> least(std::size_t(n1) * std::size_t(n2), std::numeric_limits<double>::infinity());
   std::vector<int> ys;
-  for (int y = 0; y < int(ub.size()); ++y) {
+  for (int y = 0; y < int(unary.size()); ++y) {
     double& l = at(least, at(c1, y) * n2 + at(c2, y));
-    if (ys.empty() || at(ub, y) < l) {
-      l = std::min(l, at(ub, y));
+    if (ys.empty() || at(unary, y) < l) {
+      l = std::min(l, at(unary, y));
       ys.push_back(y);
     }
   }
@@ -177,10 +177,10 @@ inline std::size_t first_sum_equal(const double* a, const double* b, std::size_t
 /// candidate sum an elimination compares; < 0: no limit), the same on any machine at any load,
 /// so a plan and its report do not depend on where or when they were made; and a
 /// count of steps (edges priced, nodes eliminated; < 0: no count), for tests that stop it at
-/// every point. A pair priced costs sp_price_units (pricing runs the cost model: about a
+/// every point. A pair priced costs series_parallel_price_units (pricing runs the cost model: about a
 /// microsecond), a sum compared one (about a nanosecond).
-inline constexpr std::int64_t sp_price_units = 1000;
-struct sp_budget {
+inline constexpr std::int64_t series_parallel_price_units = 1000;
+struct series_parallel_budget {
   std::int64_t work = -1;
   std::int64_t steps = -1;
 };
@@ -193,11 +193,11 @@ struct sp_budget {
 /// its neighbour, a series node's once per pair of classes; every value is the same sum in the
 /// same order as the dense reduction, so optimum and picks are too. With `branch`, a graph
 /// that does not reduce is solved by fixing the pick of its busiest node, each pick in turn.
-class sp_reduction {
+class series_parallel_reduction {
  public:
   /// price(e, x, y): the additive cost of edge e for picks x of its u, y of its v.
   using price_fn = std::function<double(int, int, int)>;
-  sp_reduction(const choice_problem& p, sp_budget budget, price_fn price = {}, bool branch = false)
+  series_parallel_reduction(const choice_problem& p, series_parallel_budget budget, price_fn price = {}, bool branch = false)
       : p_(p), unary_(std::size_t(p.nodes())), nbr_(std::size_t(p.nodes())), alive_(std::size_t(p.nodes()), 1),
         budget_(budget), branch_(branch) {
     if (!price) price = [&p](int e, int x, int y) { return p.pair(e, x, y).serial_time(); };
@@ -206,7 +206,7 @@ class sp_reduction {
     for (int e = 0; e < int(p.edges().size()); ++e) {
       if (spent()) return;
       const choice_edge& ed = at(p.edges(), e);
-      std::optional<sp_matrix> m = edge_matrix(e, price);
+      std::optional<pick_cost_matrix> m = edge_matrix(e, price);
       if (!m) {  // the work ran out within the edge (4-D meshes: 625 x 625 ports); it counts 0
         timed_out_ = true;
         return;
@@ -217,7 +217,7 @@ class sp_reduction {
 
   /// Whether the budget ran out (checked per edge priced and per node eliminated).
   bool timed_out() const { return timed_out_; }
-  /// The units of work left (sp_budget::work; < 0: no limit was set).
+  /// The units of work left (series_parallel_budget::work; < 0: no limit was set).
   std::int64_t work_left() const { return budget_.work; }
 
   /// A lower bound on the optimum from the reduction so far (the optimum once it finished):
@@ -253,8 +253,8 @@ class sp_reduction {
  private:
   // Edge e's matrix by classes of picks, or nullopt where the work runs out while it is priced
   // (checked per row: one edge of a 4-D mesh can take seconds).
-  std::optional<sp_matrix> edge_matrix(int e, const price_fn& price) {
-    sp_matrix m{p_.candidates(at(p_.edges(), e).u), p_.candidates(at(p_.edges(), e).v), {}, {},
+  std::optional<pick_cost_matrix> edge_matrix(int e, const price_fn& price) {
+    pick_cost_matrix m{p_.candidates(at(p_.edges(), e).u), p_.candidates(at(p_.edges(), e).v), {}, {},
                 p_.ports(e, 0), p_.ports(e, 1), {}};
     std::vector<int> row_pick(std::size_t(m.row_classes), -1), col_pick(std::size_t(m.col_classes), -1);
     for (int x = 0; x < m.rows; ++x) {
@@ -267,14 +267,14 @@ class sp_reduction {
     }
     m.v.assign(std::size_t(m.row_classes) * std::size_t(m.col_classes), 0.0);
     for (int r = 0; r < m.row_classes; ++r) {
-      if (!charge(sp_price_units * m.col_classes)) return std::nullopt;
+      if (!charge(series_parallel_price_units * m.col_classes)) return std::nullopt;
       for (int c = 0; c < m.col_classes; ++c)
         if (at(row_pick, r) >= 0 && at(col_pick, c) >= 0) m.cls(r, c) = price(e, at(row_pick, r), at(col_pick, c));
     }
     return m;
   }
 
-  void add_matrix(int a, int b, sp_matrix m) {  // m indexed [a][b]; a == b adds the diagonal
+  void add_matrix(int a, int b, pick_cost_matrix m) {  // m indexed [a][b]; a == b adds the diagonal
     if (a == b) {
       for (int x = 0; x < m.rows; ++x) at(at(unary_, a), x) += m.value(x, x);
       return;
@@ -289,7 +289,7 @@ class sp_reduction {
 
   // Removes the edge between a and b and returns its matrix, oriented [a][b] (moved, not copied:
   // an eliminated or fixed node's edges are read once and dropped).
-  sp_matrix take_edge(int a, int b) {
+  pick_cost_matrix take_edge(int a, int b) {
     auto node = adj_.extract({std::min(a, b), std::max(a, b)});
     at(nbr_, a).erase(b);
     at(nbr_, b).erase(a);
@@ -306,23 +306,23 @@ class sp_reduction {
   }
 
   void eliminate_isolated(int b) {
-    const auto& ub = at(unary_, b);
-    const int arg = int(std::min_element(ub.begin(), ub.end()) - ub.begin());
-    constant_ += at(ub, arg);
+    const auto& b_unary = at(unary_, b);
+    const int arg = int(std::min_element(b_unary.begin(), b_unary.end()) - b_unary.begin());
+    constant_ += at(b_unary, arg);
     undo_.push_back({b, -1, -1, {arg}, 1, {}, {}});
   }
 
   void eliminate_leaf(int b, int a) {
-    const sp_matrix e = take_edge(a, b);
-    const std::vector<double>& ub = at(unary_, b);
-    sp_undo un{b, a, -1, std::vector<int>(std::size_t(e.row_classes)), 1, e.row_class, {}};
+    const pick_cost_matrix e = take_edge(a, b);
+    const std::vector<double>& b_unary = at(unary_, b);
+    elimination_undo un{b, a, -1, std::vector<int>(std::size_t(e.row_classes)), 1, e.row_class, {}};
     std::vector<double> best_of(std::size_t(e.row_classes));
-    const std::vector<int> ys = worth_trying(ub, e.col_class, e.col_classes, std::vector<int>(ub.size(), 0), 1);
+    const std::vector<int> ys = worth_trying(b_unary, e.col_class, e.col_classes, std::vector<int>(b_unary.size(), 0), 1);
     charge(std::int64_t(e.row_classes) * std::int64_t(ys.size()));
     for (int r = 0; r < e.row_classes; ++r) {
       double best = std::numeric_limits<double>::infinity();
       for (int y : ys)
-        if (const double v = e.cls(r, at(e.col_class, y)) + at(ub, y); v < best) {
+        if (const double v = e.cls(r, at(e.col_class, y)) + at(b_unary, y); v < best) {
           best = v;
           at(un.best, r) = y;
         }
@@ -333,20 +333,20 @@ class sp_reduction {
   }
 
   void eliminate_series(int b, int a, int c) {
-    const sp_matrix eab = take_edge(a, b), ecb = take_edge(c, b);  // [a][b] and [c][b]
+    const pick_cost_matrix eab = take_edge(a, b), ecb = take_edge(c, b);  // [a][b] and [c][b]
     const int ra = eab.row_classes, rc = ecb.row_classes;
-    sp_matrix m{eab.rows, ecb.rows, eab.row_class, ecb.row_class, ra, rc,
+    pick_cost_matrix m{eab.rows, ecb.rows, eab.row_class, ecb.row_class, ra, rc,
                 std::vector<double>(std::size_t(ra) * std::size_t(rc))};
-    sp_undo un{b, a, c, std::vector<int>(std::size_t(ra) * std::size_t(rc)), rc, eab.row_class, ecb.row_class};
-    const std::vector<double>& ub = at(unary_, b);
-    const std::vector<int> ys = worth_trying(ub, eab.col_class, eab.col_classes, ecb.col_class, ecb.col_classes);
+    elimination_undo un{b, a, c, std::vector<int>(std::size_t(ra) * std::size_t(rc)), rc, eab.row_class, ecb.row_class};
+    const std::vector<double>& b_unary = at(unary_, b);
+    const std::vector<int> ys = worth_trying(b_unary, eab.col_class, eab.col_classes, ecb.col_class, ecb.col_classes);
     const std::size_t ny = ys.size();
     charge(std::int64_t(ra) * std::int64_t(rc) * std::int64_t(ny));
     std::vector<double> row(ny), cols(ny * std::size_t(rc));  // cols: [z][i], gathered once
     for (int z = 0; z < rc; ++z)
       for (std::size_t i = 0; i < ny; ++i) cols[std::size_t(z) * ny + i] = ecb.cls(z, at(ecb.col_class, ys[i]));
     for (int x = 0; x < ra; ++x) {
-      for (std::size_t i = 0; i < ny; ++i) row[i] = eab.cls(x, at(eab.col_class, ys[i])) + at(ub, ys[i]);
+      for (std::size_t i = 0; i < ny; ++i) row[i] = eab.cls(x, at(eab.col_class, ys[i])) + at(b_unary, ys[i]);
       for (int z = 0; z < rc; ++z) {
         const double* col = cols.data() + std::size_t(z) * ny;
         const double best = least_sum(row.data(), col, ny);
@@ -363,7 +363,7 @@ class sp_reduction {
     std::vector<int> ns;
     for (auto [m, _] : at(nbr_, n)) ns.push_back(m);
     for (int m : ns) {
-      const sp_matrix e = take_edge(m, n);
+      const pick_cost_matrix e = take_edge(m, n);
       for (int y = 0; y < e.rows; ++y) at(at(unary_, m), y) += e.value(y, x);
     }
     constant_ += at(at(unary_, n), x);
@@ -378,7 +378,7 @@ class sp_reduction {
     for (int x = 0; x < p_.candidates(n); ++x) {
       std::vector<int> key;
       for (auto [m, _] : at(nbr_, n)) {
-        const sp_matrix& e = adj_.at({std::min(m, n), std::max(m, n)});
+        const pick_cost_matrix& e = adj_.at({std::min(m, n), std::max(m, n)});
         key.push_back(m < n ? at(e.col_class, x) : at(e.row_class, x));
       }
       auto [it, fresh] = by_tuple.try_emplace(std::move(key), x);
@@ -404,7 +404,7 @@ class sp_reduction {
       }
     std::optional<exact_result> best;
     for (int x : picks) {
-      sp_reduction branch = *this;
+      series_parallel_reduction branch = *this;
       branch.fix(n, x);
       std::optional<exact_result> r = branch.solve();
       budget_.steps = branch.budget_.steps;
@@ -425,7 +425,7 @@ class sp_reduction {
       int z = it->c >= 0 ? at(r.pick, it->c) : 0;
       if (!it->a_class.empty()) x = at(it->a_class, x);
       if (!it->c_class.empty()) z = at(it->c_class, z);
-      at(r.pick, it->node) = at(it->best, x * it->kc + z);
+      at(r.pick, it->node) = at(it->best, x * it->c_classes + z);
     }
     return r;
   }
@@ -451,12 +451,12 @@ class sp_reduction {
 
   const choice_problem& p_;
   std::vector<std::vector<double>> unary_;
-  std::map<std::pair<int, int>, sp_matrix> adj_;  ///< (a, b) with a < b -> [pick a][pick b]
+  std::map<std::pair<int, int>, pick_cost_matrix> adj_;  ///< (a, b) with a < b -> [pick a][pick b]
   std::vector<std::map<int, bool>> nbr_;
   std::vector<char> alive_;
-  std::vector<sp_undo> undo_;
+  std::vector<elimination_undo> undo_;
   double constant_ = 0;
-  sp_budget budget_;
+  series_parallel_budget budget_;
   bool branch_ = false;
   bool timed_out_ = false;
 };
@@ -500,7 +500,7 @@ inline folded_groups fold_groups(const choice_problem& p) {
 
 /// Optimum of the untied additive problem by series-parallel reduction (see the file comment).
 inline std::optional<exact_result> series_parallel_optimum(const choice_problem& p) {
-  return detail::sp_reduction(p, {}).solve();
+  return detail::series_parallel_reduction(p, {}).solve();
 }
 
 /// A reference run within a budget: `result` is nullopt when the graph does not reduce or the
@@ -512,7 +512,7 @@ struct bounded_exact {
   double lower_bound = 0;
 };
 
-/// series_parallel_optimum within `work` units (sp_budget: pricing every pair included; < 0: no
+/// series_parallel_optimum within `work` units (series_parallel_budget: pricing every pair included; < 0: no
 /// limit) and, where max_steps >= 0, that many steps (edges priced, nodes eliminated).
 inline bounded_exact series_parallel_optimum_within(const choice_problem& p, std::int64_t work,
                                                     std::int64_t max_steps = -1) {
@@ -520,9 +520,9 @@ inline bounded_exact series_parallel_optimum_within(const choice_problem& p, std
   // of the least unary costs, rather than price part of it
   std::int64_t pricing = 0;
   for (int e = 0; e < int(p.edges().size()) && work >= 0 && pricing <= work; ++e)
-    pricing += detail::sp_price_units * std::int64_t(p.ports(e, 0)) * std::int64_t(p.ports(e, 1));
+    pricing += detail::series_parallel_price_units * std::int64_t(p.ports(e, 0)) * std::int64_t(p.ports(e, 1));
   if (work >= 0 && pricing > work) work = 0;
-  detail::sp_reduction r(p, {work, max_steps});
+  detail::series_parallel_reduction r(p, {work, max_steps});
   bounded_exact out;
   out.result = r.solve();
   out.timed_out = r.timed_out();
@@ -542,7 +542,7 @@ inline std::int64_t tied_port_pairs(const choice_problem& p) {
 }
 
 /// The optimum of p's additive objective over tied assignments (one pick per group: `pick`),
-/// within `work` units (sp_budget): the DP over p's groups (detail::fold_groups), fixing picks
+/// within `work` units (series_parallel_budget): the DP over p's groups (detail::fold_groups), fixing picks
 /// where the group graph does not reduce. A seed for the descent; ties kept, so no lower bound.
 inline bounded_exact tied_series_parallel_optimum_within(const choice_problem& p, std::int64_t work,
                                                          std::int64_t max_steps = -1) {
@@ -550,7 +550,7 @@ inline bounded_exact tied_series_parallel_optimum_within(const choice_problem& p
   auto price = [&](int e, int x, int y) {
     return p.pair(at(f.edge_of, e).item, x, y).serial_time() * at(f.edge_of, e).count;
   };
-  detail::sp_reduction r(f.problem, {work, max_steps}, price, /*branch=*/true);
+  detail::series_parallel_reduction r(f.problem, {work, max_steps}, price, /*branch=*/true);
   bounded_exact out;
   out.result = r.solve();
   out.timed_out = r.timed_out();

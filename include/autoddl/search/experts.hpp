@@ -172,7 +172,7 @@ namespace detail {
 
 // The storage pick an expert gives each parameter for a compute layout (see make_expert_plan).
 struct expert_storage_rule {
-  const plan_problem& pp;
+  const plan_problem& problem;
   expert e;
   int zero_stage;
   bool sharded_optimizer = false;  ///< megatron dopt=1: ZeRO-1's updates on megatron's storage
@@ -181,7 +181,7 @@ struct expert_storage_rule {
   // while its op's candidates and edges ask for them many times
   mutable std::vector<std::vector<std::pair<nd_sbp, int>>> memo{};
   int operator()(int p, const nd_sbp& comp) const {
-    if (memo.empty()) memo.resize(pp.model().params.size());
+    if (memo.empty()) memo.resize(problem.model().params.size());
     auto& seen = at(memo, p);
     for (const auto& [c, pick] : seen)
       if (c == comp) return pick;
@@ -190,19 +190,19 @@ struct expert_storage_rule {
     return pick;
   }
   int compute(int p, const nd_sbp& comp) const {
-    const tensor_shape& shape = at(pp.model().params, p).shape;
-    const nd_sbp want = expert_storage(e == expert::zero && zero_12() ? expert::dp : e, comp, shape, pp.options().mesh);
-    const nd_sbp update = zero_12() ? zero_shard(want, shape, pp.options().mesh) : want;
+    const tensor_shape& shape = at(problem.model().params, p).shape;
+    const nd_sbp want = expert_storage(e == expert::zero && zero_12() ? expert::dp : e, comp, shape, problem.options().mesh);
+    const nd_sbp update = zero_12() ? zero_shard(want, shape, problem.options().mesh) : want;
     // a tied weight's gradient contributions are summed, then synchronised once (DDP, Megatron-LM);
     // ZeRO-1 sums every gradient whole, then reduce-scatters it; ZeRO-2 as backward makes it
-    const auto& cands = pp.param_candidates(p);
-    nd_sbp sum = pp.tied_param(p) ? reduce_layout(update) : update;
+    const auto& cands = problem.param_candidates(p);
+    nd_sbp sum = problem.tied_param(p) ? reduce_layout(update) : update;
     if (zero_12() && zero_stage == 1 && !(update == want)) sum = reduce_layout(want);
     for (int c = 0; c < int(cands.size()); ++c)
       if (at(cands, c) == param_choice{want, sum, update}) return c;
-    const nd_sbp all_b = nd_sbp::filled(pp.options().mesh.size(), B);
+    const nd_sbp all_b = nd_sbp::filled(problem.options().mesh.size(), B);
     for (int c = 0; c < int(cands.size()); ++c)
-      if (at(cands, c) == param_choice{all_b, pp.tied_param(p) ? reduce_layout(all_b) : all_b, all_b}) return c;
+      if (at(cands, c) == param_choice{all_b, problem.tied_param(p) ? reduce_layout(all_b) : all_b, all_b}) return c;
     return 0;
   }
 };
@@ -213,14 +213,14 @@ struct expert_storage_rule {
 // split on in, S(0)); every other linear of a block is column-parallel (split on out, S(1)).
 // GPT: q, k, v and mlp.fc column-parallel, attn.proj and mlp.proj row-parallel.
 // Returns the split W needs on the innermost axis, or nullopt where the rule says nothing.
-inline std::optional<sbp> megatron_weight_split(const plan_problem& pp, const std::vector<int>& pick, int op) {
-  const graph& g = pp.model();
+inline std::optional<sbp> megatron_weight_split(const plan_problem& problem, const std::vector<int>& pick, int op) {
+  const graph& g = problem.model();
   const op_node& n = at(g.ops, op);
   if (n.kind != op_kind::linear || at(g.block, op) < 0 || n.params.empty() || n.params[0].rank() != 2) return std::nullopt;
   const tensor_ref in = at(g.op_inputs, op)[0];
   if (in.op < 0) return S(1);
-  const nd_sbp& got = at(pp.op_candidate(in.op, at(pick, in.op)).outputs, in.index);
-  const int tensor_axis = pp.options().mesh.size() - 1;
+  const nd_sbp& got = at(problem.op_candidate(in.op, at(pick, in.op)).outputs, in.index);
+  const int tensor_axis = problem.options().mesh.size() - 1;
   return got[tensor_axis] == S(at(at(g.ops, in.op).outputs, in.index).rank() - 1) ? S(0) : S(1);
 }
 
@@ -235,15 +235,15 @@ inline bool feeds_router(const graph& g, int i) {
 // The greedy completion of op i: among its candidates that obey e (and, for megatron, the
 // column/row pairing), the one cheapest with its placed producers; none obeys: the cheapest of
 // all (pass 1), and the op is named in relaxed.
-inline void expert_pick_op(const plan_problem& pp, expert e, bool sp, int cp_axis, moe_rules moe,
+inline void expert_pick_op(const plan_problem& problem, expert e, bool sp, int cp_axis, moe_rules moe,
                            const expert_storage_rule& storage, const std::vector<int>& in_edges, int i, expert_plan& r) {
-  const graph& g = pp.model();
-  const choice_problem& cp = pp.untied();
-  const int nops = int(g.ops.size()), axes = pp.options().mesh.size();
-  const auto& sigs = pp.op_candidates(i);
+  const graph& g = problem.model();
+  const choice_problem& cp = problem.untied();
+  const int nops = int(g.ops.size()), axes = problem.options().mesh.size();
+  const auto& sigs = problem.op_candidates(i);
   const bool router_linear = feeds_router(g, i);
   const std::optional<sbp> split =
-      e == expert::megatron && !router_linear ? megatron_weight_split(pp, r.pick, i) : std::nullopt;
+      e == expert::megatron && !router_linear ? megatron_weight_split(problem, r.pick, i) : std::nullopt;
   for (int pass = 0; pass < 2 && at(r.pick, i) < 0; ++pass) {
     double best = std::numeric_limits<double>::infinity();
     for (int c = 0; c < int(sigs.size()); ++c) {
@@ -251,7 +251,7 @@ inline void expert_pick_op(const plan_problem& pp, expert e, bool sp, int cp_axi
       if (pass == 0 && split && !(at(sigs, c).params[0][axes - 1] == *split)) continue;
       double score = cp.unary(i, c).serial_time();
       for (int k : in_edges) {
-        const auto& info = at(pp.edge_infos(), k);
+        const auto& info = at(problem.edge_infos(), k);
         const int u = at(cp.edges(), k).u;
         const int cu = info.param ? storage(u - nops, at(at(sigs, c).params, info.tensor_index)) : at(r.pick, u);
         score += cp.pair(k, cu, c).serial_time();
@@ -266,33 +266,33 @@ inline void expert_pick_op(const plan_problem& pp, expert e, bool sp, int cp_axi
 }
 
 // Each parameter stored as its first user wants (its first parameter edge; 0 where it has none).
-inline void expert_store_params(const plan_problem& pp, const expert_storage_rule& storage, expert_plan& r) {
-  const int nparams = int(pp.model().params.size()), nops = int(pp.model().ops.size());
+inline void expert_store_params(const plan_problem& problem, const expert_storage_rule& storage, expert_plan& r) {
+  const int nparams = int(problem.model().params.size()), nops = int(problem.model().ops.size());
   std::vector<char> placed(std::size_t(nparams), 0);
-  for (int p = 0; p < nparams; ++p) at(r.pick, pp.param_node(p)) = 0;
-  for (const auto& info : pp.edge_infos()) {  // one pass: a parameter's first edge places it
+  for (int p = 0; p < nparams; ++p) at(r.pick, problem.param_node(p)) = 0;
+  for (const auto& info : problem.edge_infos()) {  // one pass: a parameter's first edge places it
     if (!info.param || at(placed, info.from_node - nops)) continue;
     const int p = info.from_node - nops;
     at(placed, p) = 1;
-    const auto& sig = at(pp.op_candidates(info.to_node), at(r.pick, info.to_node));
-    at(r.pick, pp.param_node(p)) = storage(p, at(sig.params, info.tensor_index));
+    const auto& sig = at(problem.op_candidates(info.to_node), at(r.pick, info.to_node));
+    at(r.pick, problem.param_node(p)) = storage(p, at(sig.params, info.tensor_index));
   }
 }
 
 }  // namespace detail
 
-/// The expert plan e of pp; sp: sequence parallelism on megatron's tensor-parallel axis;
+/// The expert plan e of problem; sp: sequence parallelism on megatron's tensor-parallel axis;
 /// zero_stage: which of ZeRO's stages (1: optimizer state sharded, 2: and gradients, 3: and
 /// parameters; strategy::zero); cp_axis: megatron's context-parallel axis (-1: none);
 /// sharded_optimizer: megatron's distributed optimizer (dopt=1: each parameter updated in
 /// slices over its replicas, ZeRO-1's layouts; zero_stage is then 1); moe: megatron's ep and
 /// etp as layout rules.
-inline expert_plan make_expert_plan(const plan_problem& pp, expert e, bool sp = false, int zero_stage = 3,
+inline expert_plan make_expert_plan(const plan_problem& problem, expert e, bool sp = false, int zero_stage = 3,
                                     int cp_axis = -1, bool sharded_optimizer = false, detail::moe_rules moe = {}) {
-  const choice_problem& cp = pp.untied();
+  const choice_problem& cp = problem.untied();
   if (sharded_optimizer) zero_stage = 1;
-  const detail::expert_storage_rule storage{pp, e, zero_stage, sharded_optimizer};
-  if (storage.zero_12() && !(zero_stage == 1 ? pp.options().zero1_layouts : pp.options().zero2_layouts))
+  const detail::expert_storage_rule storage{problem, e, zero_stage, sharded_optimizer};
+  if (storage.zero_12() && !(zero_stage == 1 ? problem.options().zero1_layouts : problem.options().zero2_layouts))
     detail::fail<layout_error>("zero:stage=" + detail::itos(zero_stage) + " needs ZeRO-" + detail::itos(zero_stage) +
                                "'s layouts in the problem (plan_options::zero" + detail::itos(zero_stage) +
                                "_layouts; plan_micro_batched sets it for that strategy)");
@@ -307,27 +307,27 @@ inline expert_plan make_expert_plan(const plan_problem& pp, expert e, bool sp = 
   // per incoming edge its class, its tensor and the producer's pick, or for a parameter edge
   // the parameter's terms (parameters priced alike store alike).
   std::map<std::vector<std::uintptr_t>, std::pair<int, bool>> done;  // key -> pick, relaxed
-  const int nops = int(pp.model().ops.size());
+  const int nops = int(problem.model().ops.size());
   for (int i = 0; i < nops; ++i) {
-    std::vector<std::uintptr_t> key{reinterpret_cast<std::uintptr_t>(&pp.op_candidates(i)),
+    std::vector<std::uintptr_t> key{reinterpret_cast<std::uintptr_t>(&problem.op_candidates(i)),
                                     reinterpret_cast<std::uintptr_t>(&cp.unary(i, 0)),
-                                    std::uintptr_t(at(pp.model().ops, i).kind), std::uintptr_t(at(pp.model().block, i) >= 0)};
+                                    std::uintptr_t(at(problem.model().ops, i).kind), std::uintptr_t(at(problem.model().block, i) >= 0)};
     for (int k : at(in_edges, i)) {
-      const auto& info = at(pp.edge_infos(), k);
+      const auto& info = at(problem.edge_infos(), k);
       const int u = at(cp.edges(), k).u;
       key.insert(key.end(), {std::uintptr_t(at(cp.edges(), k).cls), std::uintptr_t(info.param), std::uintptr_t(info.tensor_index),
                              info.param ? reinterpret_cast<std::uintptr_t>(&cp.unary(u, 0)) : std::uintptr_t(at(r.pick, u))});
     }
     if (const auto f = done.find(key); f != done.end()) {
       at(r.pick, i) = f->second.first;
-      if (f->second.second) r.relaxed.push_back(at(pp.model().ops, i).name);
+      if (f->second.second) r.relaxed.push_back(at(problem.model().ops, i).name);
       continue;
     }
     const std::size_t relaxed = r.relaxed.size();
-    detail::expert_pick_op(pp, e, sp, cp_axis, moe, storage, at(in_edges, i), i, r);
+    detail::expert_pick_op(problem, e, sp, cp_axis, moe, storage, at(in_edges, i), i, r);
     done.emplace(std::move(key), std::pair<int, bool>{at(r.pick, i), r.relaxed.size() > relaxed});
   }
-  detail::expert_store_params(pp, storage, r);
+  detail::expert_store_params(problem, storage, r);
   return r;
 }
 

@@ -1,6 +1,6 @@
 #pragma once
 // A plan in the words of the parallel dimensions: what each mesh axis does for most of the work,
-// the degrees dp, tp, pp, cp and ep, the ZeRO stage of the parameter storage and how many
+// the degrees dp, tp, problem, cp and ep, the ZeRO stage of the parameter storage and how many
 // sequences each device runs per micro-batch. Expert plans are built from these words; an auto
 // plan may lay out each op its own way, so its summary is a vote, weighted by forward FLOPs over
 // the ops with parameters (a GEMM counts, a layernorm hardly):
@@ -74,11 +74,11 @@ inline int zero_level(const param_choice& pc, const nd_sbp& compute, const std::
 
 }  // namespace detail
 
-/// The parallel dimensions of `pick` (per node of pp.untied()) as a pipeline of `stages` stages
-/// of pp's mesh (1: none).
-inline plan_parallelism parallelism_of(const plan_problem& pp, const std::vector<int>& pick, int stages = 1) {
-  const graph& g = pp.model();
-  const mesh_shape& mesh = pp.options().mesh;
+/// The parallel dimensions of `pick` (per node of problem.untied()) as a pipeline of `stages` stages
+/// of problem's mesh (1: none).
+inline plan_parallelism parallelism_of(const plan_problem& problem, const std::vector<int>& pick, int stages = 1) {
+  const graph& g = problem.model();
+  const mesh_shape& mesh = problem.options().mesh;
   plan_parallelism r;
   r.pp = stages;
   for (int a = 0; a < mesh.size(); ++a) {
@@ -86,7 +86,7 @@ inline plan_parallelism parallelism_of(const plan_problem& pp, const std::vector
     for (int i = 0; i < int(g.ops.size()); ++i) {
       const op_node& n = at(g.ops, i);
       if (n.param_ids.empty() || n.kind == op_kind::experts) continue;  // experts vote for ep below
-      votes[int(detail::op_axis_role(n, pp.op_candidate(i, at(pick, i)), a))] += forward_flops(n) + 1;
+      votes[int(detail::op_axis_role(n, problem.op_candidate(i, at(pick, i)), a))] += forward_flops(n) + 1;
     }
     int best = int(axis_role::replicated);
     for (int k = 0; k < 4; ++k)
@@ -103,7 +103,7 @@ inline plan_parallelism parallelism_of(const plan_problem& pp, const std::vector
     double split = 0, whole = 0;
     for (int i = 0; i < int(g.ops.size()); ++i)
       if (at(g.ops, i).kind == op_kind::experts)
-        (pp.op_candidate(i, at(pick, i)).inputs[0][a] == S(1) ? split : whole) += forward_flops(at(g.ops, i)) + 1;
+        (problem.op_candidate(i, at(pick, i)).inputs[0][a] == S(1) ? split : whole) += forward_flops(at(g.ops, i)) + 1;
     if (split > whole) r.ep *= mesh[a];
   }
   double bytes[4] = {0, 0, 0, 0};
@@ -113,8 +113,8 @@ inline plan_parallelism parallelism_of(const plan_problem& pp, const std::vector
       const int p = at(g.ops, i).param_ids[j];
       if (at(seen, p)) continue;
       at(seen, p) = 1;
-      const param_choice& pc = pp.param_candidate(p, at(pick, pp.param_node(p)));
-      bytes[detail::zero_level(pc, pp.op_candidate(i, at(pick, i)).params[j], r.axes)] +=
+      const param_choice& pc = problem.param_candidate(p, at(pick, problem.param_node(p)));
+      bytes[detail::zero_level(pc, problem.op_candidate(i, at(pick, i)).params[j], r.axes)] +=
           double(at(g.params, p).shape.elements());
     }
   for (int k = 1; k < 4; ++k)

@@ -206,37 +206,37 @@ inline double state_of(const memory_breakdown& m) { return double(m.params + m.g
 
 // Bytes per device crossing the cut before each unit: every op output read by a later unit,
 // counted at each cut it crosses, in its producer's layout.
-inline std::vector<double> cut_bytes(const plan_problem& pp, const std::vector<int>& pick, const std::vector<int>& unit,
+inline std::vector<double> cut_bytes(const plan_problem& problem, const std::vector<int>& pick, const std::vector<int>& unit,
                                      int units) {
-  const graph& g = pp.model();
+  const graph& g = problem.model();
   std::map<std::pair<int, int>, int> last_reader;  // (producer op, output) -> furthest unit reading it
-  for (const auto& e : pp.edge_infos())
+  for (const auto& e : problem.edge_infos())
     if (!e.param) {
       int& r = last_reader[{e.from_node, e.producer_output}];
       r = std::max(r, at(unit, e.to_node));
     }
   std::vector<double> bytes(std::size_t(units), 0.0);
-  const double elem = double(bytes_of(pp.options().type));
+  const double elem = double(bytes_of(problem.options().type));
   for (const auto& [out, reader] : last_reader) {
     const auto [op, k] = out;
-    const nd_sbp& l = at(pp.op_candidate(op, at(pick, op)).outputs, k);
-    const double b = double(local_shape(at(at(g.ops, op).outputs, k), layout{l, pp.options().mesh}).elements()) * elem;
+    const nd_sbp& l = at(problem.op_candidate(op, at(pick, op)).outputs, k);
+    const double b = double(local_shape(at(at(g.ops, op).outputs, k), layout{l, problem.options().mesh}).elements()) * elem;
     for (int c = at(unit, op) + 1; c <= reader; ++c) at(bytes, c) += b;
   }
   return bytes;
 }
 
 // Ops: their forward + backward per micro-batch (the plan prices m), activations, transients.
-inline void add_op_costs(const plan_problem& pp, const std::vector<int>& pick, const std::vector<int>& unit, unit_costs& u) {
-  const graph& g = pp.model();
-  const double m = pp.options().microbatches;
+inline void add_op_costs(const plan_problem& problem, const std::vector<int>& pick, const std::vector<int>& unit, unit_costs& u) {
+  const graph& g = problem.model();
+  const double m = problem.options().microbatches;
   for (int i = 0; i < int(g.ops.size()); ++i) {
     const int c = at(pick, i), k = at(unit, i);
-    const cost_terms& t = pp.untied().unary(i, c);
+    const cost_terms& t = problem.untied().unary(i, c);
     at(u.slot_s, k) += (t.compute() + t.comm()) / m;
     at(u.bytes, k) += t.bytes;
-    const op_work w = device_work(at(g.ops, i), pp.op_candidate(i, c), pp.options().mesh, bytes_of(pp.options().type));
-    const memory_breakdown mem = pp.op_memory(i, c, w);
+    const op_work w = device_work(at(g.ops, i), problem.op_candidate(i, c), problem.options().mesh, bytes_of(problem.options().type));
+    const memory_breakdown mem = problem.op_memory(i, c, w);
     at(u.activation_bytes, k) += double(mem.activations);
     at(u.transient_bytes, k) = std::max(at(u.transient_bytes, k), double(mem.transient));
   }
@@ -244,17 +244,17 @@ inline void add_op_costs(const plan_problem& pp, const std::vector<int>& pick, c
 
 // Edges, in the consumer's unit: an activation's boxing per micro-batch; a parameter's gather
 // and gradient synchronisation once per step. Returns the units using each parameter.
-inline std::vector<std::set<int>> add_edge_costs(const plan_problem& pp, const std::vector<int>& pick,
+inline std::vector<std::set<int>> add_edge_costs(const plan_problem& problem, const std::vector<int>& pick,
                                                  const std::vector<int>& unit, unit_costs& u) {
-  const choice_problem& cp = pp.untied();
-  const int ops = int(pp.model().ops.size());
-  const double m = pp.options().microbatches;
-  std::vector<std::set<int>> param_units(pp.model().params.size());
+  const choice_problem& cp = problem.untied();
+  const int ops = int(problem.model().ops.size());
+  const double m = problem.options().microbatches;
+  std::vector<std::set<int>> param_units(problem.model().params.size());
   for (int e = 0; e < int(cp.edges().size()); ++e) {
-    const auto& info = at(pp.edge_infos(), e);
+    const auto& info = at(problem.edge_infos(), e);
     const int cu = at(pick, at(cp.edges(), e).u), cv = at(pick, at(cp.edges(), e).v), k = at(unit, info.to_node);
     const cost_terms& t = cp.pair(e, cu, cv);
-    const memory_breakdown mem = pp.edge_memory(e, cu, cv);
+    const memory_breakdown mem = problem.edge_memory(e, cu, cv);
     at(u.bytes, k) += t.bytes;
     if (info.param) {
       at(param_units, info.from_node - ops).insert(k);
@@ -270,40 +270,40 @@ inline std::vector<std::set<int>> add_edge_costs(const plan_problem& pp, const s
 }
 
 // Parameters, in their first user's unit (a tied one recorded for the stage of its last use).
-inline void add_param_costs(const plan_problem& pp, const std::vector<int>& pick,
+inline void add_param_costs(const plan_problem& problem, const std::vector<int>& pick,
                             const std::vector<std::set<int>>& param_units, unit_costs& u) {
-  for (int p = 0; p < int(pp.model().params.size()); ++p) {
-    const int c = at(pick, pp.param_node(p));
-    const cost_terms& t = pp.untied().unary(pp.param_node(p), c);
+  for (int p = 0; p < int(problem.model().params.size()); ++p) {
+    const int c = at(pick, problem.param_node(p));
+    const cost_terms& t = problem.untied().unary(problem.param_node(p), c);
     const std::set<int>& us = at(param_units, p);
     if (us.empty()) continue;
-    const memory_breakdown mem = pp.param_memory(p, c);
+    const memory_breakdown mem = problem.param_memory(p, c);
     const int k = *us.begin();
     at(u.step_s, k) += t.compute() + t.comm();
     at(u.bytes, k) += t.bytes;
     at(u.state_bytes, k) += state_of(mem);
     at(u.transient_bytes, k) = std::max(at(u.transient_bytes, k), t.transient);
-    const param_choice& pc = pp.param_candidate(p, c);
-    const double update_bytes = double(local_shape(at(pp.model().params, p).shape, layout{pc.update, pp.options().mesh}).elements() *
-                                       bytes_of(pp.options().type));
+    const param_choice& pc = problem.param_candidate(p, c);
+    const double update_bytes = double(local_shape(at(problem.model().params, p).shape, layout{pc.update, problem.options().mesh}).elements() *
+                                       bytes_of(problem.options().type));
     if (us.size() > 1) u.tied.push_back({k, *us.rbegin(), state_of(mem), update_bytes, t.compute() + t.comm(), t.bytes});
   }
 }
 
 }  // namespace detail
 
-/// The per-unit costs of pick (a plan of pp, whose graph is one micro-batch of
-/// pp.options().microbatches) as the stages of a pipeline would run them; see the header.
+/// The per-unit costs of pick (a plan of problem, whose graph is one micro-batch of
+/// problem.options().microbatches) as the stages of a pipeline would run them; see the header.
 /// With one stage they add up to the plan: m x the slots + the step work == its serial time.
-inline unit_costs pipeline_unit_costs(const plan_problem& pp, const std::vector<int>& pick) {
-  const std::vector<int> unit = detail::unit_of_ops(pp.model());
-  const int n = int(pipeline_units(pp.model()).size());
+inline unit_costs pipeline_unit_costs(const plan_problem& problem, const std::vector<int>& pick) {
+  const std::vector<int> unit = detail::unit_of_ops(problem.model());
+  const int n = int(pipeline_units(problem.model()).size());
   unit_costs u;
   for (auto* v : {&u.slot_s, &u.step_s, &u.state_bytes, &u.activation_bytes, &u.transient_bytes, &u.bytes})
     v->assign(std::size_t(n), 0.0);
-  detail::add_op_costs(pp, pick, unit, u);
-  detail::add_param_costs(pp, pick, detail::add_edge_costs(pp, pick, unit, u), u);
-  u.send_bytes = detail::cut_bytes(pp, pick, unit, n);
+  detail::add_op_costs(problem, pick, unit, u);
+  detail::add_param_costs(problem, pick, detail::add_edge_costs(problem, pick, unit, u), u);
+  u.send_bytes = detail::cut_bytes(problem, pick, unit, n);
   return u;
 }
 

@@ -22,11 +22,11 @@ namespace autoddl {
 /// cut_ops[stage + 1]) in the 1F1B order, as many forwards ahead of the first backward as the
 /// stage holds micro-batches in flight less one (in_flight_microbatches, rounded up: the
 /// interleaved schedule's count where s.chunks > 1).
-inline step_memory replay_stage_memory(const plan_problem& pp, const std::vector<int>& pick, const pipeline_shape& s,
+inline step_memory replay_stage_memory(const plan_problem& problem, const std::vector<int>& pick, const pipeline_shape& s,
                                        const std::vector<int>& cut_ops, int stage) {
-  const int end = stage + 1 < int(cut_ops.size()) ? at(cut_ops, stage + 1) : int(pp.model().ops.size());
+  const int end = stage + 1 < int(cut_ops.size()) ? at(cut_ops, stage + 1) : int(problem.model().ops.size());
   const int warm = int(std::ceil(in_flight_microbatches(s, stage) - 1e-9)) - 1;
-  return replay_step_memory(pp, pick, at(cut_ops, stage), end, std::max(0, warm));
+  return replay_step_memory(problem, pick, at(cut_ops, stage), end, std::max(0, warm));
 }
 
 /// One stage's mesh: the outermost axis divided by `stages` (dropped where it becomes 1 on a

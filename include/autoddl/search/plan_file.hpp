@@ -89,14 +89,14 @@ inline nlohmann::json sbp_list_json(const std::vector<nd_sbp>& v) {
 }
 }  // namespace detail
 
-/// The plan file of result `r` of problem `pp` (model spec and hardware name as given by the user).
-inline nlohmann::json plan_file_json(const plan_problem& pp, const plan_result& r, const std::string& model_spec,
+/// The plan file of result `r` of `problem` (model spec and hardware name as given by the user).
+inline nlohmann::json plan_file_json(const plan_problem& problem, const plan_result& r, const std::string& model_spec,
                                      const std::string& hardware) {
-  const graph& g = pp.model();
-  const plan_options& o = pp.options();
+  const graph& g = problem.model();
+  const plan_options& o = problem.options();
   nlohmann::json ops = nlohmann::json::array();
   for (std::size_t i = 0; i < g.ops.size(); ++i) {
-    const signature& s = at(pp.op_candidates(int(i)), at(r.pick, i));
+    const signature& s = at(problem.op_candidates(int(i)), at(r.pick, i));
     ops.push_back({{"name", g.ops[i].name},
                    {"kind", std::string(to_string(g.ops[i].kind))},
                    {"inputs", detail::sbp_list_json(s.inputs)},
@@ -105,7 +105,7 @@ inline nlohmann::json plan_file_json(const plan_problem& pp, const plan_result& 
   }
   nlohmann::json params = nlohmann::json::array();
   for (std::size_t p = 0; p < g.params.size(); ++p) {
-    const param_choice& c = at(pp.param_candidates(int(p)), at(r.pick, pp.param_node(int(p))));
+    const param_choice& c = at(problem.param_candidates(int(p)), at(r.pick, problem.param_node(int(p))));
     params.push_back({{"name", g.params[p].name}, {"storage", detail::sbp_json(c.storage)}, {"grad_sum", detail::sbp_json(c.grad_sum)},
                       {"update", detail::sbp_json(c.update)}});
   }
@@ -125,7 +125,7 @@ inline nlohmann::json plan_file_json(const plan_problem& pp, const plan_result& 
             {"compute_s", r.totals.compute()},
             {"comm_s", r.totals.comm()},
             {"comm_bytes_per_device", r.totals.bytes},
-            {"peak_bytes_per_device", double(replay_step_memory(pp, r.pick).peak())}}}};
+            {"peak_bytes_per_device", double(replay_step_memory(problem, r.pick).peak())}}}};
 }
 
 /// Marks plan file `file` (plan_file_json of one stage's layouts) as a pipeline of `stages`
@@ -350,13 +350,13 @@ inline int layout_distance(const signature& c, const op_layouts& l) {
 
 // Op i's layouts l, which are not among its candidates: the rule they break (signature_problem)
 // and the nearest valid layouts (fewest per-axis entries changed, at most three).
-inline std::string invalid_layouts_sentence(const plan_problem& pp, int i, const op_layouts& l) {
-  const op_node& op = at(pp.model().ops, i);
-  const mesh_shape& mesh = pp.options().mesh;
+inline std::string invalid_layouts_sentence(const plan_problem& problem, int i, const op_layouts& l) {
+  const op_node& op = at(problem.model().ops, i);
+  const mesh_shape& mesh = problem.options().mesh;
   std::string why = signature_problem(op, signature{l.inputs, l.params, l.outputs}, mesh);
   if (why.empty()) why = "op '" + op.name + "' takes a valid signature there that the planner does not offer";
   std::vector<std::pair<int, int>> near;  // (distance, candidate)
-  const auto& cands = pp.op_candidates(i);
+  const auto& cands = problem.op_candidates(i);
   for (int c = 0; c < int(cands.size()); ++c) near.push_back({layout_distance(at(cands, c), l), c});
   std::sort(near.begin(), near.end());
   std::string nearest;
@@ -368,33 +368,33 @@ inline std::string invalid_layouts_sentence(const plan_problem& pp, int i, const
 
 }  // namespace detail
 
-/// The pick (per node of pp.untied()) that runs exactly the file's layouts on `pp`, a problem
+/// The pick (per node of problem.untied()) that runs exactly the file's layouts on `problem`, a problem
 /// built from the file's model, mesh and schedule. @throws layout_error naming the op or
-/// parameter whose layouts `pp` does not offer.
-inline std::vector<int> pick_of(const plan_problem& pp, const plan_file& f) {
-  const graph& g = pp.model();
+/// parameter whose layouts `problem` does not offer.
+inline std::vector<int> pick_of(const plan_problem& problem, const plan_file& f) {
+  const graph& g = problem.model();
   if (f.ops.size() != g.ops.size() || f.params.size() != g.params.size())
     detail::fail<layout_error>("the plan has " + std::to_string(f.ops.size()) + " ops and " + std::to_string(f.params.size()) +
                        " parameters but model '" + f.model + "' has " + std::to_string(g.ops.size()) + " and " +
                        std::to_string(g.params.size()));
-  std::vector<int> pick(std::size_t(pp.untied().nodes()), -1);
+  std::vector<int> pick(std::size_t(problem.untied().nodes()), -1);
   for (std::size_t i = 0; i < g.ops.size(); ++i) {
     const op_layouts& l = f.ops[i];
     if (l.name != g.ops[i].name)
       detail::fail<layout_error>("plan op " + std::to_string(i) + " is '" + l.name + "' but the model's op " + std::to_string(i) +
                          " is '" + g.ops[i].name + "'");
-    const auto& cands = pp.op_candidates(int(i));
+    const auto& cands = problem.op_candidates(int(i));
     for (std::size_t c = 0; c < cands.size() && pick[i] < 0; ++c)
       if (cands[c].inputs == l.inputs && cands[c].params == l.params && cands[c].outputs == l.outputs) pick[i] = int(c);
-    if (pick[i] < 0) detail::fail<layout_error>(detail::invalid_layouts_sentence(pp, int(i), l));
+    if (pick[i] < 0) detail::fail<layout_error>(detail::invalid_layouts_sentence(problem, int(i), l));
   }
   for (std::size_t p = 0; p < g.params.size(); ++p) {
     const param_layouts_entry& e = f.params[p];
     if (e.name != g.params[p].name)
       detail::fail<layout_error>("plan parameter " + std::to_string(p) + " is '" + e.name + "' but the model's is '" +
                          g.params[p].name + "'");
-    const auto& cands = pp.param_candidates(int(p));
-    int& slot = pick[std::size_t(pp.param_node(int(p)))];
+    const auto& cands = problem.param_candidates(int(p));
+    int& slot = pick[std::size_t(problem.param_node(int(p)))];
     for (std::size_t c = 0; c < cands.size() && slot < 0; ++c)
       if (cands[c] == param_choice{e.storage, e.grad_sum, e.update}) slot = int(c);
     if (slot < 0)
@@ -405,12 +405,12 @@ inline std::vector<int> pick_of(const plan_problem& pp, const plan_file& f) {
   return pick;
 }
 
-/// The result of running pick on pp (priced as the search prices it), labelled `s`.
-inline plan_result result_of(const plan_problem& pp, std::vector<int> pick, plan_strategy s) {
+/// The result of running pick on problem (priced as the search prices it), labelled `s`.
+inline plan_result result_of(const plan_problem& problem, std::vector<int> pick, plan_strategy s) {
   plan_result r;
   r.strategy = s;
   r.pick = std::move(pick);
-  price_pick(pp, r);
+  price_pick(problem, r);
   return r;
 }
 

@@ -4,7 +4,7 @@
 // computes in) and the backward path (its gradient, back). The executor runs them; the memory
 // replay (step_memory.hpp) counts the copies they make. Both read them from here, so both see
 // the same copies.
-//   plan_paths paths(pp, pick);
+//   plan_paths paths(problem, pick);
 //   paths.input(i, j).forward.size() == 0   // input j of op i is read in place
 #include <cstddef>
 #include <vector>
@@ -20,9 +20,9 @@ class plan_paths {
     boxing_path forward, backward;
   };
 
-  /// @pre pick is a candidate of every node of pp (plan_result::pick).
-  plan_paths(const plan_problem& pp, const std::vector<int>& pick) {
-    const graph& g = pp.model();
+  /// @pre pick is a candidate of every node of problem (plan_result::pick).
+  plan_paths(const plan_problem& problem, const std::vector<int>& pick) {
+    const graph& g = problem.model();
     const int nops = int(g.ops.size());
     resize(of_input_, nops);
     resize(of_param_, nops);
@@ -30,10 +30,10 @@ class plan_paths {
       at(of_input_, i).assign(at(g.op_inputs, i).size(), -1);
       at(of_param_, i).assign(at(g.ops, i).param_ids.size(), -1);
     }
-    const auto& infos = pp.edge_infos();
-    const auto& edges = pp.untied().edges();
+    const auto& infos = problem.edge_infos();
+    const auto& edges = problem.untied().edges();
     for (int e = 0; e < int(infos.size()); ++e) {
-      auto [fwd, bwd] = pp.edge_paths(e, at(pick, at(edges, e).u), at(pick, at(edges, e).v));
+      auto [fwd, bwd] = problem.edge_paths(e, at(pick, at(edges, e).u), at(pick, at(edges, e).v));
       paths_.push_back({fwd, bwd});
       auto& slots = at(infos, e).param ? of_param_ : of_input_;
       at(at(slots, at(infos, e).to_node), at(infos, e).tensor_index) = e;

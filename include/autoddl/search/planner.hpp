@@ -76,10 +76,8 @@ class plan_problem : public detail::plan_pricing {
   objective make_objective() const {
     const overlap_rule r = overlap();
     const int m = options_.microbatches;
-    return objective{[r, m](const cost_terms& t) {
-                       return step_time(step_terms{t.compute_fwd, t.compute_bwd, t.comm_fwd, t.comm_bwd, t.comm_grad}, r, m);
-                     },
-                     memory_limit_of(options_), /*monotone=*/true};
+    return objective{[r, m](const cost_terms& t) { return step_time(t, r, m); }, memory_limit_of(options_),
+                     /*monotone=*/true};
   }
   /// The additive objective of the exact references (nothing overlapped), same memory limit.
   objective serial_objective() const {

@@ -252,17 +252,12 @@ class choice_problem {
   void build_group_items() {
     unary_items_.assign(groups_.size(), {});
     edge_items_.assign(groups_.size(), {});
-    auto same = [](const cost_terms& a, const cost_terms& b) {
-      return a.compute_fwd == b.compute_fwd && a.compute_bwd == b.compute_bwd && a.comm_fwd == b.comm_fwd &&
-             a.comm_bwd == b.comm_bwd && a.comm_grad == b.comm_grad && a.memory == b.memory &&
-             a.transient == b.transient && a.bytes == b.bytes;
-    };
     for (std::size_t g = 0; g < groups_.size(); ++g) {
       auto& items = unary_items_[g];
       for (int n : groups_[g]) {
         auto f = std::find_if(items.begin(), items.end(), [&](const repeated& r) {
           const std::vector<cost_terms> &a = costs(r.item), &b = costs(n);
-          return &a == &b || std::equal(a.begin(), a.end(), b.begin(), b.end(), same);
+          return &a == &b || a == b;  // every term of every candidate
         });
         if (f == items.end()) items.push_back({n, 1});
         else ++f->count;

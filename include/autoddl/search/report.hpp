@@ -57,14 +57,14 @@ inline std::optional<double> op_lower_bound_bytes(const op_node& n, double devic
   return 3 * matmul_lower_bound_words(m, k, out, devices) * elem_bytes;
 }
 
-inline std::vector<plan_row> plan_rows(const plan_problem& pp, const plan_result& r) {
-  const graph& g = pp.model();
-  const choice_problem& u = pp.untied();
+inline std::vector<plan_row> plan_rows(const plan_problem& problem, const plan_result& r) {
+  const graph& g = problem.model();
+  const choice_problem& u = problem.untied();
   const int nops = int(g.ops.size());
   std::vector<plan_row> rows(static_cast<std::size_t>(nops));
   for (int i = 0; i < nops; ++i) {
     const op_node& n = at(g.ops, i);
-    const signature& sig = at(pp.op_candidates(i), at(r.pick, i));
+    const signature& sig = at(problem.op_candidates(i), at(r.pick, i));
     plan_row& row = at(rows, i);
     row.name = n.name;
     row.op = std::string(to_string(n.kind));
@@ -74,7 +74,7 @@ inline std::vector<plan_row> plan_rows(const plan_problem& pp, const plan_result
     row.comm_s = t.comm();
     row.comm_bytes = t.bytes;
     row.memory_bytes = t.memory;
-    row.lower_bound_bytes = op_lower_bound_bytes(n, double(pp.options().mesh.devices()), bytes_of(pp.options().type));
+    row.lower_bound_bytes = op_lower_bound_bytes(n, double(problem.options().mesh.devices()), bytes_of(problem.options().type));
     if (!r.runner_up.empty()) {  // the search's rank: infinite without another candidate, >= 1e30 over memory
       const double ru = at(r.runner_up, i);
       if (ru < 1e30) row.runner_up_s = ru;
@@ -83,7 +83,7 @@ inline std::vector<plan_row> plan_rows(const plan_problem& pp, const plan_result
   }
   for (std::size_t e = 0; e < u.edges().size(); ++e) {
     const auto& ed = u.edges()[e];
-    const auto& info = pp.edge_infos()[e];
+    const auto& info = problem.edge_infos()[e];
     cost_terms t = u.pair(int(e), at(r.pick, ed.u), at(r.pick, ed.v));
     plan_row& row = at(rows, info.to_node);
     row.comm_s += t.comm();
@@ -91,7 +91,7 @@ inline std::vector<plan_row> plan_rows(const plan_problem& pp, const plan_result
     row.memory_bytes += t.memory;
     if (info.param) {
       const int p = info.from_node - nops;
-      const param_choice& st = at(pp.param_candidates(p), at(r.pick, ed.u));
+      const param_choice& st = at(problem.param_candidates(p), at(r.pick, ed.u));
       row.signature += " | " + at(g.params, p).name + " stored " + to_string(st.storage);
       if (!(st.grad_sum == st.update)) row.signature += " (gradients summed in " + to_string(st.grad_sum) + ", synced once)";
       if (!(st.update == st.storage))
@@ -99,7 +99,7 @@ inline std::vector<plan_row> plan_rows(const plan_problem& pp, const plan_result
       // storage, gradient and optimizer bytes are counted at the parameter's first user
       bool first = true;
       for (std::size_t e2 = 0; e2 < e; ++e2)
-        if (pp.edge_infos()[e2].param && pp.edge_infos()[e2].from_node == info.from_node) first = false;
+        if (problem.edge_infos()[e2].param && problem.edge_infos()[e2].from_node == info.from_node) first = false;
       if (first) {  // and a tied parameter's one synchronisation
         const cost_terms& own = u.unary(info.from_node, at(r.pick, ed.u));
         row.memory_bytes += own.memory;

@@ -64,19 +64,19 @@ namespace detail {
 
 /// Port pairs beyond which the tied DP is not tried (tied_port_pairs; about 1 s of pricing here).
 inline constexpr std::int64_t tied_seed_max_pairs = 500'000;
-/// A safety net only (sp_budget's units): below tied_seed_max_pairs the DP takes 0.3-0.6 s on
+/// A safety net only (series_parallel_budget's units): below tied_seed_max_pairs the DP takes 0.3-0.6 s on
 /// bench_search's 3-D rows; this is about 10 s of it.
 inline constexpr std::int64_t tied_seed_work = 10'000'000'000;
-/// The exact reference's budget (sp_budget's units): GPT-2 medium on 4x4x8 solves in 2.8e9 of
+/// The exact reference's budget (series_parallel_budget's units): GPT-2 medium on 4x4x8 solves in 2.8e9 of
 /// them (0.4 s here), GPT-3 on 16x8x8 needs 1.4e10 (1.5 s) and is bounded; where pricing the
 /// edges alone would spend it (4-D meshes), it stops before pricing.
 inline constexpr std::int64_t exact_reference_work = 3'000'000'000;
 
-inline descent_result auto_descent(const plan_problem& pp, const objective& obj, std::uint64_t seed,
+inline descent_result auto_descent(const plan_problem& problem, const objective& obj, std::uint64_t seed,
                                    const std::vector<std::vector<int>>& expert_picks,
                                    const std::vector<std::vector<int>>& tied_seeds = {}, bool joint_seeds = true,
                                    bool runner_ups = true) {
-  const choice_problem& t = pp.tied();
+  const choice_problem& t = problem.tied();
   std::vector<std::vector<int>> starts;
   for (const auto& ep : expert_picks) {  // project: each group takes its first node's pick
     std::vector<int> s(std::size_t(t.groups()));
@@ -92,22 +92,22 @@ inline descent_result auto_descent(const plan_problem& pp, const objective& obj,
   // one keeps its state until another beats it (the runner-ups of 2401 picks an op on a 4-D
   // mesh cost more than the descents).
   std::optional<kept_descent> best;
-  best.emplace(descend_keeping_state(pp.untied(), obj, pp.untie(tied.pick)));
+  best.emplace(descend_keeping_state(problem.untied(), obj, problem.untie(tied.pick)));
   // Each seed is descended on its own, tied then untied, and kept where it ends better: the best
   // tied plan need not untie best (the small GPT on 2x2x2: the tied optimum's untied descent
   // ends 1.6 % above the experts' on the additive objective), so the seeds only ever add.
   for (const auto& sd : tied_seeds) {
     const descent_result ts = descend(t, obj, sd, joint_seeds, 100, /*runner_ups=*/false);
     if (ts.pick == tied.pick) continue;  // where the others ended: nothing new to untie
-    kept_descent d = descend_keeping_state(pp.untied(), obj, pp.untie(ts.pick));
+    kept_descent d = descend_keeping_state(problem.untied(), obj, problem.untie(ts.pick));
     if (obj.rank(d.result.totals) < obj.rank(best->result.totals)) best.emplace(std::move(d));
   }
   // An expert plan that still beats the result is descended too, so auto is never predicted
   // slower than any expert plan (descent never makes its start worse).
   for (std::size_t i = 0; i < expert_picks.size(); ++i) {
-    const cost_terms et = pp.untied().evaluate(expert_picks[i]);
+    const cost_terms et = problem.untied().evaluate(expert_picks[i]);
     if (obj.rank(et) < obj.rank(best->result.totals)) {
-      kept_descent d = descend_keeping_state(pp.untied(), obj, expert_picks[i]);
+      kept_descent d = descend_keeping_state(problem.untied(), obj, expert_picks[i]);
       if (obj.rank(d.result.totals) < obj.rank(best->result.totals)) best.emplace(std::move(d));
     }
   }
@@ -115,15 +115,15 @@ inline descent_result auto_descent(const plan_problem& pp, const objective& obj,
   return std::move(best->result);
 }
 
-/// The picks of every expert plan that applies to pp's mesh: the starts of the search.
-inline std::vector<std::vector<int>> expert_starts(const plan_problem& pp) {
+/// The picks of every expert plan that applies to problem's mesh: the starts of the search.
+inline std::vector<std::vector<int>> expert_starts(const plan_problem& problem) {
   std::vector<std::vector<int>> expert_picks;
   for (expert e : {expert::dp, expert::megatron, expert::zero, expert::owt, expert::two_d}) {
-    if (e == expert::two_d && pp.options().mesh.size() != 2) continue;
-    expert_picks.push_back(make_expert_plan(pp, e).pick);
+    if (e == expert::two_d && problem.options().mesh.size() != 2) continue;
+    expert_picks.push_back(make_expert_plan(problem, e).pick);
   }
-  if (pp.options().zero2_layouts)  // ZeRO-2 (ZeRO-1 sends as much, holds more)
-    expert_picks.push_back(make_expert_plan(pp, expert::zero, false, 2).pick);
+  if (problem.options().zero2_layouts)  // ZeRO-2 (ZeRO-1 sends as much, holds more)
+    expert_picks.push_back(make_expert_plan(problem, expert::zero, false, 2).pick);
   return expert_picks;
 }
 
@@ -131,9 +131,9 @@ inline std::vector<std::vector<int>> expert_starts(const plan_problem& pp) {
 /// fits `budget_s`: a start that sees several groups move at once (GPT-2 on 4x4x8: Megatron's
 /// MLP with sequence-split attention, 25 groups away from where the descent from the experts
 /// stops, 3.1 % above it).
-inline std::vector<std::vector<int>> tied_optimum_seeds(const plan_problem& pp, std::int64_t work) {
-  if (tied_port_pairs(pp.tied()) > tied_seed_max_pairs) return {};  // would spend its budget and fail
-  const bounded_exact ex = tied_series_parallel_optimum_within(pp.tied(), work);
+inline std::vector<std::vector<int>> tied_optimum_seeds(const plan_problem& problem, std::int64_t work) {
+  if (tied_port_pairs(problem.tied()) > tied_seed_max_pairs) return {};  // would spend its budget and fail
+  const bounded_exact ex = tied_series_parallel_optimum_within(problem.tied(), work);
   if (!ex.result) return {};
   return {ex.result->pick};
 }
@@ -148,17 +148,17 @@ inline bool agree_off_axis(const nd_sbp& a, const nd_sbp& b, int axis) {
 // Tied group g's candidates that agree with its candidate c0 on every mesh axis but `axis`
 // (an op: every tensor's nd-SBP; a parameter: its storage, summing and update layouts); c0
 // among them.
-inline std::vector<int> axis_neighbours(const plan_problem& pp, int g, int c0, int axis) {
-  const int n = pp.tied().group_nodes(g)[0], nops = int(pp.model().ops.size());
+inline std::vector<int> axis_neighbours(const plan_problem& problem, int g, int c0, int axis) {
+  const int n = problem.tied().group_nodes(g)[0], nops = int(problem.model().ops.size());
   std::vector<int> out;
-  for (int c = 0; c < pp.tied().group_candidates(g); ++c) {
+  for (int c = 0; c < problem.tied().group_candidates(g); ++c) {
     bool same = true;
     if (n < nops) {
-      const signature &x = pp.op_candidate(n, c), &y = pp.op_candidate(n, c0);
+      const signature &x = problem.op_candidate(n, c), &y = problem.op_candidate(n, c0);
       for (const auto side : {&signature::inputs, &signature::params, &signature::outputs})
         for (std::size_t j = 0; same && j < (x.*side).size(); ++j) same = agree_off_axis((x.*side)[j], (y.*side)[j], axis);
     } else {
-      const param_choice &x = pp.param_candidate(n - nops, c), &y = pp.param_candidate(n - nops, c0);
+      const param_choice &x = problem.param_candidate(n - nops, c), &y = problem.param_candidate(n - nops, c0);
       same = agree_off_axis(x.storage, y.storage, axis) && agree_off_axis(x.grad_sum, y.grad_sum, axis) &&
              agree_off_axis(x.update, y.update, axis);
     }
@@ -170,11 +170,11 @@ inline std::vector<int> axis_neighbours(const plan_problem& pp, int g, int c0, i
 // The tied optimum of the additive objective over the picks that change only mesh axis `axis`
 // of `pick` (each group among its axis_neighbours: a handful of candidates, so the DP over
 // groups is cheap where the whole one is not), or nullopt over budget.
-inline std::optional<std::vector<int>> axis_optimum(const plan_problem& pp, const std::vector<int>& pick, int axis,
+inline std::optional<std::vector<int>> axis_optimum(const plan_problem& problem, const std::vector<int>& pick, int axis,
                                                     std::int64_t work) {
-  const choice_problem& t = pp.tied();
+  const choice_problem& t = problem.tied();
   std::vector<std::vector<int>> keep;
-  for (int g = 0; g < t.groups(); ++g) keep.push_back(axis_neighbours(pp, g, at(pick, g), axis));
+  for (int g = 0; g < t.groups(); ++g) keep.push_back(axis_neighbours(problem, g, at(pick, g), axis));
   choice_problem sub;
   for (int n = 0; n < t.nodes(); ++n) {
     std::vector<cost_terms> u;
@@ -203,14 +203,14 @@ inline std::optional<std::vector<int>> axis_optimum(const plan_problem& pp, cons
 /// objective with the other axes' layouts fixed (axis_optimum), while a round improves it
 /// (at most `rounds`): many groups move at once along one axis, which single and pair moves
 /// of the descent cannot. A start for the descent, kept where it ends better.
-inline std::vector<int> per_axis_seed(const plan_problem& pp, std::vector<int> pick, std::int64_t work, int rounds = 4) {
-  double best = pp.tied().evaluate(pick).serial_time();
+inline std::vector<int> per_axis_seed(const plan_problem& problem, std::vector<int> pick, std::int64_t work, int rounds = 4) {
+  double best = problem.tied().evaluate(pick).serial_time();
   for (int round = 0; round < rounds; ++round) {
     bool moved = false;
-    for (int a = 0; a < pp.options().mesh.size(); ++a) {
-      const std::optional<std::vector<int>> next = axis_optimum(pp, pick, a, work);
+    for (int a = 0; a < problem.options().mesh.size(); ++a) {
+      const std::optional<std::vector<int>> next = axis_optimum(problem, pick, a, work);
       if (!next) continue;
-      const double v = pp.tied().evaluate(*next).serial_time();
+      const double v = problem.tied().evaluate(*next).serial_time();
       if (v < best * (1 - 1e-12)) {
         best = v;
         pick = *next;
@@ -222,19 +222,19 @@ inline std::vector<int> per_axis_seed(const plan_problem& pp, std::vector<int> p
   return pick;
 }
 
-inline void solve_auto(const plan_problem& pp, std::uint64_t seed, plan_result& r, bool runner_ups) {
+inline void solve_auto(const plan_problem& problem, std::uint64_t seed, plan_result& r, bool runner_ups) {
   const auto t0 = std::chrono::steady_clock::now();
-  std::vector<std::vector<int>> seeds = tied_optimum_seeds(pp, tied_seed_work);
+  std::vector<std::vector<int>> seeds = tied_optimum_seeds(problem, tied_seed_work);
   bool joint_seeds = true;
-  if (seeds.empty() && tied_port_pairs(pp.tied()) > tied_seed_max_pairs && pp.options().mesh.size() > 1) {
-    const std::vector<int> dp = make_expert_plan(pp, expert::dp).pick;  // from data parallel, tied
-    std::vector<int> s(std::size_t(pp.tied().groups()));
-    for (int gi = 0; gi < pp.tied().groups(); ++gi) at(s, gi) = at(dp, pp.tied().group_nodes(gi)[0]);
-    seeds.push_back(per_axis_seed(pp, std::move(s), tied_seed_work));
+  if (seeds.empty() && tied_port_pairs(problem.tied()) > tied_seed_max_pairs && problem.options().mesh.size() > 1) {
+    const std::vector<int> dp = make_expert_plan(problem, expert::dp).pick;  // from data parallel, tied
+    std::vector<int> s(std::size_t(problem.tied().groups()));
+    for (int gi = 0; gi < problem.tied().groups(); ++gi) at(s, gi) = at(dp, problem.tied().group_nodes(gi)[0]);
+    seeds.push_back(per_axis_seed(problem, std::move(s), tied_seed_work));
     joint_seeds = false;  // single moves from it: joint ones over 2401 x 2401 picks cost more than they found
   }
   if (!seeds.empty()) r.tied_seed = seeds[0];
-  descent_result d = auto_descent(pp, pp.make_objective(), seed, expert_starts(pp), seeds, joint_seeds, runner_ups);
+  descent_result d = auto_descent(problem, problem.make_objective(), seed, expert_starts(problem), seeds, joint_seeds, runner_ups);
   r.pick = std::move(d.pick);
   r.runner_up = std::move(d.runner_up);
   r.search_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -242,7 +242,7 @@ inline void solve_auto(const plan_problem& pp, std::uint64_t seed, plan_result& 
 
 }  // namespace detail
 
-/// The gap of r (an auto plan of pp) on the additive objective, where the exact reference fits
+/// The gap of r (an auto plan of problem) on the additive objective, where the exact reference fits
 /// its budget (exact_reference_work: units of work, not seconds, so the same command reports
 /// the same at any load; about half a second here, so the report never costs much more than the
 /// search).
@@ -253,20 +253,20 @@ inline void solve_auto(const plan_problem& pp, std::uint64_t seed, plan_result& 
 /// runner-ups recomputed where r had them), the gap is that plan's, and a note gives the search's
 /// own gap. Callers that priced r.pick already into something else (a pipeline's stages) pass
 /// adopt = false.
-inline void attach_runner_ups(const plan_problem& pp, plan_result& r);
+inline void attach_runner_ups(const plan_problem& problem, plan_result& r);
 
-inline void attach_optimal_gap(const plan_problem& pp, std::uint64_t seed, plan_result& r, bool adopt = true) {
-  const bounded_exact ex = series_parallel_optimum_within(pp.untied(), detail::exact_reference_work);
+inline void attach_optimal_gap(const plan_problem& problem, std::uint64_t seed, plan_result& r, bool adopt = true) {
+  const bounded_exact ex = series_parallel_optimum_within(problem.untied(), detail::exact_reference_work);
   if (ex.result && adopt) {
-    const objective obj = pp.make_objective();
-    kept_descent d = descend_keeping_state(pp.untied(), obj, ex.result->pick);
-    if (obj.rank(d.result.totals) < obj.rank(pp.untied().evaluate(r.pick))) {
-      const double searched = pp.untied().evaluate(r.pick).serial_time();
+    const objective obj = problem.make_objective();
+    kept_descent d = descend_keeping_state(problem.untied(), obj, ex.result->pick);
+    if (obj.rank(d.result.totals) < obj.rank(problem.untied().evaluate(r.pick))) {
+      const double searched = problem.untied().evaluate(r.pick).serial_time();
       r.pick = std::move(d.result.pick);
-      r.totals = pp.untied().evaluate(r.pick);
+      r.totals = problem.untied().evaluate(r.pick);
       r.time = obj.time(r.totals);
       r.feasible = obj.feasible(r.totals);
-      if (!r.runner_up.empty()) attach_runner_ups(pp, r);
+      if (!r.runner_up.empty()) attach_runner_ups(problem, r);
       r.optimal_gap = ex.result->time > 0 ? std::max(0.0, (r.totals.serial_time() - ex.result->time) / ex.result->time) : 0.0;
       r.exact = exact_status::solved;
       r.lower_bound = ex.result->time;
@@ -280,8 +280,8 @@ inline void attach_optimal_gap(const plan_problem& pp, std::uint64_t seed, plan_
   if (ex.result) {
     std::vector<std::vector<int>> seeds;
     if (!r.tied_seed.empty()) seeds.push_back(r.tied_seed);
-    const bool joint_seeds = tied_port_pairs(pp.tied()) <= detail::tied_seed_max_pairs;  // as solve_auto
-    descent_result ds = detail::auto_descent(pp, pp.serial_objective(), seed, detail::expert_starts(pp), seeds, joint_seeds,
+    const bool joint_seeds = tied_port_pairs(problem.tied()) <= detail::tied_seed_max_pairs;  // as solve_auto
+    descent_result ds = detail::auto_descent(problem, problem.serial_objective(), seed, detail::expert_starts(problem), seeds, joint_seeds,
                                                  /*runner_ups=*/false);  // only its totals are read
     const double got = ds.totals.serial_time();
     r.optimal_gap = ex.result->time > 0 ? (got - ex.result->time) / ex.result->time : 0.0;
@@ -290,11 +290,11 @@ inline void attach_optimal_gap(const plan_problem& pp, std::uint64_t seed, plan_
   } else if (ex.timed_out) {
     r.exact = exact_status::bounded;
     r.lower_bound = ex.lower_bound;
-    const double mine = pp.untied().evaluate(r.pick).serial_time();
+    const double mine = problem.untied().evaluate(r.pick).serial_time();
     if (ex.lower_bound > 0) r.bound_gap = (mine - ex.lower_bound) / ex.lower_bound;
     r.notes.push_back("no gap to the exact optimum: the series-parallel DP did not finish within its budget of " +
                       std::to_string(detail::exact_reference_work / 1'000'000) + " million units of work (exact.hpp's "
-                      "sp_budget, about 0.4 s here); the optimum of the additive step time is at least " +
+                      "series_parallel_budget, about 0.4 s here); the optimum of the additive step time is at least " +
                       std::to_string(ex.lower_bound) + " s");
   } else {
     r.exact = exact_status::not_series_parallel;
@@ -317,14 +317,14 @@ inline void check_context_parallel(const graph& g, int cp) {
 // An expert whose rules place a weighted op (a linear or a convolution: what its rules are about)
 // nowhere on this mesh is no such plan: refused with the op, its weight and the mesh. (Other ops,
 // an embedding under context parallelism, take their cheapest layout with a note.)
-inline void refuse_relaxed_weights(const plan_problem& pp, const plan_strategy& s, const std::vector<std::string>& relaxed) {
-  const graph& g = pp.model();
+inline void refuse_relaxed_weights(const plan_problem& problem, const plan_strategy& s, const std::vector<std::string>& relaxed) {
+  const graph& g = problem.model();
   for (const bool gemm : {true, false})  // a linear or convolution first: the op the rules are about
     for (const std::string& name : relaxed)
       for (const op_node& n : g.ops) {
         if (n.name != name || n.param_ids.empty() || n.kind == op_kind::embedding) continue;
         if (gemm && n.kind != op_kind::linear && n.kind != op_kind::conv2d) continue;
-        fail<layout_error>("the " + to_string(s) + " rules do not fit mesh " + to_string(pp.options().mesh) + ": op '" +
+        fail<layout_error>("the " + to_string(s) + " rules do not fit mesh " + to_string(problem.options().mesh) + ": op '" +
                            name + "' (input " + to_string(n.inputs.at(0)) + ", weight " +
                            to_string(at(g.params, n.param_ids[0]).shape) +
                            ") has no layout by them there, as its dimensions do not split over the mesh axes the rules "
@@ -345,29 +345,29 @@ inline void check_expert_parallel(const graph& g, int ep) {
   if (!any) fail<layout_error>("megatron ep=" + itos(ep) + " needs a model with experts (llama:...,experts=E)");
 }
 
-inline void solve_expert(const plan_problem& pp, const plan_strategy& s, plan_result& r) {
+inline void solve_expert(const plan_problem& problem, const plan_strategy& s, plan_result& r) {
   expert e = expert_of(s);
   const auto* mg = std::get_if<strategy::megatron>(&s);
   if (mg && mg->tp == 1) e = expert::dp;  // no tensor parallelism: data parallel on every axis
   const auto* z = std::get_if<strategy::zero>(&s);
-  const int cp_axis = context_parallel_axis(s, pp.options().mesh);
-  if (cp_axis >= 0) check_context_parallel(pp.model(), mg->cp);
+  const int cp_axis = context_parallel_axis(s, problem.options().mesh);
+  if (cp_axis >= 0) check_context_parallel(problem.model(), mg->cp);
   detail::moe_rules moe;
   if (mg) {
-    moe.ep_axes = expert_parallel_axes(s, pp.options().mesh);
-    moe.etp_split = mg->etp == 0 ? !folded_experts(*mg, pp.options().mesh) : mg->etp > 1;
-    if (moe.ep_axes != 0) check_expert_parallel(pp.model(), mg->ep);
+    moe.ep_axes = expert_parallel_axes(s, problem.options().mesh);
+    moe.etp_split = mg->etp == 0 ? !folded_experts(*mg, problem.options().mesh) : mg->etp > 1;
+    if (moe.ep_axes != 0) check_expert_parallel(problem.model(), mg->ep);
   }
-  expert_plan ep = make_expert_plan(pp, e, mg && mg->sp, z ? z->stage : 3, cp_axis, mg && mg->dopt, moe);
+  expert_plan ep = make_expert_plan(problem, e, mg && mg->sp, z ? z->stage : 3, cp_axis, mg && mg->dopt, moe);
   if ((e == expert::dp || e == expert::zero) && !ep.relaxed.empty()) {
-    const graph& g = pp.model();
-    fail<layout_error>("the " + to_string(s) + " plan splits the batch over all " + itos(pp.options().mesh.devices()) +
-                       " devices of mesh " + to_string(pp.options().mesh) + ", but op '" + ep.relaxed[0] +
+    const graph& g = problem.model();
+    fail<layout_error>("the " + to_string(s) + " plan splits the batch over all " + itos(problem.options().mesh.devices()) +
+                       " devices of mesh " + to_string(problem.options().mesh) + ", but op '" + ep.relaxed[0] +
                        "' cannot take its batch split that way (model inputs " +
                        (g.inputs.empty() ? std::string("[]") : to_string(g.inputs[0])) +
                        "); choose a batch divisible by the mesh or another strategy");
   }
-  refuse_relaxed_weights(pp, s, ep.relaxed);
+  refuse_relaxed_weights(problem, s, ep.relaxed);
   for (const auto& n : ep.relaxed)
     r.notes.push_back("op '" + n + "' could not follow the " + to_string(s) + " rules; it takes its cheapest layout");
   r.pick = std::move(ep.pick);
@@ -375,46 +375,46 @@ inline void solve_expert(const plan_problem& pp, const plan_strategy& s, plan_re
 
 }  // namespace detail
 
-/// r.runner_up for r.pick, an auto plan of pp (per node, the best predicted step time with
+/// r.runner_up for r.pick, an auto plan of problem (per node, the best predicted step time with
 /// another pick there): what solve_plan adds unless told not to, for a caller that solves many
 /// settings and keeps one (plan_micro_batched, search_pipeline: a twentieth of planning GPT-3
 /// on 16x8x8 went on runner-ups nobody read).
-inline void attach_runner_ups(const plan_problem& pp, plan_result& r) {
-  const detail::descent_state s(pp.untied(), r.pick);
+inline void attach_runner_ups(const plan_problem& problem, plan_result& r) {
+  const detail::descent_state s(problem.untied(), r.pick);
   descent_result d;
   d.pick = r.pick;
-  add_runner_ups(d, s, pp.make_objective());
+  add_runner_ups(d, s, problem.make_objective());
   r.runner_up = std::move(d.runner_up);
 }
 
-/// Chooses a plan for pp by strategy s (see search/strategy.hpp), e.g.
-///   solve_plan(pp, strategy::automatic{});   solve_plan(pp, strategy::megatron{.tp = 4});
-/// Throws layout_error when s does not fit pp's mesh or model (check_strategy).
+/// Chooses a plan for problem by strategy s (see search/strategy.hpp), e.g.
+///   solve_plan(problem, strategy::automatic{});   solve_plan(problem, strategy::megatron{.tp = 4});
+/// Throws layout_error when s does not fit problem's mesh or model (check_strategy).
 /// with_gap = false skips the auto plan's exact reference (attach_optimal_gap adds it later);
 /// runner_ups = false its runner-ups (attach_runner_ups adds them later).
 /// Prices r.pick as the search does: totals, predicted step time, feasibility.
-inline void price_pick(const plan_problem& pp, plan_result& r) {
-  const objective obj = pp.make_objective();
-  r.totals = pp.untied().evaluate(r.pick);
+inline void price_pick(const plan_problem& problem, plan_result& r) {
+  const objective obj = problem.make_objective();
+  r.totals = problem.untied().evaluate(r.pick);
   r.time = obj.time(r.totals);
   r.feasible = obj.feasible(r.totals);
 }
 
-inline plan_result solve_plan(const plan_problem& pp, const plan_strategy& s, std::uint64_t seed = 1,
+inline plan_result solve_plan(const plan_problem& problem, const plan_strategy& s, std::uint64_t seed = 1,
                               bool with_gap = true, bool runner_ups = true) {
   const auto t0 = std::chrono::steady_clock::now();
-  check_strategy(s, pp.options().mesh);
-  if (!(planning_mesh(s, pp.options().mesh) == pp.options().mesh))
-    detail::fail<layout_error>(to_string(s) + " plans on mesh " + to_string(planning_mesh(s, pp.options().mesh)) +
+  check_strategy(s, problem.options().mesh);
+  if (!(planning_mesh(s, problem.options().mesh) == problem.options().mesh))
+    detail::fail<layout_error>(to_string(s) + " plans on mesh " + to_string(planning_mesh(s, problem.options().mesh)) +
                                " (tensor parallelism innermost), but the problem is on mesh " +
-                               to_string(pp.options().mesh) + "; build the problem on planning_mesh(s, mesh)");
+                               to_string(problem.options().mesh) + "; build the problem on planning_mesh(s, mesh)");
   plan_result r;
   r.strategy = s;
   if (std::holds_alternative<strategy::automatic>(s)) {
-    detail::solve_auto(pp, seed, r, runner_ups);
-    if (with_gap) attach_optimal_gap(pp, seed, r);
+    detail::solve_auto(problem, seed, r, runner_ups);
+    if (with_gap) attach_optimal_gap(problem, seed, r);
   } else if (std::holds_alternative<strategy::exact>(s)) {
-    auto ex = series_parallel_optimum(pp.untied());
+    auto ex = series_parallel_optimum(problem.untied());
     if (!ex)
       detail::fail("the model graph is not series-parallel, so --strategy exact cannot solve it; use auto or exhaustive");
     r.pick = std::move(ex->pick);
@@ -423,15 +423,15 @@ inline plan_result solve_plan(const plan_problem& pp, const plan_strategy& s, st
     r.lower_bound = ex->time;
     r.notes.push_back("exact optimum of the additive step time (nothing overlapped), memory limit not applied");
   } else if (std::holds_alternative<strategy::exhaustive>(s)) {
-    auto ex = exhaustive(pp.tied(), pp.make_objective());
+    auto ex = exhaustive(problem.tied(), problem.make_objective());
     if (!ex)
       detail::fail("the model has too many layout combinations for --strategy exhaustive (more than 2e6); use auto or exact");
-    r.pick = pp.untie(ex->pick);
+    r.pick = problem.untie(ex->pick);
     r.optimal_gap = 0.0;
   } else {
-    detail::solve_expert(pp, s, r);
+    detail::solve_expert(problem, s, r);
   }
-  price_pick(pp, r);
+  price_pick(problem, r);
   if (!std::holds_alternative<strategy::automatic>(s))
     r.search_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return r;

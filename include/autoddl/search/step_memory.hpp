@@ -9,7 +9,7 @@
 // coordinate moves. The step never holds all of them at once: backward frees an op's activations
 // as its gradients appear, and a convolution net's large weight gradients arrive when most
 // activations are gone. The replay finds when the peak happens and what is live then, so
-//   replay_step_memory(pp, pick).peak() <= pp.memory_of(pick).total()  (less the transient's
+//   replay_step_memory(problem, pick).peak() <= problem.memory_of(pick).total()  (less the transient's
 //   excess), and it is the figure to compare with a measured peak (Device::bytes_in_use).
 //
 // What lives, as the executor holds it:
@@ -61,17 +61,17 @@ class step_memory_replay {
  public:
   /// The device runs ops [first_op, end_op) (a pipeline stage's; end_op < 0: to the last op)
   /// with `warm` forwards before its first backward (warm_up_order; 0 without a pipeline).
-  step_memory_replay(const plan_problem& pp, const std::vector<int>& pick, int first_op = 0, int end_op = -1, int warm = 0)
-      : problem_(pp),
-        model_(pp.model()),
+  step_memory_replay(const plan_problem& problem, const std::vector<int>& pick, int first_op = 0, int end_op = -1, int warm = 0)
+      : problem_(problem),
+        model_(problem.model()),
         pick_(pick),
-        mesh_(pp.options().mesh),
-        elem_(bytes_of(pp.options().type)),
-        paths_(pp, pick),
+        mesh_(problem.options().mesh),
+        elem_(bytes_of(problem.options().type)),
+        paths_(problem, pick),
         first_(first_op),
-        end_(end_op < 0 ? int(pp.model().ops.size()) : end_op),
+        end_(end_op < 0 ? int(problem.model().ops.size()) : end_op),
         warm_(warm) {
-    schedule_.emplace(model_, pp.options().recompute, paths_.boxed_inputs());
+    schedule_.emplace(model_, problem.options().recompute, paths_.boxed_inputs());
     find_boundaries();
   }
 
@@ -81,7 +81,7 @@ class step_memory_replay {
     for (int p = 0; p < np; ++p) {
       if (!at(held_, p)) continue;  // another pipeline stage's
       const memory_breakdown m = problem_.param_memory(p, at(pick_, problem_.param_node(p)));
-      r_.stored += m.params + m.optimizer;
+      result_.stored += m.params + m.optimizer;
     }
     const int nops = int(model_.ops.size());
     assign(gathered_, nops, 0);
@@ -112,7 +112,7 @@ class step_memory_replay {
       before = carried_state();
     }
     synchronise();
-    return r_;
+    return result_;
   }
 
  private:
@@ -185,11 +185,11 @@ class step_memory_replay {
     b = 0;
   }
   void sample(int op, bool backward) {
-    if (live_ <= r_.peak_live) return;
-    r_.peak_live = live_;
-    r_.peak_sent_back = sent_back_;
-    r_.peak_op = op;
-    r_.peak_in_backward = backward;
+    if (live_ <= result_.peak_live) return;
+    result_.peak_live = live_;
+    result_.peak_sent_back = sent_back_;
+    result_.peak_op = op;
+    result_.peak_in_backward = backward;
   }
 
   // Micro-batch k's forward through ops [first_, end_): what earlier stages made arrives first
@@ -397,25 +397,25 @@ class step_memory_replay {
   std::vector<std::vector<std::int64_t>> param_acc_;
   std::int64_t live_ = 0;
   std::int64_t sent_back_ = 0;  ///< gradients sent to the stage before, their sends not yet completed
-  step_memory r_;
+  step_memory result_;
 };
 
 }  // namespace detail
 
-/// The step's memory on one device under `pick` (per node of pp.untied()), replayed in the
+/// The step's memory on one device under `pick` (per node of problem.untied()), replayed in the
 /// executor's order. Example: a data-parallel MLP's peak is its stored state plus the first
 /// micro-batch's activations at the loss, plus the output gradients then.
-inline step_memory replay_step_memory(const plan_problem& pp, const std::vector<int>& pick) {
-  return detail::step_memory_replay(pp, pick).run();
+inline step_memory replay_step_memory(const plan_problem& problem, const std::vector<int>& pick) {
+  return detail::step_memory_replay(problem, pick).run();
 }
 
 /// The same for a device that runs ops [first_op, end_op) only, `warm` forwards ahead of its
 /// first backward (warm_up_order): a pipeline stage (search/pipeline.hpp, replay_stage_memory).
 /// It keeps the parameters its ops use and, per micro-batch in flight, what arrives from the
 /// stage before until that micro-batch's backward is done.
-inline step_memory replay_step_memory(const plan_problem& pp, const std::vector<int>& pick, int first_op, int end_op,
+inline step_memory replay_step_memory(const plan_problem& problem, const std::vector<int>& pick, int first_op, int end_op,
                                       int warm) {
-  return detail::step_memory_replay(pp, pick, first_op, end_op, warm).run();
+  return detail::step_memory_replay(problem, pick, first_op, end_op, warm).run();
 }
 
 }  // namespace autoddl

@@ -107,17 +107,17 @@ struct svg_line {
 
 // The table's lines: consecutive repeated blocks laid out alike (and in one stage) draw once,
 // under a heading; a pipeline's stages each under their own.
-inline std::vector<svg_line> svg_lines(const plan_problem& pp, const plan_result& r, const std::vector<plan_row>& rows,
+inline std::vector<svg_line> svg_lines(const plan_problem& problem, const plan_result& r, const std::vector<plan_row>& rows,
                                        const svg_stages& stages) {
-  const graph& g = pp.model();
+  const graph& g = problem.model();
   const bool piped = !stages.first_ops.empty();
   auto key_of = [&](int first, int last) {
     std::string k = piped ? std::to_string(stages.stage_of(first)) + "|" : std::string();
     for (int i = first; i < last; ++i) {
-      const signature& s = at(pp.op_candidates(i), at(r.pick, i));
+      const signature& s = at(problem.op_candidates(i), at(r.pick, i));
       k += std::string(to_string(at(g.ops, i).kind)) + to_string(s.outputs[0]);
       for (const nd_sbp& p : s.params) k += to_string(p);
-      for (int id : at(g.ops, i).param_ids) k += to_string(at(pp.param_candidates(id), at(r.pick, pp.param_node(id))).storage);
+      for (int id : at(g.ops, i).param_ids) k += to_string(at(problem.param_candidates(id), at(r.pick, problem.param_node(id))).storage);
     }
     return k;
   };
@@ -174,23 +174,23 @@ inline svg_geometry svg_geometry_of(int axes, bool piped, const std::vector<plan
 }
 
 // The title lines, the column headings and the time axis.
-inline std::string svg_heading(const plan_problem& pp, const plan_result& r, const svg_stages& stages, const svg_geometry& q) {
-  const graph& g = pp.model();
+inline std::string svg_heading(const plan_problem& problem, const plan_result& r, const svg_stages& stages, const svg_geometry& q) {
+  const graph& g = problem.model();
   const double top = q.top;
   std::string s = svg_text(8, 16,
-                           g.name + " on mesh " + to_string(pp.options().mesh) + ", " + std::string(to_string(pp.options().type)) +
+                           g.name + " on mesh " + to_string(problem.options().mesh) + ", " + std::string(to_string(problem.options().type)) +
                                ", " + to_string(r.strategy) + " plan: predicted step " + svg_time(r.time),
                            " font-weight='bold' font-size='13'");
   s += svg_text(8, 32,
                 "compute " + svg_time(r.totals.compute()) + ", communication " + svg_time(r.totals.comm()) +
-                    " (gradient synchronisation " + (pp.overlap() == overlap_rule::none ? "does not overlap" : "overlaps") +
-                    " backward); " + std::to_string(pp.options().microbatches) + " micro-batch" +
-                    (pp.options().microbatches == 1 ? "" : "es") + ", recompute " + std::string(to_string(pp.options().recompute)));
+                    " (gradient synchronisation " + (problem.overlap() == overlap_rule::none ? "does not overlap" : "overlaps") +
+                    " backward); " + std::to_string(problem.options().microbatches) + " micro-batch" +
+                    (problem.options().microbatches == 1 ? "" : "es") + ", recompute " + std::string(to_string(problem.options().recompute)));
   if (q.piped)
     s += svg_text(8, 46,
                   "pipeline: " + std::to_string(stages.first_ops.size()) + " stages (1F1B) x " + std::to_string(stages.microbatches) +
                       " micro-batches, bubble " + svg_num(100 * stages.bubble) + "% of the step; each stage's devices form mesh " +
-                      to_string(pp.options().mesh) + " and run the rows under its heading",
+                      to_string(problem.options().mesh) + " and run the rows under its heading",
                   " fill='#8c2d04'");
   s += svg_text(8, top - 20, "op (kind)");
   s += svg_text(q.act_x, top - 32, "output");
@@ -212,13 +212,13 @@ inline std::string svg_heading(const plan_problem& pp, const plan_result& r, con
 }
 
 // Op i's row at height y: its name, output layout and weight storage per axis, its time bars.
-inline std::string svg_op_row(const plan_problem& pp, const plan_result& r, const plan_row& row, int i, double y,
+inline std::string svg_op_row(const plan_problem& problem, const plan_result& r, const plan_row& row, int i, double y,
                               const svg_stages& stages, const svg_geometry& q) {
-  const graph& g = pp.model();
+  const graph& g = problem.model();
   const double cell = q.cell, row_h = q.row_h;
   std::string s;
   if (q.piped) s += svg_rect(0, y, 5, row_h, stages.stage_of(i) % 2 == 0 ? "#8c2d04" : "#fdae6b", "stage " + std::to_string(stages.stage_of(i)));
-  const signature& sig = at(pp.op_candidates(i), at(r.pick, i));
+  const signature& sig = at(problem.op_candidates(i), at(r.pick, i));
   s += svg_text(8, y + 12, row.name + " (" + row.op + ")");
   for (int a = 0; a < q.axes; ++a) {
     const sbp v = sig.outputs[0][a];
@@ -227,7 +227,7 @@ inline std::string svg_op_row(const plan_problem& pp, const plan_result& r, cons
   }
   if (!at(g.ops, i).param_ids.empty()) {
     const int id = at(g.ops, i).param_ids[0];
-    const nd_sbp st = at(pp.param_candidates(id), at(r.pick, pp.param_node(id))).storage;
+    const nd_sbp st = at(problem.param_candidates(id), at(r.pick, problem.param_node(id))).storage;
     for (int a = 0; a < q.axes; ++a) {
       s += svg_rect(q.w_x + cell * a, y + 1, cell - 2, row_h - 2, sbp_colour(st[a]),
                     at(g.params, id).name + " stored " + to_string(st) + ", used as " + to_string(sig.params[0]));
@@ -242,9 +242,9 @@ inline std::string svg_op_row(const plan_problem& pp, const plan_result& r, cons
 }
 
 // Memory per device against the limit, by purpose; `peak` the replayed peak.
-inline std::string svg_memory(const plan_problem& pp, const plan_result& r, double peak, const svg_geometry& q) {
-  const memory_breakdown mem = pp.memory_of(r.pick);
-  const double limit = r.memory_limit.value_or(pp.make_objective().memory_limit);
+inline std::string svg_memory(const plan_problem& problem, const plan_result& r, double peak, const svg_geometry& q) {
+  const memory_breakdown mem = problem.memory_of(r.pick);
+  const double limit = r.memory_limit.value_or(problem.make_objective().memory_limit);
   const double mem_y = q.mem_y;
   const double mem_scale = (q.width - 200) / std::max({limit, peak, double(mem.total())});
   std::string s = svg_text(8, mem_y - 8, "peak memory per device (the step replayed): " + svg_bytes(peak) + " of " + svg_bytes(limit) +
@@ -302,30 +302,30 @@ inline std::string svg_comparison(const plan_result& r, const std::vector<std::p
 
 }  // namespace detail
 
-/// The picture of result r of pp (rows from plan_rows), with `others` (name, result) drawn
+/// The picture of result r of problem (rows from plan_rows), with `others` (name, result) drawn
 /// beside it in the comparison of predicted steps, and a pipeline's stages where `stages` has any.
 /// `peak`: the plan's replayed peak per device where the caller has it (a pipeline's highest
 /// stage); below 0, replayed here (replay_step_memory).
-inline std::string plan_svg(const plan_problem& pp, const plan_result& r, const std::vector<plan_row>& rows,
+inline std::string plan_svg(const plan_problem& problem, const plan_result& r, const std::vector<plan_row>& rows,
                             const std::vector<std::pair<std::string, plan_result>>& others = {},
                             const svg_stages& stages = {}, double peak = -1) {
   using namespace detail;
-  const std::vector<svg_line> lines = svg_lines(pp, r, rows, stages);
-  const svg_geometry q = svg_geometry_of(pp.options().mesh.size(), !stages.first_ops.empty(), rows, lines.size(), others.size());
+  const std::vector<svg_line> lines = svg_lines(problem, r, rows, stages);
+  const svg_geometry q = svg_geometry_of(problem.options().mesh.size(), !stages.first_ops.empty(), rows, lines.size(), others.size());
   std::string s = "<svg xmlns='http://www.w3.org/2000/svg' width='" + svg_num(q.width) + "' height='" + svg_num(q.height) +
                   "' font-family='sans-serif' font-size='11'>\n";
   s += svg_rect(0, 0, q.width, q.height, "#ffffff");
-  s += svg_heading(pp, r, stages, q);
+  s += svg_heading(problem, r, stages, q);
   for (std::size_t k = 0; k < lines.size(); ++k) {
     const double y = q.top + q.row_h * double(k);
     const svg_line& l = lines[k];
     if (l.op < 0)
       s += svg_text(8, y + 12, l.heading, " font-style='italic' fill='#555555'");
     else
-      s += svg_op_row(pp, r, at(rows, l.op), l.op, y, stages, q);
+      s += svg_op_row(problem, r, at(rows, l.op), l.op, y, stages, q);
   }
-  if (peak < 0) peak = double(replay_step_memory(pp, r.pick).peak());
-  s += svg_memory(pp, r, peak, q);
+  if (peak < 0) peak = double(replay_step_memory(problem, r.pick).peak());
+  s += svg_memory(problem, r, peak, q);
   return s + svg_comparison(r, others, q) + "</svg>\n";
 }
 

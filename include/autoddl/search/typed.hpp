@@ -5,9 +5,9 @@
 // constexpr boxing costs the planner uses.
 //
 //   using gpt = typed_model<float, static_mesh<2, 4>, static_shape<8, 128, 256>, ...>;
-//   plan_problem pp(gpt::to_graph("gpt"), typed_plan_options<gpt>(opts));
-//   plan_result r = solve_plan(pp, strategy::automatic{});
-//   std::vector<int> s = chosen_signatures(pp, r);       // s[i]: signature index of op i
+//   plan_problem problem(gpt::to_graph("gpt"), typed_plan_options<gpt>(opts));
+//   plan_result r = solve_plan(problem, strategy::automatic{});
+//   std::vector<int> s = chosen_signatures(problem, r);       // s[i]: signature index of op i
 //   gpt::visit<3>(s[3], [](auto sig) { /* sig.value: the static_signature */ });
 #include <cstdint>
 #include <vector>
@@ -29,20 +29,20 @@ plan_options typed_plan_options(plan_options o) {
 }
 
 /// Per op, the index into signatures(op, mesh) of the candidate the plan picked.
-inline std::vector<int> chosen_signatures(const plan_problem& pp, const plan_result& r) {
+inline std::vector<int> chosen_signatures(const plan_problem& problem, const plan_result& r) {
   std::vector<int> s;
-  for (int i = 0; i < int(pp.model().ops.size()); ++i) s.push_back(pp.signature_index(i, at(r.pick, i)));
+  for (int i = 0; i < int(problem.model().ops.size()); ++i) s.push_back(problem.signature_index(i, at(r.pick, i)));
   return s;
 }
 
 /// Bytes per device the plan's activation boxings move, forward and backward (the gradient
 /// boxing dual(in) -> dual(out), DESIGN.md), on the planner's paths. Parameter edges excluded.
-inline std::int64_t activation_boxing_bytes(const plan_problem& pp, const std::vector<int>& pick) {
+inline std::int64_t activation_boxing_bytes(const plan_problem& problem, const std::vector<int>& pick) {
   std::int64_t bytes = 0;
-  const auto& edges = pp.edge_infos();
+  const auto& edges = problem.edge_infos();
   for (std::size_t e = 0; e < edges.size(); ++e) {
     if (edges[e].param) continue;
-    auto [fwd, bwd] = pp.edge_paths(int(e), at(pick, edges[e].from_node), at(pick, edges[e].to_node));
+    auto [fwd, bwd] = problem.edge_paths(int(e), at(pick, edges[e].from_node), at(pick, edges[e].to_node));
     bytes += fwd.bytes_per_device() + bwd.bytes_per_device();
   }
   return bytes;

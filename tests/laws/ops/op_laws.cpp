@@ -4,6 +4,9 @@
 // - backward layouts are the duals; no op that is nonlinear in its inputs takes P;
 // - every tensor divides; per-device FLOPs times the devices doing distinct work cover the
 //   global FLOPs.
+// The first two re-apply the per-axis rules that built the signatures (consistency, not truth);
+// the rules themselves are checked against OneFlow's published 1-D signatures of matmul, linear,
+// add, mul and relu, a table written out below, and so are their n-D combinations.
 #include <algorithm>
 #include <string>
 #include <vector>
@@ -155,5 +158,131 @@ TEST_CASE("signatures come out in a deterministic order without duplicates", "[o
     CHECK(a == b);
     for (std::size_t i = 0; i < a.size(); ++i)
       for (std::size_t j = i + 1; j < a.size(); ++j) CHECK_FALSE(a[i] == a[j]);
+  }
+}
+
+// The oracle of the per-axis rules: OneFlow's published 1-D SBP signatures, written out by hand
+// (oneflow/user/ops/matmul_op.cpp, bias_add_op.cpp, the binary element-wise ops and relu; "all
+// B" is the signature every OneFlow op has). Each op's detail::axis_signatures must list exactly
+// these, and its n-D signatures on a mesh must be exactly their per-axis combinations whose
+// tensors divide. Rows read "inputs then parameters -> output".
+namespace {
+using table = std::vector<std::string>;
+
+std::string row_of(const detail::axis_signature& s) {
+  std::string r;
+  for (const auto* v : {&s.inputs, &s.params})
+    for (sbp x : *v) r += to_string(x) + " ";
+  return r + "-> " + to_string(s.output);
+}
+
+table sorted(table t) {
+  std::sort(t.begin(), t.end());
+  return t;
+}
+
+table listed_rows(const op_node& op) {
+  table t;
+  for (const detail::axis_signature& s : detail::axis_signatures(op)) t.push_back(row_of(s));
+  return sorted(t);
+}
+
+op_node make_op(op_kind k, std::vector<tensor_shape> in, std::vector<tensor_shape> params, op_attrs a = {}) {
+  op_node n{"oracle", k, a, std::move(in), std::move(params), {}, {}};
+  n.outputs = infer_outputs(n);
+  return n;
+}
+
+// MatMul X [m, k] x W [k, n]: OneFlow's MatMul signatures.
+const table matmul_rows{
+    "S(0) B -> S(0)",  // rows of X split, W whole
+    "B S(1) -> S(1)",  // columns of W split
+    "S(1) S(0) -> P",  // the contracted dim split on both: partial sums
+    "P B -> P", "B P -> P",  // a partial operand times a whole one
+    "B B -> B",
+};
+// MatMul with W stored transposed, [n, k] (transpose_b): the split dims of W swap.
+const table matmul_transposed_rows{"S(0) B -> S(0)", "B S(0) -> S(1)", "S(1) S(1) -> P", "P B -> P", "B P -> P",
+                                   "B B -> B"};
+// Linear Y = X W + b, X [batch, seq, in]: broadcast MatMul (every batch dim of X may split)
+// followed by BiasAdd (b B under a batch split, S(0) under a column split, P under P).
+const table linear_rows{"S(0) B B -> S(0)", "S(1) B B -> S(1)", "B S(1) S(0) -> S(2)", "S(2) S(0) P -> P",
+                        "P B P -> P",       "B P P -> P",       "B B B -> B"};
+// Add (a residual): both alike, partial sums included.
+const table add_rows{"S(0) S(0) -> S(0)", "S(1) S(1) -> S(1)", "B B -> B", "P P -> P"};
+// Mul (broadcast_mul of two same-shape tensors): both alike but P, or one partial times a whole.
+const table mul_rows{"S(0) S(0) -> S(0)", "S(1) S(1) -> S(1)", "B B -> B", "P B -> P", "B P -> P"};
+// ReLU: any split passes through, never a partial sum (it is not linear).
+const table relu_rows{"S(0) -> S(0)", "S(1) -> S(1)", "B -> B"};
+
+struct tabled_op {
+  op_node op;
+  table rows;
+};
+
+std::vector<tabled_op> tabled_ops() {
+  op_attrs no_bias;
+  no_bias.bias = false;
+  op_attrs transposed = no_bias;
+  transposed.transpose_w = true;
+  return {
+      {make_op(op_kind::matmul, {{12, 6}, {6, 4}}, {}), matmul_rows},
+      {make_op(op_kind::linear, {{12, 6}}, {{6, 4}}, no_bias), matmul_rows},
+      {make_op(op_kind::linear, {{12, 6}}, {{4, 6}}, transposed), matmul_transposed_rows},
+      {make_op(op_kind::linear, {{4, 6, 12}}, {{12, 6}, {6}}), linear_rows},
+      {make_op(op_kind::add, {{12, 6}, {12, 6}}, {}), add_rows},
+      {make_op(op_kind::mul, {{12, 6}, {12, 6}}, {}), mul_rows},
+      {make_op(op_kind::relu, {{12, 6}}, {}), relu_rows},
+  };
+}
+}  // namespace
+
+TEST_CASE("1-D signatures of matmul, linear and element-wise ops are OneFlow's published ones", "[ops][laws][oracle]") {
+  for (const tabled_op& t : tabled_ops()) {
+    INFO(to_string(t.op.kind) << (t.op.attrs.transpose_w ? " (W transposed)" : "") << " with "
+                              << t.op.params.size() << " parameters");
+    CHECK(listed_rows(t.op) == sorted(t.rows));
+  }
+}
+
+TEST_CASE("n-D signatures of the tabled ops are the per-axis rows that divide, on 2x3", "[ops][laws][oracle]") {
+  const mesh_shape m{2, 3};
+  for (const tabled_op& t : tabled_ops()) {
+    // Expected: every pair of table rows (axis 0, axis 1) whose tensors divide on m, as text.
+    table want;
+    for (const std::string& r0 : t.rows)
+      for (const std::string& r1 : t.rows) {
+        auto words = [](const std::string& r) {
+          std::vector<std::string> w;
+          std::string cur;
+          for (char ch : r + " ") {
+            if (ch != ' ') cur += ch;
+            else if (!cur.empty() && cur != "->") { w.push_back(cur); cur.clear(); }
+            else cur.clear();
+          }
+          return w;  // the tensors' SBPs in order, the output last
+        };
+        const std::vector<std::string> a = words(r0), b = words(r1);
+        std::vector<tensor_shape> shapes = t.op.inputs;
+        shapes.insert(shapes.end(), t.op.params.begin(), t.op.params.end());
+        shapes.push_back(t.op.outputs[0]);
+        bool fits = true;
+        std::string text;
+        for (std::size_t i = 0; i < a.size(); ++i) {
+          const nd_sbp v = parse_nd_sbp("[" + a[i] + "," + b[i] + "]");
+          fits = fits && divides(shapes[i], layout{v, m});
+          text += (i ? " " : "") + to_string(v);
+        }
+        if (fits) want.push_back(text);
+      }
+    table got;
+    for (const signature& s : signatures(t.op, m)) {
+      std::string text;
+      for (const auto* v : {&s.inputs, &s.params, &s.outputs})
+        for (const nd_sbp& x : *v) text += (text.empty() ? "" : " ") + to_string(x);
+      got.push_back(text);
+    }
+    INFO(to_string(t.op.kind) << " on " << to_string(m));
+    CHECK(sorted(got) == sorted(want));
   }
 }

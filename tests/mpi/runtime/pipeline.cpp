@@ -66,10 +66,10 @@ serial_result serial_run(const graph& g, int m, const train_options& to, int ste
   so.hw = load_hardware("cpu-local");
   so.type = dtype::fp64;
   so.microbatches = m;
-  plan_problem pp(g, so);
+  plan_problem problem(g, so);
   cpu_device dev;
   mpi::mpi_mesh_comm self(mesh_shape{1}, MPI_COMM_SELF);
-  trainer<real, cpu_device, mpi::mpi_mesh_comm> t(pp, solve_plan(pp, strategy::dp{}).pick, dev, self, to);
+  trainer<real, cpu_device, mpi::mpi_mesh_comm> t(problem, solve_plan(problem, strategy::dp{}).pick, dev, self, to);
   serial_result r;
   for (int s = 0; s < steps; ++s) r.losses.push_back(t.train_step(s));
   for (std::size_t p = 0; p < g.params.size(); ++p) {
@@ -79,8 +79,8 @@ serial_result serial_run(const graph& g, int m, const train_options& to, int ste
   return r;
 }
 
-std::vector<int> random_pick(const plan_problem& pp, std::mt19937_64& rng) {
-  const auto& u = pp.untied();
+std::vector<int> random_pick(const plan_problem& problem, std::mt19937_64& rng) {
+  const auto& u = problem.untied();
   std::vector<int> pick(std::size_t(u.nodes()));
   for (int n = 0; n < u.nodes(); ++n) pick[std::size_t(n)] = int(rng() % std::uint64_t(u.candidates(n)));
   return pick;
@@ -129,7 +129,7 @@ void check_pipeline(const std::string& spec, const mesh_shape& full, int p, int 
     layouts.recompute = rc;
     const std::vector<int> cuts = random_cuts(int(pipeline_units(g).size()), p, rng);
     const pipeline_plan plan = price_pipeline_at(std::move(layouts), pipeline_shape{p, m, 1}, base, cuts);
-    const plan_problem& pp = *plan.layouts.problem;
+    const plan_problem& problem = *plan.layouts.problem;
     INFO(spec << " on " << to_string(full) << " as " << p << " stages of " << to_string(o.mesh) << ", " << m
               << " micro-batches, recompute " << to_string(rc) << ", seed " << seed);
 #if defined(AUTODDL_TEST_OPAQUE_DEVICE)
@@ -147,7 +147,7 @@ void check_pipeline(const std::string& spec, const mesh_shape& full, int p, int 
 #endif
     using pipe_t = std::remove_reference_t<decltype(pipe)>;
     trainer<real, decltype(dev), std::remove_reference_t<decltype(comm)>> t(
-        pp, plan.layouts.result.pick, dev, comm, to, pipeline_stage<pipe_t>{comms.stage(), plan.cut_ops, &pipe});
+        problem, plan.layouts.result.pick, dev, comm, to, pipeline_stage<pipe_t>{comms.stage(), plan.cut_ops, &pipe});
     const double predicted = at(plan.stages, comms.stage()).bytes;
     const double predicted_peak = at(plan.stages, comms.stage()).peak;  // the stage's step replayed
     std::int64_t peak = 0;  // the device's own count of its buffers, the second step's
@@ -180,7 +180,7 @@ void check_pipeline(const std::string& spec, const mesh_shape& full, int p, int 
     // every stage's highest peak over its devices against the stage's replayed step: at most 10 %
     // above it, and no lower than it less the gradients sent back that the replay holds open
     // (the executor frees them once MPI completes their sends, step_memory::peak_sent_back)
-    const step_memory replayed = replay_stage_memory(pp, plan.layouts.result.pick, plan.shape, plan.cut_ops, comms.stage());
+    const step_memory replayed = replay_stage_memory(problem, plan.layouts.result.pick, plan.shape, plan.cut_ops, comms.stage());
     CHECK(double(replayed.peak()) == predicted_peak);
     double peak_ratio[2] = {0, 0};  // over the stages: the most of measured / predicted, the least of measured / lower bound
     {

@@ -68,11 +68,11 @@ static_assert(SideQueue<testing::executor_device, testing::executor_comm> ==
 struct boxed_gradients {
   int paths = 0, collectives = 0;
 };
-boxed_gradients boxed_param_gradients(const plan_problem& pp, const std::vector<int>& pick) {
-  const plan_paths paths(pp, pick);
+boxed_gradients boxed_param_gradients(const plan_problem& problem, const std::vector<int>& pick) {
+  const plan_paths paths(problem, pick);
   boxed_gradients n;
-  for (int i = 0; i < int(pp.model().ops.size()); ++i)
-    for (std::size_t j = 0; j < pp.model().ops[std::size_t(i)].param_ids.size(); ++j) {
+  for (int i = 0; i < int(problem.model().ops.size()); ++i)
+    for (std::size_t j = 0; j < problem.model().ops[std::size_t(i)].param_ids.size(); ++j) {
       const boxing_path& path = paths.param(i, j).backward;
       n.paths += path.size() > 0 ? 1 : 0;
       for (const auto& st : path)
@@ -120,38 +120,38 @@ bool context_parallel(const signature& sig) {
   return false;
 }
 
-std::vector<int> random_plan(const plan_problem& pp, std::uint64_t seed, plan_draw draw = plan_draw::uniform) {
+std::vector<int> random_plan(const plan_problem& problem, std::uint64_t seed, plan_draw draw = plan_draw::uniform) {
   std::mt19937_64 rng(seed);
-  const auto& u = pp.untied();
+  const auto& u = problem.untied();
   std::vector<int> pick(std::size_t(u.nodes()));
   for (int n = 0; n < u.nodes(); ++n) pick[std::size_t(n)] = int(rng() % std::uint64_t(u.candidates(n)));
   if (draw == plan_draw::uniform) return pick;
   const op_kind drawn = draw == plan_draw::context_parallel ? op_kind::attention : op_kind::experts;
-  for (int op = 0; op < int(pp.model().ops.size()); ++op) {
-    if (pp.model().ops[std::size_t(op)].kind != drawn) continue;
+  for (int op = 0; op < int(problem.model().ops.size()); ++op) {
+    if (problem.model().ops[std::size_t(op)].kind != drawn) continue;
     std::vector<int> cp;
-    for (int c = 0; c < int(pp.op_candidates(op).size()); ++c)
-      if (context_parallel(pp.op_candidates(op)[std::size_t(c)])) cp.push_back(c);
+    for (int c = 0; c < int(problem.op_candidates(op).size()); ++c)
+      if (context_parallel(problem.op_candidates(op)[std::size_t(c)])) cp.push_back(c);
     if (!cp.empty()) pick[std::size_t(op)] = cp[rng() % cp.size()];
   }
   return pick;
 }
 
 /// How many attention cores (experts ops) plan `pick` runs context (expert) parallel.
-int context_parallel_cores(const plan_problem& pp, const std::vector<int>& pick, op_kind kind = op_kind::attention) {
+int context_parallel_cores(const plan_problem& problem, const std::vector<int>& pick, op_kind kind = op_kind::attention) {
   int n = 0;
-  for (int op = 0; op < int(pp.model().ops.size()); ++op)
-    n += pp.model().ops[std::size_t(op)].kind == kind &&
-         context_parallel(pp.op_candidates(op)[std::size_t(pick[std::size_t(op)])]);
+  for (int op = 0; op < int(problem.model().ops.size()); ++op)
+    n += problem.model().ops[std::size_t(op)].kind == kind &&
+         context_parallel(problem.op_candidates(op)[std::size_t(pick[std::size_t(op)])]);
   return n;
 }
 
 /// Whether some op of `kind` has a candidate splitting its first input's dim 1 (the mesh and
 /// the shapes allow a context- or expert-parallel draw).
-bool drawable(const plan_problem& pp, op_kind kind) {
-  for (int op = 0; op < int(pp.model().ops.size()); ++op)
-    if (pp.model().ops[std::size_t(op)].kind == kind)
-      for (const signature& sig : pp.op_candidates(op))
+bool drawable(const plan_problem& problem, op_kind kind) {
+  for (int op = 0; op < int(problem.model().ops.size()); ++op)
+    if (problem.model().ops[std::size_t(op)].kind == kind)
+      for (const signature& sig : problem.op_candidates(op))
         if (context_parallel(sig)) return true;
   return false;
 }
@@ -184,9 +184,9 @@ run_result<T> serial_run(const std::string& spec, const schedule& sc, const trai
   so.type = precision<T>::type;
   so.microbatches = sc.microbatches;
   so.recompute = sc.recompute;
-  plan_problem pp(g, so);
+  plan_problem problem(g, so);
   executor self(mesh_shape{1}, MPI_COMM_SELF);
-  test_trainer<T> t(pp, solve_plan(pp, strategy::dp{}).pick, self.dev, self.comm, to);
+  test_trainer<T> t(problem, solve_plan(problem, strategy::dp{}).pick, self.dev, self.comm, to);
   run_result<T> r;
   for (int s = 0; s < steps; ++s) r.losses.push_back(t.train_step(s));
   for (std::size_t p = 0; p < g.params.size(); ++p) {
@@ -207,17 +207,17 @@ enum class oracle { equal, explained_by_flips };
 /// (decisions.hpp; a later step's inputs differ already where an earlier one flipped), each printed.
 template <class T>
 std::vector<testing::flipped_decision> flipped_decisions_of(const std::string& spec, const schedule& sc,
-                                                            const plan_problem& pp, const std::vector<int>& pick,
+                                                            const plan_problem& problem, const std::vector<int>& pick,
                                                             train_options to) {
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   to.keep_outputs = true;
   run_result<T> serial;
   if (rank == 0) serial = serial_run<T>(spec, schedule{sc.microbatches, recompute_mode::none}, to, 1);
-  executor on(pp.options().mesh);
-  test_trainer<T> t(pp, pick, on.dev, on.comm, to);
+  executor on(problem.options().mesh);
+  test_trainer<T> t(problem, pick, on.dev, on.comm, to);
   t.train_step(0);
-  const graph& g = pp.model();
+  const graph& g = problem.model();
   std::vector<std::vector<T>> ours;
   for (int op = 0; op < int(g.ops.size()); ++op)
     ours.push_back(testing::assemble_on_root(on.mpi, t.output_shard(op), g.ops[std::size_t(op)].outputs[0],
@@ -257,21 +257,21 @@ void check_model(const std::string& spec, int plans, optimizer opt, schedule sc 
     o.opt = opt;              // priced with the optimizer state the trainer keeps
     o.zero1_layouts = true;   // random plans draw ZeRO-1's and ZeRO-2's parameter layouts too
     o.zero2_layouts = true;
-    plan_problem pp(g, o);
+    plan_problem problem(g, o);
     for (int k = 0; k < plans; ++k) {
       const std::uint64_t seed = 1000 * std::uint64_t(ranks) + 17 * std::uint64_t(k) + std::uint64_t(m.size()) +
                                  100 * std::uint64_t(sc.microbatches - 1) + 7 * std::uint64_t(sc.recompute);
       INFO(spec << " on mesh " << to_string(m) << ", " << to_string(sc) << ", random plan seed " << seed);
       // odd plans of a context-parallel draw keep the uniform draw's attention layouts
-      std::vector<int> pick = random_plan(pp, seed, k % 2 == 0 ? draw : plan_draw::uniform);
+      std::vector<int> pick = random_plan(problem, seed, k % 2 == 0 ? draw : plan_draw::uniform);
       const op_kind drawn = draw == plan_draw::expert_parallel ? op_kind::experts : op_kind::attention;
-      const int cp_cores = context_parallel_cores(pp, pick, drawn);
-      if (draw != plan_draw::uniform && k % 2 == 0 && drawable(pp, drawn)) CHECK(cp_cores > 0);
-      const cost_terms totals = pp.untied().evaluate(pick);
+      const int cp_cores = context_parallel_cores(problem, pick, drawn);
+      if (draw != plan_draw::uniform && k % 2 == 0 && drawable(problem, drawn)) CHECK(cp_cores > 0);
+      const cost_terms totals = problem.untied().evaluate(pick);
       const double predicted = totals.bytes;
       executor on(m);
       mpi::mpi_mesh_comm& comm = on.mpi;  // the host-side gathers below
-      test_trainer<T> t(pp, pick, on.dev, on.comm, to);
+      test_trainer<T> t(problem, pick, on.dev, on.comm, to);
       for (int s = 0; s < 2; ++s) {
 #if defined(AUTODDL_TEST_OPAQUE_DEVICE)
         const std::int64_t downloads_before = on.dev.downloads();
@@ -283,7 +283,7 @@ void check_model(const std::string& spec, int plans, optimizer opt, schedule sc 
         CHECK(double(t.last_step_bytes()) == predicted);
 #if defined(AUTODDL_TEST_SIDE_QUEUE)
         // every boxed parameter gradient went through the side queue, joined once per step
-        const boxed_gradients boxed = boxed_param_gradients(pp, pick);
+        const boxed_gradients boxed = boxed_param_gradients(problem, pick);
         const std::int64_t deferred = on.dev.deferred_steps() - deferred_before;
         CHECK(deferred >= boxed.collectives);
         if (boxed.paths == 0) CHECK(deferred == 0);
@@ -304,7 +304,7 @@ void check_model(const std::string& spec, int plans, optimizer opt, schedule sc 
       std::int64_t peak = t.last_step_peak_bytes();  // the second step's, max over ranks
       MPI_Allreduce(MPI_IN_PLACE, &peak, 1, MPI_INT64_T, MPI_MAX, MPI_COMM_WORLD);
       // the replayed step (search/step_memory.hpp) against the device's own count of its buffers
-      const step_memory replayed = replay_step_memory(pp, pick);
+      const step_memory replayed = replay_step_memory(problem, pick);
       const double peak_ratio = double(peak) / double(replayed.peak());
       // a tensor that vanishes analytically (the attention key bias: its gradient is round-off,
       // its value stays near 0) is compared at 1e-3 of the largest gradient's / parameter's scale
@@ -332,7 +332,7 @@ void check_model(const std::string& spec, int plans, optimizer opt, schedule sc 
       int disagrees = rank == 0 && (worst_grad > tolerance || worst_param > tolerance);
       MPI_Bcast(&disagrees, 1, MPI_INT, 0, MPI_COMM_WORLD);
       std::vector<testing::flipped_decision> flips;
-      if (disagrees) flips = flipped_decisions_of<T>(spec, sc, pp, pick, to);
+      if (disagrees) flips = flipped_decisions_of<T>(spec, sc, problem, pick, to);
       if (rank == 0) {
         INFO("largest relative error: gradients " << worst_grad << ", updated parameters " << worst_param);
         if (want == oracle::equal) {

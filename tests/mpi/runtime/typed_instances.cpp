@@ -76,21 +76,21 @@ struct run_result {
   std::int64_t bytes_off = 0;                     // steps whose bytes differ from the plan's
 };
 
-run_result train(const plan_problem& pp, const std::vector<int>& pick, executor& on, const op_program<float, device_t>* prog,
+run_result train(const plan_problem& problem, const std::vector<int>& pick, executor& on, const op_program<float, device_t>* prog,
                  optimizer opt) {
   train_options to;
   to.opt = opt;
   to.lr = 1e-2;
-  test_trainer t(pp, pick, on.dev, on.comm, to);
+  test_trainer t(problem, pick, on.dev, on.comm, to);
   if (prog) t.run_instances(*prog);
   REQUIRE(t.runs_instances() == (prog != nullptr));
   run_result r;
-  const double predicted = pp.untied().evaluate(pick).bytes;
+  const double predicted = problem.untied().evaluate(pick).bytes;
   for (int s = 0; s < steps; ++s) {
     r.losses.push_back(t.train_step(s));
     r.bytes_off += double(t.last_step_bytes()) != predicted;
   }
-  for (int p = 0; p < int(pp.model().params.size()); ++p) {
+  for (int p = 0; p < int(problem.model().params.size()); ++p) {
     r.params.push_back(t.param_shard(p));
     r.grads.push_back(t.grad_shard(p));
     r.storage.push_back(t.storage(p));
@@ -103,9 +103,9 @@ run_result serial_run(const graph& g, optimizer opt) {
   plan_options so;
   so.mesh = mesh_shape{1};
   so.hw = load_hardware("cpu-local");
-  plan_problem pp(g, so);
+  plan_problem problem(g, so);
   executor self(mesh_shape{1}, MPI_COMM_SELF);
-  return train(pp, solve_plan(pp, strategy::dp{}).pick, self, nullptr, opt);
+  return train(problem, solve_plan(problem, strategy::dp{}).pick, self, nullptr, opt);
 }
 
 /// `plans` random plans of Model on the job's ranks: instances against the dynamic path (bit for
@@ -119,19 +119,19 @@ void check_instances(const char* name, int plans, optimizer opt) {
   const run_result serial = rank == 0 ? serial_run(g, opt) : run_result{};
   plan_options o;
   o.hw = load_hardware("cpu-local");
-  plan_problem pp(g, typed_plan_options<Model>(o));
+  plan_problem problem(g, typed_plan_options<Model>(o));
   for (int k = 0; k < plans; ++k) {
     const std::uint64_t seed = 7919 * std::uint64_t(k + 1) + Model::size;
     INFO(name << " on " << to_string(Model::mesh) << ", random plan seed " << seed);
     std::mt19937_64 rng(seed);
-    std::vector<int> pick(std::size_t(pp.untied().nodes()));
-    for (int n = 0; n < pp.untied().nodes(); ++n) at(pick, n) = int(rng() % std::uint64_t(pp.untied().candidates(n)));
+    std::vector<int> pick(std::size_t(problem.untied().nodes()));
+    for (int n = 0; n < problem.untied().nodes(); ++n) at(pick, n) = int(rng() % std::uint64_t(problem.untied().candidates(n)));
     plan_result plan;
     plan.pick = pick;
-    const op_program<float, device_t> prog = typed_program<Model, float, device_t>(chosen_signatures(pp, plan));
+    const op_program<float, device_t> prog = typed_program<Model, float, device_t>(chosen_signatures(problem, plan));
     executor on(Model::mesh);
-    const run_result dyn = train(pp, pick, on, nullptr, opt);
-    const run_result inst = train(pp, pick, on, &prog, opt);
+    const run_result dyn = train(problem, pick, on, nullptr, opt);
+    const run_result inst = train(problem, pick, on, &prog, opt);
     CHECK(dyn.bytes_off == 0);
     CHECK(inst.bytes_off == 0);
     CHECK(inst.losses == dyn.losses);  // bit for bit
@@ -183,9 +183,9 @@ TEST_CASE("a typed program for another plan is refused in one sentence") {
   using M = typed_mlp<static_mesh<2>>;
   plan_options o;
   o.hw = load_hardware("cpu-local");
-  plan_problem pp(M::to_graph("typed-mlp"), typed_plan_options<M>(o));
-  plan_result dp = solve_plan(pp, strategy::dp{});
-  std::vector<int> picks = chosen_signatures(pp, dp);
+  plan_problem problem(M::to_graph("typed-mlp"), typed_plan_options<M>(o));
+  plan_result dp = solve_plan(problem, strategy::dp{});
+  std::vector<int> picks = chosen_signatures(problem, dp);
   // another allowed signature for op 0 (the first linear)
   const std::vector<std::vector<int>> allowed = M::allowed();
   for (int s : allowed.front())
@@ -194,7 +194,7 @@ TEST_CASE("a typed program for another plan is refused in one sentence") {
       break;
     }
   executor on(M::mesh);
-  test_trainer t(pp, dp.pick, on.dev, on.comm);
+  test_trainer t(problem, dp.pick, on.dev, on.comm);
   auto program_of = [](const std::vector<int>& p) { return typed_program<M, float, device_t>(p); };
   CHECK_THROWS_AS(t.run_instances(program_of(picks)), layout_error);
   CHECK_THROWS_AS(program_of(std::vector<int>(2, 0)), layout_error);

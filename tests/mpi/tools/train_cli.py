@@ -92,7 +92,7 @@ if r.returncode == 0:
     check("pipeline: the plan's JSON names the stages", j["plan"].get("pipeline_stages") == 2 and
           len(j["plan"].get("pipeline", {}).get("cuts", [])) == 2)
 
-# Peak memory under every optimizer (issue 37): the plan is priced with the state the run keeps
+# Peak memory under every optimizer: the plan is priced with the state the run keeps
 # (SGD with momentum one moment, Adam two), so the replay predicts the measured peak within 5 %
 for opt in ["sgd", "adam"]:
     r = run(2, "--model", "gpt:layers=2,hidden=48,heads=4,seq=12,batch=8,vocab=96", "--mesh", "2", "--steps", "2",

@@ -101,8 +101,8 @@ TEST_CASE("the hierarchical all-reduce beats a flat all-reduce over all devices 
 
 // The executor runs an all-reduce of a count not divisible by n on a buffer zero-padded to the
 // next multiple (runtime/boxing.hpp) and counts those bytes (boxing_step::bytes_per_device: 10
-// fp32 on 4 ranks send 72 bytes); step_time prices the same padded 48-byte buffer (it priced the
-// unpadded 40 bytes, 60 sent, until issue 11).
+// fp32 on 4 ranks send 72 bytes); step_time prices the same padded 48-byte buffer, not the
+// unpadded 40 bytes.
 TEST_CASE("an all-reduce of a count not divisible by n is priced on the padded bytes it sends",
           "[cost][boxing]") {
   const link l{1e-5, 1e9, "1 ns per byte"};

@@ -51,34 +51,34 @@ TEST_CASE("a measured kernel is priced at exactly its measured seconds, others b
   REQUIRE(sigs.size() >= 2);
   const std::string key0 = kernel_key(g.ops[std::size_t(lin)], sigs[0], o.mesh, input_grads(g, lin));
   o.hw.measured.kernels.push_back({"linear", key0, dtype::fp32, 0, 0, 0, 1.25e-3, 2.5e-3});
-  plan_problem pp(g, o);
-  const cost_terms t = pp.op_terms(lin, 0);
+  plan_problem problem(g, o);
+  const cost_terms t = problem.op_terms(lin, 0);
   CHECK(t.compute_fwd == 1.25e-3);
   CHECK(t.compute_bwd == 2.5e-3);
   // the fit of one entry whose FLOPs and bytes are 0 is the constant a = its seconds: every other
   // linear shape is priced at it (the "fitted" source), unlike the analytical formula
-  for (int c = 1; c < int(pp.op_candidates(lin).size()); ++c) {
-    const std::string key = kernel_key(g.ops[std::size_t(lin)], pp.op_candidates(lin)[std::size_t(c)], o.mesh, input_grads(g, lin));
+  for (int c = 1; c < int(problem.op_candidates(lin).size()); ++c) {
+    const std::string key = kernel_key(g.ops[std::size_t(lin)], problem.op_candidates(lin)[std::size_t(c)], o.mesh, input_grads(g, lin));
     if (key == key0) continue;
-    CHECK(pp.op_terms(lin, c).compute_fwd == 1.25e-3);
+    CHECK(problem.op_terms(lin, c).compute_fwd == 1.25e-3);
   }
   // relu has no entry and no kind in the table: the roofline of cost/compute.hpp
-  const op_work w = device_work(g.ops[std::size_t(relu)], pp.op_candidates(relu)[0], o.mesh, 4);
-  CHECK(pp.op_terms(relu, 0).compute_fwd == elementwise_time(w.fwd_flops, double(w.fwd_bytes_moved), dtype::fp32, o.hw.device));
-  const kernel_price_counts k = pp.kernel_price_counts_of();
+  const op_work w = device_work(g.ops[std::size_t(relu)], problem.op_candidates(relu)[0], o.mesh, 4);
+  CHECK(problem.op_terms(relu, 0).compute_fwd == elementwise_time(w.fwd_flops, double(w.fwd_bytes_moved), dtype::fp32, o.hw.device));
+  const kernel_price_counts k = problem.kernel_price_counts_of();
   CHECK(k.measured >= 1);
   CHECK(k.fitted >= 1);
   CHECK(k.analytical >= 1);
   CHECK(k.total() == [&] {
     int n = 0;
-    for (int i = 0; i < int(g.ops.size()); ++i) n += int(pp.op_candidates(i).size());
+    for (int i = 0; i < int(g.ops.size()); ++i) n += int(problem.op_candidates(i).size());
     return n;
   }());
 }
 
 TEST_CASE("a profile without a kernel table prices every op analytically", "[search][measured]") {
-  plan_problem pp(build_model(spec), two_ranks());
-  const kernel_price_counts k = pp.kernel_price_counts_of();
+  plan_problem problem(build_model(spec), two_ranks());
+  const kernel_price_counts k = problem.kernel_price_counts_of();
   CHECK(k.measured == 0);
   CHECK(k.fitted == 0);
   CHECK(k.analytical == k.total());
@@ -88,12 +88,12 @@ TEST_CASE("the optimizer update is priced at the measured rate over each update 
   plan_options o = two_ranks();
   o.opt = optimizer::sgd_momentum;
   o.hw.measured.sgd_momentum = {1e-6, 2e-9};
-  plan_problem pp(build_model(spec), o);
-  for (int p = 0; p < int(pp.model().params.size()); ++p)
-    for (int c = 0; c < int(pp.param_candidates(p).size()); ++c) {
-      const double elems = double(local_shape(pp.model().params[std::size_t(p)].shape,
-                                              layout{pp.param_candidates(p)[std::size_t(c)].update, o.mesh}).elements());
-      CHECK(std::abs(pp.param_terms(p, c).compute_bwd - (1e-6 + 2e-9 * elems)) <= 1e-15);
+  plan_problem problem(build_model(spec), o);
+  for (int p = 0; p < int(problem.model().params.size()); ++p)
+    for (int c = 0; c < int(problem.param_candidates(p).size()); ++c) {
+      const double elems = double(local_shape(problem.model().params[std::size_t(p)].shape,
+                                              layout{problem.param_candidates(p)[std::size_t(c)].update, o.mesh}).elements());
+      CHECK(std::abs(problem.param_terms(p, c).compute_bwd - (1e-6 + 2e-9 * elems)) <= 1e-15);
     }
 }
 

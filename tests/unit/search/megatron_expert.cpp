@@ -34,14 +34,14 @@ TEST_CASE("megatron on gpt2-medium, mesh 2x8: q, k, v, mlp.fc column-parallel; a
     o.mesh = mesh_shape{2, 8};
     o.hw = load_hardware("dgx-a100");
     o.type = dtype::bf16;
-    const plan_problem pp(build_model("gpt:size=gpt2-medium,batch=16"), o);
-    const plan_result r = solve_plan(pp, strategy::megatron{.sp = sp});
-    const graph& g = pp.model();
+    const plan_problem problem(build_model("gpt:size=gpt2-medium,batch=16"), o);
+    const plan_result r = solve_plan(problem, strategy::megatron{.sp = sp});
+    const graph& g = problem.model();
     int column = 0, row = 0;
     for (int i = 0; i < int(g.ops.size()); ++i) {
       const op_node& n = at(g.ops, i);
       if (n.kind != op_kind::linear || at(g.block, i) < 0) continue;
-      const signature& sig = pp.op_candidate(i, at(r.pick, i));
+      const signature& sig = problem.op_candidate(i, at(r.pick, i));
       CAPTURE(sp, n.name, to_string(sig.params[0]));
       const bool is_row = ends_with(n.name, "attn.proj") || ends_with(n.name, "mlp.proj");
       CHECK(sig.params[0][1] == (is_row ? S(0) : S(1)));
@@ -63,32 +63,32 @@ TEST_CASE("an expert plan's repeated blocks take the picks the greedy gives op b
     o.mesh = mesh;
     o.hw = load_hardware("dgx1-v100");
     o.zero2_layouts = true;
-    const plan_problem pp(build_model(spec, 1), o);
-    const choice_problem& cp = pp.untied();
+    const plan_problem problem(build_model(spec, 1), o);
+    const choice_problem& cp = problem.untied();
     std::vector<std::vector<int>> in_edges(std::size_t(cp.nodes()));
     for (std::size_t k = 0; k < cp.edges().size(); ++k) in_edges[std::size_t(cp.edges()[k].v)].push_back(int(k));
     for (expert e : {expert::dp, expert::megatron, expert::zero, expert::owt})
       for (bool sp : {false, true})
         for (int stage : {2, 3}) {
           INFO(spec << " on " << to_string(mesh) << ", expert " << to_string(e) << " sp " << sp << " stage " << stage);
-          const detail::expert_storage_rule storage{pp, e, stage};
+          const detail::expert_storage_rule storage{problem, e, stage};
           expert_plan want;
           want.pick.assign(std::size_t(cp.nodes()), -1);
-          for (int i = 0; i < int(pp.model().ops.size()); ++i)
-            detail::expert_pick_op(pp, e, sp, -1, {}, storage, in_edges[std::size_t(i)], i, want);
+          for (int i = 0; i < int(problem.model().ops.size()); ++i)
+            detail::expert_pick_op(problem, e, sp, -1, {}, storage, in_edges[std::size_t(i)], i, want);
           // each parameter stored as the user of its first parameter edge computes with it
-          const int nops = int(pp.model().ops.size());
-          for (int p = 0; p < int(pp.model().params.size()); ++p) {
+          const int nops = int(problem.model().ops.size());
+          for (int p = 0; p < int(problem.model().params.size()); ++p) {
             want.pick[std::size_t(nops + p)] = 0;
             for (std::size_t k = 0; k < cp.edges().size(); ++k) {
-              const auto& info = pp.edge_infos()[k];
+              const auto& info = problem.edge_infos()[k];
               if (!info.param || info.from_node != nops + p) continue;
-              const signature& user = pp.op_candidates(info.to_node)[std::size_t(want.pick[std::size_t(info.to_node)])];
+              const signature& user = problem.op_candidates(info.to_node)[std::size_t(want.pick[std::size_t(info.to_node)])];
               want.pick[std::size_t(nops + p)] = storage(p, user.params[std::size_t(info.tensor_index)]);
               break;
             }
           }
-          const expert_plan got = make_expert_plan(pp, e, sp, stage);
+          const expert_plan got = make_expert_plan(problem, e, sp, stage);
           CHECK(got.pick == want.pick);
           CHECK(got.relaxed == want.relaxed);
         }
@@ -111,8 +111,8 @@ TEST_CASE("megatron without sp sends Megatron-LM's two all-reduces forward and t
     o.hw = load_hardware("dgx-a100");
     o.type = dtype::fp32;
     auto bytes = [&](int layers) {
-      plan_problem pp(build_model("gpt:layers=" + std::to_string(layers) + ",hidden=512,heads=8,seq=256,batch=8,vocab=1024"), o);
-      const plan_result r = solve_plan(pp, parse_strategy("megatron"));
+      plan_problem problem(build_model("gpt:layers=" + std::to_string(layers) + ",hidden=512,heads=8,seq=256,batch=8,vocab=1024"), o);
+      const plan_result r = solve_plan(problem, parse_strategy("megatron"));
       CHECK(r.notes.empty());
       return r.totals.bytes;
     };

@@ -66,7 +66,7 @@ struct kept {
 };
 kept megatron_block_bytes(int tp, recompute_mode r) {
   const graph g = build_model(gpt_spec);
-  plan_problem pp(g, options(tp, r));
+  plan_problem problem(g, options(tp, r));
   kept k;
   for (int i = 0; i < int(g.ops.size()); ++i) {
     int c = 0;
@@ -80,9 +80,9 @@ kept megatron_block_bytes(int tp, recompute_mode r) {
       return true;
     };
     const bool in_block = g.block[std::size_t(i)] >= 0;
-    while (tp > 1 && !(in_block ? megatron_layout(n, pp.op_candidate(i, c)) : replicated(pp.op_candidate(i, c)))) ++c;
+    while (tp > 1 && !(in_block ? megatron_layout(n, problem.op_candidate(i, c)) : replicated(problem.op_candidate(i, c)))) ++c;
     const double bytes =
-        double(pp.op_memory(i, c, device_work(g.ops[std::size_t(i)], pp.op_candidate(i, c), pp.options().mesh, 2)).activations);
+        double(problem.op_memory(i, c, device_work(g.ops[std::size_t(i)], problem.op_candidate(i, c), problem.options().mesh, 2)).activations);
     if (g.block[std::size_t(i)] == 0) k.block0 += bytes;
     k.all += bytes;
   }
@@ -136,14 +136,14 @@ TEST_CASE("micro-batches: the data-parallel plan's bytes do not change and its c
     o.mesh = mesh_shape{4};
     o.hw = load_hardware("dgx1-v100");
     o.microbatches = m;
-    plan_problem pp(build_model(spec, m), o);
-    const plan_result r = solve_plan(pp, strategy::dp{});
+    plan_problem problem(build_model(spec, m), o);
+    const plan_result r = solve_plan(problem, strategy::dp{});
     CHECK(r.totals.bytes == 2.0 * 3 / 4 * params * 4);
     if (m == 1) compute1 = r.totals.compute();
     const double scalar = 12.0 / o.hw.device.memory_bandwidth;
     CHECK(std::abs(r.totals.compute() - (compute1 + (m - 1) * scalar)) < 1e-9 * compute1);
     // one micro-batch's activations: a quarter of the batch per device, over m
-    const memory_breakdown mem = pp.memory_of(r.pick);
+    const memory_breakdown mem = problem.memory_of(r.pick);
     CHECK(mem.total() == std::int64_t(r.totals.peak_memory()));
     CHECK(mem.params == std::int64_t(params) * 4);
   }
@@ -161,10 +161,10 @@ plan_options setting(const char* mesh, int m, recompute_mode r) {
   return o;
 }
 
-// A uniformly random candidate per node of pp.untied().
-std::vector<int> random_pick(const plan_problem& pp, std::mt19937_64& rng) {
+// A uniformly random candidate per node of problem.untied().
+std::vector<int> random_pick(const plan_problem& problem, std::mt19937_64& rng) {
   std::vector<int> pick;
-  for (int n = 0; n < pp.untied().nodes(); ++n) pick.push_back(int(rng() % std::uint64_t(pp.untied().candidates(n))));
+  for (int n = 0; n < problem.untied().nodes(); ++n) pick.push_back(int(rng() % std::uint64_t(problem.untied().candidates(n))));
   return pick;
 }
 
@@ -178,11 +178,11 @@ TEST_CASE("memory_of adds up to the objective's peak memory for random plans in 
   for (const char* mesh : {"4", "2x2"})
     for (int m : {1, 2, 4})
       for (recompute_mode r : {recompute_mode::none, recompute_mode::selective, recompute_mode::full}) {
-        plan_problem pp(build_model(gpt_spec, m), setting(mesh, m, r));
+        plan_problem problem(build_model(gpt_spec, m), setting(mesh, m, r));
         for (int k = 0; k < 5; ++k) {
-          const std::vector<int> pick = random_pick(pp, rng);
-          const cost_terms t = pp.untied().evaluate(pick);
-          CHECK(double(pp.memory_of(pick).total()) == t.peak_memory());
+          const std::vector<int> pick = random_pick(problem, rng);
+          const cost_terms t = problem.untied().evaluate(pick);
+          CHECK(double(problem.memory_of(pick).total()) == t.peak_memory());
         }
       }
 }
@@ -199,12 +199,12 @@ TEST_CASE("the step replay skips the middle micro-batches that repeat, with the 
         for (recompute_mode r : {recompute_mode::none, recompute_mode::selective, recompute_mode::full}) {
           plan_options o = setting(mesh, m, r);
           o.zero1_layouts = o.zero2_layouts = true;  // sliced updates and gathered parameters too
-          plan_problem pp(build_model(spec, m), o);
+          plan_problem problem(build_model(spec, m), o);
           for (int k = 0; k < 3; ++k) {
-            const std::vector<int> pick = random_pick(pp, rng);
+            const std::vector<int> pick = random_pick(problem, rng);
             INFO(spec << " on " << mesh << ", " << m << " micro-batches, recompute " << to_string(r) << ", plan " << k);
-            const step_memory fast = replay_step_memory(pp, pick);
-            const step_memory each = detail::step_memory_replay(pp, pick).run(/*skip_repeats=*/false);
+            const step_memory fast = replay_step_memory(problem, pick);
+            const step_memory each = detail::step_memory_replay(problem, pick).run(/*skip_repeats=*/false);
             CHECK(fast.stored == each.stored);
             CHECK(fast.peak_live == each.peak_live);
             CHECK(fast.peak_op == each.peak_op);
@@ -224,9 +224,9 @@ TEST_CASE("recomputation trades memory for the forward run again", "[search][rec
     o.mesh = mesh_shape{2};
     o.hw = load_hardware("dgx1-v100");
     o.recompute = r;
-    plan_problem pp(g, o);
-    const plan_result p = solve_plan(pp, strategy::dp{});
-    act[i] = double(pp.memory_of(p.pick).activations);
+    plan_problem problem(g, o);
+    const plan_result p = solve_plan(problem, strategy::dp{});
+    act[i] = double(problem.memory_of(p.pick).activations);
     comp[i] = p.totals.compute();
     double block_fwd = 0, core_fwd = 0;  // the oracle: the forward of what reruns, from op_terms at none
     plan_options o0 = o;
@@ -266,8 +266,8 @@ TEST_CASE("the planner's micro-batch and recomputation choice against trying eve
         plan_options x = o;
         x.microbatches = m;
         x.recompute = r;
-        plan_problem pp(build(m), x);
-        const plan_result p = solve_plan(pp, strategy::automatic{});
+        plan_problem problem(build(m), x);
+        const plan_result p = solve_plan(problem, strategy::automatic{});
         if (p.feasible) best = std::min(best, p.time);
       }
     const micro_batched_plan c = plan_micro_batched(build, 16, o, strategy::automatic{}, {});
@@ -342,16 +342,16 @@ TEST_CASE("sequence parallelism: layernorms, dropouts and residual adds split th
   o.mesh = mesh_shape{2, 2};
   o.hw = load_hardware("dgx1-v100");
   const graph g = build_model(gpt_spec);
-  plan_problem pp(g, o);
+  plan_problem problem(g, o);
   for (bool sp : {false, true}) {
-    const plan_result r = solve_plan(pp, sp ? parse_strategy("megatron:sp=1") : parse_strategy("megatron"));
+    const plan_result r = solve_plan(problem, sp ? parse_strategy("megatron:sp=1") : parse_strategy("megatron"));
     int split = 0, between = 0;
     for (int i = 0; i < int(g.ops.size()); ++i) {
       const op_node& n = g.ops[std::size_t(i)];
       if (g.block[std::size_t(i)] < 0 || !(n.kind == op_kind::layernorm || n.kind == op_kind::dropout || n.kind == op_kind::add))
         continue;
       ++between;
-      if (pp.op_candidate(i, r.pick[std::size_t(i)]).inputs[0][1] == S(1)) ++split;
+      if (problem.op_candidate(i, r.pick[std::size_t(i)]).inputs[0][1] == S(1)) ++split;
     }
     INFO("sp " << sp);
     CHECK(between == 2 * 6);  // ln1, attn.drop, attn.res, ln2, mlp.drop, mlp.res per layer
@@ -392,12 +392,12 @@ TEST_CASE("context parallelism: megatron cp=C splits every activation's sequence
   o.mesh = planning_mesh(m, mesh_shape{8});
   o.hw = load_hardware("dgx1-v100");
   const graph g = build_model(llama);
-  plan_problem pp(g, o);
-  const plan_result r = solve_plan(pp, m);
+  plan_problem problem(g, o);
+  const plan_result r = solve_plan(problem, m);
   CHECK(r.notes.empty());
   int cores = 0;
   for (int i = 0; i < int(g.ops.size()); ++i) {
-    const signature& sig = pp.op_candidate(i, r.pick[std::size_t(i)]);
+    const signature& sig = problem.op_candidate(i, r.pick[std::size_t(i)]);
     INFO(g.ops[std::size_t(i)].name << " " << to_string(g.ops[std::size_t(i)], sig));
     for (std::size_t k = 0; k < sig.inputs.size(); ++k) {
       if (g.ops[std::size_t(i)].inputs[k].rank() < 2) continue;
@@ -443,7 +443,7 @@ TEST_CASE("ZeRO stages 1, 2 and 3 hold the paper's model-state bytes; 1 and 2 se
   o.opt = optimizer::adam;
   o.memory_limit = 1e30;
   o.zero1_layouts = o.zero2_layouts = true;  // (plan_micro_batched sets them for zero:stage=1 and 2)
-  plan_problem pp(g, o);
+  plan_problem problem(g, o);
   struct expected {
     const char* strategy;
     double params, grads, optimizer;
@@ -452,21 +452,21 @@ TEST_CASE("ZeRO stages 1, 2 and 3 hold the paper's model-state bytes; 1 and 2 se
                             expected{"zero:stage=2", 2 * psi, 2 * psi / nd, k * psi / nd},
                             expected{"zero", 2 * psi / nd, 2 * psi / nd, k * psi / nd}}) {
     INFO(e.strategy);
-    const plan_result r = solve_plan(pp, parse_strategy(e.strategy));
+    const plan_result r = solve_plan(problem, parse_strategy(e.strategy));
     memory_breakdown m;
-    for (int p = 0; p < int(g.params.size()); ++p) m += pp.param_memory(p, at(r.pick, pp.param_node(p)));
+    for (int p = 0; p < int(g.params.size()); ++p) m += problem.param_memory(p, at(r.pick, problem.param_node(p)));
     CHECK(double(m.params) == e.params);
     CHECK(double(m.grads) == e.grads);
     CHECK(double(m.optimizer) == e.optimizer);
   }
-  const double dp_bytes = solve_plan(pp, strategy::dp{}).totals.bytes;
-  CHECK(solve_plan(pp, parse_strategy("zero:stage=1")).totals.bytes == dp_bytes);
-  CHECK(solve_plan(pp, parse_strategy("zero:stage=2")).totals.bytes == dp_bytes);
+  const double dp_bytes = solve_plan(problem, strategy::dp{}).totals.bytes;
+  CHECK(solve_plan(problem, parse_strategy("zero:stage=1")).totals.bytes == dp_bytes);
+  CHECK(solve_plan(problem, parse_strategy("zero:stage=2")).totals.bytes == dp_bytes);
   // stage 3 gathers each weight once per step and keeps the copy to its backward (the paper
   // gathers twice, 1.5x): an all-gather and a reduce-scatter, as much again
-  CHECK(solve_plan(pp, parse_strategy("zero")).totals.bytes == dp_bytes);
+  CHECK(solve_plan(problem, parse_strategy("zero")).totals.bytes == dp_bytes);
   // offered ZeRO-2's layouts, the search starts from that plan too: never worse than it
-  CHECK(solve_plan(pp, strategy::automatic{}).time <= solve_plan(pp, parse_strategy("zero:stage=2")).time * (1 + 1e-9));
+  CHECK(solve_plan(problem, strategy::automatic{}).time <= solve_plan(problem, parse_strategy("zero:stage=2")).time * (1 + 1e-9));
 }
 
 }  // namespace micro_batches_cases

@@ -33,8 +33,8 @@ plan_parallelism summary(const std::string& spec, const mesh_shape& mesh, const 
   o.hw = load_hardware("dgx-a100");
   o.zero1_layouts = uses_zero1_layouts(s);
   o.zero2_layouts = uses_zero2_layouts(s);
-  const plan_problem pp(build_model(spec), o);
-  return parallelism_of(pp, solve_plan(pp, s).pick);
+  const plan_problem problem(build_model(spec), o);
+  return parallelism_of(problem, solve_plan(problem, s).pick);
 }
 
 }  // namespace
@@ -81,8 +81,8 @@ TEST_CASE("a pipeline's stages are its pp; the stage mesh's axes give the rest",
   o.hw = load_hardware("dgx-a100");
   const pipeline_plan pl = plan_megatron_pipeline([](int m) { return build_model(gpt, m); }, 16, o,
                                                   parse_strategy("megatron:tp=2,pp=2,mbs=2"), {});
-  const plan_problem& pp = *pl.layouts.problem;
-  const plan_parallelism x = parallelism_of(pp, pl.layouts.result.pick, pl.shape.stages);
+  const plan_problem& problem = *pl.layouts.problem;
+  const plan_parallelism x = parallelism_of(problem, pl.layouts.result.pick, pl.shape.stages);
   CHECK(x.pp == 2);
   CHECK(x.tp == 2);
   CHECK(x.dp == 2);
@@ -94,23 +94,23 @@ TEST_CASE("a plan that splits nothing on an axis calls it replicated and counts 
   plan_options o;
   o.mesh = mesh_shape{2};
   o.hw = load_hardware("dgx-a100");
-  const plan_problem pp(build_model("mlp:layers=2,hidden=32,batch=8,in=16,out=8"), o);
-  std::vector<int> pick(std::size_t(pp.untied().nodes()), -1);
-  for (int n = 0; n < pp.untied().nodes(); ++n) {  // every op and parameter whole on the device: [B] everywhere
-    for (int c = 0; c < pp.untied().candidates(n) && pick[std::size_t(n)] < 0; ++c) {
+  const plan_problem problem(build_model("mlp:layers=2,hidden=32,batch=8,in=16,out=8"), o);
+  std::vector<int> pick(std::size_t(problem.untied().nodes()), -1);
+  for (int n = 0; n < problem.untied().nodes(); ++n) {  // every op and parameter whole on the device: [B] everywhere
+    for (int c = 0; c < problem.untied().candidates(n) && pick[std::size_t(n)] < 0; ++c) {
       bool all_b = true;
-      if (n < int(pp.model().ops.size())) {
-        const signature& s = pp.op_candidate(n, c);
+      if (n < int(problem.model().ops.size())) {
+        const signature& s = problem.op_candidate(n, c);
         for (const auto* v : {&s.inputs, &s.params, &s.outputs})
           for (const nd_sbp& l : *v) all_b = all_b && l[0].is_broadcast();
       } else {
-        all_b = pp.param_candidate(n - int(pp.model().ops.size()), c).storage[0].is_broadcast();
+        all_b = problem.param_candidate(n - int(problem.model().ops.size()), c).storage[0].is_broadcast();
       }
       if (all_b) pick[std::size_t(n)] = c;
     }
     REQUIRE(pick[std::size_t(n)] >= 0);
   }
-  const plan_parallelism x = parallelism_of(pp, pick);
+  const plan_parallelism x = parallelism_of(problem, pick);
   CHECK(x.axes == std::vector<axis_role>{axis_role::replicated});
   CHECK(x.dp * x.tp * x.cp * x.pp == 1);
   CHECK(x.sequences_per_device == 8.0);

@@ -327,14 +327,14 @@ TEST_CASE("a stage's step replay: one stage replays the whole step, and skipping
       o.microbatches = m;
       o.recompute = r;
       o.zero1_layouts = o.zero2_layouts = true;
-      plan_problem pp(gpt(m), o);
-      const int ops = int(pp.model().ops.size());
-      const std::vector<int> units = pipeline_units(pp.model());
+      plan_problem problem(gpt(m), o);
+      const int ops = int(problem.model().ops.size());
+      const std::vector<int> units = pipeline_units(problem.model());
       for (int k = 0; k < 3; ++k) {
-        std::vector<int> pick(std::size_t(pp.untied().nodes()));
-        for (int n = 0; n < pp.untied().nodes(); ++n) at(pick, n) = int(rng() % std::uint64_t(pp.untied().candidates(n)));
-        const step_memory whole = replay_step_memory(pp, pick);
-        const step_memory one = replay_stage_memory(pp, pick, {1, m, 1}, {0}, 0);
+        std::vector<int> pick(std::size_t(problem.untied().nodes()));
+        for (int n = 0; n < problem.untied().nodes(); ++n) at(pick, n) = int(rng() % std::uint64_t(problem.untied().candidates(n)));
+        const step_memory whole = replay_step_memory(problem, pick);
+        const step_memory one = replay_stage_memory(problem, pick, {1, m, 1}, {0}, 0);
         CHECK(one.peak() == whole.peak());
         CHECK(one.peak_sent_back == 0);
         for (int p : {2, 4}) {  // cuts at every p-th unit
@@ -344,8 +344,8 @@ TEST_CASE("a stage's step replay: one stage replays the whole step, and skipping
             CAPTURE(m, to_string(r), k, p, st);
             const int end = st + 1 < p ? at(cut_ops, st + 1) : ops;
             const int warm = std::min(p - st, m) - 1;  // 1F1B: stage st holds min(p - st, m)
-            const step_memory fast = replay_stage_memory(pp, pick, {p, m, 1}, cut_ops, st);
-            const step_memory each = detail::step_memory_replay(pp, pick, at(cut_ops, st), end, warm).run(false);
+            const step_memory fast = replay_stage_memory(problem, pick, {p, m, 1}, cut_ops, st);
+            const step_memory each = detail::step_memory_replay(problem, pick, at(cut_ops, st), end, warm).run(false);
             CHECK(fast.peak() == each.peak());
             CHECK(fast.peak_op == each.peak_op);
             CHECK(fast.peak_sent_back == each.peak_sent_back);
@@ -482,7 +482,7 @@ TEST_CASE("megatron's pp and vpp: parsed, printed, checked against the mesh and 
 
 TEST_CASE("the megatron layout search finds the best of every megatron layout within 5 %, and prices it as asked",
           "[search][pipeline][megatron-layouts]") {
-  // Oracle: every knob setting of the space (tp, pp, cp, vpp, mbs, recompute; dopt and sp on),
+  // Oracle: every knob setting of the space (tp, problem, cp, vpp, mbs, recompute; dopt and sp on),
   // each planned as --strategy megatron:... plans it
   const std::string spec = "llama:layers=4,hidden=64,heads=4,kv_heads=2,ffn=96,seq=16,batch=16,vocab=96";
   const auto build = [&spec](int m) { return build_model(spec, m); };

@@ -47,12 +47,12 @@ TEST_CASE("the auto plan is never predicted slower than any expert plan", "[sear
     for (const auto& c : cases) {
       INFO(c.spec << " on " << c.mesh << " / " << hw);
       graph g = build_model(c.spec);
-      plan_problem pp(g, options(c.mesh, hw));
-      plan_result a = solve_plan(pp, strategy::automatic{});
+      plan_problem problem(g, options(c.mesh, hw));
+      plan_result a = solve_plan(problem, strategy::automatic{});
       CHECK(a.feasible);
       for (const char* e : {"dp", "megatron", "zero", "owt", "2d"}) {
-        if (std::string(e) == "2d" && pp.options().mesh.size() != 2) continue;
-        plan_result x = solve_plan(pp, parse_strategy(e));
+        if (std::string(e) == "2d" && problem.options().mesh.size() != 2) continue;
+        plan_result x = solve_plan(problem, parse_strategy(e));
         INFO("expert " << e);
         CHECK(a.time <= x.time * (1 + 1e-9));
       }
@@ -62,21 +62,21 @@ TEST_CASE("the auto plan is never predicted slower than any expert plan", "[sear
 
 TEST_CASE("a plan's totals are the sums of its ops and of the boxing paths it runs", "[search][planner]") {
   graph g = build_model("gpt:layers=2,hidden=64,heads=4,seq=32,batch=8,vocab=128");
-  plan_problem pp(g, options("2x2", "dgx1-v100"));
+  plan_problem problem(g, options("2x2", "dgx1-v100"));
   for (const char* s : {"auto", "dp", "megatron", "zero"}) {
     INFO(s);
-    plan_result r = solve_plan(pp, parse_strategy(s));
+    plan_result r = solve_plan(problem, parse_strategy(s));
     double bytes = 0, comm = 0;
-    const auto& u = pp.untied();
+    const auto& u = problem.untied();
     for (int n = 0; n < u.nodes(); ++n) bytes += u.unary(n, r.pick[std::size_t(n)]).bytes;
     for (std::size_t e = 0; e < u.edges().size(); ++e) {
-      auto [fwd, bwd] = pp.edge_paths(int(e), r.pick[std::size_t(u.edges()[e].u)], r.pick[std::size_t(u.edges()[e].v)]);
+      auto [fwd, bwd] = problem.edge_paths(int(e), r.pick[std::size_t(u.edges()[e].u)], r.pick[std::size_t(u.edges()[e].v)]);
       bytes += double(fwd.bytes_per_device() + bwd.bytes_per_device());
       comm += fwd.cost + bwd.cost;
     }
     CHECK(bytes == r.totals.bytes);
     CHECK(comm <= r.totals.comm() + 1e-15);
-    auto rows = plan_rows(pp, r);
+    auto rows = plan_rows(problem, r);
     double row_bytes = 0;
     for (const auto& row : rows) row_bytes += row.comm_bytes;
     CHECK(row_bytes == r.totals.bytes);
@@ -87,8 +87,8 @@ TEST_CASE("data parallel sends exactly one gradient all-reduce per parameter", "
   // dp on a 1-D mesh: activations never move; each parameter's gradient is all-reduced:
   // 2(n-1)/n * bytes of the parameter.
   graph g = build_model("mlp:layers=3,hidden=64,batch=16,in=32,out=8");
-  plan_problem pp(g, options("4", "dgx1-v100"));
-  plan_result r = solve_plan(pp, strategy::dp{});
+  plan_problem problem(g, options("4", "dgx1-v100"));
+  plan_result r = solve_plan(problem, strategy::dp{});
   double expect = 0;
   for (const auto& p : g.params) expect += 2.0 * 3 / 4 * double(p.shape.elements()) * 4;
   CHECK(r.totals.bytes == expect);
@@ -97,13 +97,13 @@ TEST_CASE("data parallel sends exactly one gradient all-reduce per parameter", "
 TEST_CASE("the exact references bound the descent on the additive objective", "[search][exact]") {
   // (one hidden layer: with ZeRO-2's parameter layouts two exceed exhaustive's 2e6 assignments)
   graph g = build_model("mlp:layers=1,hidden=32,batch=8,in=16,out=8");
-  plan_problem pp(g, options("2", "dgx1-v100", overlap_rule::none));
-  plan_result ex = solve_plan(pp, strategy::exact{});
-  plan_result full = solve_plan(pp, strategy::exhaustive{});
-  plan_result a = solve_plan(pp, strategy::automatic{});
+  plan_problem problem(g, options("2", "dgx1-v100", overlap_rule::none));
+  plan_result ex = solve_plan(problem, strategy::exact{});
+  plan_result full = solve_plan(problem, strategy::exhaustive{});
+  plan_result a = solve_plan(problem, strategy::automatic{});
   CHECK(ex.totals.serial_time() <= full.time * (1 + 1e-12));  // untied DP <= tied enumeration
   CHECK(ex.totals.serial_time() <= a.time * (1 + 1e-12));
-  CHECK(a.time <= full.time * 1.01);  // within 1% of the tied optimum (issue 5's target)
+  CHECK(a.time <= full.time * 1.01);  // within 1% of the tied optimum (the search's target)
   REQUIRE(a.optimal_gap);
   CHECK(*a.optimal_gap < 0.01);
   // the reference finished, so its bound is the untied optimum: no plan, the enumerated tied
@@ -156,30 +156,30 @@ TEST_CASE("one vocabulary: the common second spellings name the same plans and p
 TEST_CASE("a model the mesh cannot divide is refused in one sentence", "[search][errors]") {
   graph g = build_model("mlp:layers=2,hidden=30,batch=6,in=30,out=6");
   // every op still has the all-B signature, so the planner works; an unknown strategy does not
-  plan_problem pp(g, options("4", "dgx1-v100"));
+  plan_problem problem(g, options("4", "dgx1-v100"));
   CHECK_THROWS_WITH(parse_strategy("pipedream"), Catch::Matchers::ContainsSubstring("unknown strategy 'pipedream'"));
-  CHECK_THROWS_WITH(solve_plan(pp, strategy::two_d{}), Catch::Matchers::ContainsSubstring("the 2d plan needs a 2-D mesh"));
-  CHECK_THROWS_WITH(solve_plan(pp, strategy::megatron{.tp = 3}),
+  CHECK_THROWS_WITH(solve_plan(problem, strategy::two_d{}), Catch::Matchers::ContainsSubstring("the 2d plan needs a 2-D mesh"));
+  CHECK_THROWS_WITH(solve_plan(problem, strategy::megatron{.tp = 3}),
                     Catch::Matchers::ContainsSubstring("megatron:tp=3 must divide the innermost axis of mesh 4"));
-  CHECK_THROWS_WITH(solve_plan(pp, strategy::megatron{.tp = 2}),
+  CHECK_THROWS_WITH(solve_plan(problem, strategy::megatron{.tp = 2}),
                     Catch::Matchers::ContainsSubstring("plans on mesh 2x2 (tensor parallelism innermost)"));
-  CHECK_THROWS_WITH(solve_plan(pp, parse_strategy("megatron:tp=2,dp=4")),
+  CHECK_THROWS_WITH(solve_plan(problem, parse_strategy("megatron:tp=2,dp=4")),
                     Catch::Matchers::ContainsSubstring("tp=2 x dp=4 is 8 devices, but mesh 4 has 4"));
 }
 
 TEST_CASE("a solved exact reference is never beaten: the plan is at least as good as its optimum", "[search][exact]") {
-  // issue 37: this MLP on 2x2x2 cpu-local ended 1.589 % above the additive optimum the exact
-  // reference had solved. Oracle: the series-parallel DP's optimum, priced with the plan's own
+  // A case where a plan could end above the optimum its exact reference solved: this MLP on
+  // 2x2x2 cpu-local. Oracle: the series-parallel DP's optimum, priced with the plan's own
   // objective (cpu-local overlaps nothing: the additive step is the step)
   plan_options o;
   o.mesh = mesh_shape{2, 2, 2};
   o.hw = load_hardware("cpu-local");
-  plan_problem pp(build_model("mlp:layers=3,hidden=64,batch=8,in=16,out=4"), o);
-  const plan_result r = solve_plan(pp, strategy::automatic{});
-  const auto ex = series_parallel_optimum(pp.untied());
+  plan_problem problem(build_model("mlp:layers=3,hidden=64,batch=8,in=16,out=4"), o);
+  const plan_result r = solve_plan(problem, strategy::automatic{});
+  const auto ex = series_parallel_optimum(problem.untied());
   REQUIRE(ex);
-  const objective obj = pp.make_objective();
-  const double exact_time = obj.time(pp.untied().evaluate(ex->pick));
+  const objective obj = problem.make_objective();
+  const double exact_time = obj.time(problem.untied().evaluate(ex->pick));
   INFO("plan " << r.time << " s, exact reference's plan " << exact_time << " s");
   CHECK(r.time <= exact_time * (1 + 1e-12));
   REQUIRE(r.optimal_gap);

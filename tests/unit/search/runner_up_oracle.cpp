@@ -61,10 +61,10 @@ TEST_CASE("each node's runner_up is the best objective with another pick there, 
     o.mesh = parse_mesh(std::string(c.mesh));
     o.hw = load_hardware(c.hw);
     o.memory_limit = c.memory_limit;
-    plan_problem pp(build_model(c.spec), o);
-    const plan_result r = solve_plan(pp, strategy::automatic{});
-    const choice_problem& u = pp.untied();
-    const objective obj = pp.make_objective();
+    plan_problem problem(build_model(c.spec), o);
+    const plan_result r = solve_plan(problem, strategy::automatic{});
+    const choice_problem& u = problem.untied();
+    const objective obj = problem.make_objective();
     REQUIRE(r.runner_up.size() == std::size_t(u.nodes()));
     REQUIRE(close(r.time, obj.time(totals_of(u, r.pick))));
     int compared = 0;
@@ -98,11 +98,11 @@ TEST_CASE("under a tight memory limit runner_up ranks infeasible alternatives af
     peak = solve_plan(free_pp, strategy::automatic{}).totals.peak_memory();
   }
   o.memory_limit = peak * 1.0001;  // the free plan fits; many single changes do not
-  plan_problem pp(g, o);
-  const plan_result r = solve_plan(pp, strategy::automatic{});
+  plan_problem problem(g, o);
+  const plan_result r = solve_plan(problem, strategy::automatic{});
   REQUIRE(r.feasible);
-  const choice_problem& u = pp.untied();
-  const objective obj = pp.make_objective();
+  const choice_problem& u = problem.untied();
+  const objective obj = problem.make_objective();
   int infeasible_only = 0;
   for (int n = 0; n < u.nodes(); ++n) {
     std::vector<int> pick = r.pick;
@@ -137,10 +137,10 @@ TEST_CASE("runner_up is a predicted step time even where the alternatives break 
     plan_problem free_pp(g, o);
     o.memory_limit = solve_plan(free_pp, strategy::automatic{}).totals.peak_memory() * 1.0001;
   }
-  plan_problem pp(g, o);
-  const plan_result r = solve_plan(pp, strategy::automatic{});
-  const choice_problem& u = pp.untied();
-  const objective obj = pp.make_objective();
+  plan_problem problem(g, o);
+  const plan_result r = solve_plan(problem, strategy::automatic{});
+  const choice_problem& u = problem.untied();
+  const objective obj = problem.make_objective();
   for (int n = 0; n < u.nodes(); ++n) {
     if (u.candidates(n) < 2) continue;
     std::vector<int> pick = r.pick;

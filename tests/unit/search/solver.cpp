@@ -209,7 +209,7 @@ TEST_CASE("a DP stopped at any step bounds the optimum from below, and is the op
 
 TEST_CASE("the DP's budget is work, not time: the same budget gives the same answer beside busy threads",
           "[search][exact][load]") {
-  // issue 37: a budget on the clock made the report depend on the machine's load. Oracle: the
+  // A budget on the clock would make the report depend on the machine's load. Oracle: the
   // same call on a quiet machine; busy: two threads spinning beside it on this 2-core machine
   for (std::uint64_t seed = 1; seed <= 6; ++seed) {
     const auto p = make_problem(seed, 6, seed % 2 ? shape::chain : shape::diamond);

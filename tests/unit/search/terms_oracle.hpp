@@ -7,6 +7,8 @@
 
 namespace autoddl::test {
 
+static_assert(cost_terms::all::size == 8, "cost_terms has a new term: add it to the oracle's sum below");
+
 inline void add_terms(cost_terms& s, const cost_terms& x) {
   s.compute_fwd += x.compute_fwd;
   s.compute_bwd += x.compute_bwd;

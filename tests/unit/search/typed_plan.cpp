@@ -28,18 +28,18 @@ plan_options dgx() {
 }  // namespace
 
 TEST_CASE("A searched typed model keeps its pinned op and picks allowed signatures elsewhere", "[search][typed]") {
-  plan_problem pp(searched::to_graph("searched"), typed_plan_options<searched>(dgx()));
-  REQUIRE(pp.op_candidates(3).size() == 1);
-  REQUIRE(pp.op_candidates(1).size() == searched::candidates<1>.size());
-  plan_result r = solve_plan(pp, strategy::automatic{});
-  std::vector<int> s = chosen_signatures(pp, r);
+  plan_problem problem(searched::to_graph("searched"), typed_plan_options<searched>(dgx()));
+  REQUIRE(problem.op_candidates(3).size() == 1);
+  REQUIRE(problem.op_candidates(1).size() == searched::candidates<1>.size());
+  plan_result r = solve_plan(problem, strategy::automatic{});
+  std::vector<int> s = chosen_signatures(problem, r);
   REQUIRE(s.size() == searched::size);
   CHECK(s[3] == searched::allowed_candidates<3>[0]);
   for (int i = 0; i < int(searched::size); ++i) {
     bool seen = false;
     searched::visit(i, s[std::size_t(i)], [&](auto sig) {
       seen = true;
-      CHECK(decltype(sig)::value.runtime() == signatures(pp.model().ops[std::size_t(i)], pp.options().mesh)[std::size_t(s[std::size_t(i)])]);
+      CHECK(decltype(sig)::value.runtime() == signatures(problem.model().ops[std::size_t(i)], problem.options().mesh)[std::size_t(s[std::size_t(i)])]);
     });
     CHECK(seen);
   }
@@ -53,10 +53,10 @@ TEST_CASE("visit refuses a signature that the op's pins do not allow", "[search]
 
 TEST_CASE("The compile-time price of a fully pinned model equals the planner's activation boxings", "[search][typed]") {
   plan_options o = typed_plan_options<pinned>(dgx());
-  plan_problem pp(pinned::to_graph("pinned"), o);
-  for (int i = 0; i < int(pinned::size); ++i) REQUIRE(pp.op_candidates(i).size() == 1);
-  plan_result r = solve_plan(pp, strategy::automatic{});  // every op has one candidate: any strategy picks it
-  const std::int64_t dynamic_bytes = activation_boxing_bytes(pp, r.pick);
+  plan_problem problem(pinned::to_graph("pinned"), o);
+  for (int i = 0; i < int(pinned::size); ++i) REQUIRE(problem.op_candidates(i).size() == 1);
+  plan_result r = solve_plan(problem, strategy::automatic{});  // every op has one candidate: any strategy picks it
+  const std::int64_t dynamic_bytes = activation_boxing_bytes(problem, r.pick);
   const std::int64_t static_bytes = static_boxing_bytes<pinned>(make_device_mesh(pinned::mesh, o.hw));
   CHECK(static_bytes == dynamic_bytes);
   CHECK(static_bytes == 2 * 2 * (8 * 64 * 128 * 4 / 2) * 3 / 4);  // all-reduce of T=128 KiB on 4, fwd + bwd

@@ -127,7 +127,7 @@ print(("ok  " if ok else "FAIL") + " megatron:tp=2,mbs=1,recompute=selective pla
 if not ok:
     failures.append("megatron knobs")
 
-# The same plan at any load (issue 37): the exact reference's budget is work, not seconds, so the
+# The same plan at any load: the exact reference's budget is work, not seconds, so the
 # JSON of a plan whose reference is near its budget is the same beside two busy processes
 # (timings aside)
 def plan_json_without_timings(args):
@@ -150,7 +150,7 @@ print(("ok  " if ok else "FAIL") + " the same plan JSON quiet and beside two bus
 if not ok:
     failures.append("plan at any load")
 
-# Pipelines (issue 13): bad input is one sentence; a megatron pp plan reports its stages.
+# Pipelines: bad input is one sentence; a megatron pp plan reports its stages.
 expect_error("pp not dividing the outermost axis", ["--model", small, "--mesh", "2x4", "--strategy", "megatron:tp=4,pp=3"],
              "pp=3 must divide the outermost axis of mesh 2x4")
 expect_error("more stages than layers", ["--model", small, "--mesh", "8x1", "--strategy", "megatron:tp=1,pp=8"],

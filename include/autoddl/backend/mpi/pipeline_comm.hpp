@@ -21,10 +21,10 @@ class pipeline_comms {
   /// @pre MPI is initialised; the job has stages x stage_mesh.devices() ranks (else the job
   /// aborts with a message naming both counts).
   pipeline_comms(const mesh_shape& stage_mesh, int stages, MPI_Comm parent = MPI_COMM_WORLD)
-      : per_(stage_mesh.devices()),
-        stage_(checked_rank(parent, stages, stage_mesh) / per_),
+      : ranks_per_stage_(stage_mesh.devices()),
+        stage_(checked_rank(parent, stages, stage_mesh) / ranks_per_stage_),
         mesh_(stage_mesh, split(parent, stage_, rank_of(parent)).comm),
-        pipe_(split(parent, rank_of(parent) % per_, stage_).release(), true) {}
+        pipe_(split(parent, rank_of(parent) % ranks_per_stage_, stage_).release(), true) {}
 
   int stage() const { return stage_; }
   int stages() const { return pipe_.size(); }
@@ -33,11 +33,11 @@ class pipeline_comms {
   /// The stage axis: rank s is this device's peer in stage s.
   ring_comm& pipe() { return pipe_; }
   /// The parent rank of the device of stage s with this device's stage coordinates.
-  int parent_rank_in_stage(int s) const { return s * per_ + mesh_.rank(); }
+  int parent_rank_in_stage(int s) const { return s * ranks_per_stage_ + mesh_.rank(); }
   /// The parent rank of stage s's first device.
-  int first_rank_of_stage(int s) const { return s * per_; }
+  int first_rank_of_stage(int s) const { return s * ranks_per_stage_; }
   /// Devices per stage.
-  int per_stage() const { return per_; }
+  int per_stage() const { return ranks_per_stage_; }
 
  private:
   // An owned communicator, freed unless released.
@@ -68,7 +68,7 @@ class pipeline_comms {
     return rank_of(parent);
   }
 
-  int per_;
+  int ranks_per_stage_;
   int stage_;
   mpi_mesh_comm mesh_;
   ring_comm pipe_;

@@ -172,14 +172,14 @@ class ring_comm {
   class send_request {
    public:
     send_request() = default;
-    explicit send_request(MPI_Request r) : r_(r) {}
+    explicit send_request(MPI_Request r) : request_(r) {}
     send_request(const send_request&) = delete;
     send_request& operator=(const send_request&) = delete;
-    send_request(send_request&& o) noexcept : r_(std::exchange(o.r_, MPI_REQUEST_NULL)) {}
+    send_request(send_request&& o) noexcept : request_(std::exchange(o.request_, MPI_REQUEST_NULL)) {}
     send_request& operator=(send_request&& o) noexcept {
       if (this != &o) {
         finish();
-        r_ = std::exchange(o.r_, MPI_REQUEST_NULL);
+        request_ = std::exchange(o.request_, MPI_REQUEST_NULL);
       }
       return *this;
     }
@@ -187,17 +187,17 @@ class ring_comm {
     /// Whether the send has completed (the buffer may be reused or freed).
     bool test() {
       int done = 1;
-      if (r_ != MPI_REQUEST_NULL) MPI_Test(&r_, &done, MPI_STATUS_IGNORE);
+      if (request_ != MPI_REQUEST_NULL) MPI_Test(&request_, &done, MPI_STATUS_IGNORE);
       return done != 0;
     }
     void wait() { finish(); }
 
    private:
     void finish() {
-      if (r_ != MPI_REQUEST_NULL) MPI_Wait(&r_, MPI_STATUS_IGNORE);
-      r_ = MPI_REQUEST_NULL;
+      if (request_ != MPI_REQUEST_NULL) MPI_Wait(&request_, MPI_STATUS_IGNORE);
+      request_ = MPI_REQUEST_NULL;
     }
-    MPI_Request r_ = MPI_REQUEST_NULL;
+    MPI_Request request_ = MPI_REQUEST_NULL;
   };
 
   /// Starts sending `buf` to rank `to` and returns at once (MPI_Isend), counting its bytes; a

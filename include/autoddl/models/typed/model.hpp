@@ -24,7 +24,6 @@
 #include <boost/hana/all_of.hpp>
 #include <boost/hana/bool.hpp>
 #include <boost/hana/fold.hpp>
-#include <boost/hana/for_each.hpp>
 #include <boost/hana/integral_constant.hpp>
 #include <boost/hana/range.hpp>
 #include <boost/hana/unpack.hpp>
@@ -38,8 +37,6 @@
 namespace autoddl {
 
 namespace detail {
-
-namespace hana = boost::hana;
 
 /// What a layer's constraints leave of its candidates: their count, and the layouts they all
 /// share (output, inputs), when they do.
@@ -209,11 +206,13 @@ template <model_error E>
   requires(E.kind == model_error_kind::boxing)
 struct diagnose<E> : pinned_layouts_need_boxing<E.a, E.b, E.c, E.d, E.e> {};
 
-/// 0, 1, ..., N-1 as compile-time constants (hana::size_c<I>): the positions of a typed model's
-/// ops, for algorithms over them whose body needs the position as a template argument
-/// (allowed_v<layers[i].op, layers[i].pin>).
+/// 0, 1, ..., N-1 as compile-time constants (boost::hana::size_c<I>): the positions of a typed
+/// model's ops, for the Hana algorithms that build a value over every op and whose body needs
+/// the position as a template argument (allowed_v<layers[i].op, layers[i].pin>). Dispatching a
+/// run-time index to its compile-time case is a fold over a std::index_sequence instead
+/// (typed_model::visit).
 template <std::size_t N>
-inline constexpr auto indices_c = hana::make_range(hana::size_c<0>, hana::size_c<N>);
+inline constexpr auto indices_c = boost::hana::make_range(boost::hana::size_c<0>, boost::hana::size_c<N>);
 
 template <class M>
 struct is_static_mesh : std::false_type {};
@@ -302,9 +301,10 @@ class typed_model {
   static constexpr void visit(int index, F&& f) {
     constexpr static_op op = layers[I].op;
     constexpr const auto& allow = allowed_v<op, layers[I].pin>;
-    // Hand-written on purpose: this dispatch runs once per (op, allowed signature), thousands of
-    // cases in a real model, and hana::for_each here made the -O2 compile of
-    // benchmarks/typed_gpt_compile.cpp 2.5x slower, hana::unpack 6% (docs/reference/models.md).
+    // A fold expression, as every dispatch of a run-time index here: it runs once per (op,
+    // allowed signature), thousands of cases in a real model, and hana::for_each made the -O2
+    // compile of benchmarks/typed_gpt_compile.cpp 2.5x slower, hana::unpack 6%
+    // (docs/reference/models.md).
     const bool hit = [&]<std::size_t... J>(std::index_sequence<J...>) {
       return ((index == allow[J] ? (f(signature_constant<op, allow[J]>{}), true) : false) || ...);
     }(std::make_index_sequence<allow.size()>{});
@@ -315,13 +315,9 @@ class typed_model {
   /// visit for an op known at run time: one switch over the ops, then visit<I>.
   template <class F>
   static constexpr void visit(int op, int index, F&& f) {
-    bool hit = false;
-    boost::hana::for_each(op_indices, [&](auto i) {
-      if (op == int(i)) {
-        visit<i>(index, f);
-        hit = true;
-      }
-    });
+    const bool hit = [&]<std::size_t... I>(std::index_sequence<I...>) {
+      return ((op == int(I) ? (visit<I>(index, f), true) : false) || ...);
+    }(std::make_index_sequence<size>{});
     if (!hit) detail::fail<layout_error>("op " + detail::itos(op) + " is not an op of the typed model");
   }
 

@@ -307,12 +307,7 @@ class plan_pricing : public plan_candidates {
   // Time and bytes of something that runs once per micro-batch, for the whole step.
   void scale_per_micro_batch(cost_terms& t) const {
     const double m = double(options_.microbatches);
-    t.compute_fwd *= m;
-    t.compute_bwd *= m;
-    t.comm_fwd *= m;
-    t.comm_bwd *= m;
-    t.comm_grad *= m;
-    t.bytes *= m;
+    cost_terms::per_micro_batch::for_each([&](auto f) { t.*f *= m; });
   }
 
   // Bytes of edge e's forward source shard on one device under the producer's pick cu.
