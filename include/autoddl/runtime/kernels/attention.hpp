@@ -8,9 +8,12 @@
 // Grouped-query attention (kv_heads < heads): query head h reads key/value head h / g, g = heads
 // / kv_heads; each query head's GEMMs read its key/value head where it lies, and the gradients
 // of the query heads of a group add into their key/value head's block.
-// Saves the probabilities (before dropout); backward reads q, k, v where they are.
+// Saves the probabilities (before dropout); backward reads q, k, v where they are. A causal
+// attention skips the products of the key blocks its query blocks cannot see (query_blocks).
+#include <algorithm>
 #include <cmath>
 #include <span>
+#include <vector>
 
 #include "autoddl/index.hpp"
 #include "autoddl/runtime/kernels/context.hpp"
@@ -69,18 +72,40 @@ inline head_blocks head_blocks_of(const attention_dims& a, std::int64_t i) {
           a.heads * dh, a.kv_heads * dh, a.sq * a.heads * dh, a.sk * a.kv_heads * dh, a.heads * a.sq * a.sk};
 }
 
+/// Rows [r0, r0 + rows) of the local queries and the keys [0, keys) they see. A causal attention
+/// runs its queries in blocks of 64 rows, each block's GEMMs over the keys before its last
+/// query's position (about half the products of the whole square at long sequences); the scores
+/// past them stay what alloc gave until the mask writes -inf there, and their probabilities and
+/// gradients are 0. Without the mask one block holds every query and sees every key.
+struct query_block {
+  std::int64_t r0, rows, keys;
+};
+inline std::vector<query_block> query_blocks(const attention_dims& a, bool causal) {
+  const std::int64_t step = causal ? 64 : std::max<std::int64_t>(a.sq, 1);
+  std::vector<query_block> out;
+  for (std::int64_t r0 = 0; r0 < a.sq; r0 += step) {
+    const std::int64_t rows = std::min(step, a.sq - r0);
+    const std::int64_t keys = causal ? std::clamp<std::int64_t>(a.q_offset + r0 + rows, 0, a.sk) : a.sk;
+    if (keys > 0) out.push_back({r0, rows, keys});
+  }
+  return out;
+}
+
 template <class T, class D>
 forward_result<D, T> attention_fwd(D& d, const kernel_context<T>& c, const operands<T>& in) {
   const attention_dims a = attention_dims_of(c);
   const std::int64_t g = a.b * a.heads, sq = a.sq, sk = a.sk, dh = a.dh;
   const T scale = T(1 / std::sqrt(double(dh)));
   std::span<const T> q = in.inputs[0], k = in.inputs[1], v = in.inputs[2];
+  const std::vector<query_block> blocks = query_blocks(a, c.op.attrs.causal);
   buffer_t<D, T> s = d.template alloc<T>(std::size_t(g * sq * sk));
-  for (std::int64_t i = 0; i < a.heads; ++i) {  // S = Q K^T / sqrt(d)
-    const head_blocks h = head_blocks_of(a, i);
-    d.gemm(gemm_desc{false, true, sq, sk, dh, h.ldq, h.ldkv, sk, a.b, h.q_batch, h.kv_batch, h.scores_batch}, scale,
-           q.subspan(h.q), k.subspan(h.kv), T(0), d.view(s).subspan(h.scores));
-  }
+  for (std::int64_t i = 0; i < a.heads; ++i)  // S = Q K^T / sqrt(d)
+    for (const query_block& qb : blocks) {
+      const head_blocks h = head_blocks_of(a, i);
+      d.gemm(gemm_desc{false, true, qb.rows, qb.keys, dh, h.ldq, h.ldkv, sk, a.b, h.q_batch, h.kv_batch, h.scores_batch},
+             scale, q.subspan(h.q + std::size_t(qb.r0 * h.ldq)), k.subspan(h.kv), T(0),
+             d.view(s).subspan(h.scores + std::size_t(qb.r0 * sk)));
+    }
   if (c.op.attrs.causal) d.scale_causal_mask(g, sq, sk, T(1), a.q_offset, true, d.view(s));
   forward_result<D, T> r;
   r.saved.push_back(d.template alloc<T>(std::size_t(g * sq * sk)));
@@ -91,17 +116,19 @@ forward_result<D, T> attention_fwd(D& d, const kernel_context<T>& c, const opera
     p = cview<T>(d, s);
   }
   r.outputs.push_back(alloc_like<T>(d, c.shards.outputs[0]));
-  for (std::int64_t i = 0; i < a.heads; ++i) {  // O = P V, into [b, sq, heads * d]
-    const head_blocks h = head_blocks_of(a, i);
-    d.gemm(gemm_desc{false, false, sq, dh, sk, sk, h.ldkv, h.ldq, a.b, h.scores_batch, h.kv_batch, h.q_batch}, T(1),
-           p.subspan(h.scores), v.subspan(h.kv), T(0), d.view(r.outputs[0]).subspan(h.q));
-  }
+  for (std::int64_t i = 0; i < a.heads; ++i)  // O = P V, into [b, sq, heads * d]
+    for (const query_block& qb : blocks) {
+      const head_blocks h = head_blocks_of(a, i);
+      d.gemm(gemm_desc{false, false, qb.rows, dh, qb.keys, sk, h.ldkv, h.ldq, a.b, h.scores_batch, h.kv_batch, h.q_batch},
+             T(1), p.subspan(h.scores + std::size_t(qb.r0 * sk)), v.subspan(h.kv), T(0),
+             d.view(r.outputs[0]).subspan(h.q + std::size_t(qb.r0 * h.ldq)));
+    }
   return r;
 }
 
 /// dV = P'^T dO (P' the dropped probabilities), dP' = dO V^T, dP = dropout(dP'), dS = softmax
-/// backward of dP, dQ = dS K / sqrt(d), dK = dS^T Q / sqrt(d). The query heads of one key/value
-/// head add their dK and dV into its block (alloc gives zeros; beta = 1).
+/// backward of dP, dQ = dS K / sqrt(d), dK = dS^T Q / sqrt(d). The query blocks, and the query
+/// heads of one key/value head, add their dK and dV into its block (alloc gives zeros; beta = 1).
 template <class T, class D>
 gradients<D, T> attention_bwd(D& d, const kernel_context<T>& c, const operands<T>& in, const forward_result<D, T>& f,
                               std::span<const T> dy) {
@@ -110,6 +137,7 @@ gradients<D, T> attention_bwd(D& d, const kernel_context<T>& c, const operands<T
   const T scale = T(1 / std::sqrt(double(dh)));
   const dropout_key key{c.seed, c.op_id, c.op.attrs.dropout};
   const bool drops = attention_drops(c);
+  const std::vector<query_block> blocks = query_blocks(a, c.op.attrs.causal);
   std::span<const T> q = in.inputs[0], k = in.inputs[1], v = in.inputs[2];
   std::span<const T> p = cview<T>(d, f.saved[0]), pd = p;
   buffer_t<D, T> work = d.template alloc<T>(std::size_t(g * sq * sk));  // dropped P, then dP or dS
@@ -120,13 +148,15 @@ gradients<D, T> attention_bwd(D& d, const kernel_context<T>& c, const operands<T
   gradients<D, T> r;
   for (int i = 0; i < 3; ++i) r.inputs.push_back(alloc_like<T>(d, at(c.shards.inputs, i)));
   buffer_t<D, T> dp = d.template alloc<T>(std::size_t(g * sq * sk));
-  for (std::int64_t i = 0; i < a.heads; ++i) {
-    const head_blocks h = head_blocks_of(a, i);
-    d.gemm(gemm_desc{true, false, sk, dh, sq, sk, h.ldq, h.ldkv, a.b, h.scores_batch, h.q_batch, h.kv_batch}, T(1),
-           pd.subspan(h.scores), dy.subspan(h.q), T(1), d.view(r.inputs[2]).subspan(h.kv));
-    d.gemm(gemm_desc{false, true, sq, sk, dh, h.ldq, h.ldkv, sk, a.b, h.q_batch, h.kv_batch, h.scores_batch}, T(1),
-           dy.subspan(h.q), v.subspan(h.kv), T(0), d.view(dp).subspan(h.scores));
-  }
+  for (std::int64_t i = 0; i < a.heads; ++i)
+    for (const query_block& qb : blocks) {
+      const head_blocks h = head_blocks_of(a, i);
+      const std::size_t qo = h.q + std::size_t(qb.r0 * h.ldq), so = h.scores + std::size_t(qb.r0 * sk);
+      d.gemm(gemm_desc{true, false, qb.keys, dh, qb.rows, sk, h.ldq, h.ldkv, a.b, h.scores_batch, h.q_batch, h.kv_batch},
+             T(1), pd.subspan(so), dy.subspan(qo), T(1), d.view(r.inputs[2]).subspan(h.kv));
+      d.gemm(gemm_desc{false, true, qb.rows, qb.keys, dh, h.ldq, h.ldkv, sk, a.b, h.q_batch, h.kv_batch, h.scores_batch},
+             T(1), dy.subspan(qo), v.subspan(h.kv), T(0), d.view(dp).subspan(so));
+    }
   std::span<const T> ds = cview<T>(d, work);
   if (drops) {
     d.dropout(key, a.probs, cview<T>(d, dp), d.view(work));
@@ -135,13 +165,15 @@ gradients<D, T> attention_bwd(D& d, const kernel_context<T>& c, const operands<T
   } else {
     d.softmax_bwd(g * sq, sk, p, cview<T>(d, dp), d.view(work));
   }
-  for (std::int64_t i = 0; i < a.heads; ++i) {  // masked scores have p = 0, so dS = 0 there
-    const head_blocks h = head_blocks_of(a, i);
-    d.gemm(gemm_desc{false, false, sq, dh, sk, sk, h.ldkv, h.ldq, a.b, h.scores_batch, h.kv_batch, h.q_batch}, scale,
-           ds.subspan(h.scores), k.subspan(h.kv), T(0), d.view(r.inputs[0]).subspan(h.q));
-    d.gemm(gemm_desc{true, false, sk, dh, sq, sk, h.ldq, h.ldkv, a.b, h.scores_batch, h.q_batch, h.kv_batch}, scale,
-           ds.subspan(h.scores), q.subspan(h.q), T(1), d.view(r.inputs[1]).subspan(h.kv));
-  }
+  for (std::int64_t i = 0; i < a.heads; ++i)  // masked scores have p = 0, so dS = 0 there
+    for (const query_block& qb : blocks) {
+      const head_blocks h = head_blocks_of(a, i);
+      const std::size_t qo = h.q + std::size_t(qb.r0 * h.ldq), so = h.scores + std::size_t(qb.r0 * sk);
+      d.gemm(gemm_desc{false, false, qb.rows, dh, qb.keys, sk, h.ldkv, h.ldq, a.b, h.scores_batch, h.kv_batch, h.q_batch},
+             scale, ds.subspan(so), k.subspan(h.kv), T(0), d.view(r.inputs[0]).subspan(qo));
+      d.gemm(gemm_desc{true, false, qb.keys, dh, qb.rows, sk, h.ldq, h.ldkv, a.b, h.scores_batch, h.q_batch, h.kv_batch},
+             scale, ds.subspan(so), q.subspan(qo), T(1), d.view(r.inputs[1]).subspan(h.kv));
+    }
   return r;
 }
 
