@@ -2,8 +2,8 @@
 // The element-wise primitives of the CPU device (their contracts: backend/device.hpp): sums and
 // products, the activations and their gradients, the optimizer updates. Loops run over raw
 // pointers (span's operator[] is checked under _GLIBCXX_ASSERTIONS, which keeps a loop from
-// vectorising); float runs GeLU and SiLU four lanes at a time with vector_math.hpp's e^x and
-// tanh, double through libm.
+// vectorising); float runs GeLU and SiLU in the CPU's widest float lanes with vector_math.hpp's
+// e^x and tanh, double through libm.
 #include <bit>
 #include <cmath>
 #include <cstddef>
@@ -34,19 +34,46 @@ inline T keep_if(bool keep, T v) {
 constexpr double gelu_c = 0.7978845608028654;  // sqrt(2/pi)
 constexpr double gelu_a = 0.044715;
 
-inline f32x4 gelu4(f32x4 v) {
-  return 0.5f * v * (1.0f + tanh4(float(gelu_c) * (v + float(gelu_a) * v * v * v)));
+/// y = f(x) or dx = f(x, dy) over n floats, in the widest lanes of this CPU.
+template <class Op>
+void float_map(const float* x, float* y, std::size_t n, Op op) {
+  with_float_lanes([&]<class V>() __attribute__((always_inline)) {
+    map_lanes<V>(x, y, n, [&](const V& v) __attribute__((always_inline)) { return op.template operator()<V>(v); });
+  });
 }
-inline f32x4 gelu_grad4(f32x4 v, f32x4 dy) {
-  const f32x4 t = tanh4(float(gelu_c) * (v + float(gelu_a) * v * v * v));
-  const f32x4 du = float(gelu_c) * (1.0f + float(3 * gelu_a) * v * v);
-  return dy * (0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * du);
+template <class Op>
+void float_map(const float* x, const float* dy, float* dx, std::size_t n, Op op) {
+  with_float_lanes([&]<class V>() __attribute__((always_inline)) {
+    map_lanes<V>(x, dy, dx, n, [&](const V& v, const V& g) __attribute__((always_inline)) { return op.template operator()<V>(v, g); });
+  });
 }
-inline f32x4 silu4(f32x4 v) { return v / (1.0f + exp4(-v)); }
-inline f32x4 silu_grad4(f32x4 v, f32x4 dy) {
-  const f32x4 s = 1.0f / (1.0f + exp4(-v));
-  return dy * s * (1.0f + v * (1.0f - s));
-}
+struct gelu_lanes {
+  template <class V>
+  [[gnu::always_inline]] V operator()(const V& v) const {
+    return 0.5f * v * (1.0f + tanh_lanes<V>(float(gelu_c) * (v + float(gelu_a) * v * v * v)));
+  }
+};
+struct gelu_grad_lanes {
+  template <class V>
+  [[gnu::always_inline]] V operator()(const V& v, const V& dy) const {
+    const V t = tanh_lanes<V>(float(gelu_c) * (v + float(gelu_a) * v * v * v));
+    const V du = float(gelu_c) * (1.0f + float(3 * gelu_a) * v * v);
+    return dy * (0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * du);
+  }
+};
+struct silu_lanes {
+  template <class V>
+  [[gnu::always_inline]] V operator()(const V& v) const {
+    return v / (1.0f + exp_lanes<V>(-v));
+  }
+};
+struct silu_grad_lanes {
+  template <class V>
+  [[gnu::always_inline]] V operator()(const V& v, const V& dy) const {
+    const V s = 1.0f / (1.0f + exp_lanes<V>(-v));
+    return dy * s * (1.0f + v * (1.0f - s));
+  }
+};
 }  // namespace detail
 
 /// The CPU device's element-wise primitives (cpu_device derives from it).
@@ -91,7 +118,7 @@ struct cpu_elementwise_primitives {
   template <class T>
   void gelu_fwd(std::span<const T> x, std::span<T> y) {
     if constexpr (std::is_same_v<T, float>) {
-      detail::map4(x.data(), y.data(), y.size(), detail::gelu4);
+      detail::float_map(x.data(), y.data(), y.size(), detail::gelu_lanes{});
     } else {
       const T* px = x.data();
       T* py = y.data();
@@ -104,7 +131,7 @@ struct cpu_elementwise_primitives {
   template <class T>
   void gelu_bwd(std::span<const T> x, std::span<const T> dy, std::span<T> dx) {
     if constexpr (std::is_same_v<T, float>) {
-      detail::map4(x.data(), dy.data(), dx.data(), dx.size(), detail::gelu_grad4);
+      detail::float_map(x.data(), dy.data(), dx.data(), dx.size(), detail::gelu_grad_lanes{});
     } else {
       const T *px = x.data(), *pd = dy.data();
       T* pdx = dx.data();
@@ -120,7 +147,7 @@ struct cpu_elementwise_primitives {
   template <class T>
   void silu_fwd(std::span<const T> x, std::span<T> y) {
     if constexpr (std::is_same_v<T, float>) {
-      detail::map4(x.data(), y.data(), y.size(), detail::silu4);
+      detail::float_map(x.data(), y.data(), y.size(), detail::silu_lanes{});
     } else {
       const T* px = x.data();
       T* py = y.data();
@@ -130,7 +157,7 @@ struct cpu_elementwise_primitives {
   template <class T>
   void silu_bwd(std::span<const T> x, std::span<const T> dy, std::span<T> dx) {
     if constexpr (std::is_same_v<T, float>) {
-      detail::map4(x.data(), dy.data(), dx.data(), dx.size(), detail::silu_grad4);
+      detail::float_map(x.data(), dy.data(), dx.data(), dx.size(), detail::silu_grad_lanes{});
     } else {
       const T *px = x.data(), *pd = dy.data();
       T* pdx = dx.data();

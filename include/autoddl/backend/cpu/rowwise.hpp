@@ -1,8 +1,8 @@
 #pragma once
 // The row-wise primitives of the CPU device (their contracts: backend/device.hpp): layernorm,
 // RMSNorm, softmax and the attention mask, and softmax cross-entropy. Each row is one pass to
-// its statistics and one to its outputs, over raw pointers; float takes its e^x four lanes at a
-// time (vector_math.hpp), double through libm. Row statistics are kept in the element type
+// its statistics and one to its outputs, over raw pointers; float takes its e^x, maxima and dot
+// products in the CPU's widest float lanes (vector_math.hpp), double through libm. Row statistics are kept in the element type
 // (statistic_t<T> is T for float and double, the types cpu_device runs).
 #include <algorithm>
 #include <cmath>
@@ -29,7 +29,9 @@ consteval void statistics_in_element_type() {
 template <class T>
 T row_max_of(const T* x, std::int64_t n) {
   if constexpr (std::is_same_v<T, float>) {
-    return row_max4(x, std::size_t(n));
+    float m = 0;
+    with_float_lanes([&]<class V>() __attribute__((always_inline)) { m = max_lanes<V>(x, std::size_t(n)); });
+    return m;
   } else {
     T m = -std::numeric_limits<T>::infinity();
     for (std::int64_t c = 0; c < n; ++c) m = std::max(m, x[c]);
@@ -40,7 +42,9 @@ T row_max_of(const T* x, std::int64_t n) {
 template <class T>
 T row_sum_exp(const T* x, T m, std::int64_t n) {
   if constexpr (std::is_same_v<T, float>) {
-    return sum_exp4(x, m, std::size_t(n));
+    float s = 0;
+    with_float_lanes([&]<class V>() __attribute__((always_inline)) { s = exp_sum_lanes<V>(x, m, nullptr, std::size_t(n)); });
+    return s;
   } else {
     T s{};
     for (std::int64_t c = 0; c < n; ++c) s += std::exp(x[c] - m);
@@ -150,7 +154,10 @@ struct cpu_rowwise_primitives {
       T* yr = y.data() + r * cols;
       const T m = detail::row_max_of(xr, cols);
       T s{};
-      if constexpr (std::is_same_v<T, float>) s = detail::exp_sum4(xr, m, yr, std::size_t(cols));
+      if constexpr (std::is_same_v<T, float>)
+        detail::with_float_lanes([&]<class V>() __attribute__((always_inline)) {
+          s = detail::exp_sum_lanes<V>(xr, m, yr, std::size_t(cols));
+        });
       else
         for (std::int64_t c = 0; c < cols; ++c) s += (yr[c] = std::exp(xr[c] - m));
       const T inv = T(1) / s;
@@ -164,7 +171,10 @@ struct cpu_rowwise_primitives {
       const T* dyr = dy.data() + r * cols;
       T* dxr = dx.data() + r * cols;
       T dot{};
-      if constexpr (std::is_same_v<T, float>) dot = detail::dot4(yr, dyr, std::size_t(cols));
+      if constexpr (std::is_same_v<T, float>)
+        detail::with_float_lanes([&]<class V>() __attribute__((always_inline)) {
+          dot = detail::dot_lanes<V>(yr, dyr, std::size_t(cols));
+        });
       else
         for (std::int64_t c = 0; c < cols; ++c) dot += yr[c] * dyr[c];
       for (std::int64_t c = 0; c < cols; ++c) dxr[c] = yr[c] * (dyr[c] - dot);
@@ -221,7 +231,10 @@ struct cpu_rowwise_primitives {
       T* dr = dx.data() + r * cols;
       const T mr = at(m, r), w = f / at(stats, r);
       if constexpr (std::is_same_v<T, float>)
-        detail::map4(xr, dr, std::size_t(cols), [mr, w](detail::f32x4 v) { return w * detail::exp4(v - mr); });
+        detail::with_float_lanes([&]<class V>() __attribute__((always_inline)) {
+          detail::map_lanes<V>(xr, dr, std::size_t(cols),
+                               [mr, w](const V& v) __attribute__((always_inline)) { return w * detail::exp_lanes<V>(v - mr); });
+        });
       else
         for (std::int64_t c = 0; c < cols; ++c) dr[c] = w * std::exp(xr[c] - mr);
       const std::int64_t t = at(labels, r) - lo;
