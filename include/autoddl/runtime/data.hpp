@@ -152,18 +152,26 @@ std::vector<std::int64_t> label_shard(const shard_info& shard, int i, std::int64
   if (!next_id && !teacher) return index_shard(shard, i, bound, seed, step);
   std::vector<std::int64_t> out(std::size_t(shard.local.elements()));
   const std::int64_t features = teacher ? data_shape.elements() / data_shape[0] : 0;
+  // The teacher's weights [bound, features], and one sample's x as input_shard<T> makes it
+  // (rounded to T), each hashed once rather than once per class and sample.
+  std::vector<double> teacher_w(static_cast<std::size_t>(bound * features));
+  std::vector<double> x(static_cast<std::size_t>(features));
+  for (std::int64_t c = 0; c < bound; ++c)
+    for (std::int64_t f = 0; f < features; ++f)
+      at(teacher_w, c * features + f) = hashed_uniform(seed, 5000 + std::uint64_t(c), std::uint64_t(f));
   for_each_global_index(shard, [&](std::int64_t k, std::int64_t gi) {
     if (next_id) {
       at(out, k) = (index_value(0, data.bound, seed, step, gi) + 1) % bound;
       return;
     }
+    for (std::int64_t f = 0; f < features; ++f)
+      at(x, f) = double(T(hashed_uniform(seed + std::uint64_t(step) * 7919, 0, std::uint64_t(gi * features + f))));
     std::int64_t best = 0;
     double best_score = 0;
     for (std::int64_t c = 0; c < bound; ++c) {
       double score = 0;
-      for (std::int64_t f = 0; f < features; ++f)  // x as input_shard<T> makes it, rounded to T
-        score += double(T(hashed_uniform(seed + std::uint64_t(step) * 7919, 0, std::uint64_t(gi * features + f)))) *
-                 hashed_uniform(seed, 5000 + std::uint64_t(c), std::uint64_t(f));
+      const double* w = teacher_w.data() + c * features;
+      for (std::int64_t f = 0; f < features; ++f) score += x.data()[f] * w[f];
       if (c == 0 || score > best_score) {
         best = c;
         best_score = score;

@@ -12,13 +12,16 @@
 #include <limits>
 #include <span>
 #include <type_traits>
+#include <utility>
 #include <vector>  // std::allocator (<memory> and <atomic> would bring POSIX ::link along)
 #if defined(__GLIBC__)
 #include <malloc.h>
 #endif
 
+#include "autoddl/backend/cpu/elementwise.hpp"
 #include "autoddl/backend/cpu/gemm.hpp"
 #include "autoddl/backend/cpu/moe.hpp"
+#include "autoddl/backend/cpu/rowwise.hpp"
 #include "autoddl/backend/device.hpp"
 #include "autoddl/error.hpp"
 #include "autoddl/index.hpp"
@@ -27,19 +30,6 @@
 namespace autoddl {
 
 namespace detail {
-/// v where keep holds, else +0, without a branch: a data-dependent branch in an element loop
-/// (ReLU's sign, dropout's mask) mispredicts on half the elements of real activations, which ran
-/// ReLU 3-10x slower inside a training step than on the repeated input of a calibration rep.
-template <class T>
-inline T keep_if(bool keep, T v) {
-  if constexpr (std::is_same_v<T, float>)
-    return std::bit_cast<float>(std::bit_cast<std::uint32_t>(v) & (0u - std::uint32_t(keep)));
-  else if constexpr (std::is_same_v<T, double>)
-    return std::bit_cast<double>(std::bit_cast<std::uint64_t>(v) & (std::uint64_t(0) - std::uint64_t(keep)));
-  else
-    return keep ? v : T(0);
-}
-
 /// Visits every element of a shard with its row-major global index: f(local index, global index).
 template <class F>
 void for_each_global_index(const shard_info& s, F&& f) {
@@ -67,14 +57,46 @@ void for_each_global_index(const shard_info& s, F&& f) {
     }
   }
 }
-/// cpu_device keeps row statistics in the element type: it runs float and double, for which
-/// statistic_t<T> is T (a type with wider statistics needs its own loops).
-template <class T>
-consteval void statistics_in_element_type() {
-  static_assert(std::is_same_v<statistic_t<T>, T>,
-                "cpu_device computes row statistics in the element type T, so statistic_t<T> must be T; "
-                "use float or double");
+/// Visits a shard's local blocks of its last dim, whose elements are contiguous in both the local
+/// block and the row-major global tensor: f(local index, global index, elements) per block.
+template <class F>
+void for_each_global_row(const shard_info& s, F&& f) {
+  const int r = s.local.rank();
+  if (s.local.elements() == 0) return;
+  if (r == 0) return f(std::int64_t(0), std::int64_t(0), std::int64_t(1));
+  std::array<std::int64_t, max_tensor_rank> stride{}, idx{};
+  std::int64_t st = 1;
+  for (int d = r - 1; d >= 0; --d) {
+    at(stride, d) = st;
+    st *= s.global[d];
+  }
+  std::int64_t g = 0;
+  for (int d = 0; d < r; ++d) g += at(s.offset, d) * at(stride, d);
+  const std::int64_t len = s.local[r - 1], rows = s.local.elements() / len;
+  for (std::int64_t i = 0; i < rows; ++i) {
+    f(i * len, g, len);
+    for (int d = r - 2; d >= 0; --d) {  // odometer over the local dims but the last
+      auto du = std::size_t(d);
+      if (++idx[du] < s.local[d]) {
+        g += stride[du];
+        break;
+      }
+      g -= (idx[du] - 1) * stride[du];
+      idx[du] = 0;
+    }
+  }
 }
+
+/// dropout_keep (backend/device.hpp) of one op call with its per-call hashing done once: u >= p
+/// with u = (h >> 11) 2^-53 is (h >> 11) >= ceil(p 2^53), both sides exact, so the integer test
+/// keeps exactly the elements dropout_keep keeps.
+struct dropout_mask {
+  std::uint64_t base, threshold;
+  explicit dropout_mask(const dropout_key& k)
+      : base(mix64(mix64(k.seed ^ 0x9e3779b97f4a7c15ULL) ^ (k.op_id * 0xd1b54a32d192ed03ULL))),
+        threshold(std::uint64_t(std::ceil(k.p * 0x1.0p53))) {}
+  bool keep(std::uint64_t index) const { return (mix64(base ^ index) >> 11) >= threshold; }
+};
 /// Throws unless `rows` rows of `cols` elements, `ld` apart, fit in `size` elements.
 inline void check_rows(std::int64_t rows, std::int64_t cols, std::int64_t ld, std::size_t size, const char* what) {
   if (ld < cols || (rows - 1) * ld + cols > std::int64_t(size))
@@ -113,7 +135,9 @@ struct counted_allocator {
 };
 }  // namespace detail
 
-struct cpu_device : cpu_moe_primitives {  // the mixture-of-experts primitives: backend/cpu/moe.hpp
+// The element-wise, row-wise and mixture-of-experts primitives: backend/cpu/elementwise.hpp,
+// rowwise.hpp and moe.hpp.
+struct cpu_device : cpu_elementwise_primitives, cpu_rowwise_primitives, cpu_moe_primitives {
   template <class T>
   using buffer = std::vector<T, detail::counted_allocator<T>>;
 
@@ -168,18 +192,6 @@ struct cpu_device : cpu_moe_primitives {  // the mixture-of-experts primitives: 
     detail::cpu_gemm(g, alpha, a, b, beta, c);
   }
   template <class T>
-  void add(std::span<const T> a, std::span<const T> b, std::span<T> y) {
-    for (std::size_t i = 0; i < y.size(); ++i) y[i] = a[i] + b[i];
-  }
-  template <class T>
-  void axpy(T alpha, std::span<const T> x, std::span<T> y) {
-    for (std::size_t i = 0; i < y.size(); ++i) y[i] += alpha * x[i];
-  }
-  template <class T>
-  void scale(T alpha, std::span<T> y) {
-    for (T& v : y) v *= alpha;
-  }
-  template <class T>
   void permute_0213(std::int64_t a, std::int64_t b, std::int64_t c, std::int64_t d, std::span<const T> x,
                     std::span<T> y) {
     for (std::int64_t i = 0; i < a; ++i)
@@ -192,67 +204,40 @@ struct cpu_device : cpu_moe_primitives {  // the mixture-of-experts primitives: 
   }
   template <class T>
   void bias_add(std::int64_t outer, std::int64_t channels, std::int64_t inner, std::span<const T> b, std::span<T> y) {
-    for (std::int64_t o = 0; o < outer; ++o)
-      for (std::int64_t c = 0; c < channels; ++c) {
-        T* p = y.data() + (o * channels + c) * inner;
-        for (std::int64_t i = 0; i < inner; ++i) p[i] += at(b, c);
+    const T* pb = b.data();
+    for (std::int64_t o = 0; o < outer; ++o) {
+      T* row = y.data() + o * channels * inner;
+      if (inner == 1) {  // a linear's rows
+        for (std::int64_t c = 0; c < channels; ++c) row[c] += pb[c];
+        continue;
       }
+      for (std::int64_t c = 0; c < channels; ++c) {
+        T* p = row + c * inner;
+        const T bc = pb[c];
+        for (std::int64_t i = 0; i < inner; ++i) p[i] += bc;
+      }
+    }
   }
   template <class T>
   void bias_grad(std::int64_t outer, std::int64_t channels, std::int64_t inner, std::span<const T> dy, std::span<T> db) {
     std::fill(db.begin(), db.end(), T{});
-    for (std::int64_t o = 0; o < outer; ++o)
+    T* pdb = db.data();
+    for (std::int64_t o = 0; o < outer; ++o) {
+      const T* row = dy.data() + o * channels * inner;
+      if (inner == 1) {  // a linear's rows
+        for (std::int64_t c = 0; c < channels; ++c) pdb[c] += row[c];
+        continue;
+      }
       for (std::int64_t c = 0; c < channels; ++c) {
-        const T* p = dy.data() + (o * channels + c) * inner;
+        const T* p = row + c * inner;
         T acc{};
         for (std::int64_t i = 0; i < inner; ++i) acc += p[i];
-        at(db, c) += acc;
+        pdb[c] += acc;
       }
-  }
-
-  // ---- activations --------------------------------------------------------------------------
-  template <class T>
-  void relu_fwd(std::span<const T> x, std::span<T> y) {
-    for (std::size_t i = 0; i < y.size(); ++i) y[i] = detail::keep_if(x[i] > T(0), x[i]);
-  }
-  template <class T>
-  void relu_bwd(std::span<const T> x, std::span<const T> dy, std::span<T> dx) {
-    for (std::size_t i = 0; i < dx.size(); ++i) dx[i] = detail::keep_if(x[i] > T(0), dy[i]);
-  }
-  // GPT-2's GeLU: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) (Hendrycks & Gimpel 2016)
-  static constexpr double gelu_c = 0.7978845608028654;  // sqrt(2/pi)
-  template <class T>
-  void gelu_fwd(std::span<const T> x, std::span<T> y) {
-    for (std::size_t i = 0; i < y.size(); ++i) {
-      const T v = x[i];
-      y[i] = T(0.5) * v * (T(1) + std::tanh(T(gelu_c) * (v + T(0.044715) * v * v * v)));
-    }
-  }
-  template <class T>
-  void gelu_bwd(std::span<const T> x, std::span<const T> dy, std::span<T> dx) {
-    for (std::size_t i = 0; i < dx.size(); ++i) {
-      const T v = x[i];
-      const T t = std::tanh(T(gelu_c) * (v + T(0.044715) * v * v * v));
-      const T du = T(gelu_c) * (T(1) + T(3 * 0.044715) * v * v);
-      dx[i] = dy[i] * (T(0.5) * (T(1) + t) + T(0.5) * v * (T(1) - t * t) * du);
     }
   }
 
-  template <class T>
-  void silu_fwd(std::span<const T> x, std::span<T> y) {
-    for (std::size_t i = 0; i < y.size(); ++i) y[i] = x[i] / (T(1) + std::exp(-x[i]));
-  }
-  template <class T>
-  void silu_bwd(std::span<const T> x, std::span<const T> dy, std::span<T> dx) {
-    for (std::size_t i = 0; i < dx.size(); ++i) {
-      const T s = T(1) / (T(1) + std::exp(-x[i]));
-      dx[i] = dy[i] * s * (T(1) + x[i] * (T(1) - s));
-    }
-  }
-  template <class T>
-  void mul(std::span<const T> a, std::span<const T> b, std::span<T> y) {
-    for (std::size_t i = 0; i < y.size(); ++i) y[i] = a[i] * b[i];
-  }
+  // ---- rotary ---------------------------------------------------------------------------------
   /// Rotary embedding of x [b, s, heads, d] whose sequence index j is position pos0 + j: within
   /// each head, element i < d/2 and element i + d/2 turn by pos * theta^(-2i/d) (back where
   /// `inverse`). The angles are taken in double for every T.
@@ -271,124 +256,6 @@ struct cpu_device : cpu_moe_primitives {  // the mixture-of-experts primitives: 
             y[std::size_t(o + i)] = lo * c - hi * sn;
             y[std::size_t(o + i + half)] = hi * c + lo * sn;
           }
-      }
-  }
-
-  // ---- row-wise -----------------------------------------------------------------------------
-  /// RMSNorm of rows x cols: y = x rstd gamma, rstd = 1 / sqrt(mean(x^2) + eps), kept per row.
-  template <class T>
-  void rmsnorm_fwd(std::int64_t rows, std::int64_t cols, std::span<const T> x, std::span<const T> gamma, double eps,
-                   std::span<T> y, std::span<statistic_t<T>> rstd) {
-    detail::statistics_in_element_type<T>();
-    for (std::int64_t r = 0; r < rows; ++r) {
-      const T* xr = x.data() + r * cols;
-      T ms{};
-      for (std::int64_t c = 0; c < cols; ++c) ms += xr[c] * xr[c];
-      const T rs = T(1) / std::sqrt(ms / T(cols) + T(eps));
-      for (std::int64_t c = 0; c < cols; ++c) at(y, r * cols + c) = xr[c] * rs * at(gamma, c);
-      at(rstd, r) = rs;
-    }
-  }
-  /// dx = rstd (g - x rstd^2 mean(g x)), g = dy gamma; dgamma = sum over rows of dy x rstd.
-  template <class T>
-  void rmsnorm_bwd(std::int64_t rows, std::int64_t cols, std::span<const T> x, std::span<const T> gamma,
-                   std::span<const statistic_t<T>> rstd, std::span<const T> dy, std::span<T> dx, std::span<T> dgamma) {
-    detail::statistics_in_element_type<T>();
-    std::fill(dgamma.begin(), dgamma.end(), T{});
-    for (std::int64_t r = 0; r < rows; ++r) {
-      const T* xr = x.data() + r * cols;
-      const T* dyr = dy.data() + r * cols;
-      const T rs = at(rstd, r);
-      T gx{};
-      for (std::int64_t c = 0; c < cols; ++c) {
-        gx += dyr[c] * at(gamma, c) * xr[c];
-        at(dgamma, c) += dyr[c] * xr[c] * rs;
-      }
-      gx /= T(cols);
-      for (std::int64_t c = 0; c < cols; ++c) at(dx, r * cols + c) = rs * (dyr[c] * at(gamma, c) - xr[c] * rs * rs * gx);
-    }
-  }
-
-  static constexpr double layernorm_eps = 1e-5;
-  template <class T>
-  void layernorm_fwd(std::int64_t rows, std::int64_t cols, std::span<const T> x, std::span<const T> gamma,
-                     std::span<const T> beta, std::span<T> y, std::span<statistic_t<T>> mean,
-                     std::span<statistic_t<T>> rstd) {
-    detail::statistics_in_element_type<T>();
-    for (std::int64_t r = 0; r < rows; ++r) {
-      const T* xr = x.data() + r * cols;
-      T* yr = y.data() + r * cols;
-      T mu{};
-      for (std::int64_t c = 0; c < cols; ++c) mu += xr[c];
-      mu /= T(cols);
-      T var{};
-      for (std::int64_t c = 0; c < cols; ++c) var += (xr[c] - mu) * (xr[c] - mu);
-      var /= T(cols);
-      const T rs = T(1) / std::sqrt(var + T(layernorm_eps));
-      for (std::int64_t c = 0; c < cols; ++c) yr[c] = (xr[c] - mu) * rs * at(gamma, c) + at(beta, c);
-      at(mean, r) = mu;
-      at(rstd, r) = rs;
-    }
-  }
-  template <class T>
-  void layernorm_bwd(std::int64_t rows, std::int64_t cols, std::span<const T> x, std::span<const T> gamma,
-                     std::span<const statistic_t<T>> mean, std::span<const statistic_t<T>> rstd,
-                     std::span<const T> dy, std::span<T> dx, std::span<T> dgamma, std::span<T> dbeta) {
-    detail::statistics_in_element_type<T>();
-    std::fill(dgamma.begin(), dgamma.end(), T{});
-    std::fill(dbeta.begin(), dbeta.end(), T{});
-    for (std::int64_t r = 0; r < rows; ++r) {
-      const T* xr = x.data() + r * cols;
-      const T* dyr = dy.data() + r * cols;
-      T* dxr = dx.data() + r * cols;
-      const T mu = at(mean, r), rs = at(rstd, r);
-      T s1{}, s2{};  // mean of dxhat and of dxhat * xhat
-      for (std::int64_t c = 0; c < cols; ++c) {
-        const T xh = (xr[c] - mu) * rs, g = dyr[c] * at(gamma, c);
-        s1 += g;
-        s2 += g * xh;
-        at(dgamma, c) += dyr[c] * xh;
-        at(dbeta, c) += dyr[c];
-      }
-      s1 /= T(cols);
-      s2 /= T(cols);
-      for (std::int64_t c = 0; c < cols; ++c) {
-        const T xh = (xr[c] - mu) * rs;
-        dxr[c] = rs * (dyr[c] * at(gamma, c) - s1 - xh * s2);
-      }
-    }
-  }
-  template <class T>
-  void softmax_fwd(std::int64_t rows, std::int64_t cols, std::span<const T> x, std::span<T> y) {
-    for (std::int64_t r = 0; r < rows; ++r) {
-      const T* xr = x.data() + r * cols;
-      T* yr = y.data() + r * cols;
-      T m = -std::numeric_limits<T>::infinity();
-      for (std::int64_t c = 0; c < cols; ++c) m = std::max(m, xr[c]);
-      T s{};
-      for (std::int64_t c = 0; c < cols; ++c) s += (yr[c] = std::exp(xr[c] - m));
-      for (std::int64_t c = 0; c < cols; ++c) yr[c] /= s;
-    }
-  }
-  template <class T>
-  void softmax_bwd(std::int64_t rows, std::int64_t cols, std::span<const T> y, std::span<const T> dy, std::span<T> dx) {
-    for (std::int64_t r = 0; r < rows; ++r) {
-      const T* yr = y.data() + r * cols;
-      const T* dyr = dy.data() + r * cols;
-      T* dxr = dx.data() + r * cols;
-      T dot{};
-      for (std::int64_t c = 0; c < cols; ++c) dot += yr[c] * dyr[c];
-      for (std::int64_t c = 0; c < cols; ++c) dxr[c] = yr[c] * (dyr[c] - dot);
-    }
-  }
-  template <class T>
-  void scale_causal_mask(std::int64_t groups, std::int64_t sq, std::int64_t sk, T scale, std::int64_t q_offset,
-                         bool causal, std::span<T> s) {
-    const T neg = -std::numeric_limits<T>::infinity();
-    for (std::int64_t g = 0; g < groups; ++g)
-      for (std::int64_t q = 0; q < sq; ++q) {
-        T* row = s.data() + (g * sq + q) * sk;
-        for (std::int64_t k = 0; k < sk; ++k) row[k] = causal && k > q_offset + q ? neg : row[k] * scale;
       }
   }
 
@@ -420,6 +287,8 @@ struct cpu_device : cpu_moe_primitives {  // the mixture-of-experts primitives: 
   }
 
   // ---- windows (NCHW) -----------------------------------------------------------------------
+  /// col [C k k, N oh ow]: row (c, ki, kj) holds x[n, c, i stride - padding + ki, j stride -
+  /// padding + kj] at column (n, i, j), zeros where that falls in the padding.
   template <class T>
   void im2col(const window_geom& g, std::span<const T> x, std::span<T> col) {
     const std::int64_t oh = g.out_h(), ow = g.out_w(), ncols = g.col_cols();
@@ -427,15 +296,23 @@ struct cpu_device : cpu_moe_primitives {  // the mixture-of-experts primitives: 
       for (int ki = 0; ki < g.kernel; ++ki)
         for (int kj = 0; kj < g.kernel; ++kj) {
           T* row = col.data() + ((c * g.kernel + ki) * g.kernel + kj) * ncols;
+          const auto [j0, j1] = inside_window(g, kj, ow);
           for (std::int64_t n = 0; n < g.n; ++n)
-            for (std::int64_t i = 0; i < oh; ++i)
-              for (std::int64_t j = 0; j < ow; ++j) {
-                const std::int64_t h = i * g.stride - g.padding + ki, w = j * g.stride - g.padding + kj;
-                row[(n * oh + i) * ow + j] =
-                    h >= 0 && h < g.h && w >= 0 && w < g.w ? at(x, ((n * g.c + c) * g.h + h) * g.w + w) : T{};
+            for (std::int64_t i = 0; i < oh; ++i) {
+              T* out = row + (n * oh + i) * ow;
+              const std::int64_t h = i * g.stride - g.padding + ki;
+              if (h < 0 || h >= g.h) {
+                std::fill(out, out + ow, T{});
+                continue;
               }
+              const T* in = x.data() + ((n * g.c + c) * g.h + h) * g.w;
+              std::fill(out, out + j0, T{});
+              for (std::int64_t j = j0; j < j1; ++j) out[j] = in[j * g.stride - g.padding + kj];
+              std::fill(out + j1, out + ow, T{});
+            }
         }
   }
+  /// The adjoint of im2col: every column entry added back to the input element it was read from.
   template <class T>
   void col2im(const window_geom& g, std::span<const T> col, std::span<T> dx) {
     std::fill(dx.begin(), dx.end(), T{});
@@ -444,13 +321,15 @@ struct cpu_device : cpu_moe_primitives {  // the mixture-of-experts primitives: 
       for (int ki = 0; ki < g.kernel; ++ki)
         for (int kj = 0; kj < g.kernel; ++kj) {
           const T* row = col.data() + ((c * g.kernel + ki) * g.kernel + kj) * ncols;
+          const auto [j0, j1] = inside_window(g, kj, ow);
           for (std::int64_t n = 0; n < g.n; ++n)
-            for (std::int64_t i = 0; i < oh; ++i)
-              for (std::int64_t j = 0; j < ow; ++j) {
-                const std::int64_t h = i * g.stride - g.padding + ki, w = j * g.stride - g.padding + kj;
-                if (h >= 0 && h < g.h && w >= 0 && w < g.w)
-                  at(dx, ((n * g.c + c) * g.h + h) * g.w + w) += row[(n * oh + i) * ow + j];
-              }
+            for (std::int64_t i = 0; i < oh; ++i) {
+              const std::int64_t h = i * g.stride - g.padding + ki;
+              if (h < 0 || h >= g.h) continue;
+              const T* src = row + (n * oh + i) * ow;
+              T* out = dx.data() + ((n * g.c + c) * g.h + h) * g.w;
+              for (std::int64_t j = j0; j < j1; ++j) out[j * g.stride - g.padding + kj] += src[j];
+            }
         }
   }
   template <class T>
@@ -467,84 +346,43 @@ struct cpu_device : cpu_moe_primitives {  // the mixture-of-experts primitives: 
   template <class T>
   void dropout(const dropout_key& key, const shard_info& s, std::span<const T> x, std::span<T> y) {
     const T keep_scale = T(1.0 / (1.0 - key.p));
-    detail::for_each_global_index(s, [&](std::int64_t i, std::int64_t g) {
-      auto u = std::size_t(i);
-      y[u] = detail::keep_if(dropout_keep(key.seed, key.op_id, std::uint64_t(g), key.p), x[u] * keep_scale);
+    const detail::dropout_mask mask(key);
+    const T* px = x.data();
+    T* py = y.data();
+    detail::for_each_global_row(s, [&](std::int64_t i, std::int64_t g, std::int64_t n) {
+      for (std::int64_t k = 0; k < n; ++k)
+        py[i + k] = detail::keep_if(mask.keep(std::uint64_t(g + k)), px[i + k] * keep_scale);
     });
   }
 
-  // ---- softmax cross-entropy ------------------------------------------------------------------
-  template <class T>
-  void row_max(std::int64_t rows, std::int64_t cols, std::span<const T> x, std::span<statistic_t<T>> m) {
-    detail::statistics_in_element_type<T>();
-    for (std::int64_t r = 0; r < rows; ++r) {
-      T v = -std::numeric_limits<T>::infinity();
-      for (std::int64_t c = 0; c < cols; ++c) v = std::max(v, at(x, r * cols + c));
-      at(m, r) = v;
-    }
-  }
-  template <class T>
-  void xent_stats(std::int64_t rows, std::int64_t cols, std::span<const T> x, std::span<const std::int64_t> labels,
-                  std::int64_t lo, std::span<const statistic_t<T>> m, std::span<statistic_t<T>> stats) {
-    detail::statistics_in_element_type<T>();
-    for (std::int64_t r = 0; r < rows; ++r) {
-      const T* xr = x.data() + r * cols;
-      T s{};
-      for (std::int64_t c = 0; c < cols; ++c) s += std::exp(xr[c] - at(m, r));
-      const std::int64_t t = at(labels, r) - lo;
-      at(stats, r) = s;
-      at(stats, rows + r) = t >= 0 && t < cols ? xr[t] : T(0);
-    }
-  }
-  template <class T>
-  void xent_loss(std::int64_t rows, std::span<const statistic_t<T>> m, std::span<const statistic_t<T>> stats, T scale,
-                 std::span<T> out) {
-    detail::statistics_in_element_type<T>();
-    T acc{};
-    for (std::int64_t r = 0; r < rows; ++r)
-      acc += std::log(at(stats, r)) + at(m, r) - at(stats, rows + r);
-    out[0] = scale * acc;
-  }
-  template <class T>
-  void xent_bwd(std::int64_t rows, std::int64_t cols, std::span<const T> x, std::span<const std::int64_t> labels,
-                std::int64_t lo, std::span<const statistic_t<T>> m, std::span<const statistic_t<T>> stats,
-                std::span<const T> dloss, T scale, std::span<T> dx) {
-    detail::statistics_in_element_type<T>();
-    const T f = scale * dloss[0];
-    for (std::int64_t r = 0; r < rows; ++r) {
-      const T* xr = x.data() + r * cols;
-      T* dr = dx.data() + r * cols;
-      const T inv = T(1) / at(stats, r);
-      for (std::int64_t c = 0; c < cols; ++c) dr[c] = f * std::exp(xr[c] - at(m, r)) * inv;
-      const std::int64_t t = at(labels, r) - lo;
-      if (t >= 0 && t < cols) dr[t] -= f;
-    }
-  }
-
-  // ---- optimizers ---------------------------------------------------------------------------
-  template <class T>
-  void sgd_momentum(const optimizer_step& o, std::span<const T> g, std::span<T> vel, std::span<T> p) {
-    for (std::size_t i = 0; i < p.size(); ++i) {
-      vel[i] = T(o.momentum) * vel[i] + g[i] + T(o.weight_decay) * p[i];
-      p[i] -= T(o.lr) * vel[i];
-    }
-  }
-  template <class T>
-  void adam(const optimizer_step& o, std::span<const T> g, std::span<T> m, std::span<T> v, std::span<T> p) {
-    const double c1 = 1.0 - std::pow(o.beta1, double(o.step)), c2 = 1.0 - std::pow(o.beta2, double(o.step));
-    for (std::size_t i = 0; i < p.size(); ++i) {
-      const T gi = g[i] + T(o.weight_decay) * p[i];
-      m[i] = T(o.beta1) * m[i] + T(1 - o.beta1) * gi;
-      v[i] = T(o.beta2) * v[i] + T(1 - o.beta2) * gi * gi;
-      p[i] -= T(o.lr) * (m[i] / T(c1)) / (std::sqrt(v[i] / T(c2)) + T(o.eps));
-    }
-  }
-
  private:
+  /// The output columns [j0, j1) whose window column kj falls inside the image: 0 <= j stride -
+  /// padding + kj < w.
+  static std::pair<std::int64_t, std::int64_t> inside_window(const window_geom& g, int kj, std::int64_t ow) {
+    std::int64_t j0 = 0, j1 = ow;
+    while (j0 < ow && j0 * g.stride - g.padding + kj < 0) ++j0;
+    while (j1 > j0 && (j1 - 1) * g.stride - g.padding + kj >= g.w) --j1;
+    return {j0, j1};
+  }
   /// f(output index, input index of the window's first maximum); padding never wins.
   template <class T, class F>
   static void pool_visit(const window_geom& g, std::span<const T> x, F&& f) {
     const std::int64_t oh = g.out_h(), ow = g.out_w();
+    const T* px = x.data();
+    if (g.padding == 0) {  // every window lies inside the image
+      for (std::int64_t nc = 0; nc < g.n * g.c; ++nc)
+        for (std::int64_t i = 0; i < oh; ++i)
+          for (std::int64_t j = 0; j < ow; ++j) {
+            std::int64_t arg = (nc * g.h + i * g.stride) * g.w + j * g.stride;
+            for (int ki = 0; ki < g.kernel; ++ki)
+              for (int kj = 0; kj < g.kernel; ++kj) {
+                const std::int64_t pos = (nc * g.h + i * g.stride + ki) * g.w + j * g.stride + kj;
+                if (px[pos] > px[arg]) arg = pos;
+              }
+            f((nc * oh + i) * ow + j, arg);
+          }
+      return;
+    }
     for (std::int64_t nc = 0; nc < g.n * g.c; ++nc)
       for (std::int64_t i = 0; i < oh; ++i)
         for (std::int64_t j = 0; j < ow; ++j) {
@@ -554,7 +392,7 @@ struct cpu_device : cpu_moe_primitives {  // the mixture-of-experts primitives: 
               const std::int64_t h = i * g.stride - g.padding + ki, w = j * g.stride - g.padding + kj;
               if (h < 0 || h >= g.h || w < 0 || w >= g.w) continue;
               const std::int64_t pos = (nc * g.h + h) * g.w + w;
-              if (arg < 0 || at(x, pos) > at(x, arg)) arg = pos;
+              if (arg < 0 || px[pos] > px[arg]) arg = pos;
             }
           if (arg >= 0) f((nc * oh + i) * ow + j, arg);
         }

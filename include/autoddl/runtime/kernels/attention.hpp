@@ -6,12 +6,14 @@
 // compares global positions: query q0 + i sees keys j <= q0 + i. The dropout on the
 // probabilities [B, heads, Sq, Sk] is keyed by their global index, so it matches serial.
 // Grouped-query attention (kv_heads < heads): query head h reads key/value head h / g, g = heads
-// / kv_heads; the device copies, for each of its query heads, the key and value head it reads
-// out of the ones it holds (expand_groups), runs the multi-head core, and sums the expanded
-// gradients back per key/value head (reduce_groups).
-// Saves the probabilities (before dropout); q, k, v are re-permuted in backward.
+// / kv_heads; each query head's GEMMs read its key/value head where it lies, and the gradients
+// of the query heads of a group add into their key/value head's block.
+// Saves the probabilities (before dropout); backward reads q, k, v where they are. A causal
+// attention skips the products of the key blocks its query blocks cannot see (query_blocks).
+#include <algorithm>
 #include <cmath>
 #include <span>
+#include <vector>
 
 #include "autoddl/index.hpp"
 #include "autoddl/runtime/kernels/context.hpp"
@@ -50,61 +52,61 @@ attention_dims attention_dims_of(const kernel_context<T>& c) {
   return a;
 }
 
-/// k or v [b, sk, kv_heads * d] expanded to the local query heads, [b, sk, heads * d]: query head
-/// i's slot holds key/value head kv_of(i).
-template <class T, class D>
-buffer_t<D, T> expand_groups(D& d, const attention_dims& a, std::span<const T> kv) {
-  buffer_t<D, T> e = d.template alloc<T>(std::size_t(a.b * a.sk * a.heads * a.dh));
-  for (std::int64_t i = 0; i < a.heads; ++i)
-    d.copy_rows(a.b * a.sk, a.dh, kv.subspan(std::size_t(a.kv_of(i) * a.dh)), a.kv_heads * a.dh,
-                d.view(e).subspan(std::size_t(i * a.dh)), a.heads * a.dh);
-  return e;
-}
-
-/// The gradient of expand_groups: de [b, sk, heads * d] summed per key/value head into dkv [b,
-/// sk, kv_heads * d] (accumulated head-major, then laid out as k is).
-template <class T, class D>
-void reduce_groups(D& d, const attention_dims& a, std::span<const T> de, std::span<T> dkv) {
-  const std::int64_t rows = a.b * a.sk;
-  buffer_t<D, T> by_head = d.template alloc<T>(std::size_t(a.kv_heads * rows * a.dh));  // [kv_heads, rows, d]
-  buffer_t<D, T> one = d.template alloc<T>(std::size_t(rows * a.dh));
-  for (std::int64_t i = 0; i < a.heads; ++i) {
-    d.copy_rows(rows, a.dh, de.subspan(std::size_t(i * a.dh)), a.heads * a.dh, d.view(one), a.dh);
-    d.axpy(T(1), cview<T>(d, one), d.view(by_head).subspan(std::size_t(a.kv_of(i) * rows * a.dh), std::size_t(rows * a.dh)));
-  }
-  d.permute_0213(1, a.kv_heads, rows, a.dh, cview<T>(d, by_head), dkv);  // [kv_heads, rows, d] -> [rows, kv_heads, d]
-}
-
 template <class T>
 bool attention_drops(const kernel_context<T>& c) {
   return c.training && c.op.attrs.dropout > 0;
 }
 
-template <class T, class D>
-buffer_t<D, T> to_heads(D& d, std::span<const T> x, std::int64_t b, std::int64_t s, std::int64_t heads, std::int64_t dh) {
-  buffer_t<D, T> y = d.template alloc<T>(x.size());
-  d.permute_0213(b, s, heads, dh, x, d.view(y));  // [b, s, heads, dh] -> [b, heads, s, dh]
-  return y;
+/// Where local query head i's blocks sit: in q or dq [b, sq, heads * d] at i d (rows heads * d
+/// apart, batch entries sq heads d apart), in k, v, dk, dv [b, sk, kv_heads * d] at kv_of(i) d,
+/// in the scores [b, heads, sq, sk] at i sq sk (batch entries heads sq sk apart). Each GEMM of a
+/// head runs over the batch in one strided call; q, k, v and their gradients are read and
+/// written where they are, in the model's layout.
+struct head_blocks {
+  std::size_t q, kv, scores;
+  std::int64_t ldq, ldkv, q_batch, kv_batch, scores_batch;
+};
+inline head_blocks head_blocks_of(const attention_dims& a, std::int64_t i) {
+  const std::int64_t dh = a.dh;
+  return {std::size_t(i * dh), std::size_t(a.kv_of(i) * dh), std::size_t(i * a.sq * a.sk),
+          a.heads * dh, a.kv_heads * dh, a.sq * a.heads * dh, a.sk * a.kv_heads * dh, a.heads * a.sq * a.sk};
 }
 
-// k or v [b, sk, kv_heads * dh] as [b, heads, sk, dh]: each key/value head repeated for the query
-// heads of its group first where grouped (expand_groups).
-template <class T, class D>
-buffer_t<D, T> kv_to_heads(D& d, const attention_dims& a, std::span<const T> x) {
-  if (a.group == 1) return to_heads<T>(d, x, a.b, a.sk, a.heads, a.dh);
-  return to_heads<T>(d, cview<T>(d, expand_groups<T>(d, a, x)), a.b, a.sk, a.heads, a.dh);
+/// Rows [r0, r0 + rows) of the local queries and the keys [0, keys) they see. A causal attention
+/// runs its queries in blocks of 64 rows, each block's GEMMs over the keys before its last
+/// query's position (about half the products of the whole square at long sequences); the scores
+/// past them stay what alloc gave until the mask writes -inf there, and their probabilities and
+/// gradients are 0. Without the mask one block holds every query and sees every key.
+struct query_block {
+  std::int64_t r0, rows, keys;
+};
+inline std::vector<query_block> query_blocks(const attention_dims& a, bool causal) {
+  const std::int64_t step = causal ? 64 : std::max<std::int64_t>(a.sq, 1);
+  std::vector<query_block> out;
+  for (std::int64_t r0 = 0; r0 < a.sq; r0 += step) {
+    const std::int64_t rows = std::min(step, a.sq - r0);
+    const std::int64_t keys = causal ? std::clamp<std::int64_t>(a.q_offset + r0 + rows, 0, a.sk) : a.sk;
+    if (keys > 0) out.push_back({r0, rows, keys});
+  }
+  return out;
 }
 
 template <class T, class D>
 forward_result<D, T> attention_fwd(D& d, const kernel_context<T>& c, const operands<T>& in) {
   const attention_dims a = attention_dims_of(c);
   const std::int64_t g = a.b * a.heads, sq = a.sq, sk = a.sk, dh = a.dh;
-  buffer_t<D, T> q = to_heads<T>(d, in.inputs[0], a.b, sq, a.heads, dh);
-  buffer_t<D, T> k = kv_to_heads<T>(d, a, in.inputs[1]), v = kv_to_heads<T>(d, a, in.inputs[2]);
+  const T scale = T(1 / std::sqrt(double(dh)));
+  std::span<const T> q = in.inputs[0], k = in.inputs[1], v = in.inputs[2];
+  const std::vector<query_block> blocks = query_blocks(a, c.op.attrs.causal);
   buffer_t<D, T> s = d.template alloc<T>(std::size_t(g * sq * sk));
-  d.gemm(gemm_desc{false, true, sq, sk, dh, dh, dh, sk, g, sq * dh, sk * dh, sq * sk}, T(1), cview<T>(d, q), cview<T>(d, k),
-         T(0), d.view(s));
-  d.scale_causal_mask(g, sq, sk, T(1 / std::sqrt(double(dh))), a.q_offset, c.op.attrs.causal, d.view(s));
+  for (std::int64_t i = 0; i < a.heads; ++i)  // S = Q K^T / sqrt(d)
+    for (const query_block& qb : blocks) {
+      const head_blocks h = head_blocks_of(a, i);
+      d.gemm(gemm_desc{false, true, qb.rows, qb.keys, dh, h.ldq, h.ldkv, sk, a.b, h.q_batch, h.kv_batch, h.scores_batch},
+             scale, q.subspan(h.q + std::size_t(qb.r0 * h.ldq)), k.subspan(h.kv), T(0),
+             d.view(s).subspan(h.scores + std::size_t(qb.r0 * sk)));
+    }
+  if (c.op.attrs.causal) d.scale_causal_mask(g, sq, sk, T(1), a.q_offset, true, d.view(s));
   forward_result<D, T> r;
   r.saved.push_back(d.template alloc<T>(std::size_t(g * sq * sk)));
   d.softmax_fwd(g * sq, sk, cview<T>(d, s), d.view(r.saved[0]));
@@ -113,56 +115,65 @@ forward_result<D, T> attention_fwd(D& d, const kernel_context<T>& c, const opera
     d.dropout(dropout_key{c.seed, c.op_id, c.op.attrs.dropout}, a.probs, p, d.view(s));
     p = cview<T>(d, s);
   }
-  buffer_t<D, T> o = d.template alloc<T>(std::size_t(g * sq * dh));
-  d.gemm(gemm_desc{false, false, sq, dh, sk, sk, dh, dh, g, sq * sk, sk * dh, sq * dh}, T(1), p, cview<T>(d, v), T(0),
-         d.view(o));
   r.outputs.push_back(alloc_like<T>(d, c.shards.outputs[0]));
-  d.permute_0213(a.b, a.heads, sq, dh, cview<T>(d, o), d.view(r.outputs[0]));
+  for (std::int64_t i = 0; i < a.heads; ++i)  // O = P V, into [b, sq, heads * d]
+    for (const query_block& qb : blocks) {
+      const head_blocks h = head_blocks_of(a, i);
+      d.gemm(gemm_desc{false, false, qb.rows, dh, qb.keys, sk, h.ldkv, h.ldq, a.b, h.scores_batch, h.kv_batch, h.q_batch},
+             T(1), p.subspan(h.scores + std::size_t(qb.r0 * sk)), v.subspan(h.kv), T(0),
+             d.view(r.outputs[0]).subspan(h.q + std::size_t(qb.r0 * h.ldq)));
+    }
   return r;
 }
 
+/// dV = P'^T dO (P' the dropped probabilities), dP' = dO V^T, dP = dropout(dP'), dS = softmax
+/// backward of dP, dQ = dS K / sqrt(d), dK = dS^T Q / sqrt(d). The query blocks, and the query
+/// heads of one key/value head, add their dK and dV into its block (alloc gives zeros; beta = 1).
 template <class T, class D>
 gradients<D, T> attention_bwd(D& d, const kernel_context<T>& c, const operands<T>& in, const forward_result<D, T>& f,
                               std::span<const T> dy) {
   const attention_dims a = attention_dims_of(c);
   const std::int64_t g = a.b * a.heads, sq = a.sq, sk = a.sk, dh = a.dh;
+  const T scale = T(1 / std::sqrt(double(dh)));
   const dropout_key key{c.seed, c.op_id, c.op.attrs.dropout};
-  buffer_t<D, T> q = to_heads<T>(d, in.inputs[0], a.b, sq, a.heads, dh);
-  buffer_t<D, T> k = kv_to_heads<T>(d, a, in.inputs[1]), v = kv_to_heads<T>(d, a, in.inputs[2]);
-  buffer_t<D, T> dout = to_heads<T>(d, dy, a.b, sq, a.heads, dh);
-  std::span<const T> p = cview<T>(d, f.saved[0]);
-  buffer_t<D, T> pd = d.template alloc<T>(std::size_t(g * sq * sk));  // dropped probabilities, then dP
-  if (attention_drops(c)) d.dropout(key, a.probs, p, d.view(pd));
-  else d.copy(p, d.view(pd));
-  buffer_t<D, T> dv = d.template alloc<T>(std::size_t(g * sk * dh));
-  d.gemm(gemm_desc{true, false, sk, dh, sq, sk, dh, dh, g, sq * sk, sq * dh, sk * dh}, T(1), cview<T>(d, pd),
-         cview<T>(d, dout), T(0), d.view(dv));
-  buffer_t<D, T> dp = d.template alloc<T>(std::size_t(g * sq * sk));
-  d.gemm(gemm_desc{false, true, sq, sk, dh, dh, dh, sk, g, sq * dh, sk * dh, sq * sk}, T(1), cview<T>(d, dout),
-         cview<T>(d, v), T(0), d.view(dp));
-  if (attention_drops(c)) d.dropout(key, a.probs, cview<T>(d, dp), d.view(pd));
-  else d.copy(cview<T>(d, dp), d.view(pd));
-  d.softmax_bwd(g * sq, sk, p, cview<T>(d, pd), d.view(dp));  // dp := dS
-  d.scale(T(1 / std::sqrt(double(dh))), d.view(dp));           // masked scores have p = 0, so dS = 0 there
-  buffer_t<D, T> dq = d.template alloc<T>(std::size_t(g * sq * dh));
-  buffer_t<D, T> dk = d.template alloc<T>(std::size_t(g * sk * dh));
-  d.gemm(gemm_desc{false, false, sq, dh, sk, sk, dh, dh, g, sq * sk, sk * dh, sq * dh}, T(1), cview<T>(d, dp),
-         cview<T>(d, k), T(0), d.view(dq));
-  d.gemm(gemm_desc{true, false, sk, dh, sq, sk, dh, dh, g, sq * sk, sq * dh, sk * dh}, T(1), cview<T>(d, dp),
-         cview<T>(d, q), T(0), d.view(dk));
+  const bool drops = attention_drops(c);
+  const std::vector<query_block> blocks = query_blocks(a, c.op.attrs.causal);
+  std::span<const T> q = in.inputs[0], k = in.inputs[1], v = in.inputs[2];
+  std::span<const T> p = cview<T>(d, f.saved[0]), pd = p;
+  buffer_t<D, T> work = d.template alloc<T>(std::size_t(g * sq * sk));  // dropped P, then dP or dS
+  if (drops) {
+    d.dropout(key, a.probs, p, d.view(work));
+    pd = cview<T>(d, work);
+  }
   gradients<D, T> r;
   for (int i = 0; i < 3; ++i) r.inputs.push_back(alloc_like<T>(d, at(c.shards.inputs, i)));
-  d.permute_0213(a.b, a.heads, sq, dh, cview<T>(d, dq), d.view(r.inputs[0]));
-  if (a.group == 1) {
-    d.permute_0213(a.b, a.heads, sk, dh, cview<T>(d, dk), d.view(r.inputs[1]));
-    d.permute_0213(a.b, a.heads, sk, dh, cview<T>(d, dv), d.view(r.inputs[2]));
-  } else {  // back to [b, sk, heads * d], then summed per key/value head
-    buffer_t<D, T> expanded = d.template alloc<T>(std::size_t(a.b * sk * a.heads * dh));
-    d.permute_0213(a.b, a.heads, sk, dh, cview<T>(d, dk), d.view(expanded));
-    reduce_groups<T>(d, a, cview<T>(d, expanded), d.view(r.inputs[1]));
-    d.permute_0213(a.b, a.heads, sk, dh, cview<T>(d, dv), d.view(expanded));
-    reduce_groups<T>(d, a, cview<T>(d, expanded), d.view(r.inputs[2]));
+  buffer_t<D, T> dp = d.template alloc<T>(std::size_t(g * sq * sk));
+  for (std::int64_t i = 0; i < a.heads; ++i)
+    for (const query_block& qb : blocks) {
+      const head_blocks h = head_blocks_of(a, i);
+      const std::size_t qo = h.q + std::size_t(qb.r0 * h.ldq), so = h.scores + std::size_t(qb.r0 * sk);
+      d.gemm(gemm_desc{true, false, qb.keys, dh, qb.rows, sk, h.ldq, h.ldkv, a.b, h.scores_batch, h.q_batch, h.kv_batch},
+             T(1), pd.subspan(so), dy.subspan(qo), T(1), d.view(r.inputs[2]).subspan(h.kv));
+      d.gemm(gemm_desc{false, true, qb.rows, qb.keys, dh, h.ldq, h.ldkv, sk, a.b, h.q_batch, h.kv_batch, h.scores_batch},
+             T(1), dy.subspan(qo), v.subspan(h.kv), T(0), d.view(dp).subspan(so));
+    }
+  std::span<const T> ds = cview<T>(d, work);
+  if (drops) {
+    d.dropout(key, a.probs, cview<T>(d, dp), d.view(work));
+    d.softmax_bwd(g * sq, sk, p, cview<T>(d, work), d.view(dp));
+    ds = cview<T>(d, dp);
+  } else {
+    d.softmax_bwd(g * sq, sk, p, cview<T>(d, dp), d.view(work));
   }
+  for (std::int64_t i = 0; i < a.heads; ++i)  // masked scores have p = 0, so dS = 0 there
+    for (const query_block& qb : blocks) {
+      const head_blocks h = head_blocks_of(a, i);
+      const std::size_t qo = h.q + std::size_t(qb.r0 * h.ldq), so = h.scores + std::size_t(qb.r0 * sk);
+      d.gemm(gemm_desc{false, false, qb.rows, dh, qb.keys, sk, h.ldkv, h.ldq, a.b, h.scores_batch, h.kv_batch, h.q_batch},
+             scale, ds.subspan(so), k.subspan(h.kv), T(0), d.view(r.inputs[0]).subspan(qo));
+      d.gemm(gemm_desc{true, false, qb.keys, dh, qb.rows, sk, h.ldq, h.ldkv, a.b, h.scores_batch, h.q_batch, h.kv_batch},
+             scale, ds.subspan(so), q.subspan(qo), T(1), d.view(r.inputs[1]).subspan(h.kv));
+    }
   return r;
 }
 
