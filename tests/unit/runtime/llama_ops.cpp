@@ -23,10 +23,6 @@ namespace llama_ops_cases {
 
 namespace {
 
-sim::host_tensor forward(const op_node& op, const sim::global_operands& g) {
-  sim::host_tensor dy{op.outputs[0], std::vector<double>(std::size_t(op.outputs[0].elements()), 0.0)};
-  return sim::run_serial(op, g, dy, 1).y;
-}
 
 op_node rotary_op(std::int64_t b, std::int64_t s, int heads, std::int64_t d, double theta) {
   op_attrs a;
@@ -50,7 +46,7 @@ TEST_CASE("rotary keeps every head's norm and makes q_m . k_n depend on m - n on
     gq.inputs[0].v.insert(gq.inputs[0].v.end(), q1.v.begin(), q1.v.end());
     gk.inputs[0].v.insert(gk.inputs[0].v.end(), k1.v.begin(), k1.v.end());
   }
-  const sim::host_tensor rq = forward(op, gq), rk = forward(op, gk);
+  const sim::host_tensor rq = sim::forward_serial(op, gq), rk = sim::forward_serial(op, gk);
   auto dot = [&](const sim::host_tensor& a, std::int64_t pa, const sim::host_tensor& b, std::int64_t pb) {
     double t = 0;
     for (std::int64_t i = 0; i < d; ++i) t += a.v[std::size_t(pa * d + i)] * b.v[std::size_t(pb * d + i)];
@@ -113,7 +109,7 @@ TEST_CASE("grouped-query attention is multi-head attention on repeated key/value
   const op_node plain = sim::make_op("mha4", op_kind::attention, {{2, 4, 8}, {2, 4, 8}, {2, 4, 8}}, {}, a);
   std::mt19937_64 rng(13);
   const sim::global_operands g2 = sim::random_operands(plain, rng);
-  CHECK(sim::rel_error(forward(same, g2), forward(plain, g2)) == 0);
+  CHECK(sim::rel_error(sim::forward_serial(same, g2), sim::forward_serial(plain, g2)) == 0);
 }
 
 TEST_CASE("rmsnorm and the SwiGLU product equal their formulas", "[runtime][kernels][rmsnorm]") {
@@ -122,7 +118,7 @@ TEST_CASE("rmsnorm and the SwiGLU product equal their formulas", "[runtime][kern
   const op_node norm = sim::make_op("norm", op_kind::rmsnorm, {{3, 5}}, {{5}}, a);
   std::mt19937_64 rng(17);
   const sim::global_operands g = sim::random_operands(norm, rng);
-  const sim::host_tensor y = forward(norm, g);
+  const sim::host_tensor y = sim::forward_serial(norm, g);
   for (int r = 0; r < 3; ++r) {
     double ms = 0;
     for (int c = 0; c < 5; ++c) ms += g.inputs[0].v[std::size_t(r * 5 + c)] * g.inputs[0].v[std::size_t(r * 5 + c)] / 5;
@@ -135,10 +131,10 @@ TEST_CASE("rmsnorm and the SwiGLU product equal their formulas", "[runtime][kern
   const sim::global_operands ab = sim::random_operands(mul, rng);
   sim::global_operands only_a;
   only_a.inputs.push_back(ab.inputs[0]);
-  const sim::host_tensor s = forward(silu, only_a);
+  const sim::host_tensor s = sim::forward_serial(silu, only_a);
   sim::global_operands prod;
   prod.inputs = {s, ab.inputs[1]};
-  const sim::host_tensor y2 = forward(mul, prod);
+  const sim::host_tensor y2 = sim::forward_serial(mul, prod);
   for (std::size_t i = 0; i < y2.v.size(); ++i) {
     const double x = ab.inputs[0].v[i];
     CHECK(std::abs(y2.v[i] - x / (1 + std::exp(-x)) * ab.inputs[1].v[i]) <= 1e-15);

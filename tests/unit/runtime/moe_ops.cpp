@@ -24,10 +24,6 @@ namespace moe_ops_cases {
 
 namespace {
 
-sim::host_tensor forward(const op_node& op, const sim::global_operands& g) {
-  sim::host_tensor dy{op.outputs[0], std::vector<double>(std::size_t(op.outputs[0].elements()), 0.0)};
-  return sim::run_serial(op, g, dy, 1).y;
-}
 
 // The k largest of a row by (value descending, index ascending), as a brute force: sort.
 std::vector<int> brute_top_k(const std::vector<double>& row, int k) {
@@ -54,7 +50,7 @@ TEST_CASE("router gates are the top-k of the softmax, ties to the lower expert",
     for (std::int64_t c = 0; c < e; ++c) g.inputs[0].v[std::size_t(c)] = 0.25;
     const std::vector<double> tie{0.9, 0.1, 0.5, 0.5, 0.5, -1.0};
     std::copy(tie.begin(), tie.end(), g.inputs[0].v.begin() + e);
-    const sim::host_tensor y = forward(op, g);
+    const sim::host_tensor y = sim::forward_serial(op, g);
     for (std::int64_t r = 0; r < b * s; ++r) {
       std::vector<double> logits(g.inputs[0].v.begin() + r * e, g.inputs[0].v.begin() + (r + 1) * e), p(logits.size());
       const double m = *std::max_element(logits.begin(), logits.end());
@@ -85,7 +81,7 @@ TEST_CASE("dispatch fills each expert's slots in token order and drops past capa
     sim::global_operands g;
     g.inputs.push_back({d.inputs[0], {1, 10, 2, 20, 3, 30, 4, 40}});
     g.inputs.push_back({d.inputs[1], {0.5, 0, 0.25, 0, 1, 0, 0.75, 0}});
-    const sim::host_tensor buf = forward(d, g);
+    const sim::host_tensor buf = sim::forward_serial(d, g);
     // [1, expert 2, slot 2, h 2]: expert 0 holds tokens 0 and 1; expert 1 nothing
     CHECK(buf.v == std::vector<double>{1, 10, 2, 20, 0, 0, 0, 0});
     // combine of the buffer as it came (identity experts): kept tokens weighted, dropped ones 0
@@ -93,7 +89,7 @@ TEST_CASE("dispatch fills each expert's slots in token order and drops past capa
     sim::global_operands gc;
     gc.inputs.push_back(buf);
     gc.inputs.push_back(g.inputs[1]);
-    CHECK(forward(c, gc).v == std::vector<double>{0.5, 5, 0.5, 5, 0, 0, 0, 0});
+    CHECK(sim::forward_serial(c, gc).v == std::vector<double>{0.5, 5, 0.5, 5, 0, 0, 0, 0});
   }
   SECTION("against a brute-force slot loop on random top-2 gates") {
     const std::int64_t b = 3, s = 8, e = 4, h = 3, cap = 3;
@@ -108,7 +104,7 @@ TEST_CASE("dispatch fills each expert's slots in token order and drops past capa
       std::shuffle(keep.begin(), keep.end(), rng);
       for (int c = 2; c < int(e); ++c) g.inputs[1].v[std::size_t(t * e + keep[std::size_t(c)])] = 0;
     }
-    const sim::host_tensor buf = forward(d, g);
+    const sim::host_tensor buf = sim::forward_serial(d, g);
     std::vector<double> want(std::size_t(b * e * cap * h), 0.0);
     int dropped = 0;
     for (std::int64_t i = 0; i < b; ++i)
@@ -141,7 +137,7 @@ TEST_CASE("the balancing loss is coef E / (k s^2) sum_e count_e sum_t p_te, aver
   // logits chosen so the probabilities are round: log(3) vs 0 gives p = (0.75, 0.25)
   const double l3 = std::log(3.0);
   g.inputs.push_back({op.inputs[0], {l3, 0, l3, 0, 0, l3, /* sequence 1: all to expert 1 */ 0, l3, 0, l3, 0, l3}});
-  const double y = forward(op, g).v[0];
+  const double y = sim::forward_serial(op, g).v[0];
   // sequence 0: counts (2, 1), probability mass (0.75 + 0.75 + 0.25, 0.25 + 0.25 + 0.75) = (1.75, 1.25)
   const double seq0 = 2.0 / (1 * 9) * (2 * 1.75 + 1 * 1.25);
   // sequence 1: counts (0, 3), mass (0.75, 2.25)

@@ -271,6 +271,12 @@ inline run_result run_serial(const op_node& op, const global_operands& g, const 
   return run(op, all_broadcast(op, 1), mesh_shape{1}, g, dy, seed);
 }
 
+/// Y of a serial forward of op (run_serial with a zero dY).
+inline host_tensor forward_serial(const op_node& op, const global_operands& g) {
+  host_tensor dy{op.outputs[0], std::vector<double>(std::size_t(op.outputs[0].elements()), 0.0)};
+  return run_serial(op, g, dy, 1).y;
+}
+
 /// max |a - b| / max(1, max |b|).
 inline double rel_error(const host_tensor& a, const host_tensor& b) {
   if (a.v.size() != b.v.size()) return 1e300;

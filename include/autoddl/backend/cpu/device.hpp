@@ -30,33 +30,6 @@
 namespace autoddl {
 
 namespace detail {
-/// Visits every element of a shard with its row-major global index: f(local index, global index).
-template <class F>
-void for_each_global_index(const shard_info& s, F&& f) {
-  const int r = s.local.rank();
-  const std::int64_t n = s.local.elements();
-  if (n == 0) return;
-  std::array<std::int64_t, max_tensor_rank> stride{}, idx{};
-  std::int64_t st = 1;
-  for (int d = r - 1; d >= 0; --d) {
-    at(stride, d) = st;
-    st *= s.global[d];
-  }
-  std::int64_t g = 0;
-  for (int d = 0; d < r; ++d) g += at(s.offset, d) * at(stride, d);
-  for (std::int64_t i = 0; i < n; ++i) {
-    f(i, g);
-    for (int d = r - 1; d >= 0; --d) {  // odometer over the local dims
-      auto du = std::size_t(d);
-      if (++idx[du] < s.local[d]) {
-        g += stride[du];
-        break;
-      }
-      g -= (idx[du] - 1) * stride[du];
-      idx[du] = 0;
-    }
-  }
-}
 /// Visits a shard's local blocks of its last dim, whose elements are contiguous in both the local
 /// block and the row-major global tensor: f(local index, global index, elements) per block.
 template <class F>
@@ -85,6 +58,13 @@ void for_each_global_row(const shard_info& s, F&& f) {
       idx[du] = 0;
     }
   }
+}
+/// Visits every element of a shard with its row-major global index: f(local index, global index).
+template <class F>
+void for_each_global_index(const shard_info& s, F&& f) {
+  for_each_global_row(s, [&](std::int64_t i, std::int64_t g, std::int64_t n) {
+    for (std::int64_t k = 0; k < n; ++k) f(i + k, g + k);
+  });
 }
 
 /// dropout_keep (backend/device.hpp) of one op call with its per-call hashing done once: u >= p

@@ -21,8 +21,8 @@
 
 namespace autoddl::detail {
 
-// What a non-blocking send of C returns (C::isend), or a placeholder where C has none (then the
-// trainer refuses pipelines).
+// What a non-blocking send of C returns (C::isend); where C has none, a request that is always
+// complete (the trainer then refuses pipelines, so none is ever made).
 template <class C, class T>
 struct send_request_of {
   struct type {
