@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
+#include <initializer_list>
 #include <memory>
 #include <utility>
 #include <random>
@@ -33,6 +34,7 @@
 
 #if defined(AUTODDL_TEST_OPAQUE_DEVICE)
 #include "opaque_device.hpp"
+#include "sampling.hpp"
 #endif
 
 using namespace autoddl;
@@ -223,30 +225,41 @@ std::vector<mesh_shape> meshes_for(int ranks, int p) {
   return r;
 }
 
+// body(full, p, m) for p = 2 and 4 stages, every full mesh of the job's ranks and every m of ms;
+// under the sanitizers every other one of those cases (sampling.hpp), each m still among them.
+template <class Body>
+void for_each_pipeline_case(std::initializer_list<int> ms, Body body) {
+  int k = 0;
+  for (int p : {2, 4})
+    for (const mesh_shape& full : meshes_for(world_size(), p))
+      for (int m : ms)
+        if (testing::sampled_case(k++)) body(full, p, m);
+}
+
 }  // namespace
 
 // SGD, as in train.cpp: Adam's first step turns round-off into +-lr.
 TEST_CASE("random pipeline plans of a small GPT train like serial execution", "[mpi][runtime][pipeline][gpt]") {
   const std::string gpt = "gpt:layers=2,hidden=32,heads=4,seq=16,batch=24,vocab=64";
-  for (int p : {2, 4})
-    for (const mesh_shape& full : meshes_for(world_size(), p))
-      for (int m : {1, 2, 3, 4, 8}) check_pipeline(gpt, full, p, m, m == 4 ? recompute_mode::full : recompute_mode::none, 1);
+  for_each_pipeline_case({1, 2, 3, 4, 8}, [&](const mesh_shape& full, int p, int m) {
+    check_pipeline(gpt, full, p, m, m == 4 ? recompute_mode::full : recompute_mode::none, 1);
+  });
 }
 
 TEST_CASE("random pipeline plans of a small VGG train like serial execution", "[mpi][runtime][pipeline][vgg]") {
   const std::string vgg = "vgg11:image=32,classes=16,batch=8,fc=32,width=16";
-  for (int p : {2, 4})
-    for (const mesh_shape& full : meshes_for(world_size(), p))
-      for (int m : {1, 2, 8}) check_pipeline(vgg, full, p, m, m == 2 ? recompute_mode::selective : recompute_mode::none, 1);
+  for_each_pipeline_case({1, 2, 8}, [&](const mesh_shape& full, int p, int m) {
+    check_pipeline(vgg, full, p, m, m == 2 ? recompute_mode::selective : recompute_mode::none, 1);
+  });
 }
 
 // A mixture of experts: each block's balancing loss crosses the later stages to the loss.
 TEST_CASE("random pipeline plans of a small mixture of experts train like serial execution",
           "[mpi][runtime][pipeline][moe]") {
   const std::string moe = "llama:layers=4,hidden=32,heads=4,kv_heads=2,ffn=32,experts=4,topk=2,seq=16,batch=8,vocab=64";
-  for (int p : {2, 4})
-    for (const mesh_shape& full : meshes_for(world_size(), p))
-      for (int m : {1, 2, 4}) check_pipeline(moe, full, p, m, m == 2 ? recompute_mode::selective : recompute_mode::none, 1);
+  for_each_pipeline_case({1, 2, 4}, [&](const mesh_shape& full, int p, int m) {
+    check_pipeline(moe, full, p, m, m == 2 ? recompute_mode::selective : recompute_mode::none, 1);
+  });
 }
 
 }  // namespace pipeline_cases

@@ -38,6 +38,7 @@
 #include "autoddl/search/step_memory.hpp"
 
 #include "decisions.hpp"
+#include "sampling.hpp"
 #include "test_executor.hpp"
 
 using namespace autoddl;
@@ -232,6 +233,7 @@ std::vector<testing::flipped_decision> flipped_decisions_of(const std::string& s
 /// Random plans of `spec` under schedule sc on the job's ranks (every mesh of meshes_for, or the
 /// 1-D one only), each against a serial run of the same micro-batches without recomputation on
 /// rank 0, and each step's bytes against the plan's; in T (double unless a smoke test says float).
+/// Under the sanitizers, testing::sampled(plans) plans per mesh (sampling.hpp).
 template <class T = double>
 void check_model(const std::string& spec, int plans, optimizer opt, schedule sc = {}, bool every_mesh = true,
                  oracle want = oracle::equal, plan_draw draw = plan_draw::uniform) {
@@ -258,7 +260,7 @@ void check_model(const std::string& spec, int plans, optimizer opt, schedule sc 
     o.zero1_layouts = true;   // random plans draw ZeRO-1's and ZeRO-2's parameter layouts too
     o.zero2_layouts = true;
     plan_problem problem(g, o);
-    for (int k = 0; k < plans; ++k) {
+    for (int k = 0; k < testing::sampled(plans); ++k) {
       const std::uint64_t seed = 1000 * std::uint64_t(ranks) + 17 * std::uint64_t(k) + std::uint64_t(m.size()) +
                                  100 * std::uint64_t(sc.microbatches - 1) + 7 * std::uint64_t(sc.recompute);
       INFO(spec << " on mesh " << to_string(m) << ", " << to_string(sc) << ", random plan seed " << seed);

@@ -20,6 +20,7 @@
 #include "autoddl/search/exact.hpp"
 #include "autoddl/ops/signatures.hpp"
 
+#include "sampling.hpp"
 #include "terms_oracle.hpp"
 
 using namespace autoddl;
@@ -71,8 +72,11 @@ TEST_CASE("a boxing tree gives every target the path cheapest_boxing finds for i
     const device_mesh dm = make_device_mesh(mesh, hw);
     const std::vector<nd_sbp> layouts = all_layouts(mesh, shape);
     const boxing_graph g = make_boxing_graph(mesh, shape, 4, alpha_beta_cost{dm});
+    std::vector<nd_sbp> sources;  // every layout; half of them under the sanitizers
+    for (std::size_t f = 0; f < layouts.size(); ++f)
+      if (testing::sampled_case(int(f))) sources.push_back(layouts[f]);
     int compared = 0;
-    for (const nd_sbp& from : layouts)
+    for (const nd_sbp& from : sources)
       for (unsigned pm = 0; pm < (1u << mesh.size()); ++pm) {
         const boxing_tree lazy = cheapest_boxing_tree(from, pm, mesh, shape, 4, alpha_beta_cost{dm});
         const boxing_tree built = cheapest_boxing_tree(g, from, pm);
@@ -89,10 +93,10 @@ TEST_CASE("a boxing tree gives every target the path cheapest_boxing finds for i
         }
       }
     INFO(m);
-    CHECK(compared == int(layouts.size() * layouts.size()));
+    CHECK(compared == int(sources.size() * layouts.size()));
     // and with bytes as the cost (every tie broken by the P rule)
     const boxing_graph gb = make_boxing_graph(mesh, shape, 4);
-    for (const nd_sbp& from : layouts) {
+    for (const nd_sbp& from : sources) {
       for (const nd_sbp& to : layouts) {
         const boxing_tree t = cheapest_boxing_tree(gb, from, partial_axes_of(to));
         INFO(m << " bytes " << to_string(from) << " -> " << to_string(to));
@@ -478,8 +482,11 @@ TEST_CASE("the boxing lower bound is at most the cheapest path and exact for one
     const device_mesh dm = make_device_mesh(mesh, hw);
     const boxing_lower_bound lb = make_boxing_lower_bound(make_boxing_graph(mesh, shape, 4, alpha_beta_cost{dm}));
     const std::vector<nd_sbp> layouts = all_layouts(mesh, shape);
-    int tight = 0;
-    for (const nd_sbp& from : layouts)
+    int tight = 0, sources = 0;
+    for (std::size_t f = 0; f < layouts.size(); ++f) {
+      if (!testing::sampled_case(int(f))) continue;  // half the sources under the sanitizers
+      const nd_sbp& from = layouts[f];
+      ++sources;
       for (const nd_sbp& to : layouts) {
         const double cost = cheapest_boxing({from, to, mesh, shape, 4}, alpha_beta_cost{dm}).cost;
         INFO(m << " " << to_string(from) << " -> " << to_string(to));
@@ -489,8 +496,9 @@ TEST_CASE("the boxing lower bound is at most the cheapest path and exact for one
         CHECK(lb.between(from, true, to, false) == lb(dual(from), to));  // the duals read in place
         CHECK(lb.between(from, true, to, true) == lb(dual(from), dual(to)));
       }
+    }
     INFO(m);
-    CHECK(tight >= int(layouts.size()));  // at least every from == to, and some single steps
+    CHECK(tight >= sources);  // at least every from == to, and some single steps
   }
   // One axis of 8 on one link (closed forms, Thakur et al. 2005): an all-gather of T is
   // 7 alpha + 7/8 T / beta; a P -> B is the ring all-reduce 14 alpha + 14/8 T / beta.
