@@ -218,4 +218,30 @@ TEST_CASE("dp and every ZeRO stage send 2 (n - 1) / n of the parameters per devi
   }
 }
 
+TEST_CASE("on GPT (a tied embedding) dp and ZeRO-1 and 2 send 2 (n - 1) / n of the parameters, ZeRO-3 the tied weight twice more",
+          "[search][experts][closed-form]") {
+  // Data parallelism moves no activation. DDP and DeepSpeed's ZeRO-1 and 2 synchronise the tied
+  // weight (wte: the embedding and the LM head) once: autograd adds its uses' contributions
+  // before the reduce hook runs. Stage 3 here gathers it for each use (the copy kept for
+  // backward) and reduce-scatters each use's contribution: 2 (n - 1) / n of it twice.
+  const graph g = build_model("gpt:layers=2,hidden=512,heads=8,seq=256,batch=8,vocab=1024");
+  const double params = double(param_count(g)), tied = 1024.0 * 512;
+  for (const mesh_shape& mesh : {mesh_shape{4}, mesh_shape{2, 2}, mesh_shape{2, 4}}) {
+    for (const char* strategy : {"dp", "zero:stage=1", "zero:stage=2", "zero"}) {
+      plan_options o;
+      o.mesh = mesh;
+      o.hw = load_hardware("dgx-a100");
+      o.type = dtype::fp32;
+      o.zero1_layouts = o.zero2_layouts = true;
+      const plan_problem pp(g, o);
+      const plan_result r = solve_plan(pp, parse_strategy(strategy));
+      const double ring = 2.0 * double(mesh.devices() - 1) / double(mesh.devices());
+      const double closed = ring * (params + (std::string(strategy) == "zero" ? tied : 0)) * 4;
+      CAPTURE(to_string(mesh), strategy);
+      CHECK(r.notes.empty());
+      CHECK(r.totals.bytes == Approx(closed).epsilon(1e-12));
+    }
+  }
+}
+
 }  // namespace megatron_expert_cases
