@@ -194,10 +194,11 @@ struct expert_storage_rule {
     const nd_sbp want = expert_storage(e == expert::zero && zero_12() ? expert::dp : e, comp, shape, problem.options().mesh);
     const nd_sbp update = zero_12() ? zero_shard(want, shape, problem.options().mesh) : want;
     // a tied weight's gradient contributions are summed, then synchronised once (DDP, Megatron-LM);
-    // ZeRO-1 sums every gradient whole, then reduce-scatters it; ZeRO-2 as backward makes it
+    // ZeRO-1 sums every gradient whole, then reduce-scatters it; ZeRO-2 as backward makes it, but
+    // a tied weight's whole (DeepSpeed's reduce hook runs once autograd has added its uses)
     const auto& cands = problem.param_candidates(p);
     nd_sbp sum = problem.tied_param(p) ? reduce_layout(update) : update;
-    if (zero_12() && zero_stage == 1 && !(update == want)) sum = reduce_layout(want);
+    if (zero_12() && (zero_stage == 1 || problem.tied_param(p)) && !(update == want)) sum = reduce_layout(want);
     for (int c = 0; c < int(cands.size()); ++c)
       if (at(cands, c) == param_choice{want, sum, update}) return c;
     const nd_sbp all_b = nd_sbp::filled(problem.options().mesh.size(), B);

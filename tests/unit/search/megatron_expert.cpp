@@ -25,6 +25,38 @@ bool ends_with(const std::string& x, const std::string& t) {
   return x.size() >= t.size() && x.compare(x.size() - t.size(), t.size(), t) == 0;
 }
 
+// Bytes per device of one transformer block (hidden h, sequence s, batch b; e bytes an element)
+// under Megatron-LM's tensor parallelism on t devices of the inner axis and data parallelism on
+// d devices of the outer one, for the executor's layouts. Activations (Shoeybi et al. 2019,
+// section 3): 4 all-reduces of the block's b / d sequences, 2 (t - 1) / t of them per device.
+// Sequence parallelism (Korthikanti et al. 2022, section 4.2.2) replaces each all-reduce by an
+// all-gather and a reduce-scatter, (t - 1) / t each: the same bytes. Gradients of the block's
+// parameters over the data-parallel axis, 2 (d - 1) / d of each device's part: the weights
+// (12 h^2) and column-parallel biases (7 h: q, k, v, fc) split t ways, the row-parallel biases
+// (2 h) whole. The layernorms' 4 h parameters are summed over all n = d t devices, 2 (n - 1) / n
+// (reduce-scatter on the inner axis, all-reduce of the slice on the outer, all-gather back).
+double megatron_block_bytes(double b, double s, double h, double e, int d, int t) {
+  auto ring = [](int n) { return 2.0 * (n - 1) / n; };
+  const double activations = 4 * ring(t) * (b / d) * s * h;
+  const double dp_grads = ring(d) * (12 * h * h / t + 7 * h / t + 2 * h);
+  return e * (activations + dp_grads + ring(d * t) * 4 * h);
+}
+
+// One block's bytes of a Megatron plan: the plan of 3 layers less the plan of 2.
+double megatron_plan_block_bytes(const mesh_shape& mesh, const std::string& strategy) {
+  plan_options o;
+  o.mesh = mesh;
+  o.hw = load_hardware("dgx-a100");
+  o.type = dtype::fp32;
+  auto bytes = [&](int layers) {
+    plan_problem problem(build_model("gpt:layers=" + std::to_string(layers) + ",hidden=512,heads=8,seq=256,batch=8,vocab=1024"), o);
+    const plan_result r = solve_plan(problem, parse_strategy(strategy));
+    CHECK(r.notes.empty());
+    return r.totals.bytes;
+  };
+  return bytes(3) - bytes(2);
+}
+
 }  // namespace
 
 TEST_CASE("megatron on gpt2-medium, mesh 2x8: q, k, v, mlp.fc column-parallel; attn.proj, mlp.proj row-parallel",
@@ -104,22 +136,57 @@ TEST_CASE("megatron without sp sends Megatron-LM's two all-reduces forward and t
   // their layernorm parameters' gradients are summed over them too (4 h values a block: what
   // the executor sends, beside Megatron-LM, which skips that redundant sum). One block's bytes:
   // the plan of 3 layers less the plan of 2.
-  const std::int64_t b = 8, s = 256, h = 512;
   for (int t : {2, 4, 8}) {
+    INFO("t = " << t);
+    CHECK(megatron_plan_block_bytes(mesh_shape{t}, "megatron") == Approx(megatron_block_bytes(8, 256, 512, 4, 1, t)).epsilon(1e-12));
+  }
+}
+
+TEST_CASE("megatron on a 2-D mesh sends the tensor-parallel all-reduces of its batch share and the data-parallel gradients",
+          "[search][experts][closed-form]") {
+  for (const mesh_shape& mesh : {mesh_shape{2, 2}, mesh_shape{2, 4}, mesh_shape{4, 2}}) {
+    CAPTURE(to_string(mesh));
+    CHECK(megatron_plan_block_bytes(mesh, "megatron") == Approx(megatron_block_bytes(8, 256, 512, 4, mesh[0], mesh[1])).epsilon(1e-12));
+  }
+}
+
+TEST_CASE("megatron with sp runs layernorm, dropout and residual on sequence shards, without sp replicated on the tensor axis",
+          "[search][experts]") {
+  // Korthikanti et al. 2022, figure 5: outside the column- and row-parallel regions the
+  // activations [batch, seq, hidden] split the sequence over the tensor-parallel axis
+  for (bool sp : {false, true}) {
     plan_options o;
-    o.mesh = mesh_shape{t};
+    o.mesh = mesh_shape{2, 4};
     o.hw = load_hardware("dgx-a100");
     o.type = dtype::fp32;
-    auto bytes = [&](int layers) {
-      plan_problem problem(build_model("gpt:layers=" + std::to_string(layers) + ",hidden=512,heads=8,seq=256,batch=8,vocab=1024"), o);
-      const plan_result r = solve_plan(problem, parse_strategy("megatron"));
-      CHECK(r.notes.empty());
-      return r.totals.bytes;
-    };
-    const double ring = 2.0 * (t - 1) / t;
-    const double closed = 4 * ring * double(b * s * h) * 4 + ring * double(4 * h) * 4;
-    INFO("t = " << t);
-    CHECK(bytes(3) - bytes(2) == closed);
+    const plan_problem problem(build_model("gpt:layers=2,hidden=512,heads=8,seq=256,batch=8,vocab=1024"), o);
+    const plan_result r = solve_plan(problem, strategy::megatron{.sp = sp});
+    const graph& g = problem.model();
+    int seen = 0;
+    for (int i = 0; i < int(g.ops.size()); ++i) {
+      const op_node& n = at(g.ops, i);
+      if (at(g.block, i) < 0 || (n.kind != op_kind::layernorm && n.kind != op_kind::dropout && n.kind != op_kind::add)) continue;
+      const signature& sig = problem.op_candidate(i, at(r.pick, i));
+      CAPTURE(sp, n.name, to_string(sig.outputs[0]));
+      CHECK(sig.outputs[0][0] == S(0));
+      CHECK(sig.outputs[0][1] == (sp ? S(1) : B));
+      ++seen;
+    }
+    CHECK(seen == 2 * 6);  // per block: 2 layernorms, 2 dropouts, 2 residual adds
+  }
+}
+
+TEST_CASE("megatron with sp sends one all-gather and one reduce-scatter per sequence-parallel region and direction",
+          "[search][experts][closed-form][!shouldfail]") {
+  // Korthikanti et al. 2022, section 4.2.2: per block forward, an all-gather of b s h before
+  // attention's q, k, v (one, for all three) and before the MLP, a reduce-scatter after each
+  // row-parallel layer; backward the same: the bytes of the 4 all-reduces without sp.
+  // Expected to fail while q, k and v each box the layernorm output (and its gradient) on their
+  // own: 2 all-gathers and 2 reduce-scatters more per block, 1.5 times the form.
+  for (const mesh_shape& mesh : {mesh_shape{2}, mesh_shape{4}, mesh_shape{8}, mesh_shape{2, 2}, mesh_shape{2, 4}}) {
+    const int d = mesh.size() == 1 ? 1 : mesh[0], t = mesh[mesh.size() - 1];
+    CAPTURE(to_string(mesh));
+    CHECK(megatron_plan_block_bytes(mesh, "megatron:sp=1") == Approx(megatron_block_bytes(8, 256, 512, 4, d, t)).epsilon(1e-12));
   }
 }
 
@@ -147,6 +214,32 @@ TEST_CASE("dp and every ZeRO stage send 2 (n - 1) / n of the parameters per devi
       CAPTURE(to_string(mesh), strategy);
       CHECK(r.notes.empty());
       CHECK(r.totals.bytes == Approx(2.0 * (n - 1) / n * params * 4).epsilon(1e-12));
+    }
+  }
+}
+
+TEST_CASE("on GPT (a tied embedding) dp and ZeRO-1 and 2 send 2 (n - 1) / n of the parameters, ZeRO-3 the tied weight twice more",
+          "[search][experts][closed-form]") {
+  // Data parallelism moves no activation. DDP and DeepSpeed's ZeRO-1 and 2 synchronise the tied
+  // weight (wte: the embedding and the LM head) once: autograd adds its uses' contributions
+  // before the reduce hook runs. Stage 3 here gathers it for each use (the copy kept for
+  // backward) and reduce-scatters each use's contribution: 2 (n - 1) / n of it twice.
+  const graph g = build_model("gpt:layers=2,hidden=512,heads=8,seq=256,batch=8,vocab=1024");
+  const double params = double(param_count(g)), tied = 1024.0 * 512;
+  for (const mesh_shape& mesh : {mesh_shape{4}, mesh_shape{2, 2}, mesh_shape{2, 4}}) {
+    for (const char* strategy : {"dp", "zero:stage=1", "zero:stage=2", "zero"}) {
+      plan_options o;
+      o.mesh = mesh;
+      o.hw = load_hardware("dgx-a100");
+      o.type = dtype::fp32;
+      o.zero1_layouts = o.zero2_layouts = true;
+      const plan_problem pp(g, o);
+      const plan_result r = solve_plan(pp, parse_strategy(strategy));
+      const double ring = 2.0 * double(mesh.devices() - 1) / double(mesh.devices());
+      const double closed = ring * (params + (std::string(strategy) == "zero" ? tied : 0)) * 4;
+      CAPTURE(to_string(mesh), strategy);
+      CHECK(r.notes.empty());
+      CHECK(r.totals.bytes == Approx(closed).epsilon(1e-12));
     }
   }
 }

@@ -152,7 +152,9 @@ class plan_candidates {
         const nd_sbp z = zero_shard(v, s, options_.mesh);
         if (z == v) continue;
         if (options_.zero2_layouts) at(param_sigs_, p).push_back({v, tied ? reduce_layout(z) : z, z});  // ZeRO-2
-        if (options_.zero1_layouts) at(param_sigs_, p).push_back({v, reduce_layout(v), z});  // ZeRO-1
+        // ZeRO-1; and ZeRO-2's for a tied weight as DeepSpeed runs it: autograd adds the uses'
+        // contributions before the reduce hook fires, one reduce-scatter of the whole sum
+        if (options_.zero1_layouts || (tied && options_.zero2_layouts)) at(param_sigs_, p).push_back({v, reduce_layout(v), z});
       }
     }
   }
