@@ -208,8 +208,8 @@ TEST_CASE("dp and every ZeRO stage send 2 (n - 1) / n of the parameters per devi
       o.hw = load_hardware("dgx-a100");
       o.type = dtype::fp32;
       o.zero1_layouts = o.zero2_layouts = true;
-      const plan_problem pp(g, o);
-      const plan_result r = solve_plan(pp, parse_strategy(strategy));
+      const plan_problem problem(g, o);
+      const plan_result r = solve_plan(problem, parse_strategy(strategy));
       const double n = double(mesh.devices());
       CAPTURE(to_string(mesh), strategy);
       CHECK(r.notes.empty());
@@ -233,8 +233,8 @@ TEST_CASE("on GPT (a tied embedding) dp and ZeRO-1 and 2 send 2 (n - 1) / n of t
       o.hw = load_hardware("dgx-a100");
       o.type = dtype::fp32;
       o.zero1_layouts = o.zero2_layouts = true;
-      const plan_problem pp(g, o);
-      const plan_result r = solve_plan(pp, parse_strategy(strategy));
+      const plan_problem problem(g, o);
+      const plan_result r = solve_plan(problem, parse_strategy(strategy));
       const double ring = 2.0 * double(mesh.devices() - 1) / double(mesh.devices());
       const double closed = ring * (params + (std::string(strategy) == "zero" ? tied : 0)) * 4;
       CAPTURE(to_string(mesh), strategy);
