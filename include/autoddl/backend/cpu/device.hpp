@@ -109,6 +109,16 @@ struct counted_allocator {
     cpu_buffer_bytes() -= std::int64_t(n * sizeof(T));
     std::allocator<T>{}.deallocate(p, n);
   }
+  /// Default-initialises (no value for an arithmetic T): cpu_device::alloc zeroes a new buffer in
+  /// one pass, which a vector's element-by-element value-initialisation through an allocator is not.
+  template <class U>
+  void construct(U* p) noexcept(noexcept(::new (static_cast<void*>(p)) U)) {
+    ::new (static_cast<void*>(p)) U;
+  }
+  template <class U, class... A>
+  void construct(U* p, A&&... args) {
+    ::new (static_cast<void*>(p)) U(std::forward<A>(args)...);
+  }
   template <class U>
   friend constexpr bool operator==(const counted_allocator&, const counted_allocator<U>&) noexcept {
     return true;
@@ -134,7 +144,11 @@ struct cpu_device : cpu_elementwise_primitives, cpu_rowwise_primitives, cpu_wind
 
   // ---- memory -------------------------------------------------------------------------------
   template <class T>
-  buffer<T> alloc(std::size_t n) { return buffer<T>(n, T{}); }
+  buffer<T> alloc(std::size_t n) {
+    buffer<T> b(n);  // default-initialised by counted_allocator::construct, then zeroed in one pass
+    std::fill(b.begin(), b.end(), T{});
+    return b;
+  }
   template <class T>
   std::span<T> view(buffer<T>& b) { return {b.data(), b.size()}; }
   template <class T>
