@@ -149,6 +149,10 @@ struct cpu_device : cpu_elementwise_primitives, cpu_rowwise_primitives, cpu_wind
     std::fill(b.begin(), b.end(), T{});
     return b;
   }
+  /// n elements of unspecified value, for a kernel that writes every one before it reads any
+  /// (runtime/kernels/context.hpp, alloc_for_overwrite).
+  template <class T>
+  buffer<T> alloc_for_overwrite(std::size_t n) { return buffer<T>(n); }
   template <class T>
   std::span<T> view(buffer<T>& b) { return {b.data(), b.size()}; }
   template <class T>

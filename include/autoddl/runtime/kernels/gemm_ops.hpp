@@ -99,12 +99,12 @@ forward_result<D, T> conv2d_fwd(D& d, const kernel_context<T>& c, const operands
   const window_geom g = local_window(c);
   const std::int64_t o = c.shards.params[0].local[0], ckk = g.col_rows(), cols = g.col_cols();
   const std::int64_t ohw = g.out_h() * g.out_w();
-  buffer_t<D, T> col = d.template alloc<T>(std::size_t(ckk * cols));
+  buffer_t<D, T> col = alloc_for_overwrite<T>(d, std::size_t(ckk * cols));
   d.im2col(g, in.inputs[0], d.view(col));
-  buffer_t<D, T> yt = d.template alloc<T>(std::size_t(o * cols));
+  buffer_t<D, T> yt = alloc_for_overwrite<T>(d, std::size_t(o * cols));
   d.gemm(gemm_desc{false, false, o, cols, ckk, ckk, cols, cols}, T(1), in.params[0], cview<T>(d, col), T(0), d.view(yt));
   forward_result<D, T> r;
-  r.outputs.push_back(alloc_like<T>(d, c.shards.outputs[0]));
+  r.outputs.push_back(alloc_for_overwrite<T>(d, std::size_t(c.shards.outputs[0].local.elements())));
   d.permute_0213(std::int64_t(1), o, g.n, ohw, cview<T>(d, yt), d.view(r.outputs[0]));
   if (c.op.attrs.bias) d.bias_add(g.n, o, ohw, in.params[1], d.view(r.outputs[0]));
   return r;
@@ -116,9 +116,9 @@ gradients<D, T> conv2d_bwd(D& d, const kernel_context<T>& c, const operands<T>& 
   const window_geom g = local_window(c);
   const std::int64_t o = c.shards.params[0].local[0], ckk = g.col_rows(), cols = g.col_cols();
   const std::int64_t ohw = g.out_h() * g.out_w();
-  buffer_t<D, T> dyt = d.template alloc<T>(std::size_t(o * cols));
+  buffer_t<D, T> dyt = alloc_for_overwrite<T>(d, std::size_t(o * cols));
   d.permute_0213(std::int64_t(1), g.n, o, ohw, dy, d.view(dyt));
-  buffer_t<D, T> col = d.template alloc<T>(std::size_t(ckk * cols));
+  buffer_t<D, T> col = alloc_for_overwrite<T>(d, std::size_t(ckk * cols));
   d.im2col(g, in.inputs[0], d.view(col));
   gradients<D, T> r;
   r.params.push_back(alloc_like<T>(d, c.shards.params[0]));
@@ -126,7 +126,7 @@ gradients<D, T> conv2d_bwd(D& d, const kernel_context<T>& c, const operands<T>& 
          d.view(r.params[0]));
   if (c.wants_input_grad(0)) {
     d.gemm(gemm_desc{true, false, ckk, cols, o, ckk, cols, cols}, T(1), in.params[0], cview<T>(d, dyt), T(0), d.view(col));
-    r.inputs.push_back(alloc_like<T>(d, c.shards.inputs[0]));
+    r.inputs.push_back(alloc_for_overwrite<T>(d, std::size_t(c.shards.inputs[0].local.elements())));
     d.col2im(g, cview<T>(d, col), d.view(r.inputs[0]));
   } else {
     r.inputs.push_back(d.template alloc<T>(0));
