@@ -2,7 +2,8 @@
 // The window primitives of the CPU device on NCHW images (their contracts: backend/device.hpp):
 // im2col and its adjoint col2im for conv2d, max-pool forward and backward. Loops run over raw
 // pointers once the spans' sizes are checked (a build with _GLIBCXX_ASSERTIONS checks every
-// span index, which keeps a loop from vectorising); stride-1 windows read a zero-padded copy of the image, and the 2x2 stride-2 pool without padding (VGG's) has a loop of its own.
+// span index, which keeps a loop from vectorising); stride-1 windows read a zero-padded copy of
+// the images, and the 2x2 stride-2 pool without padding (VGG's) has a loop of its own.
 #include <algorithm>
 #include <cstdint>
 #include <span>
@@ -80,8 +81,8 @@ struct cpu_window_primitives {
  private:
   static void check_size(std::int64_t want, std::size_t have, const char* what) {
     if (std::int64_t(have) < want)
-      detail::fail<error>(std::string(what) + " holds " + detail::itos(std::int64_t(have)) + " elements where the window needs " +
-                  detail::itos(want));
+      detail::fail<error>(std::string(what) + " holds " + detail::itos(std::int64_t(have)) +
+                          " elements where the window needs " + detail::itos(want));
   }
   /// One image's plane of im2col row (ki, kj), out[i, j] = in[i stride - padding + ki, j stride -
   /// padding + kj] or 0 outside the image, row by row.
