@@ -159,7 +159,7 @@ void check_blas_on_every_rank() {
   MPI_Allreduce(MPI_IN_PLACE, &first_failing, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
   if (first_failing == ranks) {
     if (const auto advice = cpu_blas_core_advice(); advice && rank == 0)
-      std::fprintf(stderr, "autoddl-train: note: %s\n", advice->c_str());
+      std::fprintf(stderr, "autoddl-train note: %s\n", advice->c_str());  // not an error line "autoddl-train: ..."
     return;
   }
   if (first_failing != 0) {  // its sentence to every rank, so that rank 0 prints it
