@@ -304,6 +304,8 @@ int run(int argc, char** argv, int rank, int size) {
                 std::to_string(size) + " ranks; pass --mesh with that many devices or change mpirun -np");
   if (!o.base.empty() && o.models.empty()) throw error("--base only makes sense with --model; give the models to measure");
   const double start = wtime();
+  // a profile measured on OpenBLAS's fallback kernels prices GEMMs at their speed: say so first
+  if (const auto advice = cpu_blas_core_advice(); advice && rank == 0) fmt::print(stderr, "autoddl-calibrate note: {}\n", *advice);
   hardware h = o.base.empty() ? measure_hardware(shape, o, rank, size) : load_hardware(o.base);
   if (!o.base.empty()) h.name = o.name;
   if (!o.models.empty()) measure_models(h, shape, o, rank);

@@ -33,6 +33,7 @@
 #include <vector>
 
 #include "autoddl/backend/cpu.hpp"
+#include "autoddl/backend/cpu/blas_core.hpp"
 #include "autoddl/backend/cpu/gemm_check.hpp"
 #include "autoddl/backend/mpi.hpp"
 #include "autoddl/cost/hardware_io.hpp"
@@ -156,7 +157,11 @@ void check_blas_on_every_rank() {
   }
   int first_failing = sentence.empty() ? ranks : rank;
   MPI_Allreduce(MPI_IN_PLACE, &first_failing, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-  if (first_failing == ranks) return;
+  if (first_failing == ranks) {
+    if (const auto advice = cpu_blas_core_advice(); advice && rank == 0)
+      std::fprintf(stderr, "autoddl-train note: %s\n", advice->c_str());  // not an error line "autoddl-train: ..."
+    return;
+  }
   if (first_failing != 0) {  // its sentence to every rank, so that rank 0 prints it
     int length = int(sentence.size());
     MPI_Bcast(&length, 1, MPI_INT, first_failing, MPI_COMM_WORLD);

@@ -130,7 +130,9 @@ concept DeviceFor = requires(D& d, const D& cd, std::size_t n, std::int64_t i, T
                              std::span<statistic_t<T>> st, std::span<const statistic_t<T>> cst,
                              std::span<const std::int64_t> ids, std::span<std::int64_t> slots, const gemm_desc& g, const window_geom& wg,
                              const shard_info& s, const dropout_key& key, const optimizer_step& opt, double f) {
-  // memory: alloc gives n zeros; view spans a buffer; upload/download cross host <-> device
+  // memory: alloc gives n zeros; view spans a buffer; upload/download cross host <-> device.
+  // Optional: alloc_for_overwrite<T>(n), n elements of unspecified value for a kernel that writes
+  // them all before reading (runtime/kernels/context.hpp uses alloc where a device lacks it)
   { d.template alloc<T>(n) } -> std::same_as<buffer_t<D, T>>;
   { cd.view(cbuf) } -> std::same_as<std::span<const T>>;
   { d.view(buf) } -> std::same_as<std::span<T>>;

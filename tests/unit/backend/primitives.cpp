@@ -248,9 +248,14 @@ TEST_CASE("gather and scatter-add of embedding rows own only the rows [lo, lo + 
 
 TEST_CASE("im2col then GEMM is the direct convolution, and col2im is im2col's adjoint", "[backend][conv]") {
   cpu_device d;
-  for (auto [k, s, p] : {std::tuple<int, int, int>{3, 1, 1}, std::tuple<int, int, int>{3, 2, 0}, std::tuple<int, int, int>{2, 2, 1}, std::tuple<int, int, int>{1, 1, 0}}) {
-    INFO("kernel " << k << " stride " << s << " padding " << p);
-    window_geom g{2, 3, 5, 6, k, s, p};
+  using geom = std::tuple<int, int, int, std::int64_t, std::int64_t>;  // kernel, stride, padding, h, w
+  // 5x6 with each window; 3x3 stride-1 windows on the widths with unrolled rows (2..32), and
+  // without padding
+  for (auto [k, s, p, h, wd] : {geom{3, 1, 1, 5, 6}, geom{3, 2, 0, 5, 6}, geom{2, 2, 1, 5, 6}, geom{1, 1, 0, 5, 6},
+                                geom{3, 1, 1, 2, 2}, geom{3, 1, 1, 4, 4}, geom{3, 1, 1, 3, 8}, geom{3, 1, 1, 2, 16},
+                                geom{3, 1, 1, 1, 32}, geom{3, 1, 0, 6, 6}, geom{3, 1, 2, 4, 3}}) {
+    INFO("kernel " << k << " stride " << s << " padding " << p << " image " << h << "x" << wd);
+    window_geom g{2, 3, h, wd, k, s, p};
     const std::int64_t o = 4, oh = g.out_h(), ow = g.out_w();
     auto x = rnd<double>(std::size_t(g.n * g.c * g.h * g.w), 16), w = rnd<double>(std::size_t(o * g.col_rows()), 17);
     std::vector<double> col(std::size_t(g.col_rows() * g.col_cols())), y(std::size_t(o * g.col_cols()));
@@ -303,6 +308,36 @@ TEST_CASE("max-pool takes each window's maximum and routes dy to it", "[backend]
           d.max_pool_fwd(g, cs(v), ms(o));
           return dot(o, r);
         }) < 1e-8);
+}
+
+TEST_CASE("a 2x2 stride-2 max-pool takes each window's first maximum, padding none", "[backend][pool]") {
+  cpu_device d;
+  window_geom g{2, 3, 4, 5, 2, 2, 0};  // the last column lies outside every window
+  std::vector<double> x(std::size_t(g.n * g.c * g.h * g.w));
+  for (std::size_t i = 0; i < x.size(); ++i) x[i] = double((i * 7) % 5);  // values 0..4, with ties
+  std::vector<double> y(std::size_t(g.n * g.c * g.out_h() * g.out_w())), dy(y.size()), dx(x.size());
+  for (std::size_t i = 0; i < dy.size(); ++i) dy[i] = double(i + 1);
+  d.max_pool_fwd(g, cs(x), ms(y));
+  d.max_pool_bwd(g, cs(x), cs(dy), ms(dx));
+  std::vector<double> want_dx(x.size(), 0.0);
+  for (std::int64_t nc = 0; nc < g.n * g.c; ++nc)
+    for (std::int64_t i = 0; i < g.out_h(); ++i)
+      for (std::int64_t j = 0; j < g.out_w(); ++j) {
+        std::size_t first = 0;
+        double m = -1;
+        for (int ki = 0; ki < 2; ++ki)  // row-major window order, a later equal value loses
+          for (int kj = 0; kj < 2; ++kj) {
+            const auto pos = std::size_t((nc * g.h + 2 * i + ki) * g.w + 2 * j + kj);
+            if (x[pos] > m) {
+              m = x[pos];
+              first = pos;
+            }
+          }
+        const auto out = std::size_t((nc * g.out_h() + i) * g.out_w() + j);
+        CHECK(y[out] == m);
+        want_dx[first] += dy[out];
+      }
+  CHECK(dx == want_dx);
 }
 
 TEST_CASE("the dropout mask of an element depends only on (seed, op, global index)", "[backend][dropout]") {

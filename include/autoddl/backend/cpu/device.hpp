@@ -22,6 +22,7 @@
 #include "autoddl/backend/cpu/gemm.hpp"
 #include "autoddl/backend/cpu/moe.hpp"
 #include "autoddl/backend/cpu/rowwise.hpp"
+#include "autoddl/backend/cpu/window.hpp"
 #include "autoddl/backend/device.hpp"
 #include "autoddl/error.hpp"
 #include "autoddl/index.hpp"
@@ -108,6 +109,16 @@ struct counted_allocator {
     cpu_buffer_bytes() -= std::int64_t(n * sizeof(T));
     std::allocator<T>{}.deallocate(p, n);
   }
+  /// Default-initialises (no value for an arithmetic T): cpu_device::alloc zeroes a new buffer in
+  /// one pass, which a vector's element-by-element value-initialisation through an allocator is not.
+  template <class U>
+  void construct(U* p) noexcept(noexcept(::new (static_cast<void*>(p)) U)) {
+    ::new (static_cast<void*>(p)) U;
+  }
+  template <class U, class... A>
+  void construct(U* p, A&&... args) {
+    ::new (static_cast<void*>(p)) U(std::forward<A>(args)...);
+  }
   template <class U>
   friend constexpr bool operator==(const counted_allocator&, const counted_allocator<U>&) noexcept {
     return true;
@@ -115,9 +126,9 @@ struct counted_allocator {
 };
 }  // namespace detail
 
-// The element-wise, row-wise and mixture-of-experts primitives: backend/cpu/elementwise.hpp,
-// rowwise.hpp and moe.hpp.
-struct cpu_device : cpu_elementwise_primitives, cpu_rowwise_primitives, cpu_moe_primitives {
+// The element-wise, row-wise, window and mixture-of-experts primitives: backend/cpu/elementwise.hpp,
+// rowwise.hpp, window.hpp and moe.hpp.
+struct cpu_device : cpu_elementwise_primitives, cpu_rowwise_primitives, cpu_window_primitives, cpu_moe_primitives {
   template <class T>
   using buffer = std::vector<T, detail::counted_allocator<T>>;
 
@@ -133,7 +144,15 @@ struct cpu_device : cpu_elementwise_primitives, cpu_rowwise_primitives, cpu_moe_
 
   // ---- memory -------------------------------------------------------------------------------
   template <class T>
-  buffer<T> alloc(std::size_t n) { return buffer<T>(n, T{}); }
+  buffer<T> alloc(std::size_t n) {
+    buffer<T> b(n);  // default-initialised by counted_allocator::construct, then zeroed in one pass
+    std::fill(b.begin(), b.end(), T{});
+    return b;
+  }
+  /// n elements of unspecified value, for a kernel that writes every one before it reads any
+  /// (runtime/kernels/context.hpp, alloc_for_overwrite).
+  template <class T>
+  buffer<T> alloc_for_overwrite(std::size_t n) { return buffer<T>(n); }
   template <class T>
   std::span<T> view(buffer<T>& b) { return {b.data(), b.size()}; }
   template <class T>
@@ -179,7 +198,7 @@ struct cpu_device : cpu_elementwise_primitives, cpu_rowwise_primitives, cpu_moe_
         for (std::int64_t k = 0; k < c; ++k) {
           const T* src = x.data() + ((i * b + j) * c + k) * d;
           T* dst = y.data() + ((i * c + k) * b + j) * d;
-          std::copy(src, src + d, dst);
+          for (std::int64_t e = 0; e < d; ++e) dst[e] = src[e];  // d is often 2..64: no memmove call
         }
   }
   template <class T>
@@ -266,62 +285,6 @@ struct cpu_device : cpu_elementwise_primitives, cpu_rowwise_primitives, cpu_moe_
     }
   }
 
-  // ---- windows (NCHW) -----------------------------------------------------------------------
-  /// col [C k k, N oh ow]: row (c, ki, kj) holds x[n, c, i stride - padding + ki, j stride -
-  /// padding + kj] at column (n, i, j), zeros where that falls in the padding.
-  template <class T>
-  void im2col(const window_geom& g, std::span<const T> x, std::span<T> col) {
-    const std::int64_t oh = g.out_h(), ow = g.out_w(), ncols = g.col_cols();
-    for (std::int64_t c = 0; c < g.c; ++c)
-      for (int ki = 0; ki < g.kernel; ++ki)
-        for (int kj = 0; kj < g.kernel; ++kj) {
-          T* row = col.data() + ((c * g.kernel + ki) * g.kernel + kj) * ncols;
-          const auto [j0, j1] = inside_window(g, kj, ow);
-          for (std::int64_t n = 0; n < g.n; ++n)
-            for (std::int64_t i = 0; i < oh; ++i) {
-              T* out = row + (n * oh + i) * ow;
-              const std::int64_t h = i * g.stride - g.padding + ki;
-              if (h < 0 || h >= g.h) {
-                std::fill(out, out + ow, T{});
-                continue;
-              }
-              const T* in = x.data() + ((n * g.c + c) * g.h + h) * g.w;
-              std::fill(out, out + j0, T{});
-              for (std::int64_t j = j0; j < j1; ++j) out[j] = in[j * g.stride - g.padding + kj];
-              std::fill(out + j1, out + ow, T{});
-            }
-        }
-  }
-  /// The adjoint of im2col: every column entry added back to the input element it was read from.
-  template <class T>
-  void col2im(const window_geom& g, std::span<const T> col, std::span<T> dx) {
-    std::fill(dx.begin(), dx.end(), T{});
-    const std::int64_t oh = g.out_h(), ow = g.out_w(), ncols = g.col_cols();
-    for (std::int64_t c = 0; c < g.c; ++c)
-      for (int ki = 0; ki < g.kernel; ++ki)
-        for (int kj = 0; kj < g.kernel; ++kj) {
-          const T* row = col.data() + ((c * g.kernel + ki) * g.kernel + kj) * ncols;
-          const auto [j0, j1] = inside_window(g, kj, ow);
-          for (std::int64_t n = 0; n < g.n; ++n)
-            for (std::int64_t i = 0; i < oh; ++i) {
-              const std::int64_t h = i * g.stride - g.padding + ki;
-              if (h < 0 || h >= g.h) continue;
-              const T* src = row + (n * oh + i) * ow;
-              T* out = dx.data() + ((n * g.c + c) * g.h + h) * g.w;
-              for (std::int64_t j = j0; j < j1; ++j) out[j * g.stride - g.padding + kj] += src[j];
-            }
-        }
-  }
-  template <class T>
-  void max_pool_fwd(const window_geom& g, std::span<const T> x, std::span<T> y) {
-    pool_visit(g, x, [&](std::int64_t out, std::int64_t arg) { at(y, out) = at(x, arg); });
-  }
-  template <class T>
-  void max_pool_bwd(const window_geom& g, std::span<const T> x, std::span<const T> dy, std::span<T> dx) {
-    std::fill(dx.begin(), dx.end(), T{});
-    pool_visit(g, x, [&](std::int64_t out, std::int64_t arg) { at(dx, arg) += at(dy, out); });
-  }
-
   // ---- dropout ------------------------------------------------------------------------------
   template <class T>
   void dropout(const dropout_key& key, const shard_info& s, std::span<const T> x, std::span<T> y) {
@@ -333,49 +296,6 @@ struct cpu_device : cpu_elementwise_primitives, cpu_rowwise_primitives, cpu_moe_
       for (std::int64_t k = 0; k < n; ++k)
         py[i + k] = detail::keep_if(mask.keep(std::uint64_t(g + k)), px[i + k] * keep_scale);
     });
-  }
-
- private:
-  /// The output columns [j0, j1) whose window column kj falls inside the image: 0 <= j stride -
-  /// padding + kj < w.
-  static std::pair<std::int64_t, std::int64_t> inside_window(const window_geom& g, int kj, std::int64_t ow) {
-    std::int64_t j0 = 0, j1 = ow;
-    while (j0 < ow && j0 * g.stride - g.padding + kj < 0) ++j0;
-    while (j1 > j0 && (j1 - 1) * g.stride - g.padding + kj >= g.w) --j1;
-    return {j0, j1};
-  }
-  /// f(output index, input index of the window's first maximum); padding never wins.
-  template <class T, class F>
-  static void pool_visit(const window_geom& g, std::span<const T> x, F&& f) {
-    const std::int64_t oh = g.out_h(), ow = g.out_w();
-    const T* px = x.data();
-    if (g.padding == 0) {  // every window lies inside the image
-      for (std::int64_t nc = 0; nc < g.n * g.c; ++nc)
-        for (std::int64_t i = 0; i < oh; ++i)
-          for (std::int64_t j = 0; j < ow; ++j) {
-            std::int64_t arg = (nc * g.h + i * g.stride) * g.w + j * g.stride;
-            for (int ki = 0; ki < g.kernel; ++ki)
-              for (int kj = 0; kj < g.kernel; ++kj) {
-                const std::int64_t pos = (nc * g.h + i * g.stride + ki) * g.w + j * g.stride + kj;
-                if (px[pos] > px[arg]) arg = pos;
-              }
-            f((nc * oh + i) * ow + j, arg);
-          }
-      return;
-    }
-    for (std::int64_t nc = 0; nc < g.n * g.c; ++nc)
-      for (std::int64_t i = 0; i < oh; ++i)
-        for (std::int64_t j = 0; j < ow; ++j) {
-          std::int64_t arg = -1;
-          for (int ki = 0; ki < g.kernel; ++ki)
-            for (int kj = 0; kj < g.kernel; ++kj) {
-              const std::int64_t h = i * g.stride - g.padding + ki, w = j * g.stride - g.padding + kj;
-              if (h < 0 || h >= g.h || w < 0 || w >= g.w) continue;
-              const std::int64_t pos = (nc * g.h + h) * g.w + w;
-              if (arg < 0 || px[pos] > px[arg]) arg = pos;
-            }
-          if (arg >= 0) f((nc * oh + i) * ow + j, arg);
-        }
   }
 };
 

@@ -157,6 +157,16 @@ template <class T, class D>
 buffer_t<D, T> alloc_like(D& d, const shard_info& s) {
   return d.template alloc<T>(std::size_t(s.local.elements()));
 }
+/// A buffer of n elements that the caller overwrites whole before it reads any: the device's
+/// alloc_for_overwrite where it has one (its values unspecified until written, the zeroing pass
+/// skipped), alloc otherwise. The bytes are the same either way.
+template <class T, class D>
+buffer_t<D, T> alloc_for_overwrite(D& d, std::size_t n) {
+  if constexpr (requires { { d.template alloc_for_overwrite<T>(n) } -> std::same_as<buffer_t<D, T>>; })
+    return d.template alloc_for_overwrite<T>(n);
+  else
+    return d.template alloc<T>(n);
+}
 template <class T, class D>
 std::span<const T> cview(const D& d, const buffer_t<D, T>& b) {
   return d.view(b);

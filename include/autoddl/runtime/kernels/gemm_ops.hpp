@@ -19,7 +19,7 @@ forward_result<D, T> linear_fwd(D& d, const kernel_context<T>& c, const operands
   std::span<const T> w = c.op.kind == op_kind::linear ? in.params[0] : in.inputs[1];
   const std::int64_t k = last_dim(xs), m = rows_of(xs), n = tw ? ws[0] : ws[1];
   forward_result<D, T> r;
-  r.outputs.push_back(alloc_like<T>(d, c.shards.outputs[0]));
+  r.outputs.push_back(alloc_for_overwrite<T>(d, std::size_t(c.shards.outputs[0].local.elements())));  // the GEMM writes it all
   std::span<T> y = d.view(r.outputs[0]);
   d.gemm(gemm_desc{false, tw, m, n, k, k, tw ? k : n, n}, T(1), in.inputs[0], w, T(0), y);
   if (bias) d.bias_add(m, n, std::int64_t(1), in.params[1], y);
@@ -36,12 +36,12 @@ gradients<D, T> linear_bwd(D& d, const kernel_context<T>& c, const operands<T>& 
   const std::int64_t k = last_dim(xs), m = rows_of(xs), n = tw ? wsh.local[0] : wsh.local[1];
   gradients<D, T> g;
   if (c.wants_input_grad(0)) {
-    g.inputs.push_back(alloc_like<T>(d, c.shards.inputs[0]));
+    g.inputs.push_back(alloc_for_overwrite<T>(d, std::size_t(c.shards.inputs[0].local.elements())));
     d.gemm(gemm_desc{false, !tw, m, k, n, n, tw ? k : n, k}, T(1), dy, w, T(0), d.view(g.inputs[0]));
   } else {
     g.inputs.push_back(d.template alloc<T>(0));
   }
-  buffer_t<D, T> dw = alloc_like<T>(d, wsh);
+  buffer_t<D, T> dw = alloc_for_overwrite<T>(d, std::size_t(wsh.local.elements()));
   if (!tw) d.gemm(gemm_desc{true, false, k, n, m, k, n, n}, T(1), x, dy, T(0), d.view(dw));
   else d.gemm(gemm_desc{true, false, n, k, m, n, k, k}, T(1), dy, x, T(0), d.view(dw));
   if (!lin) {
@@ -64,7 +64,7 @@ forward_result<D, T> batched_matmul_fwd(D& d, const kernel_context<T>& c, const 
   const int r = as.rank();
   const std::int64_t m = as[r - 2], k = as[r - 1], n = bs[r - 1], batch = leading_elements(as, 2);
   forward_result<D, T> res;
-  res.outputs.push_back(alloc_like<T>(d, c.shards.outputs[0]));
+  res.outputs.push_back(alloc_for_overwrite<T>(d, std::size_t(c.shards.outputs[0].local.elements())));
   d.gemm(gemm_desc{false, false, m, n, k, k, n, n, batch, m * k, k * n, m * n}, T(1), in.inputs[0], in.inputs[1], T(0),
          d.view(res.outputs[0]));
   return res;
@@ -77,8 +77,8 @@ gradients<D, T> batched_matmul_bwd(D& d, const kernel_context<T>& c, const opera
   const int r = as.rank();
   const std::int64_t m = as[r - 2], k = as[r - 1], n = bs[r - 1], batch = leading_elements(as, 2);
   gradients<D, T> g;
-  g.inputs.push_back(alloc_like<T>(d, c.shards.inputs[0]));
-  g.inputs.push_back(alloc_like<T>(d, c.shards.inputs[1]));
+  g.inputs.push_back(alloc_for_overwrite<T>(d, std::size_t(c.shards.inputs[0].local.elements())));
+  g.inputs.push_back(alloc_for_overwrite<T>(d, std::size_t(c.shards.inputs[1].local.elements())));
   d.gemm(gemm_desc{false, true, m, k, n, n, n, k, batch, m * n, k * n, m * k}, T(1), dy, in.inputs[1], T(0),
          d.view(g.inputs[0]));
   d.gemm(gemm_desc{true, false, k, n, m, k, n, n, batch, m * k, m * n, k * n}, T(1), in.inputs[0], dy, T(0),
@@ -99,12 +99,12 @@ forward_result<D, T> conv2d_fwd(D& d, const kernel_context<T>& c, const operands
   const window_geom g = local_window(c);
   const std::int64_t o = c.shards.params[0].local[0], ckk = g.col_rows(), cols = g.col_cols();
   const std::int64_t ohw = g.out_h() * g.out_w();
-  buffer_t<D, T> col = d.template alloc<T>(std::size_t(ckk * cols));
+  buffer_t<D, T> col = alloc_for_overwrite<T>(d, std::size_t(ckk * cols));
   d.im2col(g, in.inputs[0], d.view(col));
-  buffer_t<D, T> yt = d.template alloc<T>(std::size_t(o * cols));
+  buffer_t<D, T> yt = alloc_for_overwrite<T>(d, std::size_t(o * cols));
   d.gemm(gemm_desc{false, false, o, cols, ckk, ckk, cols, cols}, T(1), in.params[0], cview<T>(d, col), T(0), d.view(yt));
   forward_result<D, T> r;
-  r.outputs.push_back(alloc_like<T>(d, c.shards.outputs[0]));
+  r.outputs.push_back(alloc_for_overwrite<T>(d, std::size_t(c.shards.outputs[0].local.elements())));
   d.permute_0213(std::int64_t(1), o, g.n, ohw, cview<T>(d, yt), d.view(r.outputs[0]));
   if (c.op.attrs.bias) d.bias_add(g.n, o, ohw, in.params[1], d.view(r.outputs[0]));
   return r;
@@ -116,9 +116,9 @@ gradients<D, T> conv2d_bwd(D& d, const kernel_context<T>& c, const operands<T>& 
   const window_geom g = local_window(c);
   const std::int64_t o = c.shards.params[0].local[0], ckk = g.col_rows(), cols = g.col_cols();
   const std::int64_t ohw = g.out_h() * g.out_w();
-  buffer_t<D, T> dyt = d.template alloc<T>(std::size_t(o * cols));
+  buffer_t<D, T> dyt = alloc_for_overwrite<T>(d, std::size_t(o * cols));
   d.permute_0213(std::int64_t(1), g.n, o, ohw, dy, d.view(dyt));
-  buffer_t<D, T> col = d.template alloc<T>(std::size_t(ckk * cols));
+  buffer_t<D, T> col = alloc_for_overwrite<T>(d, std::size_t(ckk * cols));
   d.im2col(g, in.inputs[0], d.view(col));
   gradients<D, T> r;
   r.params.push_back(alloc_like<T>(d, c.shards.params[0]));
@@ -126,7 +126,7 @@ gradients<D, T> conv2d_bwd(D& d, const kernel_context<T>& c, const operands<T>& 
          d.view(r.params[0]));
   if (c.wants_input_grad(0)) {
     d.gemm(gemm_desc{true, false, ckk, cols, o, ckk, cols, cols}, T(1), in.params[0], cview<T>(d, dyt), T(0), d.view(col));
-    r.inputs.push_back(alloc_like<T>(d, c.shards.inputs[0]));
+    r.inputs.push_back(alloc_for_overwrite<T>(d, std::size_t(c.shards.inputs[0].local.elements())));
     d.col2im(g, cview<T>(d, col), d.view(r.inputs[0]));
   } else {
     r.inputs.push_back(d.template alloc<T>(0));
