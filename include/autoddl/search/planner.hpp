@@ -155,6 +155,7 @@ class plan_problem : public detail::plan_pricing {
     const int blk = at(model_.block, p);
     return blk >= 0 && at(model_.block, f) == blk && at(model_.block, i) == blk && f != i;
   }
+  std::vector<std::vector<std::pair<int, int>>> chained_slots() const;
   std::vector<int> param_tie_keys() const;
   void add_nodes(choice_problem& cp, const std::vector<int>* param_key);
   void add_edges(const std::vector<int>& param_key);
@@ -239,6 +240,22 @@ inline void plan_problem::add_nodes(choice_problem& cp, const std::vector<int>* 
     cp.add_node(&at(unary_, at(unary_of_, param_node(p))), param_key ? at(*param_key, p) : -1);
 }
 
+// Per op input slot: the (op, input slot) of the output's first reader that it chains from, or
+// (-1, -1) where it boxes from the producer (chains).
+inline std::vector<std::vector<std::pair<int, int>>> plan_problem::chained_slots() const {
+  std::map<std::pair<int, int>, std::pair<int, int>> first_reader;  // (producer, output) -> (op, input slot)
+  std::vector<std::vector<std::pair<int, int>>> from(model_.ops.size());
+  for (int i = 0; i < nops(); ++i)
+    for (std::size_t j = 0; j < at(model_.op_inputs, i).size(); ++j) {
+      const tensor_ref r = at(model_.op_inputs, i)[j];
+      at(from, i).emplace_back(-1, -1);
+      if (r.op < 0) continue;
+      const auto [first, fresh] = first_reader.try_emplace({r.op, r.index}, i, int(j));
+      if (!fresh && chains(r.op, first->second.first, i)) at(from, i).back() = first->second;
+    }
+  return from;
+}
+
 // Activation edges (producer -> consumer) and parameter edges (parameter -> user), with edge
 // classes shared by corresponding edges of identical blocks (their pair costs are equal).
 inline void plan_problem::add_edges(const std::vector<int>& param_key) {
@@ -280,14 +297,12 @@ inline void plan_problem::add_edges(const std::vector<int>& param_key) {
     tied_.add_edge(ei.from_node, ei.to_node, c, u_ports, v_ports);
     untied_.add_edge(ei.from_node, ei.to_node, c, u_ports, v_ports);
   };
-  std::map<std::pair<int, int>, std::pair<int, int>> first_reader;  // (producer, output) -> (op, input slot)
+  const std::vector<std::vector<std::pair<int, int>>> chained = chained_slots();
   for (int i = 0; i < int(model_.ops.size()); ++i) {
     for (std::size_t j = 0; j < at(model_.op_inputs, i).size(); ++j) {
       const tensor_ref r = at(model_.op_inputs, i)[j];
       if (r.op < 0) continue;  // model inputs are loaded in whatever layout the consumer takes
-      const auto [first, fresh] = first_reader.try_emplace({r.op, r.index}, i, int(j));
-      const auto [f, jf] = first->second;
-      if (!fresh && chains(r.op, f, i)) {  // boxed from the first reader's input (box once for all)
+      if (const auto [f, jf] = at(chained, i)[j]; f >= 0) {  // boxed from the first reader's input (box once for all)
         add({f, i, false, int(j), r.index, r.op, jf}, cls({2, op_key(f), op_key(i), int(j), jf, r.index}, true), ports(f, 1, jf));
         continue;
       }
@@ -298,8 +313,7 @@ inline void plan_problem::add_edges(const std::vector<int>& param_key) {
     }
     for (std::size_t j = 0; j < at(model_.ops, i).param_ids.size(); ++j) {
       const int p = at(model_.ops, i).param_ids[j];
-      const bool share = at(param_key, p) >= 0 && op_key(i) >= 0;
-      add({param_node(p), i, true, int(j), 0}, cls({1, at(param_key, p), op_key(i), int(j), 0, 0}, share), -1);
+      add({param_node(p), i, true, int(j), 0}, cls({1, at(param_key, p), op_key(i), int(j), 0, 0}, at(param_key, p) >= 0 && op_key(i) >= 0), -1);
     }
   }
 }
