@@ -12,7 +12,7 @@
 // Edges: an activation from producer to consumer costs the boxing of the forward tensor
 // (producer's output layout -> consumer's input layout) plus the backward boxing of its gradient
 // (dual(consumer layout) -> dual(producer layout); DESIGN.md: B and P are dual, S stays S).
-// Box once for all consumers: inside a repeated block, an output read by several ops keeps that
+// Box once for all consumers: an output read by several ops of its own repeated block keeps that
 // edge for its first reader f only; each later reader i takes a chained edge from f's input,
 // priced on (f's input layout, i's input layout): forward it boxes f's copy (free, read in place,
 // where the layouts agree: q, k and v share one all-gather of the layernorm output), backward its
