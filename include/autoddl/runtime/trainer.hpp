@@ -80,7 +80,7 @@ class trainer : detail::device_buffers<T, D> {
       detail::fail<error>("the plan is priced in " + std::string(to_string(problem_.options().type)) + " (" +
                           std::to_string(bytes_of(problem_.options().type)) + "-byte elements) but this trainer trains " +
                           std::to_string(sizeof(T)) + "-byte elements; plan with the dtype it trains (plan_options::type)");
-    schedule_.emplace(model_, recompute(), paths_.boxed_inputs());
+    schedule_.emplace(model_, recompute(), paths_.boxed_inputs(), paths_.chains());
     input_kinds_ = input_kinds(model_);
     if (options_.text) check_text_model(model_, *options_.text);
     if (stage) link_.set_stage(*stage);
@@ -264,14 +264,14 @@ class trainer : detail::device_buffers<T, D> {
 
   const step_schedule& schedule() const { return *schedule_; }
 
-  // After op i's forward (rerun: its rerun in a fully recomputed block's backward): its boxed
-  // input copies that no backward or rerun reads are freed, and each producer's output once its
-  // last consumer slot counted in `pending` has read it, unless someone holds it (index_reads).
+  // After op i's forward (rerun: its rerun in a fully recomputed block's backward): the boxed
+  // input copies that no later forward, backward or rerun reads are freed, and each producer's
+  // output once its last consumer slot counted in `pending` has read it, unless someone holds it
+  // (index_reads).
   void release_after_forward(step_buffers& b, int i, std::vector<int>& pending, bool rerun) {
-    auto& in = at(b.inputs, i);
     const step_schedule& sc = schedule();
-    for (std::size_t j = 0; j < in.size(); ++j)
-      if (!sc.reads(i).input(j) && (rerun || !sc.reruns_from(i, j))) release(in[j]);
+    for (const input_slot c : sc.copies_done(i))
+      if (rerun || !sc.reruns_from(c.op, std::size_t(c.input))) release(at(b.inputs, c.op)[std::size_t(c.input)]);
     auto free_unheld = [&](int p) {
       if (!sc.held(p, rerun)) at(b.fwd, p).outputs.clear();
     };
@@ -335,13 +335,17 @@ class trainer : detail::device_buffers<T, D> {
     return program_.empty() ? op_backward(dev_, c, in, f, dy) : at(program_, i).backward(dev_, c, in, f, dy);
   }
 
-  // Input j of op i: its producer's output boxed by the edge's forward path (if it has one).
+  // Input j of op i: boxed by its edge's forward path (if it has one) from its producer's output,
+  // or for a chained slot from its first reader's operand (plan_paths::chained_from).
   void box_input(step_buffers& b, int i, std::size_t j) {
     const tensor_ref r = at(model_.op_inputs, i)[j];
     const boxing_path& path = paths_.input(i, j).forward;
-    if (path.size() > 0)
-      at(b.inputs, i)[j] = run_boxing<T>(dev_, comm_, clone(output(b, r.op)), at(at(model_.ops, r.op).outputs, r.index),
-                                         at(sig(r.op).outputs, r.index), path);
+    if (path.size() == 0) return;
+    const input_slot c = paths_.chained_from(i, j);
+    const input_slot copy = c.op >= 0 ? schedule().copy_read(c.op, std::size_t(c.input)) : input_slot{};
+    const buffer& from = copy.op >= 0 ? at(b.inputs, copy.op)[std::size_t(copy.input)] : output(b, r.op);
+    const nd_sbp& layout = c.op >= 0 ? at(sig(c.op).inputs, c.input) : at(sig(r.op).outputs, r.index);
+    at(b.inputs, i)[j] = run_boxing<T>(dev_, comm_, clone(from), at(at(model_.ops, r.op).outputs, r.index), layout, path);
   }
 
   // After op i's forward: what the plan's recomputation does not keep is freed. Selective: a
@@ -416,12 +420,14 @@ class trainer : detail::device_buffers<T, D> {
   }
 
   // Micro-batch k's ops in reverse: each op's input gradients go back to their producers, boxed
-  // dual(input) -> dual(output); its parameter gradients are accumulated (add_param_gradient).
+  // dual(input) -> dual(output), a chained slot's to its first reader's input gradient first
+  // (chained_gradient); its parameter gradients are accumulated (add_param_gradient).
   // A recomputed op's forward reruns first; after its backward an op's buffers are freed.
   void backward(step_buffers& b, int k) {
     const int nops = int(model_.ops.size());
     const bool last = k == microbatches() - 1;
     std::vector<buffer> dy(static_cast<std::size_t>(nops));
+    std::vector<std::vector<buffer>> chained_sums(static_cast<std::size_t>(nops));  // later readers' gradients, per first slot
     if (link_.last_stage()) at(dy, model_.loss_op) = detail::loss_seed<T>(dev_, comm_, sig(model_.loss_op).outputs[0], microbatches());
     link_.receive_gradients(dy, output_elements());
     for (send_request& r : b.sends) r.wait();  // the next stage has them: it sent their gradients
@@ -440,11 +446,15 @@ class trainer : detail::device_buffers<T, D> {
         const tensor_ref r = at(model_.op_inputs, i)[j];
         if (r.op < 0) continue;
         const boxing_path& path = paths_.input(i, j).backward;
+        if (auto& sums = at(chained_sums, i); j < sums.size() && !sums[j].empty()) {  // this slot's later readers
+          accumulate(grads.inputs[j], std::move(sums[j]));
+          release(sums[j]);
+        }
         buffer g = path.size() == 0 ? std::move(grads.inputs[j])
                                     : run_boxing<T>(dev_, comm_, std::move(grads.inputs[j]),
                                                     at(at(model_.ops, r.op).outputs, r.index), dual(sig(i).inputs[j]), path);
         at(profile_.boxing_s, i) += lap(t);
-        accumulate(at(dy, r.op), std::move(g));
+        accumulate(chained_gradient(chained_sums, dy, i, j), std::move(g));
         profile_.accumulate_s += lap(t);
       }
       for (std::size_t j = 0; j < n.param_ids.size(); ++j) add_param_gradient(i, j, std::move(grads.params[j]), last);
@@ -456,6 +466,16 @@ class trainer : detail::device_buffers<T, D> {
       sample_memory();
     }
     link_.send_gradients(dy, output_elements());
+  }
+
+  // Where op i's input j's boxed gradient is added: its producer's output gradient, or for a
+  // chained slot its first reader's input gradient (which that reader boxes back once).
+  buffer& chained_gradient(std::vector<std::vector<buffer>>& sums, std::vector<buffer>& dy, int i, std::size_t j) {
+    const input_slot c = paths_.chained_from(i, j);
+    if (c.op < 0) return at(dy, at(model_.op_inputs, i)[j].op);
+    auto& s = at(sums, c.op);
+    if (s.size() <= std::size_t(c.input)) s.resize(std::size_t(c.input) + 1);
+    return s[std::size_t(c.input)];
   }
 
   // Micro-batch contribution g to the gradient of op i's parameter slot j, laid out
@@ -517,9 +537,9 @@ class trainer : detail::device_buffers<T, D> {
     const op_node& n = at(model_.ops, i);
     for (std::size_t j = 0; j < n.inputs.size(); ++j) {  // a freed tensor is an empty span
       const tensor_ref r = at(model_.op_inputs, i)[j];
-      const bool direct = r.op >= 0 && paths_.input(i, j).forward.size() == 0;
-      if (!direct) {
-        ops.inputs.push_back(view(at(b.inputs, i)[j]));
+      const input_slot copy = r.op < 0 ? input_slot{i, int(j)} : schedule().copy_read(i, j);
+      if (copy.op >= 0) {  // a model input or a boxed copy (its own, or its chained slot's)
+        ops.inputs.push_back(view(at(b.inputs, copy.op)[std::size_t(copy.input)]));
         continue;
       }
       const auto& outs = at(b.fwd, r.op).outputs;

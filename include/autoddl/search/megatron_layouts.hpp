@@ -107,18 +107,23 @@ class megatron_search {
     const megatron_point from = *best_;
     for (const auto& x : neighbours(from)) eval(x);
     if (!(*best_ == from)) return true;
-    // Where single moves stop: a neighbour faster but over the memory limit, with one move that
-    // saves memory (more context parallelism, more stages, more recomputation): Llama 3 70B on
-    // 8x8 goes from tp=8,pp=2 through tp=4,pp=2 (faster, over) to tp=4,pp=2,cp=2
+    // Where single moves stop: a neighbour faster but over the memory limit, with one or two
+    // steps more of a knob that saves memory (more context parallelism, more stages, more
+    // recomputation) or of the knob that moved: Llama 3 70B on 8x8 goes from tp=8,pp=2 through
+    // tp=4,pp=2 (faster, over) to tp=4,pp=2,cp=2, and from tp=4,pp=4,cp=2 through vpp=2 (faster,
+    // over) to vpp=4
     const double here = seen_.at(from)->time;
     for (const auto& x : neighbours(from)) {
       const auto got = seen_.find(x);
       if (got == seen_.end() || !got->second || got->second->feasible || got->second->time >= here) continue;
-      for (int k : {2, 1, 5}) {
-        megatron_point y = x;
-        y[std::size_t(k)] += 1;
-        if (y[std::size_t(k)] < sizes_[std::size_t(k)]) eval(y);
-      }
+      const int moved = int(std::find_if(x.begin(), x.end(), [&, k = 0](int v) mutable { return v != from[std::size_t(k++)]; }) - x.begin());
+      const int way = x[std::size_t(moved)] - from[std::size_t(moved)];
+      for (int k : {2, 1, 5, moved})
+        for (int steps : {1, 2}) {
+          megatron_point y = x;
+          y[std::size_t(k)] += k == moved ? steps * way : steps;
+          if (y[std::size_t(k)] >= 0 && y[std::size_t(k)] < sizes_[std::size_t(k)]) eval(y);
+        }
     }
     return !(*best_ == from);
   }
@@ -218,7 +223,7 @@ class megatron_search {
 inline std::optional<megatron_layout_plan> search_megatron_layouts(const std::function<graph(int)>& build,
                                                                    std::int64_t batch, const plan_options& base,
                                                                    step_settings pin, std::uint64_t seed = 1,
-                                                                   megatron_layout_space space = {}, int max_points = 40) {
+                                                                   megatron_layout_space space = {}, int max_points = 64) {
   detail::megatron_search search(build, batch, base, pin, seed, space, max_points);
   search.start(space.first_stages);
   while (search.found() && search.budget_left())

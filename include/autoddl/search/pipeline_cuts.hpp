@@ -212,7 +212,7 @@ inline std::vector<double> cut_bytes(const plan_problem& problem, const std::vec
   std::map<std::pair<int, int>, int> last_reader;  // (producer op, output) -> furthest unit reading it
   for (const auto& e : problem.edge_infos())
     if (!e.param) {
-      int& r = last_reader[{e.from_node, e.producer_output}];
+      int& r = last_reader[{e.producer, e.producer_output}];
       r = std::max(r, at(unit, e.to_node));
     }
   std::vector<double> bytes(std::size_t(units), 0.0);

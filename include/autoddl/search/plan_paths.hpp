@@ -6,11 +6,15 @@
 // the same copies.
 //   plan_paths paths(problem, pick);
 //   paths.input(i, j).forward.size() == 0   // input j of op i is read in place
+// A chained slot (chained_from) boxes from its first reader's input slot rather than from the
+// producer (search/planner.hpp, box once for all consumers): read in place, it reads that
+// slot's operand (a boxed copy, or the producer's output where that slot reads it in place).
 #include <cstddef>
 #include <vector>
 
 #include "autoddl/index.hpp"
 #include "autoddl/search/planner.hpp"
+#include "autoddl/search/step_schedule.hpp"
 
 namespace autoddl {
 
@@ -26,8 +30,10 @@ class plan_paths {
     const int nops = int(g.ops.size());
     resize(of_input_, nops);
     resize(of_param_, nops);
+    resize(chained_, nops);
     for (int i = 0; i < nops; ++i) {
       at(of_input_, i).assign(at(g.op_inputs, i).size(), -1);
+      at(chained_, i).assign(at(g.op_inputs, i).size(), input_slot{});
       at(of_param_, i).assign(at(g.ops, i).param_ids.size(), -1);
     }
     const auto& infos = problem.edge_infos();
@@ -37,8 +43,15 @@ class plan_paths {
       paths_.push_back({fwd, bwd});
       auto& slots = at(infos, e).param ? of_param_ : of_input_;
       at(at(slots, at(infos, e).to_node), at(infos, e).tensor_index) = e;
+      if (at(infos, e).from_input >= 0)
+        at(at(chained_, at(infos, e).to_node), at(infos, e).tensor_index) = input_slot{at(infos, e).from_node, at(infos, e).from_input};
     }
   }
+
+  /// The slot input j of op i is chained from (op -1: none, it boxes from its producer).
+  input_slot chained_from(int i, std::size_t j) const { return at(chained_, i)[j]; }
+  /// chained_from of every slot, per op.
+  const std::vector<std::vector<input_slot>>& chains() const { return chained_; }
 
   /// The paths into input slot j of op i (empty for a model input: it has no producer).
   const edge_paths& input(int i, std::size_t j) const { return of(at(of_input_, i)[j]); }
@@ -60,6 +73,7 @@ class plan_paths {
     return e < 0 ? none : at(paths_, e);
   }
   std::vector<std::vector<int>> of_input_, of_param_;  ///< per op slot: its edge of the problem (-1: none)
+  std::vector<std::vector<input_slot>> chained_;            ///< per op input slot: chained_from
   std::vector<edge_paths> paths_;                     ///< per edge
 };
 

@@ -11,7 +11,15 @@
 // or the storage itself (every use synchronised on its own, then added).
 // Edges: an activation from producer to consumer costs the boxing of the forward tensor
 // (producer's output layout -> consumer's input layout) plus the backward boxing of its gradient
-// (dual(consumer layout) -> dual(producer layout); DESIGN.md: B and P are dual, S stays S); a
+// (dual(consumer layout) -> dual(producer layout); DESIGN.md: B and P are dual, S stays S).
+// Box once for all consumers: an output read by several ops of its own repeated block keeps that
+// edge for its first reader f only; each later reader i takes a chained edge from f's input,
+// priced on (f's input layout, i's input layout): forward it boxes f's copy (free, read in place,
+// where the layouts agree: q, k and v share one all-gather of the layernorm output), backward its
+// gradient is boxed dual(i's layout) -> dual(f's layout) and added into f's input gradient, which
+// f's edge boxes back to the producer once (later readers run backward first). A reader whose
+// layout differs from f's boxes from f's copy, which may cost more than from the producer: the
+// search sees that price. Outside blocks, every reader has its own edge from the producer. A
 // parameter edge costs gathering storage -> compute layout in forward (the gathered copy is kept
 // for backward) and boxing the gradient dual(compute) -> storage (comm_grad, which may overlap
 // backward compute). Every boxing is cost/'s cheapest alpha-beta path: the one the executor runs.
@@ -140,6 +148,14 @@ class plan_problem : public detail::plan_pricing {
            at(param_sigs_, a) == at(param_sigs_, b);
   }
   int op_key(int i) const;
+  // Whether consumer i of op p's output takes it from the output's first consumer f instead: all
+  // three in one repeated block (one pipeline unit, rerun together under full recomputation),
+  // and i another op than f (an op reading one tensor twice boxes each slot).
+  bool chains(int p, int f, int i) const {
+    const int blk = at(model_.block, p);
+    return blk >= 0 && at(model_.block, f) == blk && at(model_.block, i) == blk && f != i;
+  }
+  std::vector<std::vector<std::pair<int, int>>> chained_slots() const;
   std::vector<int> param_tie_keys() const;
   void add_nodes(choice_problem& cp, const std::vector<int>* param_key);
   void add_edges(const std::vector<int>& param_key);
@@ -224,6 +240,22 @@ inline void plan_problem::add_nodes(choice_problem& cp, const std::vector<int>* 
     cp.add_node(&at(unary_, at(unary_of_, param_node(p))), param_key ? at(*param_key, p) : -1);
 }
 
+// Per op input slot: the (op, input slot) of the output's first reader that it chains from, or
+// (-1, -1) where it boxes from the producer (chains).
+inline std::vector<std::vector<std::pair<int, int>>> plan_problem::chained_slots() const {
+  std::map<std::pair<int, int>, std::pair<int, int>> first_reader;  // (producer, output) -> (op, input slot)
+  std::vector<std::vector<std::pair<int, int>>> from(model_.ops.size());
+  for (int i = 0; i < nops(); ++i)
+    for (std::size_t j = 0; j < at(model_.op_inputs, i).size(); ++j) {
+      const tensor_ref r = at(model_.op_inputs, i)[j];
+      at(from, i).emplace_back(-1, -1);
+      if (r.op < 0) continue;
+      const auto [first, fresh] = first_reader.try_emplace({r.op, r.index}, i, int(j));
+      if (!fresh && chains(r.op, first->second.first, i)) at(from, i).back() = first->second;
+    }
+  return from;
+}
+
 // Activation edges (producer -> consumer) and parameter edges (parameter -> user), with edge
 // classes shared by corresponding edges of identical blocks (their pair costs are equal).
 inline void plan_problem::add_edges(const std::vector<int>& param_key) {
@@ -260,24 +292,28 @@ inline void plan_problem::add_edges(const std::vector<int>& param_key) {
     edges_.push_back(ei);
     const auto lock = book_->lock();
     edge_shape_.push_back(book_->shape_id_locked(ei.param ? at(model_.params, ei.from_node - int(model_.ops.size())).shape
-                                                          : at(at(model_.ops, ei.from_node).outputs, ei.producer_output)));
+                                                          : at(at(model_.ops, ei.producer).outputs, ei.producer_output)));
     const int v_ports = ports(ei.to_node, ei.param ? 2 : 1, ei.tensor_index);
     tied_.add_edge(ei.from_node, ei.to_node, c, u_ports, v_ports);
     untied_.add_edge(ei.from_node, ei.to_node, c, u_ports, v_ports);
   };
+  const std::vector<std::vector<std::pair<int, int>>> chained = chained_slots();
   for (int i = 0; i < int(model_.ops.size()); ++i) {
     for (std::size_t j = 0; j < at(model_.op_inputs, i).size(); ++j) {
       const tensor_ref r = at(model_.op_inputs, i)[j];
       if (r.op < 0) continue;  // model inputs are loaded in whatever layout the consumer takes
+      if (const auto [f, jf] = at(chained, i)[j]; f >= 0) {  // boxed from the first reader's input (box once for all)
+        add({f, i, false, int(j), r.index, r.op, jf}, cls({2, op_key(f), op_key(i), int(j), jf, r.index}, true), ports(f, 1, jf));
+        continue;
+      }
       const bool share = op_key(r.op) >= 0 && op_key(i) >= 0;
-      add({r.op, i, false, int(j), r.index},
+      add({r.op, i, false, int(j), r.index, r.op},
           cls({0, op_key(r.op), op_key(i), int(j), r.index, at(model_.block, i) - at(model_.block, r.op)}, share),
           ports(r.op, 0, r.index));
     }
     for (std::size_t j = 0; j < at(model_.ops, i).param_ids.size(); ++j) {
       const int p = at(model_.ops, i).param_ids[j];
-      const bool share = at(param_key, p) >= 0 && op_key(i) >= 0;
-      add({param_node(p), i, true, int(j), 0}, cls({1, at(param_key, p), op_key(i), int(j), 0, 0}, share), -1);
+      add({param_node(p), i, true, int(j), 0}, cls({1, at(param_key, p), op_key(i), int(j), 0, 0}, at(param_key, p) >= 0 && op_key(i) >= 0), -1);
     }
   }
 }

@@ -71,7 +71,7 @@ class step_memory_replay {
         first_(first_op),
         end_(end_op < 0 ? int(problem.model().ops.size()) : end_op),
         warm_(warm) {
-    schedule_.emplace(model_, problem.options().recompute, paths_.boxed_inputs());
+    schedule_.emplace(model_, problem.options().recompute, paths_.boxed_inputs(), paths_.chains());
     find_boundaries();
   }
 
@@ -119,6 +119,7 @@ class step_memory_replay {
   struct buffers {  // one micro-batch's, per op
     std::vector<std::vector<std::int64_t>> inputs;  // boxed copies and model inputs
     std::vector<std::int64_t> outputs, saved, dy;
+    std::vector<std::vector<std::int64_t>> chained_sums;  // later readers' gradients, per first slot
     std::vector<int> pending;
   };
 
@@ -201,6 +202,7 @@ class step_memory_replay {
     assign(b.outputs, nops, 0);
     assign(b.saved, nops, 0);
     assign(b.dy, nops, 0);
+    resize(b.chained_sums, nops);
     b.pending = schedule_->consumer_slots();
     for (int o : received_) add(at(b.outputs, o) = first_output_bytes(o));
     for (int i = first_; i < end_; ++i) {
@@ -239,9 +241,8 @@ class step_memory_replay {
   // As the executor's release_after_forward: unread copies, then producers nobody holds.
   void release_after_forward(buffers& b, int i, std::vector<int>& pending, bool rerun) {
     const step_schedule& sc = *schedule_;
-    auto& in = at(b.inputs, i);
-    for (std::size_t j = 0; j < in.size(); ++j)
-      if (!sc.reads(i).input(j) && (rerun || !sc.reruns_from(i, j))) drop(in[j]);
+    for (const input_slot c : sc.copies_done(i))
+      if (rerun || !sc.reruns_from(c.op, std::size_t(c.input))) drop(at(b.inputs, c.op)[std::size_t(c.input)]);
     auto free_unheld = [&](int p) {
       if (!sc.held(p, rerun)) drop(at(b.outputs, p));
     };
@@ -309,7 +310,8 @@ class step_memory_replay {
   }
 
   // Op i's backward: its input gradients (dual of the input layout: the input's local size) go
-  // to their producers' dy, its parameter gradients to the accumulators; then its buffers go.
+  // to their producers' dy (a chained slot's to its first reader's input gradient, which that
+  // reader adds to its own), its parameter gradients to the accumulators; then its buffers go.
   void backward_op(buffers& b, int i, bool last) {
     const op_node& n = at(model_.ops, i);
     std::int64_t grads = 0;
@@ -321,7 +323,15 @@ class step_memory_replay {
     for (std::size_t j = 0; j < n.inputs.size(); ++j) {
       const int p = at(model_.op_inputs, i)[j].op;
       if (p < 0) continue;
+      if (auto& sums = at(b.chained_sums, i); j < sums.size()) drop(sums[j]);
       live_ -= local(n.inputs[j], sig(i).inputs[j]) * elem_;
+      if (const input_slot c = paths_.chained_from(i, j); c.op >= 0) {
+        auto& sums = at(b.chained_sums, c.op);
+        if (sums.size() <= std::size_t(c.input)) sums.resize(std::size_t(c.input) + 1, 0);
+        std::int64_t& sum = sums[std::size_t(c.input)];
+        if (sum == 0) add(sum = local(at(model_.ops, c.op).inputs[std::size_t(c.input)], sig(c.op).inputs[std::size_t(c.input)]) * elem_);
+        continue;
+      }
       // the boxed gradient becomes p's dy (of its first output where p is another stage's)
       if (at(b.dy, p) == 0) add(at(b.dy, p) = p < first_ ? first_output_bytes(p) : output_bytes(p));
     }

@@ -13,6 +13,8 @@
 //                 rerunning from it;
 //   hold_outside  readers in another block only (what a fully recomputed block keeps);
 //   hold_inside   its own backward and readers in its block (after the block's rerun).
+// A boxed copy is freed after the forward of the last op that reads it (its own op, or a later
+// reader chained from its slot: search/plan_paths.hpp) unless a backward reads it in place.
 #include <cstddef>
 #include <map>
 #include <vector>
@@ -24,13 +26,21 @@
 
 namespace autoddl {
 
+/// An op's input slot (op -1: none).
+struct input_slot {
+  int op = -1, input = -1;
+};
+
 class step_schedule {
  public:
-  /// `input_boxed[i][j]`: whether input j of op i is boxed (copied) rather than read in place.
-  step_schedule(const graph& g, recompute_mode mode, const std::vector<std::vector<bool>>& input_boxed)
-      : g_(g), mode_(mode), boxed_(input_boxed) {
+  /// `input_boxed[i][j]`: whether input j of op i is boxed (copied) rather than read in place;
+  /// `chained[i][j]`: the slot it boxes from instead of its producer (op -1: none).
+  step_schedule(const graph& g, recompute_mode mode, const std::vector<std::vector<bool>>& input_boxed,
+                const std::vector<std::vector<input_slot>>& chained)
+      : g_(g), mode_(mode), boxed_(input_boxed), chained_(chained) {
     index_blocks();
     index_reads();
+    index_copies();
   }
 
   recompute_mode mode() const { return mode_; }
@@ -50,6 +60,17 @@ class step_schedule {
   /// Per op: the input slots that read its output (all, and those of ops in its own block).
   const std::vector<int>& consumer_slots() const { return consumer_slots_; }
   const std::vector<int>& block_consumer_slots() const { return block_consumer_slots_; }
+
+  /// The slot whose boxed copy input j of op i reads in place: its own where it boxes, its
+  /// chained slot's where that one boxes, else none (the producer's output or a model input).
+  input_slot copy_read(int i, std::size_t j) const {
+    if (at(boxed_, i)[j]) return {i, int(j)};
+    const input_slot c = at(chained_, i)[j];
+    return c.op >= 0 && at(boxed_, c.op)[std::size_t(c.input)] ? c : input_slot{};
+  }
+  /// The slots (model inputs and boxed copies) no one reads after op i's forward: free unless
+  /// reruns_from keeps them for a fully recomputed block's rerun.
+  const std::vector<input_slot>& copies_done(int i) const { return at(copies_done_, i); }
 
   /// Whether input j of op i comes over an edge inside one repeated block (reboxed under full).
   bool inside_block(int i, std::size_t j) const {
@@ -101,7 +122,7 @@ class step_schedule {
         ++at(consumer_slots_, p);
         const bool same_block = inside_block(i, j);
         if (same_block) ++at(block_consumer_slots_, p);
-        const bool direct = !at(boxed_, i)[j];
+        const bool direct = copy_read(i, j).op < 0;
         const bool bwd_reads = direct && at(reads_, i).input(j);
         const bool rerun_reads = direct && reruns_from(i, j);
         if (!bwd_reads && !rerun_reads) continue;
@@ -111,9 +132,32 @@ class step_schedule {
     }
   }
 
+  // copies_done: each slot's copy goes after its last forward reader unless a backward reads it.
+  void index_copies() {
+    const int nops = int(g_.ops.size());
+    std::vector<std::vector<int>> last(static_cast<std::size_t>(nops));
+    std::vector<std::vector<char>> kept(static_cast<std::size_t>(nops));
+    for (int i = 0; i < nops; ++i) {
+      const std::size_t n = at(g_.op_inputs, i).size();
+      at(last, i).assign(n, i);
+      at(kept, i).assign(n, 0);
+      for (std::size_t j = 0; j < n; ++j) {
+        if (at(reads_, i).input(j)) at(kept, i)[j] = 1;
+        if (const input_slot c = at(chained_, i)[j]; c.op >= 0) at(last, c.op)[std::size_t(c.input)] = i;
+        if (const input_slot c = copy_read(i, j); c.op >= 0 && at(reads_, i).input(j)) at(kept, c.op)[std::size_t(c.input)] = 1;
+      }
+    }
+    copies_done_.resize(static_cast<std::size_t>(nops));
+    for (int i = 0; i < nops; ++i)
+      for (std::size_t j = 0; j < at(last, i).size(); ++j)
+        if (!at(kept, i)[j]) at(copies_done_, at(last, i)[j]).push_back({i, int(j)});
+  }
+
   const graph& g_;
   recompute_mode mode_;
   std::vector<std::vector<bool>> boxed_;
+  std::vector<std::vector<input_slot>> chained_;
+  std::vector<std::vector<input_slot>> copies_done_;
   std::vector<char> recomputes_, last_of_block_, read_outside_block_;
   std::map<int, std::vector<int>> block_ops_;
   std::vector<backward_reads> reads_;

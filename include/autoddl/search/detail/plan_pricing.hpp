@@ -30,12 +30,17 @@ class plan_pricing : public plan_candidates {
         book_(&boxing_book_for(mesh_, options.hw.measured.copy, element_bytes_)) {}
 
   /// An edge of the problem, as added (untied() order): an activation edge from its producer to its
-  /// consumer, or a parameter edge from the parameter's node to the op that uses it.
+  /// consumer, or a parameter edge from the parameter's node to the op that uses it. A chained
+  /// activation edge (from_input >= 0) feeds a later consumer of an output from its first
+  /// consumer's input slot: from_node is that first consumer, and the tensor is boxed once for all
+  /// (search/planner.hpp).
   struct edge_info {
     int from_node, to_node;
     bool param;          ///< a parameter edge (storage <-> compute) rather than an activation edge
     int tensor_index;    ///< consumer input index, or parameter index within the op
     int producer_output; ///< activation edges: which output of the producer
+    int producer = -1;   ///< activation edges: the op that makes the tensor
+    int from_input = -1; ///< chained edges: the first consumer's input slot it boxes from
   };
   const std::vector<edge_info>& edge_infos() const { return edges_; }
 
@@ -318,9 +323,8 @@ class plan_pricing : public plan_candidates {
       const nd_sbp& st = param_candidate(p, cu).storage;
       return double(local_shape(at(model_.params, p).shape, layout{st, options_.mesh}).elements()) * element_bytes_;
     }
-    const nd_sbp& out = at(op_candidate(ei.from_node, cu).outputs, ei.producer_output);
-    const tensor_shape& s = at(at(model_.ops, ei.from_node).outputs, ei.producer_output);
-    return double(local_shape(s, layout{out, options_.mesh}).elements()) * element_bytes_;
+    const tensor_shape& s = at(at(model_.ops, ei.producer).outputs, ei.producer_output);
+    return double(local_shape(s, layout{source_layout(e, cu), options_.mesh}).elements()) * element_bytes_;
   }
 
   // The forward and backward summaries of edge e under picks cu, cv (edge_paths' paths).
@@ -354,9 +358,16 @@ class plan_pricing : public plan_candidates {
       const nd_sbp& comp = at(op_candidate(ei.to_node, cv).params, ei.tensor_index);
       return {store.storage, comp, dual(comp), store.grad_sum};
     }
-    const nd_sbp& out = at(op_candidate(ei.from_node, cu).outputs, ei.producer_output);
+    const nd_sbp& out = source_layout(e, cu);
     const nd_sbp& in = at(op_candidate(ei.to_node, cv).inputs, ei.tensor_index);
     return {out, in, dual(in), dual(out)};
+  }
+  // Where activation edge e's forward boxing starts under its source's pick cu: the producer's
+  // output layout, or for a chained edge the first consumer's input layout.
+  const nd_sbp& source_layout(int e, int cu) const {
+    const edge_info& ei = at(edges_, e);
+    if (ei.from_input >= 0) return at(op_candidate(ei.from_node, cu).inputs, ei.from_input);
+    return at(op_candidate(ei.from_node, cu).outputs, ei.producer_output);
   }
   // Each term of edge_terms(e, cu, cv) or less, without a search: both paths' boxing_lower_bound
   // on the comm terms as edge_terms places them (less a relative 1e-9: the path's cost sums its
@@ -373,7 +384,7 @@ class plan_pricing : public plan_candidates {
       t.comm_grad = slack * lb.between(comp, true, store.grad_sum, false);
       return t;
     }
-    const nd_sbp& out = at(op_candidate(ei.from_node, cu).outputs, ei.producer_output);
+    const nd_sbp& out = source_layout(e, cu);
     const nd_sbp& in = at(op_candidate(ei.to_node, cv).inputs, ei.tensor_index);
     t.comm_fwd = slack * lb(out, in);
     t.comm_bwd = slack * lb.between(in, true, out, true);
