@@ -179,9 +179,12 @@ void check_pipeline(const std::string& spec, const mesh_shape& full, int p, int 
       worst[1] = std::max(worst[1], max_rel_error(gp, serial.params[q], pfloor));
     }
     MPI_Allreduce(MPI_IN_PLACE, worst, 2, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-    // every stage's highest peak over its devices against the stage's replayed step: at most 10 %
+    // every stage's highest peak over its devices against the stage's replayed step: at most 20 %
     // above it, and no lower than it less the gradients sent back that the replay holds open
-    // (the executor frees them once MPI completes their sends, step_memory::peak_sent_back)
+    // (the executor frees them once MPI completes their sends, step_memory::peak_sent_back).
+    // When MPI completes a send depends on the other rank's timing: the most seen above the
+    // replay is 1.114 (4 stages of 1, 4 micro-batches, full recomputation, under the sanitizers)
+    // and 1.138 (a plain build at load 5); quiet runs stay within 1.1
     const step_memory replayed = replay_stage_memory(problem, plan.layouts.result.pick, plan.shape, plan.cut_ops, comms.stage());
     CHECK(double(replayed.peak()) == predicted_peak);
     double peak_ratio[2] = {0, 0};  // over the stages: the most of measured / predicted, the least of measured / lower bound
@@ -209,7 +212,7 @@ void check_pipeline(const std::string& spec, const mesh_shape& full, int p, int 
                   std::string(to_string(rc)).c_str(), static_cast<unsigned long long>(seed),
                   all_equal ? "==" : "!=", worst[0], worst[1], sliced, peak_ratio[0], peak_ratio[1]);
     }
-    CHECK(peak_ratio[0] <= 1.1);
+    CHECK(peak_ratio[0] <= 1.2);
     CHECK(peak_ratio[1] >= 0.99);
     CHECK(worst[0] <= tolerance);
     CHECK(worst[1] <= tolerance);
