@@ -6,9 +6,17 @@
 //             pairs them: megatron_weight_split), others data
 //   zero      data parallel with parameters, gradients and optimizer state stored sharded
 //             (ZeRO, Rajbhandari 2020), gathered before use
-//   owt       "one weird trick" (Krizhevsky 2014): convolutions data parallel, fully-connected
-//             layers model parallel on every axis
-//   2d        weights split on both axes of a 2-D mesh (2-D tensor parallelism)
+//   owt       "one weird trick" (Krizhevsky 2014, section 3): convolutions data parallel;
+//             fully-connected layers model parallel: each device computes 1/n of a linear's
+//             outputs for the whole batch (W split on out on every axis; where out does not divide,
+//             on in), the ops after them keep that split where cheapest; the last data-parallel
+//             activation is gathered
+//   2d        weights split on both axes of a 2-D mesh (2-D tensor parallelism): each device
+//             holds one block of a linear's W [in, out]; consecutive linears alternate W [S(0),
+//             S(1)] (input [S(-1), B], output [P, S(-1)]) and W [S(1), S(0)] (input [B, S(-1)],
+//             output [S(-1), P]), the ops between them keep their producer's layout, a partial
+//             sum all-reduced: one all-reduce over one axis forward and one over the other
+//             backward per linear, Megatron-LM's column/row pairing on both axes at once
 // Ops are visited in topological order; among the candidates that obey the rules, each op takes
 // the one cheapest with its already-placed producers (compute + boxing on those edges). An op
 // with no candidate obeying the rules takes the cheapest of all, and the plan says so.
@@ -109,9 +117,19 @@ inline bool obeys_experts(const signature& sig, int a, bool expert_axis, bool et
 
 // Whether candidate sig of op n obeys expert e on every mesh axis (cp_axis: megatron's
 // context-parallel axis, or -1; moe: its expert rules; router_linear: n computes router
-// logits, replicated on the tensor-parallel axis as Megatron-Core keeps its router).
+// logits, replicated on the tensor-parallel axis as Megatron-Core keeps its router; fc_region:
+// n is a linear or reads, directly or through other ops, a linear's output: fc_region_of).
 inline bool obeys(expert e, const op_node& n, const signature& sig, int axes, bool sp = false, int cp_axis = -1,
-                  moe_rules moe = {}, bool router_linear = false) {
+                  moe_rules moe = {}, bool router_linear = false, bool fc_region = false) {
+  const bool matrix = n.kind == op_kind::linear && !n.params.empty() && n.params[0].rank() == 2;
+  if (e == expert::owt && matrix) {  // model parallel on every axis (prefers: on the outputs)
+    for (int a = 0; a < axes; ++a)
+      if (!sig.params[0][a].is_split()) return false;
+    return true;
+  }
+  if (e == expert::owt && fc_region) return true;  // after the linears: where cheapest
+  if (e == expert::two_d && matrix && axes == 2)
+    return (sig.params[0][0] == S(0) && sig.params[0][1] == S(1)) || (sig.params[0][0] == S(1) && sig.params[0][1] == S(0));
   for (int a = 0; a < axes; ++a) {
     const bool tensor = e == expert::megatron && (a == axes - 1 || axes == 1);
     if (n.kind == op_kind::experts && (moe.expert_axis(a) || tensor)) {
@@ -132,7 +150,7 @@ inline bool obeys(expert e, const op_node& n, const signature& sig, int axes, bo
       case expert::dp:
       case expert::zero: tensor_axis = false; break;
       case expert::megatron: tensor_axis = a == axes - 1 && axes >= 1; break;
-      case expert::owt: tensor_axis = n.kind == op_kind::linear; break;
+      case expert::owt: tensor_axis = false; break;  // before the linears: data parallel
       case expert::two_d: tensor_axis = true; break;
     }
     if (!tensor_axis) {
@@ -155,6 +173,57 @@ inline bool obeys(expert e, const op_node& n, const signature& sig, int axes, bo
     }
   }
   return true;
+}
+
+// Per op of g: whether it is a linear or reads a linear's output, directly or through other ops
+// (owt's fully-connected layers and what follows them, where 2d's activations split).
+inline std::vector<char> fc_region_of(const graph& g) {
+  std::vector<char> in(g.ops.size(), 0);
+  for (std::size_t i = 0; i < g.ops.size(); ++i) {
+    in[i] = g.ops[i].kind == op_kind::linear;
+    for (const tensor_ref& t : at(g.op_inputs, i))
+      if (t.op >= 0 && at(in, t.op)) in[i] = 1;
+  }
+  return in;
+}
+
+// Where candidates allow: owt's linears split W [in, out] on out over every axis (each device
+// computes 1/n of the outputs; a layer whose outputs do not divide takes another split); in 2d's
+// fully-connected region an op other than a linear takes each input as its producer made it, a
+// partial sum all-reduced (P -> B).
+inline bool prefers(expert e, const plan_problem& problem, const std::vector<int>& pick, int op, const signature& sig,
+                    bool fc_region) {
+  const graph& g = problem.model();
+  if (e == expert::owt && at(g.ops, op).kind == op_kind::linear && !sig.params.empty()) {
+    for (int a = 0; a < sig.params[0].size(); ++a)
+      if (!(sig.params[0][a] == S(1))) return false;
+    return true;
+  }
+  if (e != expert::two_d || problem.options().mesh.size() != 2 || !fc_region || at(g.ops, op).kind == op_kind::linear) return true;
+  for (std::size_t i = 0; i < sig.inputs.size(); ++i) {
+    const tensor_ref in = at(at(g.op_inputs, op), i);
+    if (in.op < 0) continue;
+    const nd_sbp& made = at(problem.op_candidate(in.op, at(pick, in.op)).outputs, in.index);
+    for (int a = 0; a < made.size(); ++a)
+      if (!(sig.inputs[i][a] == (made[a].is_partial() ? B : made[a]))) return false;
+  }
+  return true;
+}
+
+// 2d's alternation: a linear whose input arrives split on its last dim over axis 1 alone takes
+// W [S(1), S(0)], every other linear W [S(0), S(1)]; nullopt off a 2-D mesh or for other ops.
+inline std::optional<nd_sbp> two_d_weight(const plan_problem& problem, const std::vector<int>& pick, int op) {
+  const graph& g = problem.model();
+  const op_node& n = at(g.ops, op);
+  if (problem.options().mesh.size() != 2 || n.kind != op_kind::linear || n.params.empty() || n.params[0].rank() != 2)
+    return std::nullopt;
+  const tensor_ref in = at(g.op_inputs, op)[0];
+  if (in.op >= 0) {
+    const nd_sbp& got = at(problem.op_candidate(in.op, at(pick, in.op)).outputs, in.index);
+    const sbp last = S(at(at(g.ops, in.op).outputs, in.index).rank() - 1);
+    if (got[1] == last && !(got[0] == last)) return nd_sbp{S(1), S(0)};
+  }
+  return nd_sbp{S(0), S(1)};
 }
 
 // The storage an expert gives a parameter whose compute layout is `comp`.
@@ -234,10 +303,13 @@ inline bool feeds_router(const graph& g, int i) {
 }
 
 // The greedy completion of op i: among its candidates that obey e (and, for megatron, the
-// column/row pairing), the one cheapest with its placed producers; none obeys: the cheapest of
-// all (pass 1), and the op is named in relaxed.
+// column/row pairing, for 2d the alternation; among those, the ones it prefers where there are
+// any), the one cheapest
+// with its placed producers; none obeys: the cheapest of all (pass 2), and the op is named in
+// relaxed. fc_region: fc_region_of the model.
 inline void expert_pick_op(const plan_problem& problem, expert e, bool sp, int cp_axis, moe_rules moe,
-                           const expert_storage_rule& storage, const std::vector<int>& in_edges, int i, expert_plan& r) {
+                           const expert_storage_rule& storage, const std::vector<char>& fc_region,
+                           const std::vector<int>& in_edges, int i, expert_plan& r) {
   const graph& g = problem.model();
   const choice_problem& cp = problem.untied();
   const int nops = int(g.ops.size()), axes = problem.options().mesh.size();
@@ -245,11 +317,15 @@ inline void expert_pick_op(const plan_problem& problem, expert e, bool sp, int c
   const bool router_linear = feeds_router(g, i);
   const std::optional<sbp> split =
       e == expert::megatron && !router_linear ? megatron_weight_split(problem, r.pick, i) : std::nullopt;
-  for (int pass = 0; pass < 2 && at(r.pick, i) < 0; ++pass) {
+  const std::optional<nd_sbp> block = e == expert::two_d ? two_d_weight(problem, r.pick, i) : std::nullopt;
+  const bool fc = at(fc_region, i) != 0;
+  for (int pass = 0; pass < 3 && at(r.pick, i) < 0; ++pass) {
     double best = std::numeric_limits<double>::infinity();
     for (int c = 0; c < int(sigs.size()); ++c) {
-      if (pass == 0 && !obeys(e, at(g.ops, i), at(sigs, c), axes, sp, cp_axis, moe, router_linear)) continue;
-      if (pass == 0 && split && !(at(sigs, c).params[0][axes - 1] == *split)) continue;
+      if (pass < 2 && !obeys(e, at(g.ops, i), at(sigs, c), axes, sp, cp_axis, moe, router_linear, fc)) continue;
+      if (pass < 2 && split && !(at(sigs, c).params[0][axes - 1] == *split)) continue;
+      if (pass < 2 && block && !(at(sigs, c).params[0] == *block)) continue;
+      if (pass == 0 && !prefers(e, problem, r.pick, i, at(sigs, c), fc)) continue;
       double score = cp.unary(i, c).serial_time();
       for (int k : in_edges) {
         const auto& info = at(problem.edge_infos(), k);
@@ -262,7 +338,7 @@ inline void expert_pick_op(const plan_problem& problem, expert e, bool sp, int c
         at(r.pick, i) = c;
       }
     }
-    if (pass == 1) r.relaxed.push_back(at(g.ops, i).name);
+    if (pass == 2) r.relaxed.push_back(at(g.ops, i).name);
   }
 }
 
@@ -309,10 +385,12 @@ inline expert_plan make_expert_plan(const plan_problem& problem, expert e, bool 
   // the parameter's terms (parameters priced alike store alike).
   std::map<std::vector<std::uintptr_t>, std::pair<int, bool>> done;  // key -> pick, relaxed
   const int nops = int(problem.model().ops.size());
+  const std::vector<char> fc_region = detail::fc_region_of(problem.model());
   for (int i = 0; i < nops; ++i) {
     std::vector<std::uintptr_t> key{reinterpret_cast<std::uintptr_t>(&problem.op_candidates(i)),
                                     reinterpret_cast<std::uintptr_t>(&cp.unary(i, 0)),
-                                    std::uintptr_t(at(problem.model().ops, i).kind), std::uintptr_t(at(problem.model().block, i) >= 0)};
+                                    std::uintptr_t(at(problem.model().ops, i).kind), std::uintptr_t(at(problem.model().block, i) >= 0),
+                                    std::uintptr_t(at(fc_region, i))};
     for (int k : at(in_edges, i)) {
       const auto& info = at(problem.edge_infos(), k);
       const int u = at(cp.edges(), k).u;
@@ -325,7 +403,7 @@ inline expert_plan make_expert_plan(const plan_problem& problem, expert e, bool 
       continue;
     }
     const std::size_t relaxed = r.relaxed.size();
-    detail::expert_pick_op(problem, e, sp, cp_axis, moe, storage, at(in_edges, i), i, r);
+    detail::expert_pick_op(problem, e, sp, cp_axis, moe, storage, fc_region, at(in_edges, i), i, r);
     done.emplace(std::move(key), std::pair<int, bool>{at(r.pick, i), r.relaxed.size() > relaxed});
   }
   detail::expert_store_params(problem, storage, r);

@@ -42,19 +42,35 @@ double megatron_block_bytes(double b, double s, double h, double e, int d, int t
   return e * (activations + dp_grads + ring(d * t) * 4 * h);
 }
 
-// One block's bytes of a Megatron plan: the plan of 3 layers less the plan of 2.
-double megatron_plan_block_bytes(const mesh_shape& mesh, const std::string& strategy) {
+// Bytes per device per step of the plan `strategy` of model g on mesh (dgx-a100, fp32; zero:
+// the ZeRO stages' layouts offered), which must need no note (every op placed by the rules).
+double plan_bytes(const graph& g, const mesh_shape& mesh, const std::string& strategy, bool zero = false) {
   plan_options o;
   o.mesh = mesh;
   o.hw = load_hardware("dgx-a100");
   o.type = dtype::fp32;
+  o.zero1_layouts = o.zero2_layouts = zero;
+  const plan_problem problem(g, o);
+  const plan_result r = solve_plan(problem, parse_strategy(strategy));
+  CHECK(r.notes.empty());
+  return r.totals.bytes;
+}
+
+// One block's bytes of a Megatron plan: the plan of 3 layers less the plan of 2.
+double megatron_plan_block_bytes(const mesh_shape& mesh, const std::string& strategy) {
   auto bytes = [&](int layers) {
-    plan_problem problem(build_model("gpt:layers=" + std::to_string(layers) + ",hidden=512,heads=8,seq=256,batch=8,vocab=1024"), o);
-    const plan_result r = solve_plan(problem, parse_strategy(strategy));
-    CHECK(r.notes.empty());
-    return r.totals.bytes;
+    return plan_bytes(build_model("gpt:layers=" + std::to_string(layers) + ",hidden=512,heads=8,seq=256,batch=8,vocab=1024"), mesh,
+                      strategy);
   };
   return bytes(3) - bytes(2);
+}
+
+// The bytes that `extra` more hidden layers add to the plan `strategy` of an MLP (hidden 256,
+// batch 64, in 32, out 16) with `layers` of them: what each added layer sends, its neighbours
+// laid out as before.
+double mlp_layer_bytes(const mesh_shape& mesh, const std::string& strategy, int layers, int extra) {
+  auto bytes = [&](int l) { return plan_bytes(build_model("mlp:layers=" + std::to_string(l) + ",hidden=256,batch=64,in=32,out=16"), mesh, strategy); };
+  return bytes(layers + extra) - bytes(layers);
 }
 
 }  // namespace
@@ -99,15 +115,16 @@ TEST_CASE("an expert plan's repeated blocks take the picks the greedy gives op b
     const choice_problem& cp = problem.untied();
     std::vector<std::vector<int>> in_edges(std::size_t(cp.nodes()));
     for (std::size_t k = 0; k < cp.edges().size(); ++k) in_edges[std::size_t(cp.edges()[k].v)].push_back(int(k));
-    for (expert e : {expert::dp, expert::megatron, expert::zero, expert::owt})
+    for (expert e : {expert::dp, expert::megatron, expert::zero, expert::owt, expert::two_d})
       for (bool sp : {false, true})
         for (int stage : {2, 3}) {
           INFO(spec << " on " << to_string(mesh) << ", expert " << to_string(e) << " sp " << sp << " stage " << stage);
           const detail::expert_storage_rule storage{problem, e, stage};
           expert_plan want;
           want.pick.assign(std::size_t(cp.nodes()), -1);
+          const std::vector<char> fc_region = detail::fc_region_of(problem.model());
           for (int i = 0; i < int(problem.model().ops.size()); ++i)
-            detail::expert_pick_op(problem, e, sp, -1, {}, storage, in_edges[std::size_t(i)], i, want);
+            detail::expert_pick_op(problem, e, sp, -1, {}, storage, fc_region, in_edges[std::size_t(i)], i, want);
           // each parameter stored as the user of its first parameter edge computes with it
           const int nops = int(problem.model().ops.size());
           for (int p = 0; p < int(problem.model().params.size()); ++p) {
@@ -201,17 +218,9 @@ TEST_CASE("dp and every ZeRO stage send 2 (n - 1) / n of the parameters per devi
   const double params = double(param_count(g));
   for (const mesh_shape& mesh : {mesh_shape{2}, mesh_shape{4}, mesh_shape{8}, mesh_shape{2, 2}, mesh_shape{2, 4}}) {
     for (const char* strategy : {"dp", "zero:stage=1", "zero:stage=2", "zero"}) {
-      plan_options o;
-      o.mesh = mesh;
-      o.hw = load_hardware("dgx-a100");
-      o.type = dtype::fp32;
-      o.zero1_layouts = o.zero2_layouts = true;
-      const plan_problem problem(g, o);
-      const plan_result r = solve_plan(problem, parse_strategy(strategy));
       const double n = double(mesh.devices());
       CAPTURE(to_string(mesh), strategy);
-      CHECK(r.notes.empty());
-      CHECK(r.totals.bytes == Approx(2.0 * (n - 1) / n * params * 4).epsilon(1e-12));
+      CHECK(plan_bytes(g, mesh, strategy, true) == Approx(2.0 * (n - 1) / n * params * 4).epsilon(1e-12));
     }
   }
 }
@@ -226,19 +235,59 @@ TEST_CASE("on GPT (a tied embedding) dp and ZeRO-1 and 2 send 2 (n - 1) / n of t
   const double params = double(param_count(g)), tied = 1024.0 * 512;
   for (const mesh_shape& mesh : {mesh_shape{4}, mesh_shape{2, 2}, mesh_shape{2, 4}}) {
     for (const char* strategy : {"dp", "zero:stage=1", "zero:stage=2", "zero"}) {
-      plan_options o;
-      o.mesh = mesh;
-      o.hw = load_hardware("dgx-a100");
-      o.type = dtype::fp32;
-      o.zero1_layouts = o.zero2_layouts = true;
-      const plan_problem problem(g, o);
-      const plan_result r = solve_plan(problem, parse_strategy(strategy));
       const double ring = 2.0 * double(mesh.devices() - 1) / double(mesh.devices());
       const double closed = ring * (params + (std::string(strategy) == "zero" ? tied : 0)) * 4;
       CAPTURE(to_string(mesh), strategy);
-      CHECK(r.notes.empty());
-      CHECK(r.totals.bytes == Approx(closed).epsilon(1e-12));
+      CHECK(plan_bytes(g, mesh, strategy, true) == Approx(closed).epsilon(1e-12));
     }
+  }
+}
+
+TEST_CASE("owt gathers the batch into each fully-connected layer and reduce-scatters its gradient back, as Krizhevsky's trick does",
+          "[search][experts][closed-form]") {
+  // Krizhevsky 2014, section 3: each of n devices computes 1/n of a fully-connected layer's
+  // outputs for the whole batch. A layer reads its input whole (an all-gather of the previous
+  // layer's output shares, (n - 1) / n of b x hidden per device) and its input gradient comes
+  // back as partial sums (a reduce-scatter, the same bytes); its weights are split, so no
+  // gradient is synchronised. On a 2-D mesh the shares span both axes: the same (n - 1) / n.
+  for (const mesh_shape& mesh : {mesh_shape{2}, mesh_shape{4}, mesh_shape{8}, mesh_shape{2, 2}, mesh_shape{2, 4}}) {
+    const double n = double(mesh.devices());
+    CAPTURE(to_string(mesh));
+    CHECK(mlp_layer_bytes(mesh, "owt", 2, 1) == Approx(2 * (n - 1) / n * 64 * 256 * 4).epsilon(1e-12));
+  }
+}
+
+TEST_CASE("owt on VGG-11: data-parallel convolutions, the flattened features gathered, model-parallel classifier",
+          "[search][experts][closed-form]") {
+  // Every convolution's parameters all-reduced, 2 (n - 1) / n per device; the flattened last
+  // feature map (b x 512) gathered into fc0 and its gradient reduce-scattered back; fc1 and fc2
+  // each gather their input (b x fc) and reduce-scatter its gradient; the logits, split on the
+  // classes, go to the loss split on the batch: an all-to-all each way, (n - 1) / n^2 of them.
+  const int b = 16, fc = 64, classes = 16;
+  const graph g = build_model("vgg11:image=32,classes=16,batch=16,fc=64");
+  double conv_params = 0;
+  for (const param_info& p : g.params)
+    if (p.name.rfind("conv", 0) == 0) conv_params += double(p.shape.elements());
+  for (int n : {2, 4, 8}) {
+    CAPTURE(n);
+    const double share = (n - 1.0) / n;
+    const double closed = 2 * share * conv_params + 2 * share * b * 512 + 2 * (2 * share * b * fc) + 2 * share / n * b * classes;
+    CHECK(plan_bytes(g, mesh_shape{n}, "owt") == Approx(closed * 4).epsilon(1e-12));
+  }
+}
+
+TEST_CASE("2d all-reduces each linear's output over one axis and its input gradient over the other, alternating",
+          "[search][experts][closed-form]") {
+  // On an a x c mesh every linear holds one block of W: [S(0), S(1)] (rows over axis 0,
+  // columns over axis 1) and the next [S(1), S(0)]. A layer's output is a partial sum over the
+  // axis that split its rows, all-reduced there (2 (a - 1) / a of the b x hidden / c a device
+  // holds, or 2 (c - 1) / c of b x hidden / a); its input gradient is one over the other axis.
+  // Two added layers: one of each, 4 (a + c - 2) / (a c) of b x hidden in all.
+  for (const mesh_shape& mesh : {mesh_shape{2, 2}, mesh_shape{2, 4}, mesh_shape{4, 2}}) {
+    const double a = mesh[0], c = mesh[1];
+    CAPTURE(to_string(mesh));
+    CHECK(mlp_layer_bytes(mesh, "2d", 2, 2) == Approx(4 * (a + c - 2) / (a * c) * 64 * 256 * 4).epsilon(1e-12));
+    CHECK(mlp_layer_bytes(mesh, "2d", 3, 2) == Approx(4 * (a + c - 2) / (a * c) * 64 * 256 * 4).epsilon(1e-12));
   }
 }
 
