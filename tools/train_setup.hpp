@@ -55,7 +55,7 @@ inline step_size step_size_of(const graph& g, int microbatches) {
 
 /// One progress line on stderr (rank 0, every --log-every steps and after the last), flushed so
 /// that a run killed early has said how far it got:
-///   "autoddl-train: step 20/2000  loss 4.1234  12.3 ms/step  650 samples/s  20.8 k tokens/s"
+///   "autoddl-train: step 20/2000  loss 4.1234  12.3 ms/step  650 samples/s  20.8 K tokens/s"
 /// `secs`: the mean step time since the last line.
 inline void progress(int step, int steps, double loss, double secs, const step_size& z) {
   auto per_s = [secs](double n, const char* what) {  // "617 samples/s", "19.7 K tokens/s"

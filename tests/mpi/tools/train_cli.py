@@ -161,7 +161,7 @@ for line in proc.stderr:
             running_at_first = proc.poll() is None
         lines.append(line.strip())
 proc.wait(timeout=120)
-pattern = r"autoddl-train: step (\d+)/6  loss \d+\.\d{4}  [\d.]+ m?s/step  [\d.]+ K? ?samples/s  [\d.]+ K? ?tokens/s"
+pattern = r"autoddl-train: step (\d+)/6  loss \d+\.\d{4}  [\d.]+ [mu]?s/step  [\d.]+ (?:[KMG] )?samples/s  [\d.]+ (?:[KMG] )?tokens/s"
 check("a 6-step run with --log-every 2 prints three progress lines, the first while it runs",
       proc.returncode == 0 and len(lines) == 3 and running_at_first and
       [re.fullmatch(pattern, l).group(1) if re.fullmatch(pattern, l) else None for l in lines] == ["2", "4", "6"],
