@@ -12,6 +12,8 @@
 #include <vector>
 
 #include "autoddl/backend/mpi/c_api.hpp"
+#include "autoddl/backend/mpi/error.hpp"
+#include "autoddl/backend/mpi/wait.hpp"
 #include "support/cli.hpp"
 #include "support/stats.hpp"
 
@@ -44,10 +46,10 @@ inline std::vector<std::vector<double>> time_interleaved(std::size_t alternative
   for (int r = 0; r < warmup + rounds; ++r)
     for (std::size_t k = 0; k < alternatives; ++k) {
       const std::size_t i = (k + std::size_t(r)) % alternatives;
-      MPI_Barrier(MPI_COMM_WORLD);
+      mpi::check(mpi::barrier(MPI_COMM_WORLD), "MPI_Barrier", MPI_COMM_WORLD);
       const double t0 = now();
       step(i, r);
-      MPI_Barrier(MPI_COMM_WORLD);
+      mpi::check(mpi::barrier(MPI_COMM_WORLD), "MPI_Barrier", MPI_COMM_WORLD);
       if (r >= warmup) seconds[i].push_back(now() - t0);
     }
   return seconds;

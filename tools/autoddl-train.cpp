@@ -344,7 +344,7 @@ int train(const settings& s, const prepared& p, int rank, int ranks, D& dev, M& 
   int since_log = 0;
   run_record run;
   for (int k = int(p.first_step); k < s.steps; ++k) {
-    MPI_Barrier(MPI_COMM_WORLD);
+    host.world().barrier();
     const auto t0 = std::chrono::steady_clock::now();
     if (k == 1 && rank == s.inject_failure) throw error("injected failure (--inject-failure " + std::to_string(rank) + ")");
     run.losses.push_back(t.train_step(k));

@@ -7,3 +7,4 @@
 #include "autoddl/backend/mpi/pipeline_comm.hpp"
 #include "autoddl/backend/mpi/ring_comm.hpp"
 #include "autoddl/backend/mpi/timing.hpp"
+#include "autoddl/backend/mpi/wait.hpp"

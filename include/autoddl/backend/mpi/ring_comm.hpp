@@ -9,7 +9,8 @@
 //   all-to-all       pairwise exchange, n-1 steps, one block each  = (n-1)/n^2 * T
 // where T is the whole buffer (n chunks) for the first three and n * (one rank's buffer) for
 // all-to-all. Chunk convention: a buffer of n equal chunks, rank i of the group owns chunk i.
-// Sums run in a fixed order per chunk, so integer-valued floats come out exact.
+// Sums run in a fixed order per chunk, so integer-valued floats come out exact. Every wait
+// for a peer goes through wait_all (backend/mpi/wait.hpp), which sleeps between polls.
 #include "autoddl/backend/mpi/c_api.hpp"
 
 #include <algorithm>
@@ -23,6 +24,7 @@
 
 #include "autoddl/backend/device.hpp"
 #include "autoddl/backend/mpi/error.hpp"
+#include "autoddl/backend/mpi/wait.hpp"
 
 namespace autoddl::mpi {
 
@@ -144,16 +146,14 @@ class ring_comm {
     int mask = 1;
     while (mask < n) {
       if (me & mask) {
-        check(MPI_Recv(buf.data(), cnt, datatype_of<T>(), ((me - mask) + root) % n, tag_bcast, comm_, MPI_STATUS_IGNORE),
-              "MPI_Recv (broadcast)", comm_);
+        receive(buf.data(), cnt, datatype_of<T>(), ((me - mask) + root) % n, tag_bcast, "MPI_Recv (broadcast)");
         break;
       }
       mask <<= 1;
     }
     for (mask >>= 1; mask > 0; mask >>= 1)
       if (me + mask < n) {
-        check(MPI_Send(buf.data(), cnt, datatype_of<T>(), (me + mask + root) % n, tag_bcast, comm_), "MPI_Send (broadcast)",
-              comm_);
+        transmit(buf.data(), cnt, datatype_of<T>(), (me + mask + root) % n, tag_bcast, "MPI_Send (broadcast)");
         sent += std::int64_t(buf.size() * sizeof(T));
       }
     return count(sent);
@@ -162,8 +162,7 @@ class ring_comm {
   template <MpiElement T>
   std::int64_t send(std::span<const T> buf, int to, int tag = 0) {
     check_peer(to, "send destination");
-    check(MPI_Send(buf.data(), count_of(std::int64_t(buf.size()), comm_), datatype_of<T>(), to, tag, comm_), "MPI_Send",
-          comm_);
+    transmit(buf.data(), count_of(std::int64_t(buf.size()), comm_), datatype_of<T>(), to, tag, "MPI_Send");
     return count(std::int64_t(buf.size() * sizeof(T)));
   }
 
@@ -172,14 +171,15 @@ class ring_comm {
   class send_request {
    public:
     send_request() = default;
-    explicit send_request(MPI_Request r) : request_(r) {}
+    send_request(MPI_Request r, std::int64_t bytes) : request_(r), bytes_(bytes) {}
     send_request(const send_request&) = delete;
     send_request& operator=(const send_request&) = delete;
-    send_request(send_request&& o) noexcept : request_(std::exchange(o.request_, MPI_REQUEST_NULL)) {}
+    send_request(send_request&& o) noexcept : request_(std::exchange(o.request_, MPI_REQUEST_NULL)), bytes_(o.bytes_) {}
     send_request& operator=(send_request&& o) noexcept {
       if (this != &o) {
         finish();
         request_ = std::exchange(o.request_, MPI_REQUEST_NULL);
+        bytes_ = o.bytes_;
       }
       return *this;
     }
@@ -194,10 +194,11 @@ class ring_comm {
 
    private:
     void finish() {
-      if (request_ != MPI_REQUEST_NULL) MPI_Wait(&request_, MPI_STATUS_IGNORE);
+      if (request_ != MPI_REQUEST_NULL) wait_one(request_, bytes_);
       request_ = MPI_REQUEST_NULL;
     }
     MPI_Request request_ = MPI_REQUEST_NULL;
+    std::int64_t bytes_ = 0;  ///< the message's, for wait_one's polling
   };
 
   /// Starts sending `buf` to rank `to` and returns at once (MPI_Isend), counting its bytes; a
@@ -209,19 +210,17 @@ class ring_comm {
     MPI_Request r = MPI_REQUEST_NULL;
     check(MPI_Isend(buf.data(), count_of(std::int64_t(buf.size()), comm_), datatype_of<T>(), to, tag, comm_, &r),
           "MPI_Isend", comm_);
-    count(std::int64_t(buf.size() * sizeof(T)));
-    return send_request(r);
+    const std::int64_t bytes = count(std::int64_t(buf.size() * sizeof(T)));
+    return send_request(r, bytes);
   }
 
   template <MpiElement T>
   void recv(std::span<T> buf, int from, int tag = 0) {
     check_peer(from, "receive source");
-    check(MPI_Recv(buf.data(), count_of(std::int64_t(buf.size()), comm_), datatype_of<T>(), from, tag, comm_,
-                   MPI_STATUS_IGNORE),
-          "MPI_Recv", comm_);
+    receive(buf.data(), count_of(std::int64_t(buf.size()), comm_), datatype_of<T>(), from, tag, "MPI_Recv");
   }
 
-  void barrier() const { check(MPI_Barrier(comm_), "MPI_Barrier", comm_); }
+  void barrier() const { check(mpi::barrier(comm_), "MPI_Barrier", comm_); }
 
  private:
   static constexpr int tag_ring = 7301;
@@ -263,9 +262,26 @@ class ring_comm {
   template <MpiElement T>
   void sendrecv(const T* out, int to, T* in, int from, std::int64_t c) {
     const int cnt = count_of(c, comm_);
-    check(MPI_Sendrecv(out, cnt, datatype_of<T>(), to, tag_ring, in, cnt, datatype_of<T>(), from, tag_ring, comm_,
-                       MPI_STATUS_IGNORE),
-          "MPI_Sendrecv", comm_);
+    MPI_Request r[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
+    check(MPI_Irecv(in, cnt, datatype_of<T>(), from, tag_ring, comm_, &r[0]), "MPI_Irecv (sendrecv)", comm_);
+    check(MPI_Isend(out, cnt, datatype_of<T>(), to, tag_ring, comm_, &r[1]), "MPI_Isend (sendrecv)", comm_);
+    check(wait_all(r, c * std::int64_t(sizeof(T))), "MPI_Sendrecv", comm_);
+  }
+  /// MPI_Send and MPI_Recv, waiting through wait_one.
+  void transmit(const void* buf, int cnt, MPI_Datatype type, int to, int tag, const char* what) {
+    MPI_Request r = MPI_REQUEST_NULL;
+    check(MPI_Isend(buf, cnt, type, to, tag, comm_, &r), what, comm_);
+    check(wait_one(r, std::int64_t(cnt) * type_size(type)), what, comm_);
+  }
+  void receive(void* buf, int cnt, MPI_Datatype type, int from, int tag, const char* what) {
+    MPI_Request r = MPI_REQUEST_NULL;
+    check(MPI_Irecv(buf, cnt, type, from, tag, comm_, &r), what, comm_);
+    check(wait_one(r, std::int64_t(cnt) * type_size(type)), what, comm_);
+  }
+  static std::int64_t type_size(MPI_Datatype type) {
+    int s = 0;
+    MPI_Type_size(type, &s);
+    return s;
   }
 
   MPI_Comm comm_ = MPI_COMM_NULL;

@@ -4,6 +4,11 @@
 // micro-batch's backward each edge's sum is boxed to the summing layout once; where the Device and
 // its communicator offer a side queue (SideQueue<D, M>) that boxing and its addition run there,
 // beside the remaining ops' backward, and are kept apart until the join after backward.
+// Without a side queue the collectives block, and each one waits for the slowest rank to reach
+// it: an all-reduce in place of a parameter with one use (data parallelism's gradients) waits
+// for the join instead, where the ranks meet once and run them back to back. It holds the same
+// buffer until then that it would hand to the parameter's sum (the same bytes, the same sizes),
+// so the step's memory at every sample is what it was (search/step_memory.hpp replays it).
 #include <cstddef>
 #include <utility>
 #include <vector>
@@ -33,7 +38,11 @@ class gradient_accumulator {
     for (auto& g : grad_sums_) buffers_.release(g);
     param_grad_acc_.clear();  // (buffers may be move-only: no assign)
     resize(param_grad_acc_, model.ops.size());
-    for (std::size_t i = 0; i < model.ops.size(); ++i) at(param_grad_acc_, i).resize(at(model.ops, i).param_ids.size());
+    uses_.assign(grad_sums_.size(), 0);
+    for (std::size_t i = 0; i < model.ops.size(); ++i) {
+      at(param_grad_acc_, i).resize(at(model.ops, i).param_ids.size());
+      for (int p : at(model.ops, i).param_ids) ++at(uses_, p);
+    }
   }
 
   /// Micro-batch contribution g to the gradient of op i's parameter slot j (parameter p, shaped
@@ -57,6 +66,9 @@ class gradient_accumulator {
       box_on_side_queue(sum, p, path, shape, compute_grad);
       at(profile.boxing_s, i) += lap(t);
       return;
+    } else if (waits_for_join(p, path, sum.size())) {
+      deferred_.push_back({i, j, p, &path, shape, compute_grad});
+      return;
     }
     buffer boxed = run_boxing<T>(*dev_, *comm_, std::move(sum), shape, compute_grad, path);
     buffers_.release(sum);
@@ -69,7 +81,18 @@ class gradient_accumulator {
   /// parameter's boxed sum to what the main queue summed (a move where it summed nothing).
   /// Without a side queue, or with nothing queued since the last join, nothing.
   void join(step_profile& profile) {
-    if constexpr (SideQueue<D, M>) {
+    if constexpr (!SideQueue<D, M>) {
+      for (const deferred_boxing& d : deferred_) {
+        auto t = step_clock::now();
+        buffer& sum = at(param_grad_acc_, d.op)[d.slot];
+        buffer boxed = run_boxing<T>(*dev_, *comm_, std::move(sum), d.shape, d.compute_grad, *d.path);
+        buffers_.release(sum);
+        at(profile.boxing_s, d.op) += lap(t);
+        buffers_.accumulate(at(grad_sums_, d.param), std::move(boxed));
+        profile.accumulate_s += lap(t);
+      }
+      deferred_.clear();
+    } else {
       if (!side_pending_) return;
       auto t = step_clock::now();
       dev_->join_side_queue(*comm_);
@@ -102,8 +125,27 @@ class gradient_accumulator {
     dev_->use_main_queue(*comm_);
   }
 
+  /// Whether the boxing of parameter p's only use waits for the join: one all-reduce step,
+  /// in place (the axis divides the `elements`), the result moved into p's empty sum.
+  bool waits_for_join(int p, const boxing_path& path, std::size_t elements) {
+    if (at(uses_, p) != 1 || path.size() != 1 || path[0].op != collective::all_reduce) return false;
+    return elements % std::size_t(comm_->shape()[path[0].axis]) == 0;
+  }
+
+  /// A boxing waiting for the join: op `op`'s parameter slot `slot` (parameter `param`).
+  struct deferred_boxing {
+    int op;
+    std::size_t slot;
+    int param;
+    const boxing_path* path;  ///< the trainer's, alive for the step
+    tensor_shape shape;
+    nd_sbp compute_grad;
+  };
+
   D* dev_;
   M* comm_;
+  std::vector<int> uses_;                            ///< per parameter: the op slots that use it
+  std::vector<deferred_boxing> deferred_;            ///< without a side queue: all-reduces left for the join
   device_buffers<T, D> buffers_;
   std::vector<buffer> grad_sums_;                    ///< per parameter: its uses' gradients, summed
   std::vector<buffer> boxed_sums_;                   ///< per parameter: boxed on the side queue, summed there (until the join)
