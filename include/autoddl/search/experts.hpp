@@ -304,9 +304,8 @@ inline bool feeds_router(const graph& g, int i) {
 
 // The greedy completion of op i: among its candidates that obey e (and, for megatron, the
 // column/row pairing, for 2d the alternation; among those, the ones it prefers where there are
-// any), the one cheapest
-// with its placed producers; none obeys: the cheapest of all (pass 2), and the op is named in
-// relaxed. fc_region: fc_region_of the model.
+// any), the one cheapest with its placed producers; none obeys: the cheapest of all (pass 2),
+// and the op is named in relaxed. fc_region: fc_region_of the model.
 inline void expert_pick_op(const plan_problem& problem, expert e, bool sp, int cp_axis, moe_rules moe,
                            const expert_storage_rule& storage, const std::vector<char>& fc_region,
                            const std::vector<int>& in_edges, int i, expert_plan& r) {
