@@ -72,6 +72,85 @@ TEST_CASE("float GeLU and SiLU and their backward follow the double formulas to 
   }
 }
 
+TEST_CASE("float sums, products, ReLU, biases and the optimizer updates follow the double formulas in every lane and tail", "[backend][lanes]") {
+  // Oracle: each formula evaluated in double on the same float inputs (the double paths are the
+  // scalar loops); float lanes may contract a * b + c into one rounding, so the bound is a few ulp.
+  cpu_device d;
+  constexpr double ulp = std::numeric_limits<float>::epsilon();
+  for (std::size_t n : {std::size_t(1), std::size_t(7), std::size_t(16), std::size_t(1003)}) {
+    INFO("n = " << n);
+    const auto a = uniform(n, 11 + n, -3, 3), b = uniform(n, 12 + n, -3, 3), g = uniform(n, 13 + n, -1, 1);
+    std::vector<float> y(n);
+    std::vector<double> ref(n);
+    d.add<float>(a, b, y);
+    for (std::size_t i = 0; i < n; ++i) ref[i] = double(a[i]) + b[i];
+    CHECK(worst_excess(y, ref, ulp) <= 0);
+    d.mul<float>(a, b, y);
+    for (std::size_t i = 0; i < n; ++i) ref[i] = double(a[i]) * b[i];
+    CHECK(worst_excess(y, ref, ulp) <= 0);
+    y = b;
+    d.axpy<float>(0.375f, a, y);
+    for (std::size_t i = 0; i < n; ++i) ref[i] = b[i] + 0.375 * a[i];
+    CHECK(worst_excess(y, ref, ulp) <= 0);
+    y = a;
+    d.scale<float>(-2.5f, y);
+    for (std::size_t i = 0; i < n; ++i) ref[i] = -2.5 * a[i];
+    CHECK(worst_excess(y, ref, ulp) <= 0);
+    d.relu_fwd<float>(a, y);
+    for (std::size_t i = 0; i < n; ++i) CHECK(y[i] == (a[i] > 0 ? a[i] : 0.0f));
+    d.relu_bwd<float>(a, g, y);
+    for (std::size_t i = 0; i < n; ++i) CHECK(y[i] == (a[i] > 0 ? g[i] : 0.0f));
+
+    optimizer_step o;
+    o.lr = 0.05;
+    o.momentum = 0.9;
+    o.weight_decay = 0.01;
+    o.step = 3;
+    std::vector<float> p = a, vel = b;
+    d.sgd_momentum<float>(o, g, vel, p);
+    std::vector<double> pv(n);
+    for (std::size_t i = 0; i < n; ++i) {
+      ref[i] = 0.9 * b[i] + g[i] + 0.01 * a[i];
+      pv[i] = a[i] - 0.05 * ref[i];
+    }
+    CHECK(worst_excess(vel, ref, 4 * ulp) <= 0);
+    CHECK(worst_excess(p, pv, 4 * ulp) <= 0);
+    std::vector<float> m = b, v = uniform(n, 14 + n, 0, 2);
+    const std::vector<float> v0 = v;
+    p = a;
+    d.adam<float>(o, g, m, v, p);
+    const double c1 = 1 - std::pow(0.9, 3), c2 = 1 - std::pow(0.999, 3);
+    for (std::size_t i = 0; i < n; ++i) {
+      const double gi = g[i] + 0.01 * a[i], nm = 0.9 * b[i] + 0.1 * gi, nv = 0.999 * v0[i] + 0.001 * gi * gi;
+      ref[i] = nm;
+      pv[i] = a[i] - 0.05 * (nm / c1) / (std::sqrt(nv / c2) + 1e-8);
+    }
+    CHECK(worst_excess(m, ref, 4 * ulp) <= 0);
+    CHECK(worst_excess(p, pv, 8 * ulp) <= 0);
+  }
+  // bias_add and bias_grad over [outer, channels, inner], inner 1 (a linear's rows) and longer
+  // runs than a lane block (a convolution's planes).
+  for (std::int64_t inner : {std::int64_t(1), std::int64_t(5), std::int64_t(37)}) {
+    INFO("inner = " << inner);
+    const std::int64_t outer = 3, ch = 19;
+    const auto x = uniform(std::size_t(outer * ch * inner), 20 + std::uint64_t(inner), -2, 2);
+    const auto bias = uniform(std::size_t(ch), 21, -2, 2);
+    std::vector<float> y = x, db(static_cast<std::size_t>(ch));
+    d.bias_add<float>(outer, ch, inner, bias, y);
+    d.bias_grad<float>(outer, ch, inner, x, db);
+    std::vector<double> ref(y.size()), dref(db.size());
+    for (std::int64_t o2 = 0; o2 < outer; ++o2)
+      for (std::int64_t c = 0; c < ch; ++c)
+        for (std::int64_t i = 0; i < inner; ++i) {
+          const auto at = std::size_t((o2 * ch + c) * inner + i);
+          ref[at] = double(x[at]) + bias[std::size_t(c)];
+          dref[std::size_t(c)] += x[at];
+        }
+    CHECK(worst_excess(y, ref, ulp) <= 0);
+    CHECK(worst_excess(db, dref, double(outer * inner) * ulp) <= 0);
+  }
+}
+
 TEST_CASE("float softmax, its backward and cross-entropy follow the double formulas to float precision", "[backend][lanes]") {
   cpu_device d;
   const std::int64_t rows = 5, cols = 39;
@@ -105,15 +184,21 @@ TEST_CASE("float softmax, its backward and cross-entropy follow the double formu
 }
 
 TEST_CASE("the integer dropout test keeps exactly what dropout_keep keeps, in any block of a shard", "[backend][dropout]") {
+  // Rows of 5 (shorter than any lane block) and of 100 (whole blocks and a tail) elements; a kept
+  // element is x / (1 - p) exactly as the scalar product rounds it.
   cpu_device d;
-  const tensor_shape global{3, 6, 10};
-  const shard_info s = make_shard(global, nd_sbp{S(2), S(1)}, mesh_shape{2, 2}, {1, 1, 0, 0});
-  for (double p : {0.0, 0.1, 1.0 / 3, 0.5, 0.9}) {
-    const dropout_key key{7, 11, p};
-    std::vector<float> x(std::size_t(s.local.elements()), 1.0f), y(x.size());
-    d.dropout<float>(key, s, x, y);
-    detail::for_each_global_index(s, [&](std::int64_t i, std::int64_t gi) {
-      CHECK((y[std::size_t(i)] != 0) == dropout_keep(7, 11, std::uint64_t(gi), p));
-    });
-  }
+  const shard_info short_rows = make_shard(tensor_shape{3, 6, 10}, nd_sbp{S(2), S(1)}, mesh_shape{2, 2}, {1, 1, 0, 0});
+  const shard_info long_rows = make_shard(tensor_shape{2, 6, 100}, nd_sbp{S(1), B}, mesh_shape{2, 2}, {1, 0, 0, 0});
+  for (const shard_info& s : {short_rows, long_rows})
+    for (double p : {0.0, 0.1, 1.0 / 3, 0.5, 0.9}) {
+      const dropout_key key{7, 11, p};
+      const std::vector<float> x = uniform(std::size_t(s.local.elements()), 5, 0.5, 2);
+      std::vector<float> y(x.size());
+      d.dropout<float>(key, s, x, y);
+      const float scale = float(1.0 / (1.0 - p));
+      detail::for_each_global_index(s, [&](std::int64_t i, std::int64_t gi) {
+        const bool kept = dropout_keep(7, 11, std::uint64_t(gi), p);
+        CHECK(y[std::size_t(i)] == (kept ? x[std::size_t(i)] * scale : 0.0f));
+      });
+    }
 }

@@ -94,29 +94,32 @@ TEMPLATE_TEST_CASE("gemm matches the naive product for every transpose, batch an
 
 TEST_CASE("permute_0213, bias_add and bias_grad move and sum what the naive loops do", "[backend][layout]") {
   cpu_device d;
-  const std::int64_t A = 2, Bd = 3, C = 4, D = 5;
-  auto x = rnd<double>(std::size_t(A * Bd * C * D), 4);
-  std::vector<double> y(x.size());
-  d.permute_0213(A, Bd, C, D, cs(x), ms(y));
-  for (std::int64_t a = 0; a < A; ++a)
-    for (std::int64_t b = 0; b < Bd; ++b)
-      for (std::int64_t c = 0; c < C; ++c)
-        for (std::int64_t e = 0; e < D; ++e)
-          REQUIRE(y[std::size_t(((a * C + c) * Bd + b) * D + e)] == x[std::size_t(((a * Bd + b) * C + c) * D + e)]);
-  auto bias = rnd<double>(std::size_t(Bd), 5);
-  auto z = x;
-  d.bias_add(A, Bd, C * D, cs(bias), ms(z));
-  std::vector<double> db(static_cast<std::size_t>(Bd));
-  d.bias_grad(A, Bd, C * D, cs(x), ms(db));
-  for (std::int64_t b = 0; b < Bd; ++b) {
-    double s = 0;
+  const std::int64_t A = 2, Bd = 3, C = 4;
+  for (const std::int64_t D : {std::int64_t(5), std::int64_t(20)}) {  // runs copied element by element, and by memcpy
+    INFO("D = " << D);
+    auto x = rnd<double>(std::size_t(A * Bd * C * D), 4);
+    std::vector<double> y(x.size());
+    d.permute_0213(A, Bd, C, D, cs(x), ms(y));
     for (std::int64_t a = 0; a < A; ++a)
-      for (std::int64_t i = 0; i < C * D; ++i) {
-        const std::size_t at = std::size_t((a * Bd + b) * C * D + i);
-        CHECK(z[at] == x[at] + bias[std::size_t(b)]);
-        s += x[at];
-      }
-    CHECK(std::abs(db[std::size_t(b)] - s) < 1e-12);
+      for (std::int64_t b = 0; b < Bd; ++b)
+        for (std::int64_t c = 0; c < C; ++c)
+          for (std::int64_t e = 0; e < D; ++e)
+            REQUIRE(y[std::size_t(((a * C + c) * Bd + b) * D + e)] == x[std::size_t(((a * Bd + b) * C + c) * D + e)]);
+    auto bias = rnd<double>(std::size_t(Bd), 5);
+    auto z = x;
+    d.bias_add(A, Bd, C * D, cs(bias), ms(z));
+    std::vector<double> db(static_cast<std::size_t>(Bd));
+    d.bias_grad(A, Bd, C * D, cs(x), ms(db));
+    for (std::int64_t b = 0; b < Bd; ++b) {
+      double s = 0;
+      for (std::int64_t a = 0; a < A; ++a)
+        for (std::int64_t i = 0; i < C * D; ++i) {
+          const std::size_t at = std::size_t((a * Bd + b) * C * D + i);
+          CHECK(z[at] == x[at] + bias[std::size_t(b)]);
+          s += x[at];
+        }
+      CHECK(std::abs(db[std::size_t(b)] - s) < 1e-12);
+    }
   }
 }
 

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <span>
 #include <type_traits>
@@ -78,6 +79,42 @@ struct dropout_mask {
         threshold(std::uint64_t(std::ceil(k.p * 0x1.0p53))) {}
   bool keep(std::uint64_t index) const { return (mix64(base ^ index) >> 11) >= threshold; }
 };
+/// 64-bit integer lanes as many as the float lanes V has.
+template <class V>
+struct index_lanes;
+template <>
+struct index_lanes<f32x4> {
+  using type = std::uint64_t __attribute__((vector_size(32)));
+  using signed_type = std::int64_t __attribute__((vector_size(32)));
+};
+template <>
+struct index_lanes<f32x8> {
+  using type = std::uint64_t __attribute__((vector_size(64)));
+  using signed_type = std::int64_t __attribute__((vector_size(64)));
+};
+template <>
+struct index_lanes<f32x16> {
+  using type = std::uint64_t __attribute__((vector_size(128)));
+  using signed_type = std::int64_t __attribute__((vector_size(128)));
+};
+/// keep(first + j) for every lane j, as a lane mask (all ones where kept): the same integer
+/// arithmetic as dropout_mask::keep, lane by lane, so the same elements are kept.
+template <class V>
+[[gnu::always_inline]] inline lane_bits<V> keep_lanes(const dropout_mask& m, std::uint64_t first) {
+  using U = typename index_lanes<V>::type;
+  using I = typename index_lanes<V>::signed_type;
+  U z{};
+  for (std::size_t j = 0; j < lane_count<V>; ++j) z[j] = j;  // a constant
+  z = (z + first) ^ m.base;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  z ^= z >> 31;
+  // (z >> 11) >= threshold, both below 2^53: their difference's top bit is clear exactly where it
+  // holds, and (top bit - 1) is then all ones (GCC leaves a vector comparison of 64-bit lanes to
+  // scalar code; this arithmetic stays in the lanes)
+  const U keep = (((z >> 11) - m.threshold) >> 63) - 1;
+  return reinterpret_cast<lane_bits<V>>(__builtin_convertvector(reinterpret_cast<I>(keep), lane_bits<V>));
+}
 /// Throws unless `rows` rows of `cols` elements, `ld` apart, fit in `size` elements.
 inline void check_rows(std::int64_t rows, std::int64_t cols, std::int64_t ld, std::size_t size, const char* what) {
   if (ld < cols || (rows - 1) * ld + cols > std::int64_t(size))
@@ -198,12 +235,31 @@ struct cpu_device : cpu_elementwise_primitives, cpu_rowwise_primitives, cpu_wind
         for (std::int64_t k = 0; k < c; ++k) {
           const T* src = x.data() + ((i * b + j) * c + k) * d;
           T* dst = y.data() + ((i * c + k) * b + j) * d;
-          for (std::int64_t e = 0; e < d; ++e) dst[e] = src[e];  // d is often 2..64: no memmove call
+          if (d >= 16) std::memcpy(dst, src, std::size_t(d) * sizeof(T));  // a call pays from a cache line on
+          else for (std::int64_t e = 0; e < d; ++e) dst[e] = src[e];    // d is often 2..64
         }
   }
+  /// y[o, c, i] += b[c]; float runs in the CPU's widest lanes.
   template <class T>
   void bias_add(std::int64_t outer, std::int64_t channels, std::int64_t inner, std::span<const T> b, std::span<T> y) {
     const T* pb = b.data();
+    if constexpr (std::is_same_v<T, float>) {
+      return detail::with_float_lanes([&]<class V>() __attribute__((always_inline)) {
+        for (std::int64_t o = 0; o < outer; ++o) {
+          float* row = y.data() + o * channels * inner;
+          if (inner == 1) {  // a linear's rows
+            detail::map_lanes<V>(row, pb, row, std::size_t(channels),
+                                 [](const V& u, const V& v) __attribute__((always_inline)) { return u + v; });
+            continue;
+          }
+          for (std::int64_t c = 0; c < channels; ++c) {
+            const float bc = pb[c];
+            detail::map_lanes<V>(row + c * inner, row + c * inner, std::size_t(inner),
+                                 [bc](const V& u) __attribute__((always_inline)) { return u + bc; });
+          }
+        }
+      });
+    }
     for (std::int64_t o = 0; o < outer; ++o) {
       T* row = y.data() + o * channels * inner;
       if (inner == 1) {  // a linear's rows
@@ -217,10 +273,24 @@ struct cpu_device : cpu_elementwise_primitives, cpu_rowwise_primitives, cpu_wind
       }
     }
   }
+  /// db[c] = the sum of dy[o, c, i] over o and i; float sums each (o, c) run in lanes.
   template <class T>
   void bias_grad(std::int64_t outer, std::int64_t channels, std::int64_t inner, std::span<const T> dy, std::span<T> db) {
     std::fill(db.begin(), db.end(), T{});
     T* pdb = db.data();
+    if constexpr (std::is_same_v<T, float>) {
+      return detail::with_float_lanes([&]<class V>() __attribute__((always_inline)) {
+        for (std::int64_t o = 0; o < outer; ++o) {
+          const float* row = dy.data() + o * channels * inner;
+          if (inner == 1) {  // a linear's rows
+            detail::map_lanes<V>(pdb, row, pdb, std::size_t(channels),
+                                 [](const V& u, const V& v) __attribute__((always_inline)) { return u + v; });
+            continue;
+          }
+          for (std::int64_t c = 0; c < channels; ++c) pdb[c] += detail::sum_lanes<V>(row + c * inner, std::size_t(inner));
+        }
+      });
+    }
     for (std::int64_t o = 0; o < outer; ++o) {
       const T* row = dy.data() + o * channels * inner;
       if (inner == 1) {  // a linear's rows
@@ -292,6 +362,17 @@ struct cpu_device : cpu_elementwise_primitives, cpu_rowwise_primitives, cpu_wind
     const detail::dropout_mask mask(key);
     const T* px = x.data();
     T* py = y.data();
+    if constexpr (std::is_same_v<T, float>) {  // the hash and the select in lanes, one row at a time
+      return detail::for_each_global_row(s, [&](std::int64_t i, std::int64_t g, std::int64_t n) {
+        detail::with_float_lanes([&]<class V>() __attribute__((always_inline)) {
+          detail::for_lane_blocks<V>(std::size_t(n), [&](std::size_t k, std::size_t cnt) __attribute__((always_inline)) {
+            const V v = detail::load_n<V>(px + i + std::int64_t(k), cnt) * keep_scale;
+            const auto keep = detail::keep_lanes<V>(mask, std::uint64_t(g) + k);
+            detail::store_n<V>(py + i + std::int64_t(k), detail::select_lanes<V>(keep, v, V{}), cnt);
+          });
+        });
+      });
+    }
     detail::for_each_global_row(s, [&](std::int64_t i, std::int64_t g, std::int64_t n) {
       for (std::int64_t k = 0; k < n; ++k)
         py[i + k] = detail::keep_if(mask.keep(std::uint64_t(g + k)), px[i + k] * keep_scale);

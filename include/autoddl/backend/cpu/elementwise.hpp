@@ -47,6 +47,11 @@ void float_map(const float* x, const float* dy, float* dx, std::size_t n, Op op)
     map_lanes<V>(x, dy, dx, n, [&](const V& v, const V& g) __attribute__((always_inline)) { return op.template operator()<V>(v, g); });
   });
 }
+/// y = f(a, b) over n floats for a generic lambda f of two lanes (y may be a or b).
+template <class F>
+void float_zip(const float* a, const float* b, float* y, std::size_t n, F f) {
+  with_float_lanes([&]<class V>() __attribute__((always_inline)) { map_lanes<V>(a, b, y, n, f); });
+}
 struct gelu_lanes {
   template <class V>
   [[gnu::always_inline]] V operator()(const V& v) const {
@@ -80,23 +85,39 @@ struct silu_grad_lanes {
 struct cpu_elementwise_primitives {
   template <class T>
   void add(std::span<const T> a, std::span<const T> b, std::span<T> y) {
+    if constexpr (std::is_same_v<T, float>) {
+      return detail::float_zip(a.data(), b.data(), y.data(), y.size(),
+                               [](const auto& u, const auto& v) __attribute__((always_inline)) { return u + v; });
+    }
     const T *pa = a.data(), *pb = b.data();
     T* py = y.data();
     for (std::size_t i = 0, n = y.size(); i < n; ++i) py[i] = pa[i] + pb[i];
   }
   template <class T>
   void axpy(T alpha, std::span<const T> x, std::span<T> y) {
+    if constexpr (std::is_same_v<T, float>) {
+      return detail::float_zip(x.data(), y.data(), y.data(), y.size(),
+                               [alpha](const auto& u, const auto& v) __attribute__((always_inline)) { return v + alpha * u; });
+    }
     const T* px = x.data();
     T* py = y.data();
     for (std::size_t i = 0, n = y.size(); i < n; ++i) py[i] += alpha * px[i];
   }
   template <class T>
   void scale(T alpha, std::span<T> y) {
+    if constexpr (std::is_same_v<T, float>) {
+      return detail::float_zip(y.data(), y.data(), y.data(), y.size(),
+                               [alpha](const auto& u, const auto&) __attribute__((always_inline)) { return u * alpha; });
+    }
     T* py = y.data();
     for (std::size_t i = 0, n = y.size(); i < n; ++i) py[i] *= alpha;
   }
   template <class T>
   void mul(std::span<const T> a, std::span<const T> b, std::span<T> y) {
+    if constexpr (std::is_same_v<T, float>) {
+      return detail::float_zip(a.data(), b.data(), y.data(), y.size(),
+                               [](const auto& u, const auto& v) __attribute__((always_inline)) { return u * v; });
+    }
     const T *pa = a.data(), *pb = b.data();
     T* py = y.data();
     for (std::size_t i = 0, n = y.size(); i < n; ++i) py[i] = pa[i] * pb[i];
@@ -104,12 +125,22 @@ struct cpu_elementwise_primitives {
 
   template <class T>
   void relu_fwd(std::span<const T> x, std::span<T> y) {
+    if constexpr (std::is_same_v<T, float>) {  // NaN and -0 give +0, as keep_if does
+      return detail::float_zip(x.data(), x.data(), y.data(), y.size(), []<class V>(const V& u, const V&) __attribute__((always_inline)) {
+        return detail::select_lanes<V>(u > 0.0f, u, V{});
+      });
+    }
     const T* px = x.data();
     T* py = y.data();
     for (std::size_t i = 0, n = y.size(); i < n; ++i) py[i] = detail::keep_if(px[i] > T(0), px[i]);
   }
   template <class T>
   void relu_bwd(std::span<const T> x, std::span<const T> dy, std::span<T> dx) {
+    if constexpr (std::is_same_v<T, float>) {
+      return detail::float_zip(x.data(), dy.data(), dx.data(), dx.size(), []<class V>(const V& u, const V& g) __attribute__((always_inline)) {
+        return detail::select_lanes<V>(u > 0.0f, g, V{});
+      });
+    }
     const T *px = x.data(), *pd = dy.data();
     T* pdx = dx.data();
     for (std::size_t i = 0, n = dx.size(); i < n; ++i) pdx[i] = detail::keep_if(px[i] > T(0), pd[i]);
@@ -174,6 +205,16 @@ struct cpu_elementwise_primitives {
     const T mom = T(o.momentum), wd = T(o.weight_decay), lr = T(o.lr);
     const T* pg = g.data();
     T *pv = vel.data(), *pp = p.data();
+    if constexpr (std::is_same_v<T, float>) {  // one pass over the three arrays in float lanes
+      return detail::with_float_lanes([&]<class V>() __attribute__((always_inline)) {
+        detail::for_lane_blocks<V>(p.size(), [&](std::size_t i, std::size_t k) __attribute__((always_inline)) {
+          const V w = detail::load_n<V>(pp + i, k);
+          const V v = mom * detail::load_n<V>(pv + i, k) + detail::load_n<V>(pg + i, k) + wd * w;
+          detail::store_n<V>(pv + i, v, k);
+          detail::store_n<V>(pp + i, w - lr * v, k);
+        });
+      });
+    }
     for (std::size_t i = 0, n = p.size(); i < n; ++i) {
       pv[i] = mom * pv[i] + pg[i] + wd * pp[i];
       pp[i] -= lr * pv[i];
@@ -186,6 +227,20 @@ struct cpu_elementwise_primitives {
     const T wd = T(o.weight_decay), lr = T(o.lr), eps = T(o.eps);
     const T* pg = g.data();
     T *pm = m.data(), *pv = v.data(), *pp = p.data();
+    if constexpr (std::is_same_v<T, float>) {  // one pass over the four arrays in float lanes
+      const float c1f = float(c1), c2f = float(c2);
+      return detail::with_float_lanes([&]<class V>() __attribute__((always_inline)) {
+        detail::for_lane_blocks<V>(p.size(), [&](std::size_t i, std::size_t k) __attribute__((always_inline)) {
+          const V w = detail::load_n<V>(pp + i, k);
+          const V gi = detail::load_n<V>(pg + i, k) + wd * w;
+          const V mi = b1 * detail::load_n<V>(pm + i, k) + rest1 * gi;
+          const V vi = b2 * detail::load_n<V>(pv + i, k) + rest2 * gi * gi;
+          detail::store_n<V>(pm + i, mi, k);
+          detail::store_n<V>(pv + i, vi, k);
+          detail::store_n<V>(pp + i, w - lr * (mi / c1f) / (detail::sqrt_lanes<V>(vi / c2f) + eps), k);
+        });
+      });
+    }
     for (std::size_t i = 0, n = p.size(); i < n; ++i) {
       const T gi = pg[i] + wd * pp[i];
       pm[i] = b1 * pm[i] + rest1 * gi;

@@ -137,6 +137,34 @@ AUTODDL_LANE void map_lanes(const float* a, const float* b, float* y, std::size_
   for (; i + w <= n; i += w) store_lanes<V>(y + i, f(load_lanes<V>(a + i), load_lanes<V>(b + i)));
   if (i < n) store_part<V>(y + i, f(load_part<V>(a + i, n - i), load_part<V>(b + i, n - i)), n - i);
 }
+/// f(i, count) over [0, n): whole lane blocks (count = the lane count, a constant once inlined),
+/// then the rest once (count below it). Loads and stores of a block go through load_n and
+/// store_n, so every element, the tail's included, runs the same lane arithmetic.
+template <class V, class F>
+AUTODDL_LANE void for_lane_blocks(std::size_t n, F f) {
+  constexpr std::size_t w = lane_count<V>;
+  std::size_t i = 0;
+  for (; i + w <= n; i += w) f(i, w);
+  if (i < n) f(i, n - i);
+}
+template <class V>
+AUTODDL_LANE V load_n(const float* p, std::size_t count) {
+  return count == lane_count<V> ? load_lanes<V>(p) : load_part<V>(p, count);
+}
+template <class V>
+AUTODDL_LANE void store_n(float* p, const V& v, std::size_t count) {
+  if (count == lane_count<V>) store_lanes<V>(p, v);
+  else store_part<V>(p, v, count);
+}
+/// The square root per lane, correctly rounded as sqrtf is (one lane at a time: the vector
+/// extensions have no square root, and an intrinsic would not inline into the generic lambdas
+/// that the lane width's target function inlines).
+template <class V>
+AUTODDL_LANE V sqrt_lanes(const V& v) {
+  V r;
+  for (std::size_t i = 0; i < lane_count<V>; ++i) r[i] = __builtin_sqrtf(v[i]);
+  return r;
+}
 /// The largest of x[0..n) (-inf for n = 0).
 template <class V>
 AUTODDL_LANE float max_lanes(const float* x, std::size_t n) {
@@ -171,6 +199,13 @@ AUTODDL_LANE float exp_sum_lanes(const float* x, float m, float* y, std::size_t 
   }
   return r;
 }
+/// The sum of x[i] over i < n, in lane order (lane sums, then the lanes added).
+template <class V>
+AUTODDL_LANE float sum_lanes(const float* x, std::size_t n) {
+  V s{};
+  for_lane_blocks<V>(n, [&](std::size_t i, std::size_t k) __attribute__((always_inline)) { s += load_n<V>(x + i, k); });
+  return lane_sum(s);
+}
 /// The sum of a[i] b[i] over i < n.
 template <class V>
 AUTODDL_LANE float dot_lanes(const float* a, const float* b, std::size_t n) {
@@ -184,7 +219,7 @@ AUTODDL_LANE float dot_lanes(const float* a, const float* b, std::size_t n) {
 
 #if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
 template <class Body>
-[[gnu::target("avx512f")]] void run_lanes16(Body& body) {
+[[gnu::target("avx512f,avx512dq")]] void run_lanes16(Body& body) {  // dq: 64-bit lane products (dropout's hash)
   body.template operator()<f32x16>();
 }
 template <class Body>
@@ -193,7 +228,9 @@ template <class Body>
 }
 /// 16, 8 or 4: the widest float lanes this CPU runs.
 inline int float_lane_width() {
-  static const int width = __builtin_cpu_supports("avx512f") ? 16 : __builtin_cpu_supports("avx2") ? 8 : 4;
+  static const int width = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") ? 16
+                           : __builtin_cpu_supports("avx2")                                         ? 8
+                                                                                                    : 4;
   return width;
 }
 #endif

@@ -182,11 +182,11 @@ struct cpu_window_primitives {
           for (std::int64_t j = 0; j < ow; ++j) {
             std::int64_t arg = r0 + 2 * j;
             T best = px[arg];
-            for (const std::int64_t pos : {r0 + 2 * j + 1, r1 + 2 * j, r1 + 2 * j + 1})
-              if (px[pos] > best) {
-                best = px[pos];
-                arg = pos;
-              }
+            for (const std::int64_t pos : {r0 + 2 * j + 1, r1 + 2 * j, r1 + 2 * j + 1}) {
+              const bool more = px[pos] > best;  // selects, not a branch: after a ReLU, which wins is a coin toss
+              best = more ? px[pos] : best;
+              arg = more ? pos : arg;
+            }
             f(out + j, arg, best);
           }
         }

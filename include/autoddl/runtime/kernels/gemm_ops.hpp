@@ -121,7 +121,7 @@ gradients<D, T> conv2d_bwd(D& d, const kernel_context<T>& c, const operands<T>& 
   buffer_t<D, T> col = alloc_for_overwrite<T>(d, std::size_t(ckk * cols));
   d.im2col(g, in.inputs[0], d.view(col));
   gradients<D, T> r;
-  r.params.push_back(alloc_like<T>(d, c.shards.params[0]));
+  r.params.push_back(alloc_for_overwrite<T>(d, std::size_t(c.shards.params[0].local.elements())));  // beta 0: written whole
   d.gemm(gemm_desc{false, true, o, ckk, cols, cols, cols, ckk}, T(1), cview<T>(d, dyt), cview<T>(d, col), T(0),
          d.view(r.params[0]));
   if (c.wants_input_grad(0)) {
@@ -133,7 +133,7 @@ gradients<D, T> conv2d_bwd(D& d, const kernel_context<T>& c, const operands<T>& 
   }
   if (c.op.attrs.bias) {
     r.params.push_back(alloc_like<T>(d, c.shards.params[1]));
-    d.bias_grad(g.n, o, ohw, dy, d.view(r.params[1]));
+    d.bias_grad(std::int64_t(1), o, cols, cview<T>(d, dyt), d.view(r.params[1]));  // dY' [O, N oh ow]: one run per channel
   }
   return r;
 }

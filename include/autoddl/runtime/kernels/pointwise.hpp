@@ -15,7 +15,7 @@ namespace autoddl::detail {
 template <class T, class D>
 forward_result<D, T> unary_fwd(D& d, const kernel_context<T>& c, const operands<T>& in) {
   forward_result<D, T> r;
-  r.outputs.push_back(alloc_like<T>(d, c.shards.outputs[0]));
+  r.outputs.push_back(alloc_for_overwrite<T>(d, std::size_t(c.shards.outputs[0].local.elements())));  // every case writes it all
   std::span<T> y = d.view(r.outputs[0]);
   std::span<const T> x = in.inputs[0];
   switch (c.op.kind) {
@@ -46,7 +46,7 @@ template <class T, class D>
 gradients<D, T> unary_bwd(D& d, const kernel_context<T>& c, const operands<T>& in, const forward_result<D, T>& f,
                           std::span<const T> dy) {
   gradients<D, T> g;
-  g.inputs.push_back(alloc_like<T>(d, c.shards.inputs[0]));
+  g.inputs.push_back(alloc_for_overwrite<T>(d, std::size_t(c.shards.inputs[0].local.elements())));  // every case writes it all
   std::span<T> dx = d.view(g.inputs[0]);
   std::span<const T> x = in.inputs[0];
   switch (c.op.kind) {
@@ -55,7 +55,7 @@ gradients<D, T> unary_bwd(D& d, const kernel_context<T>& c, const operands<T>& i
     case op_kind::silu: d.silu_bwd(x, dy, dx); break;
     case op_kind::mul:
       d.mul(dy, in.inputs[1], dx);
-      g.inputs.push_back(alloc_like<T>(d, c.shards.inputs[1]));
+      g.inputs.push_back(alloc_for_overwrite<T>(d, std::size_t(c.shards.inputs[1].local.elements())));
       d.mul(dy, x, d.view(g.inputs[1]));
       break;
     case op_kind::dropout:
@@ -64,7 +64,7 @@ gradients<D, T> unary_bwd(D& d, const kernel_context<T>& c, const operands<T>& i
       break;
     case op_kind::add:
       d.copy(dy, dx);
-      g.inputs.push_back(alloc_like<T>(d, c.shards.inputs[1]));
+      g.inputs.push_back(alloc_for_overwrite<T>(d, std::size_t(c.shards.inputs[1].local.elements())));
       d.copy(dy, d.view(g.inputs[1]));
       break;
     case op_kind::max_pool: {
