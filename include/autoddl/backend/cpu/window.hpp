@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "autoddl/backend/cpu/dnnl_conv.hpp"
 #include "autoddl/backend/device.hpp"
 #include "autoddl/error.hpp"
 #include "autoddl/text.hpp"
@@ -20,6 +21,43 @@ namespace autoddl {
 
 /// The CPU device's window primitives (cpu_device derives from it).
 struct cpu_window_primitives {
+  /// A whole convolution in one call where the build has a direct kernel for it (oneDNN, float,
+  /// backend/cpu/dnnl_conv.hpp): y = conv(x, w) + b (b empty: none); false, nothing written, where
+  /// it has none and the caller goes through im2col and a GEMM.
+  template <class T>
+  bool conv_fwd_direct(const window_geom& g, std::int64_t o, std::span<const T> x, std::span<const T> w,
+                       std::span<const T> b, std::span<T> y) {
+    if constexpr (!std::is_same_v<T, float>) return false;
+    else {
+      if (!detail::dnnl_conv_wanted(g)) return false;
+      check_conv(g, o, x.size(), w.size(), y.size(), "conv_fwd_direct");
+      return detail::dnnl_conv_fwd(g, o, x.data(), w.data(), b.empty() ? nullptr : b.data(), y.data());
+    }
+  }
+  /// dx of y = conv(x, w) given dy, where conv_fwd_direct runs the geometry; false otherwise.
+  template <class T>
+  bool conv_bwd_data_direct(const window_geom& g, std::int64_t o, std::span<const T> w, std::span<const T> dy,
+                            std::span<T> dx) {
+    if constexpr (!std::is_same_v<T, float>) return false;
+    else {
+      if (!detail::dnnl_conv_wanted(g)) return false;
+      check_conv(g, o, dx.size(), w.size(), dy.size(), "conv_bwd_data_direct");
+      return detail::dnnl_conv_bwd_data(g, o, w.data(), dy.data(), dx.data());
+    }
+  }
+  /// dw (and db, unless empty) of y = conv(x, w) + b given dy, overwritten, where conv_fwd_direct
+  /// runs the geometry; false otherwise.
+  template <class T>
+  bool conv_bwd_weights_direct(const window_geom& g, std::int64_t o, std::span<const T> x, std::span<const T> dy,
+                               std::span<T> dw, std::span<T> db) {
+    if constexpr (!std::is_same_v<T, float>) return false;
+    else {
+      if (!detail::dnnl_conv_wanted(g)) return false;
+      check_conv(g, o, x.size(), dw.size(), dy.size(), "conv_bwd_weights_direct");
+      return detail::dnnl_conv_bwd_weights(g, o, x.data(), dy.data(), dw.data(), db.empty() ? nullptr : db.data());
+    }
+  }
+
   /// col [C k k, N oh ow]: row (c, ki, kj) holds x[n, c, i stride - padding + ki, j stride -
   /// padding + kj] at column (n, i, j), zeros where that falls in the padding.
   template <class T>
@@ -79,6 +117,11 @@ struct cpu_window_primitives {
   }
 
  private:
+  static void check_conv(const window_geom& g, std::int64_t o, std::size_t x, std::size_t w, std::size_t y, const char* what) {
+    check_size(g.n * g.c * g.h * g.w, x, (std::string(what) + ": x").c_str());
+    check_size(o * g.c * g.kernel * g.kernel, w, (std::string(what) + ": w").c_str());
+    check_size(g.n * o * g.out_h() * g.out_w(), y, (std::string(what) + ": y").c_str());
+  }
   static void check_size(std::int64_t want, std::size_t have, const char* what) {
     if (std::int64_t(have) < want)
       detail::fail<error>(std::string(what) + " holds " + detail::itos(std::int64_t(have)) +

@@ -99,21 +99,49 @@ forward_result<D, T> conv2d_fwd(D& d, const kernel_context<T>& c, const operands
   const window_geom g = local_window(c);
   const std::int64_t o = c.shards.params[0].local[0], ckk = g.col_rows(), cols = g.col_cols();
   const std::int64_t ohw = g.out_h() * g.out_w();
+  forward_result<D, T> r;
+  r.outputs.push_back(alloc_for_overwrite<T>(d, std::size_t(c.shards.outputs[0].local.elements())));
+  if constexpr (requires { d.template conv_fwd_direct<T>(g, o, in.inputs[0], in.params[0], in.inputs[0], d.view(r.outputs[0])); }) {
+    const std::span<const T> bias = c.op.attrs.bias ? in.params[1] : std::span<const T>{};
+    if (d.template conv_fwd_direct<T>(g, o, in.inputs[0], in.params[0], bias, d.view(r.outputs[0]))) return r;
+  }
   buffer_t<D, T> col = alloc_for_overwrite<T>(d, std::size_t(ckk * cols));
   d.im2col(g, in.inputs[0], d.view(col));
   buffer_t<D, T> yt = alloc_for_overwrite<T>(d, std::size_t(o * cols));
   d.gemm(gemm_desc{false, false, o, cols, ckk, ckk, cols, cols}, T(1), in.params[0], cview<T>(d, col), T(0), d.view(yt));
-  forward_result<D, T> r;
-  r.outputs.push_back(alloc_for_overwrite<T>(d, std::size_t(c.shards.outputs[0].local.elements())));
   d.permute_0213(std::int64_t(1), o, g.n, ohw, cview<T>(d, yt), d.view(r.outputs[0]));
   if (c.op.attrs.bias) d.bias_add(g.n, o, ohw, in.params[1], d.view(r.outputs[0]));
   return r;
+}
+
+/// conv2d's backward in whole-convolution calls where the device has them for this geometry
+/// (cpu_device: oneDNN, backend/cpu/dnnl_conv.hpp); false where it has none.
+template <class T, class D>
+bool conv2d_bwd_direct(D& d, const kernel_context<T>& c, const operands<T>& in, std::span<const T> dy, const window_geom& g,
+                       gradients<D, T>& r) {
+  if constexpr (requires(std::span<T> m) { d.template conv_bwd_weights_direct<T>(g, 1, dy, dy, m, m); }) {
+    const std::int64_t o = c.shards.params[0].local[0];
+    r.params.push_back(alloc_for_overwrite<T>(d, std::size_t(c.shards.params[0].local.elements())));
+    if (c.op.attrs.bias) r.params.push_back(alloc_for_overwrite<T>(d, std::size_t(c.shards.params[1].local.elements())));
+    const std::span<T> db = c.op.attrs.bias ? d.view(r.params[1]) : std::span<T>{};
+    if (!d.template conv_bwd_weights_direct<T>(g, o, in.inputs[0], dy, d.view(r.params[0]), db)) return false;
+    if (!c.wants_input_grad(0)) {
+      r.inputs.push_back(d.template alloc<T>(0));
+      return true;
+    }
+    r.inputs.push_back(alloc_for_overwrite<T>(d, std::size_t(c.shards.inputs[0].local.elements())));
+    return d.template conv_bwd_data_direct<T>(g, o, in.params[0], dy, d.view(r.inputs[0]));
+  } else {
+    (void)d, (void)c, (void)in, (void)dy, (void)g, (void)r;
+    return false;
+  }
 }
 
 /// dY' = dY as [O, N oh ow]; dW = dY' col^T; dcol = W^T dY'; dX = col2im(dcol); db = sum dY.
 template <class T, class D>
 gradients<D, T> conv2d_bwd(D& d, const kernel_context<T>& c, const operands<T>& in, std::span<const T> dy) {
   const window_geom g = local_window(c);
+  if (gradients<D, T> r; conv2d_bwd_direct(d, c, in, dy, g, r)) return r;
   const std::int64_t o = c.shards.params[0].local[0], ckk = g.col_rows(), cols = g.col_cols();
   const std::int64_t ohw = g.out_h() * g.out_w();
   buffer_t<D, T> dyt = alloc_for_overwrite<T>(d, std::size_t(o * cols));
