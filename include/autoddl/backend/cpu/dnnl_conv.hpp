@@ -64,9 +64,20 @@ struct dnnl_conv_context {
       sets;
   dnnl_conv_context() { omp_set_num_threads(1); }
 
-  dnnl_conv_set& get(const window_geom& g, std::int64_t o) {
-    auto& slot = sets[{g.n, g.c, g.h, g.w, o, g.kernel, g.stride, g.padding}];
-    if (slot) return *slot;
+  /// The primitives of this geometry, or null where oneDNN has none for it (the caller then takes
+  /// im2col and a GEMM; a geometry is asked once per thread).
+  dnnl_conv_set* get(const window_geom& g, std::int64_t o) {
+    const auto key = std::make_tuple(g.n, g.c, g.h, g.w, o, g.kernel, g.stride, g.padding);
+    if (const auto it = sets.find(key); it != sets.end()) return it->second.get();
+    std::unique_ptr<dnnl_conv_set>& slot = sets[key];
+    try {
+      slot = make(g, o);
+    } catch (const dnnl::error&) {
+      slot.reset();
+    }
+    return slot.get();
+  }
+  std::unique_ptr<dnnl_conv_set> make(const window_geom& g, std::int64_t o) {
     using dt = dnnl::memory::data_type;
     using tag = dnnl::memory::format_tag;
     const dnnl::memory::dims xd{g.n, g.c, g.h, g.w}, wd{o, g.c, g.kernel, g.kernel}, bd{o}, yd{g.n, o, g.out_h(), g.out_w()};
@@ -80,11 +91,10 @@ struct dnnl_conv_context {
                                                         eng, fpd);
     dnnl::convolution_backward_weights::primitive_desc wpd(
         dnnl::convolution_backward_weights::desc(algo, xa, wa, ba, ya, st, pad, pad), eng, fpd);
-    slot.reset(new dnnl_conv_set{fpd, dpd, wpd, dnnl::convolution_forward(fpd), dnnl::convolution_backward_data(dpd),
-                                 dnnl::convolution_backward_weights(wpd), dnnl::memory::desc(xd, dt::f32, tag::nchw),
-                                 dnnl::memory::desc(wd, dt::f32, tag::oihw), dnnl::memory::desc(bd, dt::f32, tag::x),
-                                 dnnl::memory::desc(yd, dt::f32, tag::nchw)});
-    return *slot;
+    return std::unique_ptr<dnnl_conv_set>(new dnnl_conv_set{
+        fpd, dpd, wpd, dnnl::convolution_forward(fpd), dnnl::convolution_backward_data(dpd),
+        dnnl::convolution_backward_weights(wpd), dnnl::memory::desc(xd, dt::f32, tag::nchw),
+        dnnl::memory::desc(wd, dt::f32, tag::oihw), dnnl::memory::desc(bd, dt::f32, tag::x), dnnl::memory::desc(yd, dt::f32, tag::nchw)});
   }
   /// `user` in the layout `want`: itself, or a reordered copy.
   dnnl::memory in(dnnl::memory user, const dnnl::memory::desc& want) {
@@ -113,7 +123,9 @@ inline float* mutable_ptr(const float* p) { return const_cast<float*>(p); }  // 
 inline bool dnnl_conv_fwd(const window_geom& g, std::int64_t o, const float* x, const float* w, const float* b, float* y) {
 #if AUTODDL_HAS_DNNL
   dnnl_conv_context& c = dnnl_conv_here();
-  dnnl_conv_set& s = c.get(g, o);
+  dnnl_conv_set* set = c.get(g, o);
+  if (!set) return false;
+  dnnl_conv_set& s = *set;
   thread_local std::vector<float> zeros;
   if (!b) {
     zeros.assign(std::size_t(o), 0.0f);
@@ -136,7 +148,9 @@ inline bool dnnl_conv_fwd(const window_geom& g, std::int64_t o, const float* x, 
 inline bool dnnl_conv_bwd_data(const window_geom& g, std::int64_t o, const float* w, const float* dy, float* dx) {
 #if AUTODDL_HAS_DNNL
   dnnl_conv_context& c = dnnl_conv_here();
-  dnnl_conv_set& s = c.get(g, o);
+  dnnl_conv_set* set = c.get(g, o);
+  if (!set) return false;
+  dnnl_conv_set& s = *set;
   dnnl::memory uw(s.w, c.eng, mutable_ptr(w)), udy(s.y, c.eng, mutable_ptr(dy)), udx(s.x, c.eng, dx);
   dnnl::memory mw = c.in(uw, s.data_pd.weights_desc()), mdy = c.in(udy, s.data_pd.diff_dst_desc());
   dnnl::memory mdx = c.out(udx, s.data_pd.diff_src_desc());
@@ -154,7 +168,9 @@ inline bool dnnl_conv_bwd_data(const window_geom& g, std::int64_t o, const float
 inline bool dnnl_conv_bwd_weights(const window_geom& g, std::int64_t o, const float* x, const float* dy, float* dw, float* db) {
 #if AUTODDL_HAS_DNNL
   dnnl_conv_context& c = dnnl_conv_here();
-  dnnl_conv_set& s = c.get(g, o);
+  dnnl_conv_set* set = c.get(g, o);
+  if (!set) return false;
+  dnnl_conv_set& s = *set;
   thread_local std::vector<float> unused;
   if (!db) {
     unused.resize(std::size_t(o));
