@@ -1,6 +1,6 @@
 #pragma once
 // Kernels of the GEMM family on local shards: linear (bias, transpose_w), matmul, batched matmul,
-// conv2d (im2col + one GEMM for the whole batch). Each computes the local product; under a
+// conv2d (a device's whole-convolution calls, else im2col + one GEMM). Each computes the local product; under a
 // contraction split the result is a partial sum (Y[P]), which is what the signature says.
 //   linear:  Y = X W + b  (W [in,out]) or X W^T + b (transpose_w, W [out,in])
 //            dX = dY W^T (or dY W), dW = X^T dY (or dY^T X), db = sum_rows dY
