@@ -117,11 +117,9 @@ inline dnnl_conv_context& dnnl_conv_here() {
   return c;
 }
 inline float* mutable_ptr(const float* p) { return const_cast<float*>(p); }  // oneDNN's memory takes void*
-#endif
 
 /// y = conv(x, w) + b (b may be null) on NCHW / OIHW floats; false where oneDNN does not run it.
 inline bool dnnl_conv_fwd(const window_geom& g, std::int64_t o, const float* x, const float* w, const float* b, float* y) {
-#if AUTODDL_HAS_DNNL
   dnnl_conv_context& c = dnnl_conv_here();
   dnnl_conv_set* set = c.get(g, o);
   if (!set) return false;
@@ -138,15 +136,10 @@ inline bool dnnl_conv_fwd(const window_geom& g, std::int64_t o, const float* x, 
   c.back(my, uy);
   c.stream.wait();
   return true;
-#else
-  (void)g, (void)o, (void)x, (void)w, (void)b, (void)y;
-  return false;
-#endif
 }
 
 /// dx = the input gradient of conv(x, w) given dy; false where oneDNN does not run it.
 inline bool dnnl_conv_bwd_data(const window_geom& g, std::int64_t o, const float* w, const float* dy, float* dx) {
-#if AUTODDL_HAS_DNNL
   dnnl_conv_context& c = dnnl_conv_here();
   dnnl_conv_set* set = c.get(g, o);
   if (!set) return false;
@@ -158,15 +151,10 @@ inline bool dnnl_conv_bwd_data(const window_geom& g, std::int64_t o, const float
   c.back(mdx, udx);
   c.stream.wait();
   return true;
-#else
-  (void)g, (void)o, (void)w, (void)dy, (void)dx;
-  return false;
-#endif
 }
 
 /// dw (and db where not null) of conv(x, w) + b given dy, overwritten; false where oneDNN does not run it.
 inline bool dnnl_conv_bwd_weights(const window_geom& g, std::int64_t o, const float* x, const float* dy, float* dw, float* db) {
-#if AUTODDL_HAS_DNNL
   dnnl_conv_context& c = dnnl_conv_here();
   dnnl_conv_set* set = c.get(g, o);
   if (!set) return false;
@@ -185,10 +173,17 @@ inline bool dnnl_conv_bwd_weights(const window_geom& g, std::int64_t o, const fl
   c.back(mdb, udb);
   c.stream.wait();
   return true;
-#else
-  (void)g, (void)o, (void)x, (void)dy, (void)dw, (void)db;
-  return false;
-#endif
 }
+
+#else
+// Without oneDNN dnnl_conv_wanted is false, so these are never reached; they keep the callers compiling.
+inline bool dnnl_conv_fwd(const window_geom&, std::int64_t, const float*, const float*, const float*, float*) {
+  return false;
+}
+inline bool dnnl_conv_bwd_data(const window_geom&, std::int64_t, const float*, const float*, float*) { return false; }
+inline bool dnnl_conv_bwd_weights(const window_geom&, std::int64_t, const float*, const float*, float*, float*) {
+  return false;
+}
+#endif
 
 }  // namespace autoddl::detail
