@@ -26,6 +26,7 @@
 #include "autoddl/cost/hardware_io.hpp"
 #include "autoddl/models/zoo.hpp"
 #include "autoddl/runtime/trainer.hpp"
+#include "autoddl/search/plan_of.hpp"
 #include "autoddl/search/pipeline.hpp"
 #include "autoddl/search/solve.hpp"
 #include "interleaved.hpp"
@@ -87,7 +88,7 @@ runnable pipelined(const std::string& name, pipeline_plan&& p) {
   x.pipeline = std::move(p);
   const plan_problem& problem = *x.pipeline->layouts.problem;
   x.stages = std::make_unique<mpi::pipeline_comms>(problem.options().mesh, x.pipeline->shape.stages);
-  x.run = std::make_unique<cpu_trainer>(problem, x.pipeline->layouts.result.pick, *x.dev, x.stages->mesh(), sgd(),
+  x.run = std::make_unique<cpu_trainer>(plan_of(problem, x.pipeline->layouts.result.pick, x.pipeline->cut_ops), *x.dev, x.stages->mesh(), sgd(),
                                         pipeline_stage<mpi::ring_comm>{x.stages->stage(), x.pipeline->cut_ops,
                                                                        &x.stages->pipe()});
   return x;
@@ -116,7 +117,7 @@ std::vector<runnable> prepare(const options& o, int ranks) {
   const plan_result r = solve_plan(*flat.flat_problem, strategy::automatic{});
   flat.predicted = r.time;
   flat.flat_comm = std::make_unique<mpi::mpi_mesh_comm>(base.mesh);
-  flat.run = std::make_unique<cpu_trainer>(*flat.flat_problem, r.pick, *flat.dev, *flat.flat_comm, sgd());
+  flat.run = std::make_unique<cpu_trainer>(plan_of(*flat.flat_problem, r.pick), *flat.dev, *flat.flat_comm, sgd());
   rows.push_back(std::move(flat));
   return rows;
 }

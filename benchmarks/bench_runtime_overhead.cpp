@@ -20,6 +20,7 @@
 #include "autoddl/cost/hardware_io.hpp"
 #include "autoddl/models/zoo.hpp"
 #include "autoddl/runtime/trainer.hpp"
+#include "autoddl/search/plan_of.hpp"
 #include "autoddl/search/solve.hpp"
 #include "interleaved.hpp"
 
@@ -144,7 +145,7 @@ int main(int argc, char** argv) {
     mpi::mpi_mesh_comm comm(o.mesh);
     train_options to;
     to.opt = optimizer::sgd_momentum;
-    trainer<float, cpu_device, mpi::mpi_mesh_comm> t(problem, plan.pick, dev, comm, to);
+    trainer<float, cpu_device, mpi::mpi_mesh_comm> t(plan_of(problem, plan.pick), dev, comm, to);
     hand_mlp h(a[0], a[1], a[2] / ranks, a[3], a[4], ranks);  // layers + 1 linears, as build_mlp
     const float momentum = float(optimizer_step{}.momentum);   // the trainer's SGD-momentum rule
     const auto seconds = bench::time_interleaved(2, warmup, rounds, [&](std::size_t which, int round) {

@@ -28,6 +28,7 @@
 #include "autoddl/cost/hardware_io.hpp"
 #include "autoddl/models/zoo.hpp"
 #include "autoddl/runtime/trainer.hpp"
+#include "autoddl/search/plan_of.hpp"
 #include "autoddl/search/solve.hpp"
 #include "interleaved.hpp"
 
@@ -93,7 +94,7 @@ std::vector<runnable> prepare(const plan_problem& problem, const mesh_shape& m) 
       x.update += problem.param_terms(p, r.pick[std::size_t(problem.param_node(p))]).compute_bwd;
     train_options to;
     to.opt = optimizer::sgd_momentum;
-    x.run = std::make_unique<cpu_trainer>(problem, r.pick, *x.dev, *x.comm, to);
+    x.run = std::make_unique<cpu_trainer>(plan_of(problem, r.pick), *x.dev, *x.comm, to);
     out.push_back(std::move(x));
   }
   return out;

@@ -40,7 +40,7 @@ std::vector<double> train(const plan_problem& problem, const std::vector<int>& p
   cpu_device dev;
   train_options to;
   to.lr = 1e-2;
-  trainer<float, cpu_device, Comm> t(problem, pick, dev, comm, to);
+  trainer<float, cpu_device, Comm> t(plan_of(problem, pick), dev, comm, to);
   if (instances) t.run_instances(*instances);
   const double priced = problem.untied().evaluate(pick).bytes;
   std::vector<double> losses;

@@ -36,7 +36,7 @@ int main(int argc, char** argv) {
     mpi::mpi_mesh_comm comm(mlp::mesh);
     train_options to;
     to.lr = 1e-2;
-    trainer<float, cpu_device, mpi::mpi_mesh_comm> t(problem, plan.pick, dev, comm, to);
+    trainer<float, cpu_device, mpi::mpi_mesh_comm> t(plan_of(problem, plan.pick), dev, comm, to);
     t.run_instances(typed_program<mlp, float, cpu_device>(chosen_signatures(problem, plan)));
     double first = 0, last = 0;
     for (int step = 0; step < 30; ++step) {

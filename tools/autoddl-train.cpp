@@ -25,7 +25,6 @@
 #include <chrono>
 #include <fstream>
 #include <iterator>
-#include <memory>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -42,6 +41,7 @@
 #include "autoddl/runtime/checkpoint.hpp"
 #include "autoddl/runtime/gather.hpp"
 #include "autoddl/runtime/trainer.hpp"
+#include "autoddl/search/plan_of.hpp"
 #include "autoddl/search/micro_batches.hpp"
 #include "autoddl/search/plan_file.hpp"
 #include "autoddl/search/solve.hpp"
@@ -140,6 +140,10 @@ void choose_plan(const settings& s, const plan_strategy& strategy, const step_se
   p.problem = std::move(c.plan.problem);
   p.plan = std::move(c.plan.result);
   p.pipeline = std::move(c.pipeline);
+  // what trains is the file's own plan value, its boxing paths as written (a version 1 file has
+  // none: it runs as priced above)
+  if (!s.plan->boxing.is_null())
+    p.runs = plan_value_of(*s.plan, shared_graph(load_model(s.model, s.plan->microbatches)));
 }
 
 // The CPU device's GEMMs checked on every rank before training (backend/cpu/gemm_check.hpp):
@@ -333,7 +337,8 @@ template <Device D, MeshCommunicator M>
 int train(const settings& s, const prepared& p, int rank, int ranks, D& dev, M& comm, mpi::mpi_mesh_comm& host,
           mpi::pipeline_comms* pc) {
   using trainer_t = trainer<float, D, M>;
-  trainer_t t(*p.problem, p.plan.pick, dev, comm, p.to, stage_of<typename trainer_t::pipe_comm>(p, pc));
+  trainer_t t(p.runs ? *p.runs : plan_of(*p.problem, p.plan.pick, p.pipeline ? p.pipeline->cut_ops : std::vector<int>{0}), dev,
+              comm, p.to, stage_of<typename trainer_t::pipe_comm>(p, pc));
   if (!p.resume_folder.empty() &&
       !on_every_rank(rank, [&] { restore(t, p, p.g, p.o.mesh, comm.coords()); }))
     return 2;  // a shard missing, damaged or short: one sentence, nothing overwritten

@@ -11,6 +11,7 @@
 #include "autoddl/backend/mpi.hpp"
 #include "autoddl/runtime/gather.hpp"
 #include "autoddl/runtime/trainer.hpp"
+#include "autoddl/search/plan_of.hpp"
 #include "autoddl/search/solve.hpp"
 #include "train_checkpoints.hpp"
 #include "train_setup.hpp"
@@ -31,7 +32,7 @@ class serial_check {
     so.recompute = recompute_mode::none;
     problem_ = std::make_unique<plan_problem>(p.g, so);
     self_ = std::make_unique<mpi::mpi_mesh_comm>(mesh_shape{1}, MPI_COMM_SELF);
-    serial_ = std::make_unique<cpu_trainer>(*problem_, solve_plan(*problem_, strategy::dp{}).pick, dev_, *self_, p.to);
+    serial_ = std::make_unique<cpu_trainer>(plan_of(*problem_, solve_plan(*problem_, strategy::dp{}).pick), dev_, *self_, p.to);
     if (!p.resume_folder.empty()) restore(*serial_, p, model_, mesh_shape{1}, mesh_coord{});
   }
 

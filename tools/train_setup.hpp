@@ -82,6 +82,9 @@ struct prepared {
   std::unique_ptr<plan_problem> problem;
   plan_result plan;
   std::optional<pipeline_plan> pipeline;  ///< its stages (the layouts are in problem and plan)
+  /// What the trainer runs: --plan's file as read (plan_value_of: its own boxing paths, nothing
+  /// priced), else the chosen plan (plan_of). The reports price it again (problem, plan).
+  std::optional<autoddl::plan> runs;
   double peak_bytes = 0;                  ///< the plan's replayed step peak per device (a pipeline's highest stage)
   int stages() const { return pipeline ? pipeline->shape.stages : 1; }
   std::int64_t first_step = 0;

@@ -13,6 +13,7 @@
 #include "autoddl/models.hpp"
 #include "autoddl/ops.hpp"
 #include "autoddl/ops/typed.hpp"
+#include "autoddl/plan.hpp"
 #include "autoddl/runtime.hpp"
 #include "autoddl/sbp.hpp"
 #include "autoddl/search.hpp"

@@ -8,7 +8,8 @@ import sys
 
 NAMES = {  # DESIGN.md, "Architecture": each folder and the folders it names
     "sbp": [], "mesh": ["sbp"], "cost": ["sbp", "mesh"], "ops": ["sbp"], "models": ["ops"],
-    "search": ["models", "ops", "cost"], "backend": ["sbp", "mesh"], "runtime": ["search", "backend", "cost"],
+    "plan": ["models", "ops", "cost"], "search": ["plan", "models", "ops", "cost"], "backend": ["sbp", "mesh"],
+    "runtime": ["plan", "backend", "cost"],
 }
 
 

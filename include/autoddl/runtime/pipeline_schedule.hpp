@@ -1,6 +1,6 @@
 #pragma once
 // A pipeline stage for the trainer: its index, where the stages begin and the stage axis'
-// communicator. The order it runs its micro-batches in, 1F1B, is search/pipeline_order.hpp's
+// communicator. The order it runs its micro-batches in, 1F1B, is plan/pipeline_order.hpp's
 // (the step's memory replay walks the same order). Between stages, activations go forward and
 // their gradients back by point-to-point messages: sends never block (they are posted and
 // completed later), receives block until their message is in. Every receive's message is sent
@@ -8,7 +8,7 @@
 // (tests/unit/runtime/pipeline_schedule.cpp replays every p <= 8, m <= 16).
 #include <vector>
 
-#include "autoddl/search/pipeline_order.hpp"
+#include "autoddl/plan/pipeline_order.hpp"
 
 namespace autoddl {
 

@@ -1,11 +1,12 @@
 #pragma once
 // A training step of any valid plan on one device of the mesh: forward, loss and backward of each
 // of the plan's micro-batches, the gradients boxed to the parameters' storage layouts, the
-// optimizer step (DESIGN.md). Contract: every tensor that crosses an edge of the model is boxed by
-// exactly the path the planner priced (plan_paths), so the bytes sent on the mesh axes per step
-// equal the plan's predicted bytes; the schedule (micro-batches, recomputation, 1F1B pipeline
-// stages) and what each op keeps from forward to backward are the plan's (step_schedule); any
-// valid plan computes what serial training of the whole global batch computes.
+// optimizer step. It runs a plan value (plan/plan.hpp) and needs no planner: every tensor that
+// crosses an edge of the model is boxed by exactly the plan's path (the one the planner priced,
+// or a plan file holds), so the bytes sent on the mesh axes per step equal the plan's predicted
+// bytes; the schedule (micro-batches, recomputation, 1F1B pipeline stages) and what each op keeps
+// from forward to backward are the plan's (step_schedule); any valid plan computes what serial
+// training of the whole global batch computes.
 // docs/reference/runtime.md, "The training step", says how.
 //
 // The parts: detail/parameter_store.hpp (initialise, synchronise, update, restore),
@@ -25,6 +26,8 @@
 #include "autoddl/backend/device.hpp"
 #include "autoddl/cost/memory.hpp"
 #include "autoddl/index.hpp"
+#include "autoddl/plan/plan.hpp"
+#include "autoddl/plan/step_schedule.hpp"
 #include "autoddl/runtime/boxing.hpp"
 #include "autoddl/runtime/data.hpp"
 #include "autoddl/runtime/detail/device_buffers.hpp"
@@ -36,14 +39,11 @@
 #include "autoddl/runtime/op_kernels.hpp"
 #include "autoddl/runtime/pipeline_schedule.hpp"
 #include "autoddl/runtime/train_options.hpp"
-#include "autoddl/search/plan_paths.hpp"
-#include "autoddl/search/planner.hpp"
-#include "autoddl/search/step_schedule.hpp"
 
 namespace autoddl {
 
-/// One device's part of training `problem`'s model under the plan `pick` (per node of
-/// problem.untied()). A step is forward, loss and backward of each of the plan's micro-batches,
+/// One device's part of training a plan's model under that plan (plan/plan.hpp; the planner
+/// makes one with plan_of, a plan file holds one). A step is forward, loss and backward of each of the plan's micro-batches,
 /// the one synchronisation of each tied parameter's summed gradient, and the optimizer update on
 /// the storage shards.
 template <class T, Device D, MeshCommunicator M>
@@ -57,37 +57,40 @@ class trainer : detail::device_buffers<T, D> {
   /// The communicator type of a pipeline's stage axis: the mesh communicator's axis type.
   using pipe_comm = std::remove_cvref_t<decltype(std::declval<M&>().world())>;
 
-  /// `stage`: this device's stage of a pipeline whose every stage runs `pick` on problem's mesh
-  /// (the stage mesh); nullopt: the whole model. Throws error on a stage that does not fit the
-  /// model or the pipe, or a communicator without non-blocking sends.
-  trainer(const plan_problem& problem, std::vector<int> pick, D& dev, M& comm, train_options options = {},
-          std::optional<pipeline_stage<pipe_comm>> stage = std::nullopt)
+  /// `stage`: this device's stage of a pipeline whose every stage runs plan `p` on its mesh
+  /// (the stage mesh); nullopt: the whole model. Throws layout_error on a plan that is not whole
+  /// (check_plan) or is for another mesh, error on another element type, a stage that does not
+  /// fit the model or the pipe, or a communicator without non-blocking sends.
+  trainer(plan p, D& dev, M& comm, train_options options = {}, std::optional<pipeline_stage<pipe_comm>> stage = std::nullopt)
       : buffers(dev),
-        problem_(problem),
-        model_(problem.model()),
-        pick_(std::move(pick)),
+        plan_(checked(std::move(p))),
+        model_(plan_.g()),
         dev_(dev),
         comm_(comm),
         options_(options),
-        paths_(problem_, pick_),
-        store_(problem_, pick_, dev, comm, options),
+        store_(plan_, dev, comm, options),
         gradients_(dev, comm, int(model_.params.size())),
         link_(dev, model_) {
-    if (!(comm_.shape() == problem_.options().mesh))
-      detail::fail<layout_error>("the plan is for mesh " + to_string(problem_.options().mesh) +
-                                 " but the communicator spans " + to_string(comm_.shape()));
-    if (bytes_of(problem_.options().type) != int(sizeof(T)))
-      detail::fail<error>("the plan is priced in " + std::string(to_string(problem_.options().type)) + " (" +
-                          std::to_string(bytes_of(problem_.options().type)) + "-byte elements) but this trainer trains " +
+    if (!(comm_.shape() == plan_.mesh))
+      detail::fail<layout_error>("the plan is for mesh " + to_string(plan_.mesh) + " but the communicator spans " +
+                                 to_string(comm_.shape()));
+    if (bytes_of(plan_.type) != int(sizeof(T)))
+      detail::fail<error>("the plan is priced in " + std::string(to_string(plan_.type)) + " (" +
+                          std::to_string(bytes_of(plan_.type)) + "-byte elements) but this trainer trains " +
                           std::to_string(sizeof(T)) + "-byte elements; plan with the dtype it trains (plan_options::type)");
-    schedule_.emplace(model_, recompute(), paths_.boxed_inputs(), paths_.chains());
+    schedule_.emplace(plan_);
     input_kinds_ = input_kinds(model_);
     if (options_.text) check_text_model(model_, *options_.text);
+    if (stage && stage->first_ops != plan_.stage_first_ops)
+      detail::fail<layout_error>("the pipeline stage's cuts are not the plan's: it has " + std::to_string(stage->stages()) +
+                                 " stages, the plan " + std::to_string(plan_.stages()));
     if (stage) link_.set_stage(*stage);
     store_.init(link_.held());
   }
 
-  const signature& sig(int op) const { return at(problem_.op_candidates(op), at(pick_, op)); }
+  const signature& sig(int op) const { return plan_.sig(op); }
+  /// The plan this trainer runs.
+  const plan& the_plan() const { return plan_; }
   /// From the next step on, runs every op through a typed model's compiled instance
   /// (runtime/typed_program.hpp): kernel contexts from the instance's constant local shapes,
   /// kernels chosen at compile time; an empty program goes back to the dynamic dispatch.
@@ -201,9 +204,12 @@ class trainer : detail::device_buffers<T, D> {
     std::vector<send_request> sends;        ///< outputs sent to the next stage (held in fwd until done)
   };
 
-  int microbatches() const { return problem_.options().microbatches; }
-  recompute_mode recompute() const { return problem_.options().recompute; }
-
+  int microbatches() const { return plan_.microbatches; }
+  recompute_mode recompute() const { return plan_.recompute; }
+  static plan checked(plan p) {
+    check_plan(p);
+    return p;
+  }
 
   // Frees what the last step left (its gradients, kept outputs) and starts the memory mark.
   void begin_step() {
@@ -283,7 +289,6 @@ class trainer : detail::device_buffers<T, D> {
     if (at(pending, i) == 0 && i != model_.loss_op) free_unheld(i);  // no (further) consumer reads it
   }
 
-
   // Op i's forward in micro-batch k: its model inputs loaded, producer outputs boxed by the
   // priced paths (identity paths are read in place), parameters boxed once per step (micro-batch
   // 0; the copy is kept), then the kernel.
@@ -309,7 +314,7 @@ class trainer : detail::device_buffers<T, D> {
     }
     for (std::size_t j = 0; j < n.param_ids.size() && k == 0; ++j) {
       const int p = n.param_ids[j];
-      const boxing_path& path = paths_.param(i, j).forward;
+      const boxing_path& path = plan_.param(i, j).forward;
       if (path.size() > 0)
         at(gathered_, i)[j] = run_boxing<T>(dev_, comm_, clone(store_.param(p)), at(model_.params, p).shape, storage(p), path);
     }
@@ -336,12 +341,12 @@ class trainer : detail::device_buffers<T, D> {
   }
 
   // Input j of op i: boxed by its edge's forward path (if it has one) from its producer's output,
-  // or for a chained slot from its first reader's operand (plan_paths::chained_from).
+  // or for a chained slot from its first reader's operand (plan::chained_from).
   void box_input(step_buffers& b, int i, std::size_t j) {
     const tensor_ref r = at(model_.op_inputs, i)[j];
-    const boxing_path& path = paths_.input(i, j).forward;
+    const boxing_path& path = plan_.input(i, j).forward;
     if (path.size() == 0) return;
-    const input_slot c = paths_.chained_from(i, j);
+    const input_slot c = plan_.chained_from(i, j);
     const input_slot copy = c.op >= 0 ? schedule().copy_read(c.op, std::size_t(c.input)) : input_slot{};
     const buffer& from = copy.op >= 0 ? at(b.inputs, copy.op)[std::size_t(copy.input)] : output(b, r.op);
     const nd_sbp& layout = c.op >= 0 ? at(sig(c.op).inputs, c.input) : at(sig(r.op).outputs, r.index);
@@ -445,7 +450,7 @@ class trainer : detail::device_buffers<T, D> {
       for (std::size_t j = 0; j < n.inputs.size(); ++j) {
         const tensor_ref r = at(model_.op_inputs, i)[j];
         if (r.op < 0) continue;
-        const boxing_path& path = paths_.input(i, j).backward;
+        const boxing_path& path = plan_.input(i, j).backward;
         if (auto& sums = at(chained_sums, i); j < sums.size() && !sums[j].empty()) {  // this slot's later readers
           accumulate(grads.inputs[j], std::move(sums[j]));
           release(sums[j]);
@@ -471,7 +476,7 @@ class trainer : detail::device_buffers<T, D> {
   // Where op i's input j's boxed gradient is added: its producer's output gradient, or for a
   // chained slot its first reader's input gradient (which that reader boxes back once).
   buffer& chained_gradient(std::vector<std::vector<buffer>>& sums, std::vector<buffer>& dy, int i, std::size_t j) {
-    const input_slot c = paths_.chained_from(i, j);
+    const input_slot c = plan_.chained_from(i, j);
     if (c.op < 0) return at(dy, at(model_.op_inputs, i)[j].op);
     auto& s = at(sums, c.op);
     if (s.size() <= std::size_t(c.input)) s.resize(std::size_t(c.input) + 1);
@@ -482,7 +487,7 @@ class trainer : detail::device_buffers<T, D> {
   // dual(compute), to the step's gradient sums (gradient_accumulator::add).
   void add_param_gradient(int i, std::size_t j, buffer&& g, bool last_micro_batch) {
     const int p = at(model_.ops, i).param_ids[j];
-    gradients_.add(i, j, p, std::move(g), last_micro_batch, paths_.param(i, j).backward, at(model_.params, p).shape,
+    gradients_.add(i, j, p, std::move(g), last_micro_batch, plan_.param(i, j).backward, at(model_.params, p).shape,
                    dual(sig(i).params[j]), profile_);
   }
 
@@ -515,14 +520,12 @@ class trainer : detail::device_buffers<T, D> {
                         "this check off)");
   }
 
-
   // The device's bytes in use now.
   std::int64_t heap_in_use() const { return std::int64_t(dev_.bytes_in_use()); }
 
   void sample_memory() {
     if (options_.measure_memory) peak_live_ = std::max(peak_live_, heap_in_use() - heap_at_start_);
   }
-
 
   std::int64_t axis_bytes() {
     std::int64_t bytes = 0;
@@ -546,13 +549,12 @@ class trainer : detail::device_buffers<T, D> {
       ops.inputs.push_back(outs.empty() ? std::span<const T>() : view(outs[0]));
     }
     for (std::size_t j = 0; j < n.param_ids.size(); ++j) {
-      const bool direct = paths_.param(i, j).forward.size() == 0;
+      const bool direct = plan_.param(i, j).forward.size() == 0;
       ops.params.push_back(view(direct ? store_.param(n.param_ids[j]) : at(gathered_, i)[j]));
     }
     ops.indices = std::as_const(dev_).view(at(b.indices, i));
     return ops;
   }
-
 
   // The sum of every device's part, over the world communicator (reported, outside the plan's
   // bytes): one all-reduce per step whatever the micro-batches.
@@ -573,20 +575,18 @@ class trainer : detail::device_buffers<T, D> {
     };
   }
 
-  const plan_problem& problem_;
-  const graph& model_;
-  std::vector<int> pick_;
+  plan plan_;
+  const graph& model_;  ///< plan_'s
   D& dev_;
   M& comm_;
   train_options options_;
-  plan_paths paths_;  ///< per op slot: the boxing into it, forward and backward
   std::vector<input_kind> input_kinds_;
   op_program<T, D> program_;  ///< a typed model's instances per op (run_instances); empty: dynamic dispatch
   detail::parameter_store<T, D, M> store_;          ///< parameters, their gradients, optimizer state
   detail::gradient_accumulator<T, D, M> gradients_;  ///< the step's gradient sums
   link link_;                                        ///< this device's pipeline stage and its messages
   std::vector<std::vector<buffer>> gathered_;  ///< per op slot: parameter boxed to compute, this step
-  std::optional<step_schedule> schedule_;      ///< what the step keeps and reruns (after paths_)
+  std::optional<step_schedule> schedule_;      ///< what the step keeps and reruns
   std::vector<buffer> kept_outputs_;
   std::deque<step_buffers> waiting_;  ///< micro-batches forward, not yet backward
   std::int64_t last_bytes_ = 0;

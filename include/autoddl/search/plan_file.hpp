@@ -14,13 +14,17 @@
 //    "ops": [{"name": "h0.attn.q", "kind": "linear",
 //             "inputs": [["S(0)", "B"]], "params": [["B", "S(1)"], ["B", "S(0)"]], "outputs": [["S(0)", "S(2)"]]}, ...],
 //    "params": [{"name": "h0.attn.q.W", "storage": ["B", "S(1)"], "grad_sum": ["P", "S(1)"]}, ...],
+//    "boxing": {...} (every slot's boxing path, search/plan_boxing_file.hpp; from version 2),
 //    "predicted": {"step_s": ..., "compute_s": ..., "comm_s": ..., "comm_bytes_per_device": ...,
 //                  "peak_bytes_per_device": ... (the step replayed, search/step_memory.hpp)}}
 //
 // Every nd-SBP is a list with one entry per mesh axis, in the layout notation (S(d), B, P).
-// A plan is read back against the problem it was made for: each op's layouts must be one of the
-// op's valid signatures there, each parameter's pair one of its candidates; the candidates'
-// order may change between versions, the layouts may not.
+// A file is the plan value (plan/plan.hpp): plan_value_of reads it without the planner, each op's
+// layouts held to the op's rules and each boxing path to its ends. It can also be read back
+// against a problem (pick_of: each op's layouts one of its candidates there, each parameter's one
+// of its layouts), which autoddl-plan --check and --diff do to price it again; the candidates'
+// order may change between versions, the layouts may not. Version 1 files have no boxing paths:
+// they are read by pick_of only.
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
@@ -34,6 +38,8 @@
 #include "autoddl/index.hpp"
 #include "autoddl/models/model_file.hpp"
 #include "autoddl/ops/signatures.hpp"
+#include "autoddl/search/plan_boxing_file.hpp"
+#include "autoddl/search/plan_of.hpp"
 #include "autoddl/search/planner.hpp"
 #include "autoddl/search/solve.hpp"
 #include "autoddl/search/step_memory.hpp"
@@ -41,7 +47,7 @@
 namespace autoddl {
 
 inline constexpr const char* plan_file_format = "autoddl-plan";
-inline constexpr int plan_file_version = 1;
+inline constexpr int plan_file_version = 2;  ///< 2 adds "boxing"; version 1 files are read too
 
 /// One op's layouts as a plan file holds them.
 struct op_layouts {
@@ -73,6 +79,7 @@ struct plan_file {
   mesh_shape pipeline_mesh;     ///< every stage's devices (== mesh without a pipeline)
   std::vector<op_layouts> ops;
   std::vector<param_layouts_entry> params;
+  nlohmann::json boxing;        ///< the boxing paths (plan_boxing_json); null in version 1 files
   plan_prediction predicted;
 };
 
@@ -120,6 +127,7 @@ inline nlohmann::json plan_file_json(const plan_problem& problem, const plan_res
           {"schedule", {{"microbatches", o.microbatches}, {"recompute", std::string(to_string(o.recompute))}, {"stages", 1}}},
           {"ops", ops},
           {"params", params},
+          {"boxing", plan_boxing_json(plan_of(problem, r.pick))},
           {"predicted",
            {{"step_s", r.time},
             {"compute_s", r.totals.compute()},
@@ -198,8 +206,8 @@ struct plan_reader {
 inline void read_plan_header(const plan_reader& r, const nlohmann::json& j, plan_file& p) {
   if (!j.is_object() || !j.contains("format") || !j["format"].is_string() || j["format"] != plan_file_format)
     r.bad("is not an autoddl plan (its 'format' is not \"autoddl-plan\")");
-  if (const int v = r.get<int>(j, "version"); v != plan_file_version)
-    r.bad("has format version " + std::to_string(v) + "; this autoddl reads version " + std::to_string(plan_file_version));
+  if (const int v = r.get<int>(j, "version"); v < 1 || v > plan_file_version)
+    r.bad("has format version " + std::to_string(v) + "; this autoddl reads versions 1 to " + std::to_string(plan_file_version));
   p.model = r.get<std::string>(j, "model");
   p.hardware = r.get<std::string>(j, "hardware");
   p.dtype = r.get<std::string>(j, "dtype");
@@ -283,6 +291,7 @@ inline plan_file parse_plan_file(std::string_view text, const std::string& file)
   detail::read_plan_schedule(r, j, p);
   detail::read_plan_layouts(r, j, p);
   p.predicted = detail::read_plan_prediction(j);
+  if (j.contains("boxing")) p.boxing = j.at("boxing");
   return p;
 }
 
@@ -412,6 +421,43 @@ inline plan_result result_of(const plan_problem& problem, std::vector<int> pick,
   r.pick = std::move(pick);
   price_pick(problem, r);
   return r;
+}
+
+/// Plan file f as the plan value it holds, on its model `g` (load_model(plan_model_spec(f)), one
+/// micro-batch), without the planner: each op's layouts held to the op's rules, the boxing paths
+/// rebuilt from the file and held to their ends (plan_from_file).
+/// @throws parse_error or layout_error naming the file and what does not fit; error for a version
+/// 1 file, which holds no boxing paths.
+inline plan plan_value_of(const plan_file& f, shared_graph g) {
+  const std::string name = f.path.empty() ? std::string("(text)") : f.path;
+  if (f.boxing.is_null())
+    detail::fail<error>("plan file " + name + " holds no boxing paths (format version 1); write it again with autoddl-plan --out");
+  const graph& model = *g;
+  if (f.ops.size() != model.ops.size() || f.params.size() != model.params.size())
+    detail::fail<layout_error>("plan file " + name + " lays out " + std::to_string(f.ops.size()) + " ops and " +
+                               std::to_string(f.params.size()) + " parameters, but model '" + f.model + "' has " +
+                               std::to_string(model.ops.size()) + " and " + std::to_string(model.params.size()));
+  plan_layouts l;
+  l.mesh = f.mesh;
+  l.type = parse_dtype(f.dtype);
+  l.microbatches = f.microbatches;
+  l.recompute = f.recompute;
+  l.stage_first_ops = f.cuts;
+  for (std::size_t i = 0; i < f.ops.size(); ++i) {
+    if (f.ops[i].name != model.ops[i].name || f.ops[i].kind != to_string(model.ops[i].kind))
+      detail::fail<layout_error>("plan file " + name + ": op " + std::to_string(i) + " is " + f.ops[i].kind + " '" + f.ops[i].name +
+                                 "' but the model's op " + std::to_string(i) + " is " + std::string(to_string(model.ops[i].kind)) +
+                                 " '" + model.ops[i].name + "'");
+    l.ops.push_back(signature{f.ops[i].inputs, f.ops[i].params, f.ops[i].outputs});
+  }
+  for (std::size_t q = 0; q < f.params.size(); ++q) {
+    const param_layouts_entry& e = f.params[q];
+    if (e.name != model.params[q].name)
+      detail::fail<layout_error>("plan file " + name + ": parameter " + std::to_string(q) + " is '" + e.name + "' but the model's is '" +
+                                 model.params[q].name + "'");
+    l.params.push_back(param_choice{e.storage, e.grad_sum, e.update});
+  }
+  return plan_from_file(std::move(g), l, f.boxing, name);
 }
 
 }  // namespace autoddl

@@ -10,27 +10,14 @@
 #include "autoddl/cost/hardware.hpp"
 #include "autoddl/cost/memory.hpp"
 #include "autoddl/cost/step_time.hpp"
+#include "autoddl/plan/plan.hpp"
 #include "autoddl/sbp/boxing.hpp"
 #include "autoddl/sbp/layout.hpp"
 #include "autoddl/sbp/nd_sbp.hpp"
 
 namespace autoddl {
 
-/// A parameter's stored layout, the layout its gradient contributions are summed in before they
-/// are synchronised (== update for a parameter with one use: nothing to sum), and the layout of
-/// its optimizer state, which the synchronised gradient takes and the optimizer updates (==
-/// storage, or under ZeRO stages 1 and 2 storage with its B axes split, zero_shard: the device
-/// updates its slice of the stored parameter, then the slices are all-gathered to storage).
-/// Example: GPT's wte under data parallelism on mesh 8: storage [B], summed in [P], updated in
-/// [B], so the embedding's and the LM head's gradients (both [P]) add locally and one
-/// all-reduce follows. ZeRO-2 of a linear weight on mesh 8: storage [B], summed and updated in
-/// [S(0)]: each gradient is reduce-scattered as backward makes it.
-struct param_choice {
-  nd_sbp storage;
-  nd_sbp grad_sum;
-  nd_sbp update;
-  friend constexpr bool operator==(const param_choice&, const param_choice&) = default;
-};
+// param_choice (a parameter's storage, summing and update layouts) is the plan value's: plan/plan.hpp.
 
 /// `st` with each B axis split on the first dim that divides evenly in one step (ZeRO's
 /// partitioning over the data-parallel devices); axes that cannot split, or have one device,

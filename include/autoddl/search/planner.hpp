@@ -69,7 +69,7 @@ class plan_problem : public detail::plan_pricing {
   plan_problem(const plan_problem&) = delete;  // the pair-cost function refers to this object
   plan_problem& operator=(const plan_problem&) = delete;
   plan_problem(graph model, const plan_options& options) : plan_pricing(std::move(model), options) {
-    validate(model_);
+    validate(*model_);
     if (options.microbatches < 1)
       detail::fail<error>("plan_options::microbatches must be at least 1, got " + detail::itos(options.microbatches));
     build();
@@ -104,12 +104,12 @@ class plan_problem : public detail::plan_pricing {
   /// Per-device memory of a plan by purpose; total() == evaluate(pick).peak_memory().
   memory_breakdown memory_of(const std::vector<int>& pick) const {
     memory_breakdown m;
-    const int nops = int(model_.ops.size());
+    const int nops = int(model_->ops.size());
     for (int i = 0; i < nops; ++i) {
       const int c = at(pick, i);
-      m += op_memory(i, c, device_work(at(model_.ops, i), op_candidate(i, c), options_.mesh, element_bytes_));
+      m += op_memory(i, c, device_work(at(model_->ops, i), op_candidate(i, c), options_.mesh, element_bytes_));
     }
-    for (int p = 0; p < int(model_.params.size()); ++p) {
+    for (int p = 0; p < int(model_->params.size()); ++p) {
       m += param_memory(p, at(pick, param_node(p)));
       m.transient = std::max<std::int64_t>(m.transient, std::int64_t(param_terms(p, at(pick, param_node(p))).transient));
     }
@@ -132,7 +132,7 @@ class plan_problem : public detail::plan_pricing {
     if (!same_node(a, b) || at(op_sig_index_, a) != at(op_sig_index_, b) || recomputed(a) != recomputed(b) ||
         at(readers_, a) != at(readers_, b) || at(read_by_other_block_, a) != at(read_by_other_block_, b))
       return false;
-    const auto &ia = at(model_.op_inputs, a), &ib = at(model_.op_inputs, b);
+    const auto &ia = at(model_->op_inputs, a), &ib = at(model_->op_inputs, b);
     if (ia.size() != ib.size()) return false;
     for (std::size_t j = 0; j < ia.size(); ++j) {
       const tensor_ref ra = at(ia, j), rb = at(ib, j);
@@ -144,7 +144,7 @@ class plan_problem : public detail::plan_pricing {
   // Whether param_terms(a, c) == param_terms(b, c) for every c: same shape, same candidates,
   // both with one use or both with several.
   bool params_priced_alike(int a, int b) const {
-    return at(model_.params, a).shape == at(model_.params, b).shape && (at(uses_, a) > 1) == (at(uses_, b) > 1) &&
+    return at(model_->params, a).shape == at(model_->params, b).shape && (at(uses_, a) > 1) == (at(uses_, b) > 1) &&
            at(param_sigs_, a) == at(param_sigs_, b);
   }
   int op_key(int i) const;
@@ -152,8 +152,8 @@ class plan_problem : public detail::plan_pricing {
   // three in one repeated block (one pipeline unit, rerun together under full recomputation),
   // and i another op than f (an op reading one tensor twice boxes each slot).
   bool chains(int p, int f, int i) const {
-    const int blk = at(model_.block, p);
-    return blk >= 0 && at(model_.block, f) == blk && at(model_.block, i) == blk && f != i;
+    const int blk = at(model_->block, p);
+    return blk >= 0 && at(model_->block, f) == blk && at(model_->block, i) == blk && f != i;
   }
   std::vector<std::vector<std::pair<int, int>>> chained_slots() const;
   std::vector<int> param_tie_keys() const;
@@ -194,14 +194,14 @@ inline void plan_problem::build() {
 
 // Tie keys: an op of a repeated block by its position in the block (op_key); a parameter by its
 // first user's position and slot, or -1 (its own decision) when users sit at several positions.
-inline int plan_problem::op_key(int i) const { return at(model_.block, i) >= 0 ? at(model_.block_pos, i) : -1; }
+inline int plan_problem::op_key(int i) const { return at(model_->block, i) >= 0 ? at(model_->block_pos, i) : -1; }
 
 inline std::vector<int> plan_problem::param_tie_keys() const {
-  std::vector<int> key(model_.params.size(), -1);
-  std::vector<char> seen(model_.params.size(), 0);
-  for (int i = 0; i < int(model_.ops.size()); ++i)
-    for (std::size_t j = 0; j < at(model_.ops, i).param_ids.size(); ++j) {
-      const int p = at(model_.ops, i).param_ids[j];
+  std::vector<int> key(model_->params.size(), -1);
+  std::vector<char> seen(model_->params.size(), 0);
+  for (int i = 0; i < int(model_->ops.size()); ++i)
+    for (std::size_t j = 0; j < at(model_->ops, i).param_ids.size(); ++j) {
+      const int p = at(model_->ops, i).param_ids[j];
       if (at(seen, p)) {
         at(key, p) = -1;  // shared across positions (tied weights): its own decision
         continue;
@@ -220,7 +220,7 @@ inline void plan_problem::add_nodes(choice_problem& cp, const std::vector<int>* 
     auto alike = [&](int n) {
       return std::find_if(priced.begin(), priced.end(), [&](int m) { return n < nops() ? ops_priced_alike(m, n) : m >= nops() && params_priced_alike(m - nops(), n - nops()); });
     };
-    for (int n = 0; n < nops() + int(model_.params.size()); ++n) {
+    for (int n = 0; n < nops() + int(model_->params.size()); ++n) {
       if (const auto f = alike(n); f != priced.end()) {
         unary_of_.push_back(at(unary_of_, *f));
         continue;
@@ -235,8 +235,8 @@ inline void plan_problem::add_nodes(choice_problem& cp, const std::vector<int>* 
       unary_.push_back(std::move(u));
     }
   }
-  for (int i = 0; i < int(model_.ops.size()); ++i) cp.add_node(&at(unary_, at(unary_of_, i)), param_key ? op_key(i) : -1);
-  for (int p = 0; p < int(model_.params.size()); ++p)
+  for (int i = 0; i < int(model_->ops.size()); ++i) cp.add_node(&at(unary_, at(unary_of_, i)), param_key ? op_key(i) : -1);
+  for (int p = 0; p < int(model_->params.size()); ++p)
     cp.add_node(&at(unary_, at(unary_of_, param_node(p))), param_key ? at(*param_key, p) : -1);
 }
 
@@ -244,10 +244,10 @@ inline void plan_problem::add_nodes(choice_problem& cp, const std::vector<int>* 
 // (-1, -1) where it boxes from the producer (chains).
 inline std::vector<std::vector<std::pair<int, int>>> plan_problem::chained_slots() const {
   std::map<std::pair<int, int>, std::pair<int, int>> first_reader;  // (producer, output) -> (op, input slot)
-  std::vector<std::vector<std::pair<int, int>>> from(model_.ops.size());
+  std::vector<std::vector<std::pair<int, int>>> from(model_->ops.size());
   for (int i = 0; i < nops(); ++i)
-    for (std::size_t j = 0; j < at(model_.op_inputs, i).size(); ++j) {
-      const tensor_ref r = at(model_.op_inputs, i)[j];
+    for (std::size_t j = 0; j < at(model_->op_inputs, i).size(); ++j) {
+      const tensor_ref r = at(model_->op_inputs, i)[j];
       at(from, i).emplace_back(-1, -1);
       if (r.op < 0) continue;
       const auto [first, fresh] = first_reader.try_emplace({r.op, r.index}, i, int(j));
@@ -291,16 +291,16 @@ inline void plan_problem::add_edges(const std::vector<int>& param_key) {
   auto add = [&](edge_info ei, int c, int u_ports) {
     edges_.push_back(ei);
     const auto lock = book_->lock();
-    edge_shape_.push_back(book_->shape_id_locked(ei.param ? at(model_.params, ei.from_node - int(model_.ops.size())).shape
-                                                          : at(at(model_.ops, ei.producer).outputs, ei.producer_output)));
+    edge_shape_.push_back(book_->shape_id_locked(ei.param ? at(model_->params, ei.from_node - int(model_->ops.size())).shape
+                                                          : at(at(model_->ops, ei.producer).outputs, ei.producer_output)));
     const int v_ports = ports(ei.to_node, ei.param ? 2 : 1, ei.tensor_index);
     tied_.add_edge(ei.from_node, ei.to_node, c, u_ports, v_ports);
     untied_.add_edge(ei.from_node, ei.to_node, c, u_ports, v_ports);
   };
   const std::vector<std::vector<std::pair<int, int>>> chained = chained_slots();
-  for (int i = 0; i < int(model_.ops.size()); ++i) {
-    for (std::size_t j = 0; j < at(model_.op_inputs, i).size(); ++j) {
-      const tensor_ref r = at(model_.op_inputs, i)[j];
+  for (int i = 0; i < int(model_->ops.size()); ++i) {
+    for (std::size_t j = 0; j < at(model_->op_inputs, i).size(); ++j) {
+      const tensor_ref r = at(model_->op_inputs, i)[j];
       if (r.op < 0) continue;  // model inputs are loaded in whatever layout the consumer takes
       if (const auto [f, jf] = at(chained, i)[j]; f >= 0) {  // boxed from the first reader's input (box once for all)
         add({f, i, false, int(j), r.index, r.op, jf}, cls({2, op_key(f), op_key(i), int(j), jf, r.index}, true), ports(f, 1, jf));
@@ -308,11 +308,11 @@ inline void plan_problem::add_edges(const std::vector<int>& param_key) {
       }
       const bool share = op_key(r.op) >= 0 && op_key(i) >= 0;
       add({r.op, i, false, int(j), r.index, r.op},
-          cls({0, op_key(r.op), op_key(i), int(j), r.index, at(model_.block, i) - at(model_.block, r.op)}, share),
+          cls({0, op_key(r.op), op_key(i), int(j), r.index, at(model_->block, i) - at(model_->block, r.op)}, share),
           ports(r.op, 0, r.index));
     }
-    for (std::size_t j = 0; j < at(model_.ops, i).param_ids.size(); ++j) {
-      const int p = at(model_.ops, i).param_ids[j];
+    for (std::size_t j = 0; j < at(model_->ops, i).param_ids.size(); ++j) {
+      const int p = at(model_->ops, i).param_ids[j];
       add({param_node(p), i, true, int(j), 0}, cls({1, at(param_key, p), op_key(i), int(j), 0, 0}, at(param_key, p) >= 0 && op_key(i) >= 0), -1);
     }
   }

@@ -22,7 +22,7 @@
 //               gradients (freed when the next step begins).
 // What a kernel or a boxing path allocates and frees inside itself is not sampled (nor priced
 // here: the breakdown's transient term bounds it).
-// A pipeline stage runs its range of ops in the 1F1B order (search/pipeline_order.hpp): several
+// A pipeline stage runs its range of ops in the 1F1B order (plan/pipeline_order.hpp): several
 // micro-batches' buffers live at once, what crosses from the stage before lives until its
 // micro-batch's backward, and the gradients sent back to it until the stage's next backward ends
 // (the trainer frees them once their sends complete, which it checks after each backward).
@@ -35,10 +35,10 @@
 
 #include "autoddl/index.hpp"
 #include "autoddl/ops/work.hpp"
-#include "autoddl/search/pipeline_order.hpp"
-#include "autoddl/search/plan_paths.hpp"
+#include "autoddl/plan/pipeline_order.hpp"
+#include "autoddl/plan/step_schedule.hpp"
+#include "autoddl/search/plan_of.hpp"
 #include "autoddl/search/planner.hpp"
-#include "autoddl/search/step_schedule.hpp"
 
 namespace autoddl {
 
@@ -67,11 +67,11 @@ class step_memory_replay {
         pick_(pick),
         mesh_(problem.options().mesh),
         elem_(bytes_of(problem.options().type)),
-        paths_(problem, pick),
+        paths_(plan_of(problem, pick)),
         first_(first_op),
         end_(end_op < 0 ? int(problem.model().ops.size()) : end_op),
         warm_(warm) {
-    schedule_.emplace(model_, problem.options().recompute, paths_.boxed_inputs(), paths_.chains());
+    schedule_.emplace(paths_);
     find_boundaries();
   }
 
@@ -398,7 +398,7 @@ class step_memory_replay {
   const std::vector<int>& pick_;
   mesh_shape mesh_;
   std::int64_t elem_;
-  plan_paths paths_;
+  plan paths_;  ///< pick as a plan: its boxing paths, the ones the executor runs
   std::optional<step_schedule> schedule_;
   int first_, end_, warm_;
   std::vector<int> received_, sent_;

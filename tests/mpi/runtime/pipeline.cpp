@@ -29,6 +29,7 @@
 #include "autoddl/models/zoo.hpp"
 #include "autoddl/runtime/gather.hpp"
 #include "autoddl/runtime/trainer.hpp"
+#include "autoddl/search/plan_of.hpp"
 #include "autoddl/search/pipeline.hpp"
 #include "autoddl/search/solve.hpp"
 
@@ -71,7 +72,7 @@ serial_result serial_run(const graph& g, int m, const train_options& to, int ste
   plan_problem problem(g, so);
   cpu_device dev;
   mpi::mpi_mesh_comm self(mesh_shape{1}, MPI_COMM_SELF);
-  trainer<real, cpu_device, mpi::mpi_mesh_comm> t(problem, solve_plan(problem, strategy::dp{}).pick, dev, self, to);
+  trainer<real, cpu_device, mpi::mpi_mesh_comm> t(plan_of(problem, solve_plan(problem, strategy::dp{}).pick), dev, self, to);
   serial_result r;
   for (int s = 0; s < steps; ++s) r.losses.push_back(t.train_step(s));
   for (std::size_t p = 0; p < g.params.size(); ++p) {
@@ -149,7 +150,7 @@ void check_pipeline(const std::string& spec, const mesh_shape& full, int p, int 
 #endif
     using pipe_t = std::remove_reference_t<decltype(pipe)>;
     trainer<real, decltype(dev), std::remove_reference_t<decltype(comm)>> t(
-        problem, plan.layouts.result.pick, dev, comm, to, pipeline_stage<pipe_t>{comms.stage(), plan.cut_ops, &pipe});
+        plan_of(problem, plan.layouts.result.pick, plan.cut_ops), dev, comm, to, pipeline_stage<pipe_t>{comms.stage(), plan.cut_ops, &pipe});
     const double predicted = at(plan.stages, comms.stage()).bytes;
     const double predicted_peak = at(plan.stages, comms.stage()).peak;  // the stage's step replayed
     std::int64_t peak = 0;  // the device's own count of its buffers, the second step's

@@ -24,6 +24,7 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -34,6 +35,8 @@
 #include "autoddl/cost/hardware_io.hpp"
 #include "autoddl/runtime/gather.hpp"
 #include "autoddl/runtime/trainer.hpp"
+#include "autoddl/search/plan_file.hpp"
+#include "autoddl/search/plan_of.hpp"
 #include "autoddl/search/solve.hpp"
 #include "autoddl/search/step_memory.hpp"
 
@@ -69,11 +72,10 @@ static_assert(SideQueue<testing::executor_device, testing::executor_comm> ==
 struct boxed_gradients {
   int paths = 0, collectives = 0;
 };
-boxed_gradients boxed_param_gradients(const plan_problem& problem, const std::vector<int>& pick) {
-  const plan_paths paths(problem, pick);
+boxed_gradients boxed_param_gradients(const plan& paths) {
   boxed_gradients n;
-  for (int i = 0; i < int(problem.model().ops.size()); ++i)
-    for (std::size_t j = 0; j < problem.model().ops[std::size_t(i)].param_ids.size(); ++j) {
+  for (int i = 0; i < int(paths.g().ops.size()); ++i)
+    for (std::size_t j = 0; j < paths.g().ops[std::size_t(i)].param_ids.size(); ++j) {
       const boxing_path& path = paths.param(i, j).backward;
       n.paths += path.size() > 0 ? 1 : 0;
       for (const auto& st : path)
@@ -187,7 +189,7 @@ run_result<T> serial_run(const std::string& spec, const schedule& sc, const trai
   so.recompute = sc.recompute;
   plan_problem problem(g, so);
   executor self(mesh_shape{1}, MPI_COMM_SELF);
-  test_trainer<T> t(problem, solve_plan(problem, strategy::dp{}).pick, self.dev, self.comm, to);
+  test_trainer<T> t(plan_of(problem, solve_plan(problem, strategy::dp{}).pick), self.dev, self.comm, to);
   run_result<T> r;
   for (int s = 0; s < steps; ++s) r.losses.push_back(t.train_step(s));
   for (std::size_t p = 0; p < g.params.size(); ++p) {
@@ -197,6 +199,46 @@ run_result<T> serial_run(const std::string& spec, const schedule& sc, const trai
   if (to.keep_outputs)
     for (int op = 0; op < int(g.ops.size()); ++op) r.outputs.push_back(t.output_shard(op));
   return r;
+}
+
+/// Whether two plans run alike: the same signatures, chains, parameter layouts and the same steps
+/// on every boxing path (a path's summed cost is the planner's note, not something that runs).
+bool same_steps(const boxing_path& a, const boxing_path& b) {
+  if (a.size() != b.size()) return false;
+  for (int k = 0; k < a.size(); ++k)
+    if (!(a[k] == b[k])) return false;
+  return true;
+}
+bool runs_alike(const plan& a, const plan& b) {
+  bool same = a.ops.size() == b.ops.size() && a.params.size() == b.params.size() && a.microbatches == b.microbatches &&
+              a.recompute == b.recompute && a.mesh == b.mesh && a.type == b.type && a.stage_first_ops == b.stage_first_ops;
+  for (std::size_t i = 0; same && i < a.ops.size(); ++i) {
+    const op_plan &x = a.ops[i], &y = b.ops[i];
+    same = x.sig == y.sig && x.chained == y.chained && x.inputs.size() == y.inputs.size() && x.params.size() == y.params.size();
+    for (std::size_t j = 0; same && j < x.inputs.size(); ++j)
+      same = same_steps(x.inputs[j].forward, y.inputs[j].forward) && same_steps(x.inputs[j].backward, y.inputs[j].backward);
+    for (std::size_t j = 0; same && j < x.params.size(); ++j)
+      same = same_steps(x.params[j].forward, y.params[j].forward) && same_steps(x.params[j].backward, y.params[j].backward);
+  }
+  for (std::size_t q = 0; same && q < a.params.size(); ++q)
+    same = a.params[q].layouts == b.params[q].layouts && same_steps(a.params[q].sync, b.params[q].sync) &&
+           same_steps(a.params[q].gather, b.params[q].gather) && same_steps(a.params[q].slice, b.params[q].slice);
+  return same;
+}
+
+/// Plan `pick` of `problem` as autoddl-train --plan runs it: written as a plan file (text), read
+/// back and made a plan value while the planner is forbidden (forbid_planning): nothing is
+/// priced or searched; the model is loaded from its spec, as the program loads it.
+plan through_plan_file(const plan_problem& problem, const std::vector<int>& pick, const std::string& spec) {
+  const std::string text = plan_file_json(problem, result_of(problem, pick, strategy::automatic{}), spec, "cpu-local").dump();
+  const plan_file f = parse_plan_file(text, "(random plan)");
+  const plan direct = plan_of(problem, pick);
+  auto g = shared_graph(load_model(spec, problem.options().microbatches));
+  const forbid_planning guard;
+  CHECK_THROWS_AS(plan_problem(*g, problem.options()), error);  // the guard holds
+  plan p = plan_value_of(f, std::move(g));
+  CHECK(runs_alike(p, direct));
+  return p;
 }
 
 /// What a disagreement with serial execution means: a failure (the random-plan suites), or, for
@@ -216,7 +258,7 @@ std::vector<testing::flipped_decision> flipped_decisions_of(const std::string& s
   run_result<T> serial;
   if (rank == 0) serial = serial_run<T>(spec, schedule{sc.microbatches, recompute_mode::none}, to, 1);
   executor on(problem.options().mesh);
-  test_trainer<T> t(problem, pick, on.dev, on.comm, to);
+  test_trainer<T> t(plan_of(problem, pick), on.dev, on.comm, to);
   t.train_step(0);
   const graph& g = problem.model();
   std::vector<std::vector<T>> ours;
@@ -273,7 +315,10 @@ void check_model(const std::string& spec, int plans, optimizer opt, schedule sc 
       const double predicted = totals.bytes;
       executor on(m);
       mpi::mpi_mesh_comm& comm = on.mpi;  // the host-side gathers below
-      test_trainer<T> t(problem, pick, on.dev, on.comm, to);
+      // even plans run from their plan file, read without the planner; odd ones as planned
+      std::optional<forbid_planning> unplanned;
+      test_trainer<T> t(k % 2 == 0 ? through_plan_file(problem, pick, spec) : plan_of(problem, pick), on.dev, on.comm, to);
+      if (k % 2 == 0) unplanned.emplace();  // nor while it trains
       for (int s = 0; s < 2; ++s) {
 #if defined(AUTODDL_TEST_OPAQUE_DEVICE)
         const std::int64_t downloads_before = on.dev.downloads();
@@ -285,7 +330,7 @@ void check_model(const std::string& spec, int plans, optimizer opt, schedule sc 
         CHECK(double(t.last_step_bytes()) == predicted);
 #if defined(AUTODDL_TEST_SIDE_QUEUE)
         // every boxed parameter gradient went through the side queue, joined once per step
-        const boxed_gradients boxed = boxed_param_gradients(problem, pick);
+        const boxed_gradients boxed = boxed_param_gradients(t.the_plan());
         const std::int64_t deferred = on.dev.deferred_steps() - deferred_before;
         CHECK(deferred >= boxed.collectives);
         if (boxed.paths == 0) CHECK(deferred == 0);
@@ -303,6 +348,7 @@ void check_model(const std::string& spec, int plans, optimizer opt, schedule sc 
         if (rank == 0 && want == oracle::equal)
           CHECK(std::abs(loss - serial.losses[std::size_t(s)]) <= tolerance * std::abs(serial.losses[std::size_t(s)]));
       }
+      unplanned.reset();
       std::int64_t peak = t.last_step_peak_bytes();  // the second step's, max over ranks
       MPI_Allreduce(MPI_IN_PLACE, &peak, 1, MPI_INT64_T, MPI_MAX, MPI_COMM_WORLD);
       // the replayed step (search/step_memory.hpp) against the device's own count of its buffers

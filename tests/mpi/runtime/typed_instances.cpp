@@ -20,6 +20,7 @@
 #include "autoddl/cost/hardware_io.hpp"
 #include "autoddl/runtime/gather.hpp"
 #include "autoddl/runtime/trainer.hpp"
+#include "autoddl/search/plan_of.hpp"
 #include "autoddl/runtime/typed_program.hpp"
 #include "autoddl/search/solve.hpp"
 #include "autoddl/search/typed.hpp"
@@ -81,7 +82,7 @@ run_result train(const plan_problem& problem, const std::vector<int>& pick, exec
   train_options to;
   to.opt = opt;
   to.lr = 1e-2;
-  test_trainer t(problem, pick, on.dev, on.comm, to);
+  test_trainer t(plan_of(problem, pick), on.dev, on.comm, to);
   if (prog) t.run_instances(*prog);
   REQUIRE(t.runs_instances() == (prog != nullptr));
   run_result r;
@@ -194,7 +195,7 @@ TEST_CASE("a typed program for another plan is refused in one sentence") {
       break;
     }
   executor on(M::mesh);
-  test_trainer t(problem, dp.pick, on.dev, on.comm);
+  test_trainer t(plan_of(problem, dp.pick), on.dev, on.comm);
   auto program_of = [](const std::vector<int>& p) { return typed_program<M, float, device_t>(p); };
   CHECK_THROWS_AS(t.run_instances(program_of(picks)), layout_error);
   CHECK_THROWS_AS(program_of(std::vector<int>(2, 0)), layout_error);

@@ -12,28 +12,28 @@
 #include "autoddl/backend/shard.hpp"
 #include "autoddl/error.hpp"
 #include "autoddl/index.hpp"
+#include "autoddl/plan/plan.hpp"
 #include "autoddl/runtime/boxing.hpp"
 #include "autoddl/runtime/data.hpp"
 #include "autoddl/runtime/detail/device_buffers.hpp"
 #include "autoddl/runtime/train_options.hpp"
-#include "autoddl/search/planner.hpp"
 
 namespace autoddl::detail {
 
-/// Parameters, their gradients and optimizer state on one device, laid out as plan `pick` of
-/// `problem` stores them (not owned: problem, dev and comm outlive the store).
+/// Parameters, their gradients and optimizer state on one device, laid out as plan `p` stores
+/// them (not owned: the plan, dev and comm outlive the store).
 template <class T, Device D, MeshCommunicator M>
 class parameter_store {
  public:
   using buffer = buffer_t<D, T>;
 
-  parameter_store(const plan_problem& problem, std::vector<int> pick, D& dev, M& comm, const train_options& options)
-      : problem_(&problem), pick_(std::move(pick)), dev_(&dev), comm_(&comm), buffers_(dev), options_(options) {}
+  parameter_store(const plan& p, D& dev, M& comm, const train_options& options)
+      : plan_(&p), dev_(&dev), comm_(&comm), buffers_(dev), options_(options) {}
 
-  /// Every parameter's boxing paths; the shards and optimizer state of those `held` marks (1:
-  /// this device's pipeline stage uses it) initialised.
+  /// The shards and optimizer state of the parameters `held` marks (1: this device's pipeline
+  /// stage uses it), initialised.
   void init(const std::vector<char>& held) {
-    const graph& model = problem_->model();
+    const graph& model = plan_->g();
     const int np = int(model.params.size());
     held_ = held;
     resize(params_, np);
@@ -41,11 +41,7 @@ class parameter_store {
     resize(first_moment_, np);
     resize(second_moment_, np);
     for (int p = 0; p < np; ++p) {
-      const int c = at(pick_, problem_->param_node(p));
       const tensor_shape& shape = at(model.params, p).shape;
-      sync_paths_.push_back(problem_->param_sync_path(p, c));
-      gather_paths_.push_back(problem_->param_gather_path(p, c));
-      slice_paths_.push_back(problem_->box(storage(p), update_layout(p), shape));
       if (!holds(p)) continue;  // another stage's
       const shard_info s = make_shard(shape, storage(p), comm_->shape(), comm_->coords());
       at(params_, p) = buffers_.uploaded(init_param_shard<T>(model, p, s, options_.seed));
@@ -57,7 +53,7 @@ class parameter_store {
 
   /// Whether this device keeps parameter p.
   bool holds(int p) const { return at(held_, p) != 0; }
-  const param_choice& layouts(int p) const { return at(problem_->param_candidates(p), at(pick_, problem_->param_node(p))); }
+  const param_choice& layouts(int p) const { return at(plan_->params, p).layouts; }
   const nd_sbp& storage(int p) const { return layouts(p).storage; }
   const nd_sbp& update_layout(int p) const { return layouts(p).update; }
   /// Parameter p's storage shard on the device.
@@ -75,7 +71,7 @@ class parameter_store {
   void restore_shard(int p, const std::vector<T>& param, const std::vector<T>& m, const std::vector<T>& v) {
     auto put = [&](buffer& b, const std::vector<T>& h, const char* what) {
       if (h.size() != b.size())
-        fail<error>("restoring " + std::string(what) + " of parameter '" + at(problem_->model().params, p).name + "': " +
+        fail<error>("restoring " + std::string(what) + " of parameter '" + at(plan_->g().params, p).name + "': " +
                     std::to_string(h.size()) + " values for a shard of " + std::to_string(b.size()));
       if (!h.empty()) dev_->upload(std::span<const T>(h), buffers_.view(b));
     };
@@ -95,16 +91,16 @@ class parameter_store {
   /// exchange, a memory sample).
   template <class AfterEach>
   void synchronise(std::vector<buffer>& grad_sums, AfterEach after_each) {
-    const graph& model = problem_->model();
+    const graph& model = plan_->g();
     for (std::size_t p = 0; p < grads_.size(); ++p) {
       if (!holds(int(p))) continue;
       const param_choice& pc = layouts(int(p));
       if (grad_sums[p].empty())  // a parameter no op reached this step
         grads_[p] = buffers_.alloc(first_moment_[p].size());
       else
-        grads_[p] = sync_paths_[p].size() == 0 ? std::move(grad_sums[p])
+        grads_[p] = at(plan_->params, p).sync.size() == 0 ? std::move(grad_sums[p])
                                                : run_boxing<T>(*dev_, *comm_, std::move(grad_sums[p]),
-                                                               model.params[p].shape, pc.grad_sum, sync_paths_[p]);
+                                                               model.params[p].shape, pc.grad_sum, at(plan_->params, p).sync);
       buffers_.release(grad_sums[p]);
       after_each(int(p), grads_[p]);
     }
@@ -129,14 +125,14 @@ class parameter_store {
     os.step = steps_done_;
     for (std::size_t p = 0; p < params_.size(); ++p) {
       if (!holds(int(p))) continue;
-      const boxing_path& gather = at(gather_paths_, p);
+      const boxing_path& gather = at(plan_->params, p).gather;
       if (gather.size() == 0) {
         update_shard(os, p, buffers_.view(params_[p]));
         continue;
       }
       const param_choice& pc = layouts(int(p));
-      const tensor_shape& shape = at(problem_->model().params, p).shape;
-      buffer slice = run_boxing<T>(*dev_, *comm_, buffers_.clone(params_[p]), shape, pc.storage, at(slice_paths_, p));
+      const tensor_shape& shape = at(plan_->g().params, p).shape;
+      buffer slice = run_boxing<T>(*dev_, *comm_, buffers_.clone(params_[p]), shape, pc.storage, at(plan_->params, p).slice);
       update_shard(os, p, buffers_.view(slice));
       params_[p] = run_boxing<T>(*dev_, *comm_, std::move(slice), shape, pc.update, gather);
     }
@@ -159,8 +155,7 @@ class parameter_store {
       dev_->sgd_momentum(os, g, buffers_.view(first_moment_[p]), param);
   }
 
-  const plan_problem* problem_;
-  std::vector<int> pick_;
+  const plan* plan_;
   D* dev_;
   M* comm_;
   device_buffers<T, D> buffers_;
@@ -169,9 +164,6 @@ class parameter_store {
   std::vector<buffer> params_, grads_;     ///< storage shards of parameters and their gradients
   std::vector<buffer> first_moment_;       ///< Adam's m, or SGD-momentum's velocity
   std::vector<buffer> second_moment_;      ///< Adam's v (empty for SGD)
-  std::vector<boxing_path> sync_paths_;    ///< per parameter: summing layout -> update layout
-  std::vector<boxing_path> slice_paths_;   ///< per parameter: storage -> update layout (a local slice)
-  std::vector<boxing_path> gather_paths_;  ///< per parameter: update layout -> storage (ZeRO 1, 2)
   std::int64_t steps_done_ = 0;
 };
 

@@ -18,18 +18,44 @@
 #include "autoddl/search/plan_options.hpp"
 #include "autoddl/text.hpp"
 
+namespace autoddl {
+
+namespace detail {
+inline thread_local int planning_forbidden = 0;  ///< forbid_planning guards alive on this thread
+/// Throws error while a forbid_planning guard lives: planning or pricing was asked for.
+inline void check_planning_allowed(const char* what) {
+  if (planning_forbidden > 0)
+    fail<error>(std::string("the planner was asked to ") + what + " where a plan value must run without it (forbid_planning)");
+}
+}  // namespace detail
+
+/// While one lives, building a plan_problem or asking one for a boxing path on this thread throws
+/// error: the proof that a plan value (a plan file's, plan/plan.hpp) trains without the planner.
+struct forbid_planning {
+  forbid_planning() { ++detail::planning_forbidden; }
+  ~forbid_planning() { --detail::planning_forbidden; }
+  forbid_planning(const forbid_planning&) = delete;
+  forbid_planning& operator=(const forbid_planning&) = delete;
+};
+
+}  // namespace autoddl
+
 namespace autoddl::detail {
 
 class plan_candidates {
  public:
   plan_candidates(graph model, const plan_options& options)
-      : model_(std::move(model)), options_(options), mesh_(make_device_mesh(options.mesh, options.hw)),
+      : model_((check_planning_allowed("build a problem"), shared_graph(std::move(model)))),
+        options_(options),
+        mesh_(make_device_mesh(options.mesh, options.hw)),
         element_bytes_(bytes_of(options.type)) {}
 
-  const graph& model() const { return model_; }
+  const graph& model() const { return *model_; }
+  /// The model, shared with the plans made from this problem (search/plan_of.hpp).
+  const shared_graph& shared_model() const { return model_; }
   const plan_options& options() const { return options_; }
   const device_mesh& mesh() const { return mesh_; }
-  int param_node(int p) const { return int(model_.ops.size()) + p; }
+  int param_node(int p) const { return int(model_->ops.size()) + p; }
   const std::vector<signature>& op_candidates(int op) const { return at(sig_lists_, at(op_sig_list_, op)); }
   /// Op `op`'s candidate c.
   const signature& op_candidate(int op, int c) const { return at(op_candidates(op), c); }
@@ -43,55 +69,55 @@ class plan_candidates {
 
   /// Whether op `op` reruns its forward in backward under the plan's recomputation.
   bool recomputed(int op) const {
-    if (at(model_.block, op) < 0) return false;
+    if (at(model_->block, op) < 0) return false;
     if (options_.recompute == recompute_mode::full) return true;
-    return options_.recompute == recompute_mode::selective && at(model_.ops, op).kind == op_kind::attention;
+    return options_.recompute == recompute_mode::selective && at(model_->ops, op).kind == op_kind::attention;
   }
 
  protected:
-  int nops() const { return int(model_.ops.size()); }
+  int nops() const { return int(model_->ops.size()); }
 
   // Per op output: the backwards that read it (at least 1) and whether an op of another block
   // reads it; the number of repeated blocks.
   void find_readers() {
     std::vector<int> seen;
-    read_by_other_block_.resize(model_.ops.size());
-    for (std::size_t i = 0; i < model_.ops.size(); ++i) {
-      at(read_by_other_block_, i).assign(at(model_.ops, i).outputs.size(), 0);
-      if (at(model_.block, i) >= 0 && std::find(seen.begin(), seen.end(), at(model_.block, i)) == seen.end())
-        seen.push_back(at(model_.block, i));
+    read_by_other_block_.resize(model_->ops.size());
+    for (std::size_t i = 0; i < model_->ops.size(); ++i) {
+      at(read_by_other_block_, i).assign(at(model_->ops, i).outputs.size(), 0);
+      if (at(model_->block, i) >= 0 && std::find(seen.begin(), seen.end(), at(model_->block, i)) == seen.end())
+        seen.push_back(at(model_->block, i));
     }
     blocks_ = std::max<int>(1, int(seen.size()));
-    readers_.resize(model_.ops.size());
-    for (std::size_t i = 0; i < model_.ops.size(); ++i)
-      at(readers_, i).assign(at(model_.ops, i).outputs.size(), backward_reads_of(at(model_.ops, i).kind).output ? 1 : 0);
-    for (std::size_t i = 0; i < model_.ops.size(); ++i)
-      for (std::size_t j = 0; j < at(model_.op_inputs, i).size(); ++j) {
-        const tensor_ref r = at(at(model_.op_inputs, i), j);
-        if (r.op >= 0 && backward_reads_of(at(model_.ops, i).kind).input(j)) ++at(at(readers_, r.op), r.index);
+    readers_.resize(model_->ops.size());
+    for (std::size_t i = 0; i < model_->ops.size(); ++i)
+      at(readers_, i).assign(at(model_->ops, i).outputs.size(), backward_reads_of(at(model_->ops, i).kind).output ? 1 : 0);
+    for (std::size_t i = 0; i < model_->ops.size(); ++i)
+      for (std::size_t j = 0; j < at(model_->op_inputs, i).size(); ++j) {
+        const tensor_ref r = at(at(model_->op_inputs, i), j);
+        if (r.op >= 0 && backward_reads_of(at(model_->ops, i).kind).input(j)) ++at(at(readers_, r.op), r.index);
       }
     for (auto& v : readers_)
       for (int& k : v) k = std::max(k, 1);
-    for (std::size_t i = 0; i < model_.ops.size(); ++i)
-      for (const tensor_ref& r : at(model_.op_inputs, i))
-        if (r.op >= 0 && at(model_.block, i) >= 0 && at(model_.block, r.op) != at(model_.block, i))
+    for (std::size_t i = 0; i < model_->ops.size(); ++i)
+      for (const tensor_ref& r : at(model_->op_inputs, i))
+        if (r.op >= 0 && at(model_->block, i) >= 0 && at(model_->block, r.op) != at(model_->block, i))
           at(at(read_by_other_block_, r.op), r.index) = 1;
   }
 
   // Every op's candidates: signatures(op, mesh), or the ones its allow-list names.
   void build_op_candidates() {
-    const int nops = int(model_.ops.size());
+    const int nops = int(model_->ops.size());
     op_sig_list_.clear();
     sig_lists_.clear();
     resize(op_sig_index_, nops);
     if (std::ssize(options_.allowed) > nops)
       detail::fail<layout_error>("plan_options::allowed has " + detail::itos(std::int64_t(options_.allowed.size())) +
-                                 " entries but graph '" + model_.name + "' has " + detail::itos(nops) +
+                                 " entries but graph '" + model_->name + "' has " + detail::itos(nops) +
                                  " ops; give at most one allow-list per op");
     std::vector<std::pair<int, std::vector<signature>>> seen;  // an op of each distinct node, its signatures
     for (int i = 0; i < nops; ++i) {
       auto f = std::find_if(seen.begin(), seen.end(), [&](const auto& s) { return same_node(s.first, i); });
-      if (f == seen.end()) f = seen.insert(seen.end(), {i, signatures(at(model_.ops, i), options_.mesh)});
+      if (f == seen.end()) f = seen.insert(seen.end(), {i, signatures(at(model_->ops, i), options_.mesh)});
       const std::vector<signature>& all = f->second;
       std::vector<int>& index = at(op_sig_index_, i);
       const bool listed = i < std::ssize(options_.allowed) && !at(options_.allowed, i).empty();
@@ -110,7 +136,7 @@ class plan_candidates {
       std::vector<signature> mine;
       for (int k : index) {
         if (k < 0 || k >= std::ssize(all))
-          detail::fail<layout_error>("op '" + at(model_.ops, i).name + "' allows signature " + detail::itos(k) + " but has " +
+          detail::fail<layout_error>("op '" + at(model_->ops, i).name + "' allows signature " + detail::itos(k) + " but has " +
                                      detail::itos(std::int64_t(all.size())) + " on mesh " + to_string(options_.mesh) +
                                      "; list indices into signatures(op, mesh)");
         mine.push_back(at(all, k));
@@ -118,7 +144,7 @@ class plan_candidates {
       op_sig_list_.push_back(int(sig_lists_.size()));
       sig_lists_.push_back(std::move(mine));
       if (op_candidates(i).empty())
-        detail::fail<layout_error>("op '" + at(model_.ops, i).name + "' has no signature whose tensors divide evenly on mesh " +
+        detail::fail<layout_error>("op '" + at(model_->ops, i).name + "' has no signature whose tensors divide evenly on mesh " +
                                    to_string(options_.mesh) + "; choose sizes divisible by the mesh axes or a smaller mesh");
     }
   }
@@ -126,13 +152,13 @@ class plan_candidates {
   // Every parameter's candidates: each nd-SBP over {B, S(d)} that divides it, as storage; a tied
   // parameter also pairs each storage with its reduce layout for summing (param_choice).
   void build_param_candidates() {
-    const int nparams = int(model_.params.size());
+    const int nparams = int(model_->params.size());
     assign(uses_, nparams, 0);
-    for (const op_node& n : model_.ops)
+    for (const op_node& n : model_->ops)
       for (int p : n.param_ids) ++at(uses_, p);
     resize(param_sigs_, nparams);
     for (int p = 0; p < nparams; ++p) {
-      const tensor_shape& s = at(model_.params, p).shape;
+      const tensor_shape& s = at(model_->params, p).shape;
       std::vector<nd_sbp> all{nd_sbp{}};
       for (int a = 0; a < options_.mesh.size(); ++a) {
         std::vector<nd_sbp> next;
@@ -162,7 +188,7 @@ class plan_candidates {
   // Whether ops a and b are the same computation on the same shapes (names and parameter ids
   // aside): the same signatures on any mesh.
   bool same_node(int a, int b) const {
-    const op_node &x = at(model_.ops, a), &y = at(model_.ops, b);
+    const op_node &x = at(model_->ops, a), &y = at(model_->ops, b);
     const op_attrs &p = x.attrs, &q = y.attrs;
     return x.kind == y.kind && x.inputs == y.inputs && x.params == y.params && x.outputs == y.outputs &&
            p.kernel == q.kernel && p.stride == q.stride && p.padding == q.padding && p.heads == q.heads &&
@@ -170,7 +196,7 @@ class plan_candidates {
            p.positions == q.positions && p.target == q.target;
   }
 
-  graph model_;
+  shared_graph model_;  ///< never empty
   plan_options options_;
   device_mesh mesh_;
   int element_bytes_;  ///< bytes per element of the plan's dtype

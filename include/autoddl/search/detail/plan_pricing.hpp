@@ -48,18 +48,19 @@ class plan_pricing : public plan_candidates {
   /// uses boxed from the summing layout to storage (empty for a parameter with one use).
   boxing_path param_sync_path(int p, int c) const {
     const param_choice& pc = param_candidate(p, c);
-    return box(pc.grad_sum, pc.update, at(model_.params, p).shape);
+    return box(pc.grad_sum, pc.update, at(model_->params, p).shape);
   }
   /// Parameter p's updated slices gathered back to storage after the optimizer (ZeRO stages 1
   /// and 2; empty where the update layout is the storage).
   boxing_path param_gather_path(int p, int c) const {
     const param_choice& pc = param_candidate(p, c);
-    return box(pc.update, pc.storage, at(model_.params, p).shape);
+    return box(pc.update, pc.storage, at(model_->params, p).shape);
   }
 
   /// The forward and backward boxing paths of edge e under picks cu, cv: for a parameter edge,
   /// storage -> compute layout, and the gradient dual(compute) -> the summing layout.
   std::pair<boxing_path, boxing_path> edge_paths(int e, int cu, int cv) const {
+    check_planning_allowed("find an edge's boxing paths");
     return edge_boxings<boxing_path>(e, cu, cv, [this](const nd_sbp& from, const nd_sbp& to, int shape) {
       return book_->box_locked(from, to, shape);
     });
@@ -71,6 +72,7 @@ class plan_pricing : public plan_candidates {
   /// trees are the process's for this mesh, its links, copy rate and dtype (boxing_book_for),
   /// shared with the other problems of that context.
   boxing_path box(const nd_sbp& from, const nd_sbp& to, const tensor_shape& s) const {
+    check_planning_allowed("find a boxing path");
     const auto lock = book_->lock();
     return book_->box_locked(from, to, book_->shape_id_locked(s));
   }
@@ -85,7 +87,7 @@ class plan_pricing : public plan_candidates {
   /// per-op-kind fit of the table where it has that kind, else the analytical formula
   /// (search/kernel_prices.hpp); kernel_price_of says which.
   cost_terms op_terms(int op, int c) const {
-    const op_work w = device_work(at(model_.ops, op), op_candidate(op, c), options_.mesh, element_bytes_);
+    const op_work w = device_work(at(model_->ops, op), op_candidate(op, c), options_.mesh, element_bytes_);
     cost_terms t;
     if (const kernel_price k = kernel_price_of(op, c, w); k.source != price_source::analytical) {
       t.compute_fwd = k.forward_s;
@@ -121,18 +123,18 @@ class plan_pricing : public plan_candidates {
   /// the largest buffer of many plans).
   memory_breakdown op_memory(int op, int c, const op_work& w) const {
     memory_breakdown m;
-    const op_node& n = at(model_.ops, op);
+    const op_node& n = at(model_->ops, op);
     const signature& sig = op_candidate(op, c);
     auto bytes = [&](const tensor_shape& t, const nd_sbp& l) {
       return double(local_shape(t, layout{l, options_.mesh}).elements()) * element_bytes_;
     };
     double backward_set = bytes(n.outputs[0], sig.outputs[0]);
     for (std::size_t j = 0; j < n.inputs.size(); ++j)
-      if (at(model_.op_inputs, op)[j].op >= 0) backward_set += bytes(n.inputs[j], sig.inputs[j]);
+      if (at(model_->op_inputs, op)[j].op >= 0) backward_set += bytes(n.inputs[j], sig.inputs[j]);
     for (std::size_t j = 0; j < n.params.size(); ++j) backward_set += bytes(n.params[j], sig.params[j]);
     m.transient = std::int64_t(backward_set);
     auto input_readers = [&](std::size_t j) {  // backwards reading input j's buffer (1: a model input)
-      const tensor_ref r = at(at(model_.op_inputs, op), j);
+      const tensor_ref r = at(at(model_->op_inputs, op), j);
       return r.op < 0 ? 1 : at(at(readers_, r.op), r.index);
     };
     // a buffer several backwards read (the layernorm output read in place by q, k and v; relu's
@@ -158,9 +160,9 @@ class plan_pricing : public plan_candidates {
   /// The measured or fitted price of op `op`'s kernel under candidate c, or source analytical.
   kernel_price kernel_price_of(int op, int c, const op_work& w) const {
     if (prices_.empty()) return {};
-    const op_node& n = at(model_.ops, op);
+    const op_node& n = at(model_->ops, op);
     std::vector<bool> input_grads;  // the trainer skips the gradients of the model's own inputs
-    for (const tensor_ref& r : at(model_.op_inputs, op)) input_grads.push_back(r.op >= 0);
+    for (const tensor_ref& r : at(model_->op_inputs, op)) input_grads.push_back(r.op >= 0);
     const std::string key = kernel_key(n, op_candidate(op, c), options_.mesh, input_grads);
     return prices_.price(std::string(to_string(n.kind)), key, w);
   }
@@ -169,12 +171,12 @@ class plan_pricing : public plan_candidates {
   kernel_price_counts kernel_price_counts_of() const {
     kernel_price_counts k;
     if (prices_.empty()) {  // kernel_price_of's answer for every candidate, without its work
-      for (int i = 0; i < int(model_.ops.size()); ++i) k.analytical += int(op_candidates(i).size());
+      for (int i = 0; i < int(model_->ops.size()); ++i) k.analytical += int(op_candidates(i).size());
       return k;
     }
-    for (int i = 0; i < int(model_.ops.size()); ++i)
+    for (int i = 0; i < int(model_->ops.size()); ++i)
       for (int c = 0; c < int(op_candidates(i).size()); ++c) {
-        const op_work w = device_work(at(model_.ops, i), op_candidate(i, c), options_.mesh, element_bytes_);
+        const op_work w = device_work(at(model_->ops, i), op_candidate(i, c), options_.mesh, element_bytes_);
         const price_source s = kernel_price_of(i, c, w).source;
         ++(s == price_source::measured ? k.measured : s == price_source::fitted ? k.fitted : k.analytical);
       }
@@ -185,7 +187,7 @@ class plan_pricing : public plan_candidates {
   /// tied parameter the one synchronisation of its summed gradient.
   cost_terms param_terms(int p, int c) const {
     const param_choice& pc = param_candidate(p, c);
-    const tensor_shape& shape = at(model_.params, p).shape;
+    const tensor_shape& shape = at(model_->params, p).shape;
     const double elems = double(local_shape(shape, layout{pc.update, options_.mesh}).elements());
     cost_terms t;
     t.memory = double(param_memory(p, c).total());
@@ -212,7 +214,7 @@ class plan_pricing : public plan_candidates {
   /// A gradient summed whole before one reduce-scatter (stage 1) is held whole through backward.
   memory_breakdown param_memory(int p, int c) const {
     const param_choice& pc = param_candidate(p, c);
-    const tensor_shape& shape = at(model_.params, p).shape;
+    const tensor_shape& shape = at(model_->params, p).shape;
     auto elems = [&](const nd_sbp& l) { return local_shape(shape, layout{l, options_.mesh}).elements(); };
     memory_breakdown m;
     m.params = elems(pc.storage) * element_bytes_;
@@ -278,8 +280,8 @@ class plan_pricing : public plan_candidates {
   // Whether activation edge e runs inside one block that recomputes its whole forward.
   bool recomputed_inside(int e) const {
     const edge_info& ei = at(edges_, e);
-    return !ei.param && options_.recompute == recompute_mode::full && at(model_.block, ei.to_node) >= 0 &&
-           at(model_.block, ei.from_node) == at(model_.block, ei.to_node);
+    return !ei.param && options_.recompute == recompute_mode::full && at(model_->block, ei.to_node) >= 0 &&
+           at(model_->block, ei.from_node) == at(model_->block, ei.to_node);
   }
 
   // edge_memory given whether the forward and the backward path box at all.
@@ -287,24 +289,24 @@ class plan_pricing : public plan_candidates {
     const edge_info& ei = at(edges_, e);
     memory_breakdown m;
     if (ei.param) {
-      const tensor_shape& s = at(model_.params, ei.from_node - int(model_.ops.size())).shape;
+      const tensor_shape& s = at(model_->params, ei.from_node - int(model_->ops.size())).shape;
       const nd_sbp comp = at(op_candidate(ei.to_node, cv).params, ei.tensor_index);
       const std::int64_t bytes = local_shape(s, layout{comp, options_.mesh}).elements() * element_bytes_;
       if (fwd_boxes) m.params = bytes;
       if (bwd_boxes && options_.microbatches > 1) {
         // the accumulator becomes the summed, then the stored gradient (moved, not copied): it
         // replaces this use's share of the storage gradient param_memory counts
-        const int p = ei.from_node - int(model_.ops.size());
+        const int p = ei.from_node - int(model_->ops.size());
         const std::int64_t stored = param_memory(p, cu).grads / at(uses_, p);
         m.grads = bytes - std::min(bytes, stored);
       }
       return m;
     }
-    const int consumer_block = at(model_.block, ei.to_node);
-    if (options_.recompute == recompute_mode::full && consumer_block >= 0 && at(model_.block, ei.from_node) != consumer_block &&
+    const int consumer_block = at(model_->block, ei.to_node);
+    if (options_.recompute == recompute_mode::full && consumer_block >= 0 && at(model_->block, ei.from_node) != consumer_block &&
         fwd_boxes) {
       const nd_sbp& in = at(op_candidate(ei.to_node, cv).inputs, ei.tensor_index);
-      m.activations = local_shape(at(at(model_.ops, ei.from_node).outputs, ei.producer_output), layout{in, options_.mesh}).elements() * element_bytes_;
+      m.activations = local_shape(at(at(model_->ops, ei.from_node).outputs, ei.producer_output), layout{in, options_.mesh}).elements() * element_bytes_;
     }
     return m;
   }
@@ -319,11 +321,11 @@ class plan_pricing : public plan_candidates {
   double source_bytes(int e, int cu) const {
     const edge_info& ei = at(edges_, e);
     if (ei.param) {
-      const int p = ei.from_node - int(model_.ops.size());
+      const int p = ei.from_node - int(model_->ops.size());
       const nd_sbp& st = param_candidate(p, cu).storage;
-      return double(local_shape(at(model_.params, p).shape, layout{st, options_.mesh}).elements()) * element_bytes_;
+      return double(local_shape(at(model_->params, p).shape, layout{st, options_.mesh}).elements()) * element_bytes_;
     }
-    const tensor_shape& s = at(at(model_.ops, ei.producer).outputs, ei.producer_output);
+    const tensor_shape& s = at(at(model_->ops, ei.producer).outputs, ei.producer_output);
     return double(local_shape(s, layout{source_layout(e, cu), options_.mesh}).elements()) * element_bytes_;
   }
 
@@ -354,7 +356,7 @@ class plan_pricing : public plan_candidates {
   edge_layout_pairs edge_layouts(int e, int cu, int cv) const {
     const edge_info& ei = at(edges_, e);
     if (ei.param) {
-      const param_choice& store = param_candidate(ei.from_node - int(model_.ops.size()), cu);
+      const param_choice& store = param_candidate(ei.from_node - int(model_->ops.size()), cu);
       const nd_sbp& comp = at(op_candidate(ei.to_node, cv).params, ei.tensor_index);
       return {store.storage, comp, dual(comp), store.grad_sum};
     }
@@ -378,7 +380,7 @@ class plan_pricing : public plan_candidates {
     constexpr double slack = 1 - 1e-9;
     cost_terms t;
     if (ei.param) {  // the layouts of edge_layouts, read in place
-      const param_choice& store = param_candidate(ei.from_node - int(model_.ops.size()), cu);
+      const param_choice& store = param_candidate(ei.from_node - int(model_->ops.size()), cu);
       const nd_sbp& comp = at(op_candidate(ei.to_node, cv).params, ei.tensor_index);
       t.comm_fwd = slack * lb(store.storage, comp);
       t.comm_grad = slack * lb.between(comp, true, store.grad_sum, false);

@@ -14,7 +14,7 @@
 //   hold_outside  readers in another block only (what a fully recomputed block keeps);
 //   hold_inside   its own backward and readers in its block (after the block's rerun).
 // A boxed copy is freed after the forward of the last op that reads it (its own op, or a later
-// reader chained from its slot: search/plan_paths.hpp) unless a backward reads it in place.
+// reader chained from its slot: plan/plan.hpp) unless a backward reads it in place.
 #include <cstddef>
 #include <map>
 #include <vector>
@@ -23,13 +23,9 @@
 #include "autoddl/index.hpp"
 #include "autoddl/models/graph.hpp"
 #include "autoddl/ops/work.hpp"
+#include "autoddl/plan/plan.hpp"
 
 namespace autoddl {
-
-/// An op's input slot (op -1: none).
-struct input_slot {
-  int op = -1, input = -1;
-};
 
 class step_schedule {
  public:
@@ -42,6 +38,8 @@ class step_schedule {
     index_reads();
     index_copies();
   }
+  /// The schedule plan `p` runs (p's model must outlive it).
+  explicit step_schedule(const plan& p) : step_schedule(p.g(), p.recompute, p.boxed_inputs(), p.chains()) {}
 
   recompute_mode mode() const { return mode_; }
   /// Op i reruns its forward in backward (selectively: just before its own backward; fully: with
