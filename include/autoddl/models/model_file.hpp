@@ -267,6 +267,7 @@ class model_file_builder {
     } catch (const layout_error& e) {
       fail<layout_error>("model file " + file_ + ": " + e.what());
     }
+    assign_param_roles(g_, n);  // by the op's kind and slot, whatever the file names it
     const int blk = o.contains("block") ? int(reader_.integer(o["block"], "block", where, 0, 1 << 20)) : -1;
     const int pos = o.contains("block_pos") ? int(reader_.integer(o["block_pos"], "block_pos", where, 0, 1 << 20)) : -1;
     if ((blk < 0) != (pos < 0)) reader_.bad(where, "give both 'block' and 'block_pos', or neither");
