@@ -1,7 +1,7 @@
 #pragma once
 // Per-mesh-axis signature rules of the element-wise and row-wise ops: ReLU, GeLU, SiLU, dropout,
 // residual add, element-wise product, layernorm, RMSNorm and softmax (the norms and softmax over
-// the last dim). Nonlinear ops never consume P (DESIGN.md): f(a) + f(b) != f(a + b); the
+// the last dim). Nonlinear ops never consume P: f(a) + f(b) != f(a + b); the
 // element-wise product is linear in each factor alone, so one factor may be P.
 #include <optional>
 

@@ -25,7 +25,7 @@
 //                 X B W B -> B
 //   combine       X S(0) G S(0) -> S(0),  X S(3) G B -> S(2),  X P G B -> P,  X B G B -> B
 // The conversion of the dispatched buffer from S(0) to S(1) on an axis is the all-to-all of
-// expert parallelism (DESIGN.md's boxing table), and back from S(1) to S(0) before combine.
+// expert parallelism (the S(d) -> S(e) row of sbp/boxing.hpp's table), and back from S(1) to S(0) before combine.
 #include <cstdint>
 #include <optional>
 

@@ -1,7 +1,7 @@
 #pragma once
 // A training step of any valid plan on one device of the mesh: forward, loss and backward of each
 // of the plan's micro-batches, the gradients boxed to the parameters' storage layouts, the
-// optimizer step (DESIGN.md). Contract: every tensor that crosses an edge of the model is boxed by
+// optimizer step, as serial training does. Contract: every tensor that crosses an edge of the model is boxed by
 // exactly the path the planner priced (plan_paths), so the bytes sent on the mesh axes per step
 // equal the plan's predicted bytes; the schedule (micro-batches, recomputation, 1F1B pipeline
 // stages) and what each op keeps from forward to backward are the plan's (step_schedule); any
