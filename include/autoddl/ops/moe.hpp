@@ -29,7 +29,6 @@
 #include <cstdint>
 #include <optional>
 
-#include "autoddl/ops/detail/lift.hpp"
 #include "autoddl/parse_number.hpp"
 #include "autoddl/sbp/nd_sbp.hpp"
 
@@ -78,15 +77,6 @@ constexpr std::optional<sbp> combine_axis(sbp x, sbp g) {
   if (x.is_broadcast() || x.is_partial()) return x;
   return std::nullopt;
 }
-
-constexpr std::optional<nd_sbp> router_output(const nd_sbp& x) { return detail::lift(router_axis, x); }
-constexpr std::optional<nd_sbp> dispatch_output(const nd_sbp& x, const nd_sbp& g) {
-  return detail::lift(dispatch_axis, x, g);
-}
-constexpr std::optional<nd_sbp> experts_output(const nd_sbp& x, const nd_sbp& w1, const nd_sbp& w3, const nd_sbp& w2) {
-  return detail::lift(experts_axis, x, w1, w3, w2);
-}
-constexpr std::optional<nd_sbp> combine_output(const nd_sbp& x, const nd_sbp& g) { return detail::lift(combine_axis, x, g); }
 
 /// Slots per expert per sequence of `seq` tokens, each routed to `topk` of `experts`, at capacity
 /// factor `factor` (GShard, Switch: factor * tokens * k / E, rounded up); 0 is dropless: `seq`
