@@ -1,4 +1,4 @@
-// Compile-time benchmark (STYLE.md rule 9): a 12-layer typed GPT-2 small block stack on a 2x4
+// Compile-time benchmark (templates must stay cheap to compile): a 12-layer typed GPT-2 small block stack on a 2x4
 // mesh, every op auto_layout, with a run-time visit over every op, so the compiler
 // instantiates every candidate signature of every layer (signature_constant<op, i> and the
 // callee for each) as an executable instance: its constant local shapes, its shards and its

@@ -1,6 +1,6 @@
 #pragma once
 // autoddl's runtime error type. Messages are one sentence that names the rule, the offending
-// value in the notation, and the fix (STYLE.md rule 11), e.g.
+// value in the notation, and the fix, e.g.
 //   "shape [12,64] does not divide evenly under [S(0),B]@8x1: dim 0 (12) is split 8 ways; ..."
 #include <stdexcept>
 #include <string>

@@ -2,10 +2,7 @@
 // Kinds of computation: the operators say which kind their FLOPs are (ops/), the cost model
 // applies each kind's achievable fraction of a device's peak (cost/). Shared vocabulary of both.
 #include <cstdint>
-#include <string>
 #include <string_view>
-
-#include "autoddl/error.hpp"
 
 namespace autoddl {
 
@@ -20,13 +17,6 @@ constexpr std::string_view to_string(work_kind k) {
     case work_kind::elementwise: return "elementwise";
   }
   return "?";
-}
-
-constexpr work_kind parse_work_kind(std::string_view s) {
-  if (s == "gemm") return work_kind::gemm;
-  if (s == "conv") return work_kind::conv;
-  if (s == "elementwise") return work_kind::elementwise;
-  detail::fail<parse_error>("unknown work kind '" + std::string(s) + "'; write gemm, conv or elementwise");
 }
 
 }  // namespace autoddl

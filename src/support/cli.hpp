@@ -2,13 +2,16 @@
 // What the command-line programs and the benchmarks share: turning exceptions into one sentence
 // and exit code 2, and parsing sizes and lists. (src/support/: helpers of the programs built from
 // this repository, not part of the installed library.)
+#include <cctype>
 #include <cstdio>
 #include <exception>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "autoddl/error.hpp"
+#include "autoddl/parse_number.hpp"
 
 namespace autoddl::tools {
 
@@ -39,29 +42,21 @@ inline std::vector<std::string> split(const std::string& s, char sep) {
   return out;
 }
 
-/// "32GiB", "16GB", "512MiB", "1e9" -> bytes. Throws parse_error naming the text.
+/// "32GiB", "16GB", "512MiB", "1e9" -> bytes: a number (parse_number.hpp) and a unit of letters
+/// after it. Throws parse_error naming the text.
 inline double parse_bytes(std::string_view s) {
-  std::size_t i = 0;
-  std::string num;
-  while (i < s.size() && (std::isdigit(static_cast<unsigned char>(s[i])) || s[i] == '.' || s[i] == 'e' || s[i] == 'E' ||
-                          ((s[i] == '+' || s[i] == '-') && i > 0 && (s[i - 1] == 'e' || s[i - 1] == 'E'))))
-    num += s[i++];
-  std::string unit(s.substr(i));
-  double v = 0;
-  try {
-    std::size_t used = 0;
-    v = std::stod(num, &used);
-    if (used != num.size()) throw std::invalid_argument("");
-  } catch (const std::exception&) {
-    throw parse_error("memory size '" + std::string(s) + "' is not a number with a unit; write e.g. 32GiB or 16GB");
-  }
+  std::size_t split = s.size();
+  while (split > 0 && std::isalpha(static_cast<unsigned char>(s[split - 1]))) --split;
+  const std::string unit(s.substr(split));
+  const std::optional<double> v = parse_number_or_none<double>(s.substr(0, split));
+  if (!v) throw parse_error("memory size '" + std::string(s) + "' is not a number with a unit; write e.g. 32GiB or 16GB");
   struct u { const char* name; double f; };
   const u units[] = {{"", 1}, {"B", 1}, {"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"TB", 1e12},
                      {"KiB", 1024.0}, {"MiB", 1048576.0}, {"GiB", 1073741824.0}, {"TiB", 1099511627776.0}};
   for (const auto& x : units)
     if (unit == x.name) {
-      if (!(v > 0)) throw parse_error("memory size '" + std::string(s) + "' must be positive");
-      return v * x.f;
+      if (!(*v > 0)) throw parse_error("memory size '" + std::string(s) + "' must be positive");
+      return *v * x.f;
     }
   throw parse_error("memory size '" + std::string(s) + "' has an unknown unit '" + unit +
                     "'; use B, KB, MB, GB, TB, KiB, MiB, GiB or TiB");
@@ -69,13 +64,8 @@ inline double parse_bytes(std::string_view s) {
 
 /// A positive whole number given to option `name` ("--microbatches 4"). Throws parse_error.
 inline int parse_count(std::string_view name, std::string_view s) {
-  int v = 0;
-  bool ok = !s.empty() && s.size() < 10;
-  for (char c : s) {
-    if (c < '0' || c > '9') ok = false;
-    else v = v * 10 + (c - '0');
-  }
-  if (!ok || v < 1)
+  const int v = parse_number_or_none<int>(s).value_or(0);
+  if (v < 1)
     throw parse_error(std::string(name) + " takes a positive whole number or auto, got '" + std::string(s) + "'");
   return v;
 }

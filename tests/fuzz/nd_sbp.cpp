@@ -1,5 +1,5 @@
 // libFuzzer target: parse_nd_sbp ("[S(0),B]"). An accepted nd-SBP prints in the notation and
-// parses back to the same value (STYLE.md rule 3: one notation for printing and parsing).
+// parses back to the same value (one notation for printing and parsing).
 #include <cstddef>
 #include <cstdint>
 #include <string>

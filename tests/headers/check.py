@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Compiles every public header of include/autoddl/ on its own (STYLE.md rule 12).
+"""Compiles every public header of include/autoddl/ on its own: a user may include any one first.
 
 Generates one translation unit per header that includes only that header (twice: include guards
 work), and checks it:

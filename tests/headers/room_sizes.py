@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Rooms a reader can hold (STYLE.md rules 10, 15, 18): no file under include/ or tools/ longer than
+"""Rooms a reader can hold in their head: no file under include/ or tools/ longer than
 600 lines, and no function body there longer than 60 lines.
 
 File lengths are counted exactly. Function lengths come from a brace-matching scan: comments,

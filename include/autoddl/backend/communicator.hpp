@@ -1,8 +1,8 @@
 #pragma once
 // What the executor needs from a communicator, whatever carries the bytes (MPI over CPU ranks,
 // NCCL over GPUs). An axis communicator joins the devices along one mesh axis; rank i of it owns
-// chunk i of a buffer split into size() equal chunks. Collectives are in place where the table
-// of DESIGN.md allows it, and each returns the bytes this rank sent, so the executor can check
+// chunk i of a buffer split into size() equal chunks. Collectives are in place where the boxing
+// table of sbp/boxing.hpp allows it, and each returns the bytes this rank sent, so the executor can check
 // them against the cost model exactly.
 //
 // A communicator is paired with a Device (backend/device.hpp): its spans are that device's

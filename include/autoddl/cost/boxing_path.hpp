@@ -1,5 +1,5 @@
 #pragma once
-// nd boxing: the cheapest sequence of single-axis steps from one nd-SBP to another (DESIGN.md).
+// nd boxing: the cheapest sequence of single-axis steps from one nd-SBP to another, the path the executor then runs.
 // States are nd-SBPs over the alphabet {B, P, S(0..rank-1)}; an edge is one exact single-axis
 // step (single_axis_step_exact); the path is a shortest path (Dijkstra) under a step-cost
 // function given as a parameter, so the bytes model, the alpha-beta model and the tests all use
@@ -331,7 +331,7 @@ struct boxing_lower_bound {
   int alphabet = 0;
   std::vector<double> least;  ///< [axis][from letter][to letter]: the cheapest chain on that axis
 
-  /// B 0, P 1, S(d) 2 + d; of dual(s) where `dual` (B and P swap, S stays: DESIGN.md).
+  /// B 0, P 1, S(d) 2 + d; of dual(s) where `dual` (B and P swap, S stays: gradients run backward).
   static constexpr int letter(const sbp& s, bool dual = false) {
     return s.is_broadcast() ? (dual ? 1 : 0) : s.is_partial() ? (dual ? 0 : 1) : 2 + s.dim;
   }

@@ -75,11 +75,4 @@ struct memory_breakdown {
   friend constexpr bool operator==(const memory_breakdown&, const memory_breakdown&) = default;
 };
 
-/// Peak bytes of a step: everything persistent plus activations kept until backward plus the
-/// largest transient buffer (transients are freed before the next one is allocated).
-constexpr std::int64_t peak_bytes(const memory_breakdown& m) { return m.total(); }
-
-/// Whether the breakdown fits a device of `capacity` bytes.
-constexpr bool fits(const memory_breakdown& m, double capacity) { return double(peak_bytes(m)) <= capacity; }
-
 }  // namespace autoddl

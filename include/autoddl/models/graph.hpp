@@ -23,9 +23,36 @@ struct tensor_ref {
   friend bool operator==(const tensor_ref&, const tensor_ref&) = default;
 };
 
+/// What a parameter is to the op that uses it: the graph's own account, which decides how
+/// training starts it (runtime/data.hpp), whatever the parameter is named.
+enum class param_role : std::uint8_t {
+  unused,         ///< no op uses it (a model file may list one)
+  weight,         ///< a linear or conv2d weight: the inputs of an output element meet it
+  embedding,      ///< an embedding's table or its learned positions [rows, hidden]
+  expert_weight,  ///< the experts' stacked [E, in, out] (W_gate, W_up [E, h, F]; W_down [E, F, h])
+  bias,           ///< a linear or conv2d bias
+  norm_scale,     ///< a layernorm's or rmsnorm's gamma
+  norm_shift,     ///< a layernorm's beta
+};
+
+/// The role of parameter slot `slot` of an op of kind k (the order of op_node::params, ops/op.hpp).
+/// Example: param_role_of(op_kind::layernorm, 1) == param_role::norm_shift.
+constexpr param_role param_role_of(op_kind k, std::size_t slot) {
+  switch (k) {
+    case op_kind::linear:
+    case op_kind::conv2d: return slot == 0 ? param_role::weight : param_role::bias;
+    case op_kind::layernorm: return slot == 0 ? param_role::norm_scale : param_role::norm_shift;
+    case op_kind::rmsnorm: return param_role::norm_scale;
+    case op_kind::embedding: return param_role::embedding;
+    case op_kind::experts: return param_role::expert_weight;
+    default: return param_role::weight;  // an op kind that takes no parameters: shape inference refuses one
+  }
+}
+
 struct param_info {
   std::string name;    ///< e.g. "h3.attn.q.W"
   tensor_shape shape;  ///< as stored
+  param_role role = param_role::unused;  ///< from its first user's kind and slot (assign_param_roles)
 };
 
 struct graph {
@@ -38,6 +65,16 @@ struct graph {
   std::vector<int> block_pos;                    ///< per op: position in its block, -1 outside blocks
   int loss_op = -1;                              ///< the op whose output is the scalar loss
 };
+
+/// Gives op n's parameters the roles of their slots in n. A parameter several ops use (GPT's
+/// tied `wte`: the embedding's table and the output head's weight) keeps its first user's role:
+/// the op that builds the model calls this as it appends each op, in topological order.
+inline void assign_param_roles(graph& g, const op_node& n) {
+  for (std::size_t slot = 0; slot < n.param_ids.size(); ++slot) {
+    param_info& p = at(g.params, n.param_ids[slot]);
+    if (p.role == param_role::unused) p.role = param_role_of(n.kind, slot);
+  }
+}
 
 /// Number of parameter elements; tied parameters (one id used by several ops) count once.
 inline std::int64_t param_count(const graph& g) {

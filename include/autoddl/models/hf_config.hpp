@@ -33,6 +33,7 @@
 
 #include "autoddl/error.hpp"
 #include "autoddl/models/llama.hpp"
+#include "autoddl/parse_number.hpp"
 
 namespace autoddl {
 
@@ -46,19 +47,14 @@ inline bool is_hf_spec(std::string_view spec) { return spec.substr(0, 3) == "hf:
 
 namespace detail {
 
+/// The value of `key=N` in an hf spec's overrides: a whole number from 1 to 2^40.
 inline std::int64_t hf_override(const std::string& spec, const std::string& item) {
   const std::size_t eq = item.find('=');
-  const std::string value = eq == std::string::npos ? "" : item.substr(eq + 1);
-  std::int64_t n = 0;
-  for (char ch : value) {
-    if (ch < '0' || ch > '9' || n > (std::int64_t(1) << 40)) {
-      n = -1;
-      break;
-    }
-    n = n * 10 + (ch - '0');
-  }
-  if (value.empty() || n < 1)
-    detail::fail<parse_error>("model spec '" + spec + "': " + item + " is not a positive whole number; write e.g. seq=4096");
+  const std::string key = item.substr(0, eq), value = item.substr(eq + 1);
+  const std::int64_t n = parse_number<std::int64_t>(value, "model spec '" + spec + "': " + key);
+  if (n < 1 || n > (std::int64_t(1) << 40))
+    detail::fail<parse_error>("model spec '" + spec + "': " + item + " is not a positive whole number up to 2^40; write e.g. " +
+                              key + "=4096");
   return n;
 }
 

@@ -42,6 +42,7 @@
 #include "autoddl/models/hf_config.hpp"
 #include "autoddl/models/zoo.hpp"
 #include "autoddl/ops/shapes.hpp"
+#include "autoddl/parse_number.hpp"
 
 namespace autoddl {
 
@@ -266,6 +267,7 @@ class model_file_builder {
     } catch (const layout_error& e) {
       fail<layout_error>("model file " + file_ + ": " + e.what());
     }
+    assign_param_roles(g_, n);  // by the op's kind and slot, whatever the file names it
     const int blk = o.contains("block") ? int(reader_.integer(o["block"], "block", where, 0, 1 << 20)) : -1;
     const int pos = o.contains("block_pos") ? int(reader_.integer(o["block_pos"], "block_pos", where, 0, 1 << 20)) : -1;
     if ((blk < 0) != (pos < 0)) reader_.bad(where, "give both 'block' and 'block_pos', or neither");
@@ -304,7 +306,7 @@ class model_file_builder {
       const std::string k = name.substr(name.rfind(':') + 1);
       if (k.empty() || k.size() > 2 || k.find_first_not_of("0123456789") != std::string::npos)
         reader_.bad(where, "input '" + name + "' is not a graph input or an earlier op");
-      index = std::stoi(k);
+      index = parse_number<int>(k, where + ": the output index of input '" + name + "'");
       name = name.substr(0, name.rfind(':'));
     }
     auto it = tensors_.find(name);
@@ -369,9 +371,9 @@ inline model_file_spec parse_model_file_spec(std::string_view spec) {
   model_file_spec r{std::string(spec.substr(0, at + 5)), 0};
   if (at + 5 == spec.size()) return r;
   const std::string n(spec.substr(at + 12));
-  if (n.empty() || n.size() > 12 || n.find_first_not_of("0123456789") != std::string::npos || std::stoll(n) < 1)
-    detail::fail<parse_error>("model spec '" + std::string(spec) + "': batch=" + n + " is not a positive whole number");
-  r.batch = std::stoll(n);
+  r.batch = parse_number<std::int64_t>(n, "model spec '" + std::string(spec) + "': batch");
+  if (r.batch < 1 || r.batch > (std::int64_t(1) << 40))
+    detail::fail<parse_error>("model spec '" + std::string(spec) + "': batch=" + n + " is not a positive whole number up to 2^40");
   return r;
 }
 

@@ -62,8 +62,5 @@ constexpr std::optional<nd_sbp> conv2d_output(const nd_sbp& x, const nd_sbp& w, 
 constexpr std::optional<nd_sbp> conv2d_output(const nd_sbp& x, const nd_sbp& w, const nd_sbp& b, bool pointwise) {
   return detail::lift([&](sbp u, sbp v, sbp c) { return conv2d_bias_axis(u, v, c, pointwise); }, x, w, b);
 }
-constexpr std::optional<nd_sbp> max_pool_output(const nd_sbp& x, bool pointwise = false) {
-  return detail::lift([&](sbp a) { return max_pool_axis(a, pointwise); }, x);
-}
 
 }  // namespace autoddl

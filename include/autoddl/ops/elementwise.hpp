@@ -1,11 +1,10 @@
 #pragma once
 // Per-mesh-axis signature rules of the element-wise and row-wise ops: ReLU, GeLU, SiLU, dropout,
 // residual add, element-wise product, layernorm, RMSNorm and softmax (the norms and softmax over
-// the last dim). Nonlinear ops never consume P (DESIGN.md): f(a) + f(b) != f(a + b); the
+// the last dim). Nonlinear ops never consume P: f(a) + f(b) != f(a + b); the
 // element-wise product is linear in each factor alone, so one factor may be P.
 #include <optional>
 
-#include "autoddl/ops/detail/lift.hpp"
 #include "autoddl/sbp/nd_sbp.hpp"
 
 namespace autoddl {
@@ -58,19 +57,6 @@ constexpr std::optional<sbp> mul_axis(sbp a, sbp b) {
 constexpr std::optional<sbp> add_axis(sbp a, sbp b) {
   if (!(a == b)) return std::nullopt;
   return a;
-}
-
-constexpr std::optional<nd_sbp> pointwise_output(const nd_sbp& x) { return detail::lift(pointwise_axis, x); }
-constexpr std::optional<nd_sbp> rowwise_output(const nd_sbp& x, int rank) {
-  return detail::lift([&](sbp a) { return rowwise_axis(a, rank); }, x);
-}
-constexpr std::optional<nd_sbp> layernorm_output(const nd_sbp& x, const nd_sbp& gamma, const nd_sbp& beta, int rank) {
-  return detail::lift([&](sbp a, sbp g, sbp b) { return layernorm_axis(a, g, b, rank); }, x, gamma, beta);
-}
-constexpr std::optional<nd_sbp> add_output(const nd_sbp& a, const nd_sbp& b) { return detail::lift(add_axis, a, b); }
-constexpr std::optional<nd_sbp> mul_output(const nd_sbp& a, const nd_sbp& b) { return detail::lift(mul_axis, a, b); }
-constexpr std::optional<nd_sbp> rmsnorm_output(const nd_sbp& x, const nd_sbp& gamma, int rank, int groups = 1) {
-  return detail::lift([&](sbp a, sbp g) { return rmsnorm_axis(a, g, rank, groups); }, x, gamma);
 }
 
 }  // namespace autoddl

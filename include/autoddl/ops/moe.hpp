@@ -25,10 +25,11 @@
 //                 X B W B -> B
 //   combine       X S(0) G S(0) -> S(0),  X S(3) G B -> S(2),  X P G B -> P,  X B G B -> B
 // The conversion of the dispatched buffer from S(0) to S(1) on an axis is the all-to-all of
-// expert parallelism (DESIGN.md's boxing table), and back from S(1) to S(0) before combine.
+// expert parallelism (the S(d) -> S(e) row of sbp/boxing.hpp's table), and back from S(1) to S(0) before combine.
+#include <cstdint>
 #include <optional>
 
-#include "autoddl/ops/detail/lift.hpp"
+#include "autoddl/parse_number.hpp"
 #include "autoddl/sbp/nd_sbp.hpp"
 
 namespace autoddl {
@@ -77,25 +78,31 @@ constexpr std::optional<sbp> combine_axis(sbp x, sbp g) {
   return std::nullopt;
 }
 
-constexpr std::optional<nd_sbp> router_output(const nd_sbp& x) { return detail::lift(router_axis, x); }
-constexpr std::optional<nd_sbp> dispatch_output(const nd_sbp& x, const nd_sbp& g) {
-  return detail::lift(dispatch_axis, x, g);
-}
-constexpr std::optional<nd_sbp> experts_output(const nd_sbp& x, const nd_sbp& w1, const nd_sbp& w3, const nd_sbp& w2) {
-  return detail::lift(experts_axis, x, w1, w3, w2);
-}
-constexpr std::optional<nd_sbp> combine_output(const nd_sbp& x, const nd_sbp& g) { return detail::lift(combine_axis, x, g); }
-
 /// Slots per expert per sequence of `seq` tokens, each routed to `topk` of `experts`, at capacity
 /// factor `factor` (GShard, Switch: factor * tokens * k / E, rounded up); 0 is dropless: `seq`
-/// slots, as many as a sequence can send one expert. Never more than seq.
-/// Example: capacity_slots(16, 4, 2, 1.25) == 10; capacity_slots(16, 4, 2, 0) == 16.
-constexpr int capacity_slots(int seq, int experts, int topk, double factor) {
-  if (factor <= 0) return seq;
-  const double want = factor * double(seq) * double(topk) / double(experts);
-  int c = int(want);
-  if (double(c) < want) ++c;
-  return c < seq ? (c < 1 ? 1 : c) : seq;
+/// slots, as many as a sequence can send one expert. At least 1, never more than seq.
+/// The factor is taken as the decimal it was written as (its shortest round-trip decimal,
+/// parse_number.hpp) and the ceiling is taken in integers: a product of doubles lands a few ulps
+/// above a whole number as often as below (0.07 x 100 x 2 / 2 is 7.000000000000001 in doubles),
+/// and the ceiling would then add a slot the written factor does not ask for.
+/// Example: capacity_slots(16, 4, 2, 1.25) == 10; capacity_slots(1000, 4, 2, 1.15) == 575;
+/// capacity_slots(16, 4, 2, 0) == 16.
+inline int capacity_slots(int seq, int experts, int topk, double factor) {
+  if (!(factor > 0)) return seq;
+  const double approx = factor * double(seq) * double(topk) / double(experts);
+  // Rounding moves the product by far less than 1/2: at or above seq the ceiling is capped to
+  // seq anyway, below 1/2 it is 1. In between, factor < experts / topk < 2^31 and the integers
+  // below stay under 2^121.
+  if (!(approx < double(seq))) return seq;
+  if (approx < 0.5) return 1;
+  __extension__ typedef unsigned __int128 wide;  // g++ and clang; __extension__ tells -Wpedantic it is meant
+  const exact_decimal d = shortest_decimal(factor);
+  wide num = wide(d.significand) * wide(std::uint64_t(seq)) * wide(std::uint64_t(topk));
+  wide den = wide(std::uint64_t(experts));
+  for (int k = 0; k < d.exponent; ++k) num *= 10;
+  for (int k = 0; k > d.exponent; --k) den *= 10;
+  const wide c = (num + den - 1) / den;
+  return c < wide(seq) ? (c < 1 ? 1 : int(c)) : seq;
 }
 
 }  // namespace autoddl

@@ -132,7 +132,7 @@ constexpr work_kind work_kind_of(op_kind k) {
   }
 }
 
-/// Whether the op is linear in each activation input, so it may consume P (DESIGN.md):
+/// Whether the op is linear in each activation input, so it may consume P (a sum of parts in, a sum of parts out):
 /// linear, matmul (one side at a time), batched matmul, conv2d, add, reshape, mul (one side at a
 /// time: a (b1 + b2) = a b1 + a b2), rotary (a rotation per position), and dispatch and combine
 /// in their first input (a copy of rows, a weighted sum of rows).

@@ -10,13 +10,10 @@
 // Example: rotary_axis(S(1)) == S(1); rotary_axis(P) == P.
 #include <optional>
 
-#include "autoddl/ops/detail/lift.hpp"
 #include "autoddl/sbp/nd_sbp.hpp"
 
 namespace autoddl {
 
 constexpr std::optional<sbp> rotary_axis(sbp x) { return x; }
-
-constexpr std::optional<nd_sbp> rotary_output(const nd_sbp& x) { return detail::lift(rotary_axis, x); }
 
 }  // namespace autoddl

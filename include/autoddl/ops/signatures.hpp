@@ -1,5 +1,5 @@
 #pragma once
-// Signatures of an op on a mesh (DESIGN.md): per mesh axis, the op's valid 1-D signatures (the
+// Signatures of an op on a mesh (docs/reference/ops.md): per mesh axis, the op's valid 1-D signatures (the
 // per-family rules of matmul.hpp, conv.hpp, elementwise.hpp, attention.hpp, embedding.hpp,
 // reshape.hpp, rotary.hpp, moe.hpp); the n-D signatures are their combinations across axes, kept when
 // every tensor divides evenly and the op's n-D conditions hold (attention, rotary and a grouped

@@ -89,7 +89,7 @@ constexpr backward_reads backward_reads_of(op_kind k) {
 /// the row max, the sum of exponentials and the target logit, Megatron-LM 2019 section 3).
 struct stat_all_reduce {
   int axis = 0;               ///< the mesh axis that splits the vocabulary
-  std::int64_t bytes = 0;     ///< T of DESIGN.md's boxing table: the statistics each device holds
+  std::int64_t bytes = 0;     ///< T of sbp/boxing.hpp's table: the statistics each device holds
 };
 
 /// Work of one op on one device under one signature.

@@ -35,6 +35,7 @@
 #include <iterator>
 #include <limits>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -44,6 +45,7 @@
 #include "autoddl/backend/shard.hpp"
 #include "autoddl/error.hpp"
 #include "autoddl/index.hpp"
+#include "autoddl/parse_number.hpp"
 #include "autoddl/text.hpp"
 
 namespace autoddl {
@@ -307,13 +309,8 @@ struct manifest_reader {
   }
   std::uint64_t number_text(const nlohmann::json& j, const char* field) const {
     const std::string s = get<std::string>(j, field);
-    try {  // decimal digits only: stoull alone would take "-1" (as 2^64 - 1), " 1" and "+1"
-      std::size_t used = 0;
-      const bool digits = !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
-      const unsigned long long v = digits ? std::stoull(s, &used) : 0;
-      if (digits && used == s.size()) return v;
-    } catch (const std::exception&) {
-    }
+    // decimal digits only: an unsigned read refuses "-1" (not 2^64 - 1), " 1" and "+1"
+    if (const std::optional<std::uint64_t> v = parse_number_or_none<std::uint64_t>(s)) return *v;
     detail::fail<error>("checkpoint manifest " + file + ": field '" + field + "' is not a number ('" + s + "')");
   }
 };

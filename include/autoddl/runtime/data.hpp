@@ -3,6 +3,7 @@
 // device can make exactly its own shard and every plan (and serial execution) sees the same
 // global values. The dropout mask's counter-based hash (backend/device.hpp's SplitMix64 mix),
 // keyed by (seed, stream, index).
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <string>
@@ -39,32 +40,43 @@ void for_each_global_index(const shard_info& s, F&& f) {
   }
 }
 
-/// How parameter `name` of shape `s` starts: layernorm gamma 1, beta 0, biases 0, weights
-/// uniform in +-sqrt(3 / fan_in) (fan_in = elements / largest dim, a shape-only rule).
-inline double init_scale(const std::string& name, const tensor_shape& s, bool* constant_one) {
-  *constant_one = false;
-  auto ends_with = [&](const char* t) {
-    std::string x(t);
-    return name.size() >= x.size() && name.compare(name.size() - x.size(), x.size(), x) == 0;
-  };
-  if (ends_with("gamma")) {
-    *constant_one = true;
-    return 0;
+/// How a parameter starts, by the role its graph gives it (models/graph.hpp): a constant, or
+/// uniform in +-scale (variance scale^2 / 3 = 1 / fan_in, LeCun's rule).
+struct param_init {
+  double constant = 0;  ///< the value of every element where scale == 0
+  double scale = 0;     ///< sqrt(3 / fan_in)
+};
+
+/// The start of parameter p: norm scales 1, biases and norm shifts 0; weights and embeddings
+/// uniform in +-sqrt(3 / fan_in) with fan_in = elements / largest dim (a shape-only rule: the
+/// smaller side of a matrix, C k^2 of a conv2d filter [O, C, k, k] with O >= C k^2); an expert
+/// weight [E, in, out] per expert, fan_in = in (h for W_gate and W_up, F for W_down), since each
+/// expert is its own matrix. A rank-1 weight or unused parameter starts at 0.
+inline param_init init_of(const param_info& p) {
+  const tensor_shape& s = p.shape;
+  switch (p.role) {
+    case param_role::norm_scale: return {1, 0};
+    case param_role::bias:
+    case param_role::norm_shift: return {0, 0};
+    case param_role::expert_weight: return {0, s.rank() == 3 ? std::sqrt(3.0 / double(s[1])) : 0};
+    case param_role::unused:
+    case param_role::weight:
+    case param_role::embedding: break;
   }
-  if (s.rank() <= 1) return 0;  // beta, biases
+  if (s.rank() <= 1) return {0, 0};
   std::int64_t largest = 1;
   for (auto d : s) largest = std::max(largest, d);
-  return std::sqrt(3.0 / double(s.elements() / largest));
+  return {0, std::sqrt(3.0 / double(s.elements() / largest))};
 }
 
 /// This device's shard of parameter p of g, laid out by `shard`.
 template <class T>
 std::vector<T> init_param_shard(const graph& g, int p, const shard_info& shard, std::uint64_t seed) {
-  bool one = false;
-  const double scale = init_scale(at(g.params, p).name, at(g.params, p).shape, &one);
+  const param_init init = init_of(at(g.params, p));
   std::vector<T> out(std::size_t(shard.local.elements()));
   for_each_global_index(shard, [&](std::int64_t k, std::int64_t gi) {
-    at(out, k) = one ? T(1) : T(scale * hashed_uniform(seed, 1000 + std::uint64_t(p), std::uint64_t(gi)));
+    at(out, k) = init.scale == 0 ? T(init.constant)
+                                 : T(init.scale * hashed_uniform(seed, 1000 + std::uint64_t(p), std::uint64_t(gi)));
   });
   return out;
 }

@@ -1,7 +1,7 @@
 #pragma once
 // A training step of any valid plan on one device of the mesh: forward, loss and backward of each
 // of the plan's micro-batches, the gradients boxed to the parameters' storage layouts, the
-// optimizer step. It runs a plan value (plan/plan.hpp) and needs no planner: every tensor that
+// optimizer step, as serial training does. It runs a plan value (plan/plan.hpp) and needs no planner: every tensor that
 // crosses an edge of the model is boxed by exactly the plan's path (the one the planner priced,
 // or a plan file holds), so the bytes sent on the mesh axes per step equal the plan's predicted
 // bytes; the schedule (micro-batches, recomputation, 1F1B pipeline stages) and what each op keeps

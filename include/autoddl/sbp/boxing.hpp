@@ -1,6 +1,6 @@
 #pragma once
 // Boxing on one mesh axis: converting a tensor's SBP on that axis, for an axis of n devices and
-// a tensor whose part held by the axis group is T bytes. The table is DESIGN.md's; the
+// a tensor whose part held by the axis group is T bytes. The
 // all-reduce / all-gather / reduce-scatter factors are the bus-bandwidth factors documented in
 // nccl-tests PERFORMANCE.md, and the ring step counts follow Thakur, Rabenseifner & Gropp (2005).
 //
@@ -128,7 +128,7 @@ constexpr bool single_axis_step_exact(const nd_sbp& state, int axis, sbp to) {
   return true;
 }
 
-/// T of DESIGN.md's table: bytes of the tensor part held by the group of devices along `axis`
+/// T of the table above: bytes of the tensor part held by the group of devices along `axis`
 /// in `state`, for a tensor of `total_bytes` (axes other than `axis` that split shrink it).
 constexpr std::int64_t group_bytes(const nd_sbp& state, const mesh_shape& mesh, int axis, std::int64_t total_bytes) {
   std::int64_t t = total_bytes;

@@ -2,7 +2,7 @@
 // A layout: an nd-SBP placed on a mesh, text form "[S(0),B]@2x4". The mesh part may be
 // omitted ("[S(0),B]"): the layout then fits any mesh of that rank, fixed at runtime.
 //
-// Shards are even (DESIGN.md): a dim split by axes of sizes n1..nk must be divisible by
+// Shards are even (uneven shards are refused, not padded): a dim split by axes of sizes n1..nk must be divisible by
 // n1*...*nk. check_divisible() enforces it; local_shape() gives each device's shard.
 #include <string>
 #include <string_view>

@@ -1,7 +1,7 @@
 #pragma once
 // SBP of a tensor on one mesh axis: S(d) split along tensor dim d, B broadcast, P partial sum.
 //
-// One vocabulary, two binding times (DESIGN.md): the runtime value `sbp` and the compile-time
+// One vocabulary, two binding times: the runtime value `sbp` and the compile-time
 // values `split<D>`, `broadcast`, `partial<sum>` share one API; a compile-time value converts
 // implicitly to the runtime one (lossless), never the other way round.
 //   S(0) == split<0>{}   to_string(B) == "B"   parse_sbp("S(1)") == S(1)

@@ -100,6 +100,26 @@ struct moe_rules {
   constexpr bool expert_axis(int a) const { return ((ep_axes >> a) & 1u) != 0; }
 };
 
+}  // namespace detail
+
+/// The knobs of an expert plan beyond the expert itself (make_expert_plan); each default is the
+/// knob off. Example: make_expert_plan(problem, expert::zero, {.zero_stage = 2}).
+struct expert_knobs {
+  bool sequence_parallel = false;  ///< megatron's sp: the sequence split on its tensor-parallel axis
+  int zero_stage = 3;              ///< ZeRO's stage: 1 optimizer state sharded, 2 and gradients, 3 and parameters
+  int cp_axis = -1;                ///< megatron's context-parallel axis, -1: none
+  bool sharded_optimizer = false;  ///< megatron's dopt=1: each parameter updated in slices (zero_stage is then 1)
+  detail::moe_rules moe{};         ///< megatron's ep and etp as layout rules
+};
+
+namespace detail {
+
+/// What the expert rules know of an op beyond its signature (expert_pick_op works them out).
+struct op_facts {
+  bool router_linear = false;  ///< it computes router logits, replicated on the tensor-parallel axis
+  bool fc_region = false;      ///< it is a linear or reads, directly or through other ops, a linear's output
+};
+
 inline bool is_moe_op(op_kind k) {
   return k == op_kind::router || k == op_kind::load_balance || k == op_kind::dispatch || k == op_kind::experts ||
          k == op_kind::combine;
@@ -115,12 +135,12 @@ inline bool obeys_experts(const signature& sig, int a, bool expert_axis, bool et
   return x == S(2) && sig.params[0][a].is_broadcast() && sig.params[1][a].is_broadcast() && sig.params[2][a].is_broadcast();
 }
 
-// Whether candidate sig of op n obeys expert e on every mesh axis (cp_axis: megatron's
-// context-parallel axis, or -1; moe: its expert rules; router_linear: n computes router
-// logits, replicated on the tensor-parallel axis as Megatron-Core keeps its router; fc_region:
-// n is a linear or reads, directly or through other ops, a linear's output: fc_region_of).
-inline bool obeys(expert e, const op_node& n, const signature& sig, int axes, bool sp = false, int cp_axis = -1,
-                  moe_rules moe = {}, bool router_linear = false, bool fc_region = false) {
+// Whether candidate sig of op n obeys expert e, with knobs k, on every mesh axis (a router
+// linear is replicated on the tensor-parallel axis, as Megatron-Core keeps its router).
+inline bool obeys(expert e, const op_node& n, const signature& sig, int axes, const expert_knobs& k = {}, op_facts f = {}) {
+  const bool sp = k.sequence_parallel, router_linear = f.router_linear, fc_region = f.fc_region;
+  const int cp_axis = k.cp_axis;
+  const moe_rules& moe = k.moe;
   const bool matrix = n.kind == op_kind::linear && !n.params.empty() && n.params[0].rank() == 2;
   if (e == expert::owt && matrix) {  // model parallel on every axis (prefers: on the outputs)
     for (int a = 0; a < axes; ++a)
@@ -306,8 +326,7 @@ inline bool feeds_router(const graph& g, int i) {
 // column/row pairing, for 2d the alternation; among those, the ones it prefers where there are
 // any), the one cheapest with its placed producers; none obeys: the cheapest of all (pass 2),
 // and the op is named in relaxed. fc_region: fc_region_of the model.
-inline void expert_pick_op(const plan_problem& problem, expert e, bool sp, int cp_axis, moe_rules moe,
-                           const expert_storage_rule& storage, const std::vector<char>& fc_region,
+inline void expert_pick_op(const plan_problem& problem, expert e, const expert_knobs& knobs, const expert_storage_rule& storage, const std::vector<char>& fc_region,
                            const std::vector<int>& in_edges, int i, expert_plan& r) {
   const graph& g = problem.model();
   const choice_problem& cp = problem.untied();
@@ -318,10 +337,11 @@ inline void expert_pick_op(const plan_problem& problem, expert e, bool sp, int c
       e == expert::megatron && !router_linear ? megatron_weight_split(problem, r.pick, i) : std::nullopt;
   const std::optional<nd_sbp> block = e == expert::two_d ? two_d_weight(problem, r.pick, i) : std::nullopt;
   const bool fc = at(fc_region, i) != 0;
+  const op_facts facts{router_linear, fc};
   for (int pass = 0; pass < 3 && at(r.pick, i) < 0; ++pass) {
     double best = std::numeric_limits<double>::infinity();
     for (int c = 0; c < int(sigs.size()); ++c) {
-      if (pass < 2 && !obeys(e, at(g.ops, i), at(sigs, c), axes, sp, cp_axis, moe, router_linear, fc)) continue;
+      if (pass < 2 && !obeys(e, at(g.ops, i), at(sigs, c), axes, knobs, facts)) continue;
       if (pass < 2 && split && !(at(sigs, c).params[0][axes - 1] == *split)) continue;
       if (pass < 2 && block && !(at(sigs, c).params[0] == *block)) continue;
       if (pass == 0 && !prefers(e, problem, r.pick, i, at(sigs, c), fc)) continue;
@@ -357,17 +377,12 @@ inline void expert_store_params(const plan_problem& problem, const expert_storag
 
 }  // namespace detail
 
-/// The expert plan e of problem; sp: sequence parallelism on megatron's tensor-parallel axis;
-/// zero_stage: which of ZeRO's stages (1: optimizer state sharded, 2: and gradients, 3: and
-/// parameters; strategy::zero); cp_axis: megatron's context-parallel axis (-1: none);
-/// sharded_optimizer: megatron's distributed optimizer (dopt=1: each parameter updated in
-/// slices over its replicas, ZeRO-1's layouts; zero_stage is then 1); moe: megatron's ep and
-/// etp as layout rules.
-inline expert_plan make_expert_plan(const plan_problem& problem, expert e, bool sp = false, int zero_stage = 3,
-                                    int cp_axis = -1, bool sharded_optimizer = false, detail::moe_rules moe = {}) {
+/// The expert plan e of problem with its knobs (expert_knobs: megatron's sp, cp, dopt, ep and
+/// etp; ZeRO's stage). Example: make_expert_plan(problem, expert::megatron, {.sequence_parallel = true}).
+inline expert_plan make_expert_plan(const plan_problem& problem, expert e, const expert_knobs& knobs = {}) {
   const choice_problem& cp = problem.untied();
-  if (sharded_optimizer) zero_stage = 1;
-  const detail::expert_storage_rule storage{problem, e, zero_stage, sharded_optimizer};
+  const int zero_stage = knobs.sharded_optimizer ? 1 : knobs.zero_stage;
+  const detail::expert_storage_rule storage{problem, e, zero_stage, knobs.sharded_optimizer};
   if (storage.zero_12() && !(zero_stage == 1 ? problem.options().zero1_layouts : problem.options().zero2_layouts))
     detail::fail<layout_error>("zero:stage=" + detail::itos(zero_stage) + " needs ZeRO-" + detail::itos(zero_stage) +
                                "'s layouts in the problem (plan_options::zero" + detail::itos(zero_stage) +
@@ -402,7 +417,7 @@ inline expert_plan make_expert_plan(const plan_problem& problem, expert e, bool 
       continue;
     }
     const std::size_t relaxed = r.relaxed.size();
-    detail::expert_pick_op(problem, e, sp, cp_axis, moe, storage, fc_region, at(in_edges, i), i, r);
+    detail::expert_pick_op(problem, e, knobs, storage, fc_region, at(in_edges, i), i, r);
     done.emplace(std::move(key), std::pair<int, bool>{at(r.pick, i), r.relaxed.size() > relaxed});
   }
   detail::expert_store_params(problem, storage, r);

@@ -123,7 +123,7 @@ inline std::vector<stage_figures> stage_figures_of(const unit_costs& u, const pi
     r.push_back(f);
   }
   // a tied parameter on two stages: each updates its copy, and they all-reduce the gradient (2
-  // devices: T bytes each way, 2 steps; DESIGN.md's table)
+  // devices: T bytes each way, 2 steps; sbp/boxing.hpp's table)
   auto stage_of = [&r](int unit) {
     int i = 0;
     while (i + 1 < int(r.size()) && at(r, i + 1).first_unit <= unit) ++i;

@@ -11,7 +11,7 @@
 // or the storage itself (every use synchronised on its own, then added).
 // Edges: an activation from producer to consumer costs the boxing of the forward tensor
 // (producer's output layout -> consumer's input layout) plus the backward boxing of its gradient
-// (dual(consumer layout) -> dual(producer layout); DESIGN.md: B and P are dual, S stays S).
+// (dual(consumer layout) -> dual(producer layout); B and P are dual, S stays S).
 // Box once for all consumers: an output read by several ops of its own repeated block keeps that
 // edge for its first reader f only; each later reader i takes a chained edge from f's input,
 // priced on (f's input layout, i's input layout): forward it boxes f's copy (free, read in place,

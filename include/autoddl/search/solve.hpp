@@ -123,7 +123,7 @@ inline std::vector<std::vector<int>> expert_starts(const plan_problem& problem) 
     expert_picks.push_back(make_expert_plan(problem, e).pick);
   }
   if (problem.options().zero2_layouts)  // ZeRO-2 (ZeRO-1 sends as much, holds more)
-    expert_picks.push_back(make_expert_plan(problem, expert::zero, false, 2).pick);
+    expert_picks.push_back(make_expert_plan(problem, expert::zero, {.zero_stage = 2}).pick);
   return expert_picks;
 }
 
@@ -352,13 +352,15 @@ inline void solve_expert(const plan_problem& problem, const plan_strategy& s, pl
   const auto* z = std::get_if<strategy::zero>(&s);
   const int cp_axis = context_parallel_axis(s, problem.options().mesh);
   if (cp_axis >= 0) check_context_parallel(problem.model(), mg->cp);
-  detail::moe_rules moe;
+  expert_knobs knobs{.sequence_parallel = mg && mg->sp, .zero_stage = z ? z->stage : 3, .cp_axis = cp_axis,
+                     .sharded_optimizer = mg && mg->dopt};
+  detail::moe_rules& moe = knobs.moe;
   if (mg) {
     moe.ep_axes = expert_parallel_axes(s, problem.options().mesh);
     moe.etp_split = mg->etp == 0 ? !folded_experts(*mg, problem.options().mesh) : mg->etp > 1;
     if (moe.ep_axes != 0) check_expert_parallel(problem.model(), mg->ep);
   }
-  expert_plan ep = make_expert_plan(problem, e, mg && mg->sp, z ? z->stage : 3, cp_axis, mg && mg->dopt, moe);
+  expert_plan ep = make_expert_plan(problem, e, knobs);
   if ((e == expert::dp || e == expert::zero) && !ep.relaxed.empty()) {
     const graph& g = problem.model();
     fail<layout_error>("the " + to_string(s) + " plan splits the batch over all " + itos(problem.options().mesh.devices()) +

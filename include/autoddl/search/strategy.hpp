@@ -19,6 +19,7 @@
 
 #include "autoddl/cost/memory.hpp"
 #include "autoddl/error.hpp"
+#include "autoddl/parse_number.hpp"
 #include "autoddl/sbp/mesh_shape.hpp"
 #include "autoddl/text.hpp"
 
@@ -180,10 +181,9 @@ constexpr strategy::megatron parse_megatron_knobs(std::string_view text, std::st
       fail<parse_error>("unknown knob '" + std::string(kv) + "' in strategy '" + std::string(text) +
                                 "'; megatron takes tp=T, pp=P, cp=C, dp=D, mbs=B, recompute=none|selective|full, "
                                 "sp=1, vpp=V, dopt=1, ep=E and etp=T");
-    cursor c{value};
-    const std::int64_t n = c.number();
+    const std::int64_t n = parse_number_or_none<std::int64_t>(value).value_or(-1);
     const bool flag = key == "sp" || key == "dopt";
-    if (n < (flag ? 0 : 1) || !c.done() || (flag && n > 1) || n > max_strategy_knob) {
+    if (n < (flag ? 0 : 1) || (flag && n > 1) || n > max_strategy_knob) {
       std::string rule = "0 or 1";
       if (!flag) rule = "a positive integer up to " + itos(max_strategy_knob);
       fail<parse_error>(std::string(key) + " in strategy '" + std::string(text) + "' must be " + rule + ", got '" +

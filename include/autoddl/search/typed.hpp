@@ -36,7 +36,7 @@ inline std::vector<int> chosen_signatures(const plan_problem& problem, const pla
 }
 
 /// Bytes per device the plan's activation boxings move, forward and backward (the gradient
-/// boxing dual(in) -> dual(out), DESIGN.md), on the planner's paths. Parameter edges excluded.
+/// boxing dual(in) -> dual(out): B and P are dual, S stays S), on the planner's paths. Parameter edges excluded.
 inline std::int64_t activation_boxing_bytes(const plan_problem& problem, const std::vector<int>& pick) {
   std::int64_t bytes = 0;
   const auto& edges = problem.edge_infos();

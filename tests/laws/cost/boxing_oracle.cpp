@@ -1,8 +1,8 @@
 // Oracle for the cheapest alpha-beta boxing (cost/boxing_path.hpp, cost/collective_cost.hpp):
 // the library's price of every pair of nd-SBPs of a small 2-D tensor on meshes 2, 4, 2x2 and 2x3
-// against paths enumerated and priced here, from DESIGN.md's single-axis table and the
-// Thakur-Rabenseifner-Gropp ring costs, without the library's make_step, collective_time or
-// group_bytes:
+// against paths enumerated and priced here, from the single-axis boxing table (nccl-tests' bus
+// factors, ring steps) and the Thakur-Rabenseifner-Gropp ring costs, without the library's
+// make_step, collective_time or group_bytes:
 //   - brute force: every sequence of up to 3 single-axis steps; the library is never dearer than
 //     any of them, and equals their minimum wherever the optimum takes at most 3 steps;
 //   - Floyd-Warshall over the same hand-written step table gives the optimum at any length;
@@ -27,9 +27,9 @@ namespace {
 
 constexpr double inf = std::numeric_limits<double>::infinity();
 
-// ---- the single-axis step table, written from DESIGN.md --------------------------------------
+// ---- the single-axis step table, written from nccl-tests' bus factors and ring steps ------------
 
-// A split dim must be divisible by the product of the mesh sizes that split it (DESIGN.md).
+// A split dim must be divisible by the product of the mesh sizes that split it (even shards only).
 bool shards_evenly(const nd_sbp& s, const mesh_shape& m, const tensor_shape& t) {
   for (int d = 0; d < t.rank(); ++d) {
     std::int64_t parts = 1;

@@ -1,4 +1,4 @@
-// Laws of boxing on real data (STYLE.md rule 13), over the paths the planner prices and the
+// Laws of boxing on real data, over the paths the planner prices and the
 // executor runs (boxing_cost: alpha-beta cheapest path, ring all-reduce merged):
 //   a -> b -> a gives back the shard a rank started with (where a holds a partial sum, the
 //   addends may differ, so the settled tensors are compared with the global one);

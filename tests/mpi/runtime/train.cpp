@@ -1,4 +1,4 @@
-// The central invariant (DESIGN.md): any valid plan computes the same loss, gradients and
+// The library's central invariant: any valid plan computes the same loss, gradients and
 // updated parameters as serial execution, with any micro-batches and recomputation. Random plans
 // (fixed seeds, printed) of small GPT, VGG and MLP models on the job's ranks, on 1-D and 2-D
 // meshes, against a serial run on rank 0; every step sends exactly the bytes the plan was priced

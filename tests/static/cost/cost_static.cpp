@@ -87,7 +87,6 @@ static_assert(mlp_step(overlap_rule::grad_sync_with_backward) < mlp_step(overlap
 constexpr std::int64_t params = 2 * 1024 * 4096;
 constexpr memory_breakdown mem{params * 4, params * 4, optimizer_state_bytes(optimizer::adam, params, dtype::fp32), 0, 0};
 static_assert(mem.total() == params * 16);
-static_assert(fits(mem, 16e9));
 }  // namespace
 
 int main() {}

@@ -23,7 +23,7 @@ static_assert(parse_mesh("2x2x2").devices() == 8);
 static_assert(local_shape({12, 64}, parse_layout("[S(0),S(1)]@2x4")) == tensor_shape{6, 16});
 static_assert(divisibility_problem({12, 64}, parse_layout("[S(0),B]@8x1")).size() > 0);
 
-// boxing table (DESIGN.md)
+// boxing table (sbp/boxing.hpp)
 static_assert(classify(S(0), B) == collective::all_gather);
 static_assert(classify(P, S(0)) == collective::reduce_scatter);
 static_assert(bytes_factor(collective::all_reduce, 8).of(800) == 1400);

@@ -97,3 +97,19 @@ TEST_CASE("whole-convolution calls equal a direct convolution in double, where t
   std::vector<float> xs(32), ws(5 * 36), ys(40);
   CHECK_FALSE(d.conv_fwd_direct<float>(small, 5, xs, ws, {}, ys));
 }
+
+#if AUTODDL_HAS_DNNL
+TEST_CASE("a oneDNN convolution leaves the caller's OpenMP thread count as it found it", "[backend][conv]") {
+  // oneDNN runs on one thread for the call; the program's own setting (here 3) holds after it
+  cpu_device d;
+  const window_geom g{2, 3, 8, 8, 3, 1, 1};
+  const std::int64_t o = 5;
+  const auto x = uniform(std::size_t(g.n * g.c * g.h * g.w), 11), w = uniform(std::size_t(o * g.c * g.kernel * g.kernel), 12);
+  std::vector<float> y(std::size_t(g.n * o * g.out_h() * g.out_w()));
+  const int before = omp_get_max_threads();
+  omp_set_num_threads(3);
+  REQUIRE(d.conv_fwd_direct<float>(g, o, x, w, {}, y));
+  CHECK(omp_get_max_threads() == 3);
+  omp_set_num_threads(before);
+}
+#endif

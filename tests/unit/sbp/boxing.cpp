@@ -4,7 +4,7 @@
 
 using namespace autoddl;
 
-TEST_CASE("single-axis boxing follows DESIGN.md's table", "[sbp][boxing]") {
+TEST_CASE("single-axis boxing follows the bus-bandwidth table of nccl-tests", "[sbp][boxing]") {
   CHECK(classify(S(0), B) == collective::all_gather);
   CHECK(classify(P, B) == collective::all_reduce);
   CHECK(classify(P, S(1)) == collective::reduce_scatter);

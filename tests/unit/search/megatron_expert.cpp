@@ -124,7 +124,8 @@ TEST_CASE("an expert plan's repeated blocks take the picks the greedy gives op b
           want.pick.assign(std::size_t(cp.nodes()), -1);
           const std::vector<char> fc_region = detail::fc_region_of(problem.model());
           for (int i = 0; i < int(problem.model().ops.size()); ++i)
-            detail::expert_pick_op(problem, e, sp, -1, {}, storage, fc_region, in_edges[std::size_t(i)], i, want);
+            detail::expert_pick_op(problem, e, {.sequence_parallel = sp, .zero_stage = stage}, storage, fc_region,
+                                   in_edges[std::size_t(i)], i, want);
           // each parameter stored as the user of its first parameter edge computes with it
           const int nops = int(problem.model().ops.size());
           for (int p = 0; p < int(problem.model().params.size()); ++p) {
@@ -137,7 +138,7 @@ TEST_CASE("an expert plan's repeated blocks take the picks the greedy gives op b
               break;
             }
           }
-          const expert_plan got = make_expert_plan(problem, e, sp, stage);
+          const expert_plan got = make_expert_plan(problem, e, {.sequence_parallel = sp, .zero_stage = stage});
           CHECK(got.pick == want.pick);
           CHECK(got.relaxed == want.relaxed);
         }

@@ -5,7 +5,7 @@
 //     FLOPs shared by the devices that split its work, at the device's peak times its gemm
 //     efficiency (docs/cost-model.md);
 //   - a boxing_book shared by problems of one context prices every change of one mesh axis as
-//     the collective's alpha-beta closed form (DESIGN.md's boxing table, docs/cost-model.md:
+//     the collective's alpha-beta closed form (the boxing table, docs/cost-model.md:
 //     ring all-gather, reduce-scatter and all-reduce, pairwise all-to-all), and every other
 //     change as boxing_cost finds it alone; problems of one context share one book, of another
 //     context not;

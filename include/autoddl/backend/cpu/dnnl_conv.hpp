@@ -6,8 +6,10 @@
 // reorders in and out). cpu_window_primitives' conv_*_direct take this path for float where the
 // output plane has at least 16 elements and AUTODDL_CONV is not `im2col`; everything else (double,
 // the 2x2 planes of a VGG's last stage, where im2col and one GEMM measured faster, builds without
-// oneDNN) keeps im2col + GEMM. One thread per rank, as OpenBLAS runs: the OpenMP runtime oneDNN
-// was built with is told so on each thread before its first convolution.
+// oneDNN) keeps im2col + GEMM. One thread per rank, as OpenBLAS runs: each call sets the calling
+// thread's OpenMP thread count to 1 for its own duration and restores it on return (oneDNN's
+// OpenMP build offers no per-call limit of its own), so a program's OpenMP code around it keeps
+// its thread count.
 // Without AUTODDL_DNNL (or without <dnnl.hpp>) every function here answers false.
 #include <cstdint>
 #include <cstdlib>
@@ -24,6 +26,7 @@
 #include <dnnl.hpp>
 #define AUTODDL_HAS_DNNL 1
 extern "C" void omp_set_num_threads(int);
+extern "C" int omp_get_max_threads(void);
 #else
 #define AUTODDL_HAS_DNNL 0
 #endif
@@ -62,7 +65,6 @@ struct dnnl_conv_context {
   std::map<std::tuple<std::int64_t, std::int64_t, std::int64_t, std::int64_t, std::int64_t, int, int, int>,
            std::unique_ptr<dnnl_conv_set>>
       sets;
-  dnnl_conv_context() { omp_set_num_threads(1); }
 
   /// The primitives of this geometry, or null where oneDNN has none for it (the caller then takes
   /// im2col and a GEMM; a geometry is asked once per thread).
@@ -112,6 +114,18 @@ struct dnnl_conv_context {
   }
 };
 
+/// One OpenMP thread for oneDNN while it lives; the calling thread's own count again after.
+class one_omp_thread {
+ public:
+  one_omp_thread() : before_(omp_get_max_threads()) { omp_set_num_threads(1); }
+  ~one_omp_thread() { omp_set_num_threads(before_); }
+  one_omp_thread(const one_omp_thread&) = delete;
+  one_omp_thread& operator=(const one_omp_thread&) = delete;
+
+ private:
+  int before_;
+};
+
 inline dnnl_conv_context& dnnl_conv_here() {
   thread_local dnnl_conv_context c;
   return c;
@@ -120,6 +134,7 @@ inline float* mutable_ptr(const float* p) { return const_cast<float*>(p); }  // 
 
 /// y = conv(x, w) + b (b may be null) on NCHW / OIHW floats; false where oneDNN does not run it.
 inline bool dnnl_conv_fwd(const window_geom& g, std::int64_t o, const float* x, const float* w, const float* b, float* y) {
+  const one_omp_thread one_thread;  // primitives are made and run with it
   dnnl_conv_context& c = dnnl_conv_here();
   dnnl_conv_set* set = c.get(g, o);
   if (!set) return false;
@@ -140,6 +155,7 @@ inline bool dnnl_conv_fwd(const window_geom& g, std::int64_t o, const float* x, 
 
 /// dx = the input gradient of conv(x, w) given dy; false where oneDNN does not run it.
 inline bool dnnl_conv_bwd_data(const window_geom& g, std::int64_t o, const float* w, const float* dy, float* dx) {
+  const one_omp_thread one_thread;  // primitives are made and run with it
   dnnl_conv_context& c = dnnl_conv_here();
   dnnl_conv_set* set = c.get(g, o);
   if (!set) return false;
@@ -155,6 +171,7 @@ inline bool dnnl_conv_bwd_data(const window_geom& g, std::int64_t o, const float
 
 /// dw (and db where not null) of conv(x, w) + b given dy, overwritten; false where oneDNN does not run it.
 inline bool dnnl_conv_bwd_weights(const window_geom& g, std::int64_t o, const float* x, const float* dy, float* dw, float* db) {
+  const one_omp_thread one_thread;  // primitives are made and run with it
   dnnl_conv_context& c = dnnl_conv_here();
   dnnl_conv_set* set = c.get(g, o);
   if (!set) return false;

@@ -1,5 +1,5 @@
 #pragma once
-// A start-up check of the BLAS the CPU device calls (DESIGN.md, "Trust no library blindly"): a
+// A start-up check of the BLAS the CPU device calls (trust no library blindly): a
 // library whose GEMM computes a wrong value for one form on one CPU makes every plan train a
 // wrong model, silently. check_cpu_gemm<T>() runs each form the executor's kernels call
 // (runtime/kernels: alpha 1, beta 0, tight leading dimensions; A and B each plain or transposed)

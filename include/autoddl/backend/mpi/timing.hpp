@@ -2,7 +2,7 @@
 // Timing one ring collective on one communicator, the way calibration and the collectives
 // benchmark both measure: all ranks synchronise, run the collective, and the run's time is the
 // slowest rank's (MPI_MAX); the result is the median over repetitions after one warm-up run.
-// Group bytes T follow DESIGN.md's table: all-gather / reduce-scatter / all-reduce run on a
+// Group bytes T follow sbp/boxing.hpp's table: all-gather / reduce-scatter / all-reduce run on a
 // buffer of T bytes (n chunks); all-to-all exchanges a per-rank shard of T/n bytes.
 #include <algorithm>
 #include <cstdint>

@@ -18,7 +18,7 @@
 //                                                  topology; the group's sum, (n-1) count sizeof(T),
 //                                                  holds whatever the order)
 //   send            ncclSend(count)                count * sizeof(T)
-// For the collectives of DESIGN.md's table these equal the cost model's bytes per device, which
+// For the collectives of sbp/boxing.hpp's table these equal the cost model's bytes per device, which
 // the tests check (tests/cuda/backend/nccl.cpp).
 //
 // Everything is queued on stream() (by default the cuda_device's stream, so collectives are

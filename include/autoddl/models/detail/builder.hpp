@@ -51,6 +51,7 @@ class graph_builder {
     for (int id : params) n.params.push_back(at(g_.params, id).shape);
     n.outputs = infer_outputs(n);
     for (const tensor_shape& o : n.outputs) check_size("the output of op '" + n.name + "'", o);
+    assign_param_roles(g_, n);
     g_.ops.push_back(std::move(n));
     g_.op_inputs.push_back(std::move(ins));
     g_.block.push_back(block_);

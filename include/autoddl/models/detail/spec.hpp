@@ -7,8 +7,9 @@
 #include <utility>
 #include <vector>
 
-#include "autoddl/text.hpp"
 #include "autoddl/error.hpp"
+#include "autoddl/parse_number.hpp"
+#include "autoddl/text.hpp"
 
 namespace autoddl::detail {
 
@@ -73,14 +74,15 @@ class spec_reader {
     return v ? *v : dflt;
   }
   /// A positive integer value up to `most`, or dflt when the key is absent.
+  /// @throws parse_error when the value is not a whole number (parse_number.hpp), error when it
+  /// is below 1 or above `most`.
   std::int64_t count(std::string_view key, std::int64_t dflt, std::int64_t most = std::int64_t(1) << 40) const {
     const std::string* v = find(key);
     if (!v) return dflt;
-    cursor c{*v};
-    std::int64_t n = c.number();
-    if (n < 0 || !c.done())
+    const std::int64_t n = parse_number<std::int64_t>(*v, where(key));
+    if (n < 0)
       fail<parse_error>("model spec '" + s_.text + "': " + std::string(key) + "=" + *v +
-                        " is not a whole number; write e.g. " + std::string(key) + "=" + itos(dflt));
+                        " is negative; write a size such as " + std::string(key) + "=" + itos(dflt));
     if (n == 0)
       fail<error>("model spec '" + s_.text + "': " + std::string(key) + "=0 makes no model; use a size of at least 1");
     if (n > most)
@@ -97,22 +99,23 @@ class spec_reader {
                         std::string(key) + "=1 or " + std::string(key) + "=0");
     return *v == "1";
   }
-  /// A probability in [0, 1) written as a decimal ("0.1", "0"), or dflt when the key is absent.
+  /// A probability in [0, 1) ("0.1", "0", "1e-2"), or dflt when the key is absent.
   double fraction(std::string_view key, double dflt) const {
     const std::string* v = find(key);
     if (!v) return dflt;
-    double x = 0;
-    if (!decimal_value(*v, x) || !(x < 1))
+    const double x = parse_number<double>(*v, where(key));
+    if (!(x >= 0) || !(x < 1))
       fail<parse_error>("model spec '" + s_.text + "': " + std::string(key) + "=" + *v +
                         " is not a probability below 1; write e.g. " + std::string(key) + "=0.1");
     return x;
   }
-  /// A non-negative decimal ("1.25", "0"), or dflt when the key is absent.
+  /// A non-negative decimal ("1.25", "0"), the double nearest the text, or dflt when the key is
+  /// absent.
   double decimal(std::string_view key, double dflt) const {
     const std::string* v = find(key);
     if (!v) return dflt;
-    double x = 0;
-    if (!decimal_value(*v, x))
+    const double x = parse_number<double>(*v, where(key));
+    if (!(x >= 0))
       fail<parse_error>("model spec '" + s_.text + "': " + std::string(key) + "=" + *v +
                         " is not a non-negative decimal; write e.g. " + std::string(key) + "=1.25");
     return x;
@@ -120,19 +123,7 @@ class spec_reader {
   const model_spec& spec() const { return s_; }
 
  private:
-  static bool decimal_value(const std::string& v, double& x) {
-    double scale = 1;
-    bool digits = false, point = false;
-    x = 0;
-    for (char ch : v) {
-      if (ch == '.' && !point) { point = true; continue; }
-      if (ch < '0' || ch > '9') return false;
-      digits = true;
-      if (point) x += (scale /= 10) * (ch - '0');
-      else x = x * 10 + (ch - '0');
-    }
-    return digits;
-  }
+  std::string where(std::string_view key) const { return "model spec '" + s_.text + "': " + std::string(key); }
 
   const model_spec& s_;
   std::vector<std::string> keys_;

@@ -322,7 +322,7 @@ class typed_model {
   }
 
   /// The runtime graph: one op per record, parameters named after their op (".W", ".b",
-  /// ".gamma", ".beta": a norm's gamma starts at 1), repeat<> copies marked as blocks.
+  /// ".gamma", ".beta") with the roles of their slots, repeat<> copies marked as blocks.
   /// @throws layout_error without a loss.
   static graph to_graph(std::string name = "typed") {
     graph g;
@@ -348,6 +348,7 @@ class typed_model {
         const int f = at(l.from, j);
         ins.push_back(f >= 0 ? tensor_ref{f, 0} : tensor_ref{-1, f == -2 ? 1 : 0});
       }
+      assign_param_roles(g, n);
       g.ops.push_back(std::move(n));
       g.op_inputs.push_back(std::move(ins));
       g.block.push_back(l.block);

@@ -7,7 +7,7 @@
 //   linear X[S(1)] W[S(0)] -> Y[P] is the local product (a partial sum); a P bias is stored on
 //   one device and zeros elsewhere, so the kernel just adds the local bias.
 // - backward takes the local block of dY laid out dual(Y) and returns the local blocks of the
-//   input and parameter gradients laid out dual(X), dual(W) (DESIGN.md: gradient of B is P, of
+//   input and parameter gradients laid out dual(X), dual(W) (backward is derived from forward: gradient of B is P, of
 //   P is B, of S stays S). It only computes local products; the executor does the boxing.
 #include <array>
 #include <cstddef>

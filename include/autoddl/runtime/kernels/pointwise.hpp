@@ -1,7 +1,7 @@
 #pragma once
 // Kernels of the element-wise and row-wise ops on local shards: relu, gelu, silu, dropout, add,
 // mul, reshape, max-pool, layernorm, rmsnorm, softmax, rotary. None of them ever sees P in its
-// nonlinear input (DESIGN.md); row-wise ops see whole rows (the last dim is never split, or, for
+// nonlinear input (f(a) + f(b) != f(a + b)); row-wise ops see whole rows (the last dim is never split, or, for
 // a grouped rmsnorm, split in whole groups).
 // Dropout keys its mask by (seed, op id, global element index), so a B copy on every device
 // draws the same mask and any layout draws the serial mask.
