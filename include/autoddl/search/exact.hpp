@@ -233,17 +233,16 @@ class series_parallel_reduction {
 
   /// The optimum, or nullopt when some step finds no node of degree <= 2 (not series-parallel,
   /// and not `branch`) or the budget ran out.
+  /// The node eliminated next is the live node of degree <= 2 with the least index, found from
+  /// scan_from_ (every live node below it has degree > 2): a chain of n nodes reduces in O(n).
   std::optional<exact_result> solve() {
     if (timed_out_) return std::nullopt;
     while (true) {
       int b = -1;
-      bool any = false;
-      for (int i = 0; i < p_.nodes() && b < 0; ++i)
-        if (at(alive_, i)) {
-          any = true;
-          if (at(nbr_, i).size() <= 2) b = i;
-        }
-      if (!any) return back_substitute();
+      for (int i = scan_from_; i < p_.nodes() && b < 0; ++i)
+        if (at(alive_, i) && at(nbr_, i).size() <= 2) b = i;
+      if (b >= 0) scan_from_ = b;
+      if (b < 0 && alive_left_ == 0) return back_substitute();
       if (spent()) return std::nullopt;
       if (b < 0) return branch_ ? solve_by_branching() : std::nullopt;
       eliminate(b);
@@ -302,7 +301,14 @@ class series_parallel_reduction {
     if (ns.empty()) eliminate_isolated(b);
     else if (ns.size() == 1) eliminate_leaf(b, ns[0]);
     else eliminate_series(b, ns[0], ns[1]);
-    at(alive_, b) = 0;
+    retire(b, ns);
+  }
+
+  // Node n is gone; its neighbours ns may have fallen to degree <= 2 (solve's scan_from_).
+  void retire(int n, const std::vector<int>& ns) {
+    at(alive_, n) = 0;
+    --alive_left_;
+    for (int m : ns) scan_from_ = std::min(scan_from_, m);
   }
 
   void eliminate_isolated(int b) {
@@ -368,7 +374,7 @@ class series_parallel_reduction {
     }
     constant_ += at(at(unary_, n), x);
     undo_.push_back({n, -1, -1, {x}, 1, {}, {}});
-    at(alive_, n) = 0;
+    retire(n, ns);
   }
 
   // The picks of live node n worth fixing: one per tuple of its classes on its edges (the
@@ -454,6 +460,8 @@ class series_parallel_reduction {
   std::map<std::pair<int, int>, pick_cost_matrix> adj_;  ///< (a, b) with a < b -> [pick a][pick b]
   std::vector<std::map<int, bool>> nbr_;
   std::vector<char> alive_;
+  int alive_left_ = int(alive_.size());  ///< live nodes
+  int scan_from_ = 0;                     ///< every live node below it has degree > 2
   std::vector<elimination_undo> undo_;
   double constant_ = 0;
   series_parallel_budget budget_;
