@@ -163,11 +163,16 @@ class megatron_search {
   }
   // The plan of knobs m: a pipeline where m.pp > 1, else a flat plan. Throws error where the
   // mesh, the batch or the sequence does not split that way.
+  // A pipeline no faster than the best point's, where that fits, is not replayed
+  // (plan_megatron_pipeline's rival): it does not become the best (better_megatron), and round()
+  // reads no memory of a point at least as slow as the best.
   megatron_layout_plan plan_of(const strategy::megatron& m) const {
     megatron_layout_plan r;
     r.knobs = m;
     if (m.pp > 1) {
-      r.pipeline = plan_megatron_pipeline(build_, batch_, base_, m, pin_, seed_);
+      const megatron_layout_plan* rival = best_ ? &*seen_.at(*best_) : nullptr;
+      r.pipeline = plan_megatron_pipeline(build_, batch_, base_, m, pin_, seed_,
+                                          rival && rival->feasible ? std::optional<double>(rival->time) : std::nullopt);
       r.time = r.pipeline->time;
       r.feasible = r.pipeline->feasible;
       r.peak_memory = r.pipeline->peak_memory();

@@ -37,12 +37,14 @@ namespace autoddl {
 /// then the cuts. The layout search sees p times the memory limit (a stage keeps about 1/p of
 /// the model); the cuts then hold every stage to the limit itself. with_gap: the stage layouts'
 /// gap to the exact reference (attach_optimal_gap), for auto; runner_ups: their runner-ups
-/// (attach_runner_ups).
+/// (attach_runner_ups); replay_below: where the step is no faster than it, the stages are not
+/// replayed (pipeline_plan::replayed).
 /// Throws layout_error when p does not divide the outermost axis or exceeds the layers.
 inline pipeline_plan plan_pipeline(const std::function<graph(int)>& build, std::int64_t batch, const plan_options& base,
                                    const plan_strategy& stage_strategy, const pipeline_shape& s,
                                    std::optional<recompute_mode> recompute, std::uint64_t seed = 1,
-                                   bool with_gap = true, bool runner_ups = true) {
+                                   bool with_gap = true, bool runner_ups = true,
+                                   std::optional<double> replay_below = std::nullopt) {
   plan_options sub = base;
   sub.mesh = stage_mesh(base.mesh, s.stages);
   sub.memory_limit = memory_limit_of(base) * s.stages;
@@ -54,7 +56,7 @@ inline pipeline_plan plan_pipeline(const std::function<graph(int)>& build, std::
   micro_batched_plan layouts = plan_micro_batched(build, batch, sub, stage_strategy, pin, seed);
   pipeline_shape shape = s;
   shape.microbatches = layouts.microbatches;
-  return detail::price_pipeline(std::move(layouts), shape, base);
+  return detail::price_pipeline(std::move(layouts), shape, base, replay_below);
 }
 
 namespace detail {
@@ -172,10 +174,14 @@ class pipeline_search {
 
 /// The pipeline plan of a megatron strategy with pp > 1 (its tp, dp, mbs, recompute, sp and vpp;
 /// micro-batches as `pin` or, unset, the planner's choice among a few multiples of pp).
+/// rival: the step time of a feasible plan the caller has; where one micro-batch count and one
+/// recomputation are all this tries (mbs or pin, recompute or pin), a plan no faster than the
+/// rival is not replayed (pipeline_plan::replayed): whatever its memory, it does not beat the
+/// rival, and the stage replays are most of a point's price.
 /// @pre pipeline_stages(s) > 1
 inline pipeline_plan plan_megatron_pipeline(const std::function<graph(int)>& build, std::int64_t batch,
                                             const plan_options& base, const plan_strategy& s, step_settings pin,
-                                            std::uint64_t seed = 1) {
+                                            std::uint64_t seed = 1, std::optional<double> rival = std::nullopt) {
   check_strategy(s, base.mesh);
   const auto& m = std::get<strategy::megatron>(s);
   if (m.recompute) pin.recompute = m.recompute;
@@ -184,13 +190,15 @@ inline pipeline_plan plan_megatron_pipeline(const std::function<graph(int)>& bui
   std::vector<int> counts = pin.microbatches ? std::vector<int>{*pin.microbatches}
                                              : detail::pipeline_microbatch_counts(batch, m.pp);
   if (m.mbs > 0) counts = {1};  // its mbs says (plan_pipeline)
+  // one plan decides (no count or recomputation compared): it may go unreplayed
+  const std::optional<double> replay_below = counts.size() == 1 && pin.recompute ? rival : std::nullopt;
   std::optional<pipeline_plan> best;
   std::optional<layout_error> unsplit;  // the first count the layout could not split, where none could
   for (int c : counts) {
     pipeline_shape sh = shape;
     sh.microbatches = c;
     try {
-      pipeline_plan p = plan_pipeline(build, batch, base, inner, sh, pin.recompute, seed);
+      pipeline_plan p = plan_pipeline(build, batch, base, inner, sh, pin.recompute, seed, true, true, replay_below);
       if (!best || detail::better_pipeline(p, *best)) best = std::move(p);
     } catch (const layout_error& e) {  // a micro-batch the stage layout cannot split: no such plan
       if (!unsplit) unsplit = e;
