@@ -29,6 +29,7 @@
 #include <limits>
 #include <map>
 #include <optional>
+#include <set>
 #include <vector>
 
 #include "autoddl/index.hpp"
@@ -233,15 +234,16 @@ class series_parallel_reduction {
 
   /// The optimum, or nullopt when some step finds no node of degree <= 2 (not series-parallel,
   /// and not `branch`) or the budget ran out.
-  /// The node eliminated next is the live node of degree <= 2 with the least index, found from
-  /// scan_from_ (every live node below it has degree > 2): a chain of n nodes reduces in O(n).
+  /// The node eliminated next is the live node of degree <= 2 with the least index, kept in an
+  /// ordered set as degrees change (reducible_), so n nodes reduce in O(n log n), not O(n^2).
   std::optional<exact_result> solve() {
     if (timed_out_) return std::nullopt;
+    if (!reducible_ready_) {
+      for (int i = 0; i < p_.nodes(); ++i) track(i);
+      reducible_ready_ = true;
+    }
     while (true) {
-      int b = -1;
-      for (int i = scan_from_; i < p_.nodes() && b < 0; ++i)
-        if (at(alive_, i) && at(nbr_, i).size() <= 2) b = i;
-      if (b >= 0) scan_from_ = b;
+      const int b = reducible_.empty() ? -1 : *reducible_.begin();
       if (b < 0 && alive_left_ == 0) return back_substitute();
       if (spent()) return std::nullopt;
       if (b < 0) return branch_ ? solve_by_branching() : std::nullopt;
@@ -304,11 +306,17 @@ class series_parallel_reduction {
     retire(b, ns);
   }
 
-  // Node n is gone; its neighbours ns may have fallen to degree <= 2 (solve's scan_from_).
+  // Node n is gone; its neighbours ns have lost it and may have gained each other.
   void retire(int n, const std::vector<int>& ns) {
     at(alive_, n) = 0;
     --alive_left_;
-    for (int m : ns) scan_from_ = std::min(scan_from_, m);
+    track(n);
+    for (int m : ns) track(m);
+  }
+  // reducible_ holds n where n is live with degree <= 2.
+  void track(int n) {
+    if (at(alive_, n) && at(nbr_, n).size() <= 2) reducible_.insert(n);
+    else reducible_.erase(n);
   }
 
   void eliminate_isolated(int b) {
@@ -461,7 +469,8 @@ class series_parallel_reduction {
   std::vector<std::map<int, bool>> nbr_;
   std::vector<char> alive_;
   int alive_left_ = int(alive_.size());  ///< live nodes
-  int scan_from_ = 0;                     ///< every live node below it has degree > 2
+  std::set<int> reducible_;               ///< live nodes of degree <= 2 (solve)
+  bool reducible_ready_ = false;
   std::vector<elimination_undo> undo_;
   double constant_ = 0;
   series_parallel_budget budget_;
