@@ -229,6 +229,7 @@ inline std::optional<megatron_layout_plan> search_megatron_layouts(const std::fu
                                                                    std::int64_t batch, const plan_options& base,
                                                                    step_settings pin, std::uint64_t seed = 1,
                                                                    megatron_layout_space space = {}, int max_points = 64) {
+  const planning_clock::scope timing(planning_phase::megatron_layouts);
   detail::megatron_search search(build, batch, base, pin, seed, space, max_points);
   search.start(space.first_stages);
   while (search.found() && search.budget_left())

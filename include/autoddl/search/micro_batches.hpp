@@ -275,6 +275,7 @@ class step_settings_choice {
 inline micro_batched_plan plan_micro_batched(const std::function<graph(int)>& build, std::int64_t batch,
                                              const plan_options& base, const plan_strategy& s, step_settings pin,
                                              std::uint64_t seed = 1) {
+  const planning_clock::scope timing(planning_phase::layout_search);
   check_strategy(s, base.mesh);
   if (pipeline_stages(s) > 1)
     detail::fail<layout_error>(to_string(s) + " has " + detail::itos(pipeline_stages(s)) +

@@ -191,7 +191,8 @@ inline pipeline_plan plan_megatron_pipeline(const std::function<graph(int)>& bui
                                              : detail::pipeline_microbatch_counts(batch, m.pp);
   if (m.mbs > 0) counts = {1};  // its mbs says (plan_pipeline)
   // one plan decides (no count or recomputation compared): it may go unreplayed
-  const std::optional<double> replay_below = counts.size() == 1 && pin.recompute ? rival : std::nullopt;
+  std::optional<double> replay_below;
+  if (counts.size() == 1 && pin.recompute) replay_below = rival;
   std::optional<pipeline_plan> best;
   std::optional<layout_error> unsplit;  // the first count the layout could not split, where none could
   for (int c : counts) {
@@ -237,6 +238,7 @@ inline pipeline_plan plan_megatron_pipeline(const std::function<graph(int)>& bui
 inline std::optional<pipeline_plan> search_pipeline(const std::function<graph(int)>& build_model, std::int64_t batch,
                                                     const plan_options& base, step_settings pin,
                                                     std::uint64_t seed = 1, int max_points = 24) {
+  const planning_clock::scope timing(planning_phase::pipeline_search);
   const auto t0 = std::chrono::steady_clock::now();
   detail::pipeline_search search(build_model, batch, base, pin, seed, max_points);
   if (search.empty()) return std::nullopt;
