@@ -163,21 +163,23 @@ class megatron_search {
   }
   // The plan of knobs m: a pipeline where m.pp > 1, else a flat plan. Throws error where the
   // mesh, the batch or the sequence does not split that way.
-  // A pipeline no faster than the best point's, where that fits, is not replayed
-  // (plan_megatron_pipeline's rival): it does not become the best (better_megatron), and round()
-  // reads no memory of a point at least as slow as the best.
+  // A plan no faster than the best point's, where that fits, is not replayed
+  // (plan_megatron_pipeline's rival, step_settings::replay_below): it does not become the best
+  // (better_megatron), and round() reads no memory of a point at least as slow as the best.
   megatron_layout_plan plan_of(const strategy::megatron& m) const {
     megatron_layout_plan r;
     r.knobs = m;
+    const megatron_layout_plan* best = best_ ? &*seen_.at(*best_) : nullptr;
+    const std::optional<double> rival = best && best->feasible ? std::optional<double>(best->time) : std::nullopt;
     if (m.pp > 1) {
-      const megatron_layout_plan* rival = best_ ? &*seen_.at(*best_) : nullptr;
-      r.pipeline = plan_megatron_pipeline(build_, batch_, base_, m, pin_, seed_,
-                                          rival && rival->feasible ? std::optional<double>(rival->time) : std::nullopt);
+      r.pipeline = plan_megatron_pipeline(build_, batch_, base_, m, pin_, seed_, rival);
       r.time = r.pipeline->time;
       r.feasible = r.pipeline->feasible;
       r.peak_memory = r.pipeline->peak_memory();
     } else {
-      r.flat = plan_micro_batched(build_, batch_, base_, m, pin_, seed_);
+      step_settings pin = pin_;
+      pin.replay_below = rival;  // mbs and recompute pin one setting
+      r.flat = plan_micro_batched(build_, batch_, base_, m, pin, seed_);
       r.time = r.flat->result.time;
       r.feasible = r.flat->result.feasible;
       r.peak_memory = r.flat->peak_bytes;

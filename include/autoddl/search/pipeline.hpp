@@ -15,6 +15,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <map>
 #include <optional>
 #include <string>
@@ -52,6 +53,7 @@ inline pipeline_plan plan_pipeline(const std::function<graph(int)>& build, std::
   pin.recompute = recompute;
   pin.with_gap = with_gap;
   pin.runner_ups = runner_ups;
+  pin.replay_below = -std::numeric_limits<double>::infinity();  // the stages are replayed instead
   if (!megatron_microbatches(stage_strategy, sub.mesh, batch)) pin.microbatches = s.microbatches;  // else its mbs says
   micro_batched_plan layouts = plan_micro_batched(build, batch, sub, stage_strategy, pin, seed);
   pipeline_shape shape = s;
