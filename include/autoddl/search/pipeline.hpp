@@ -131,8 +131,8 @@ class pipeline_search {
         continue;
       }
       for (int more = r + 1; more < int(rs_.size()); ++more) {
-        const std::optional<pipeline_plan>& got = eval({p, mm, more - 1});
-        if (!got || got->feasible) break;
+        std::optional<pipeline_plan>& got = eval({p, mm, more - 1});
+        if (!got || fits(*got)) break;
         eval({p, mm, more});
       }
     }
@@ -141,20 +141,28 @@ class pipeline_search {
 
  private:
   // Point x's pipeline plan, planned once (nullopt where the batch does not split that way or
-  // the budget of points is spent).
-  const std::optional<pipeline_plan>& eval(point x) {
+  // the budget of points is spent). A plan no faster than the best point's, where that fits,
+  // is not replayed until its memory is read (fits): it does not become the best.
+  std::optional<pipeline_plan>& eval(point x) {
     auto it = seen_.find(x);
     if (it != seen_.end()) return it->second;
     std::optional<pipeline_plan>& slot = seen_[x];
     if (int(seen_.size()) > max_points_) return slot;
     const pipeline_shape sh{at(ps_, std::get<0>(x)), at(ms_, std::get<1>(x)), 1};
     try {
+      const pipeline_plan* best = best_ ? &*seen_[*best_] : nullptr;
       slot = plan_pipeline(build_, batch_, base_, strategy::automatic{}, sh, at(rs_, std::get<2>(x)), seed_,
-                           /*with_gap=*/false, /*runner_ups=*/false);
+                           /*with_gap=*/false, /*runner_ups=*/false,
+                           best && best->feasible ? std::optional<double>(best->time) : std::nullopt);
     } catch (const error&) {  // the batch does not split that way: no such point
     }
     if (slot && (!best_ || better_pipeline(*slot, *seen_[*best_]))) best_ = x;
     return slot;
+  }
+  // Whether p fits the memory limit, its stages replayed first where eval left them.
+  bool fits(pipeline_plan& p) const {
+    if (!p.replayed) replay_stages(p, base_);
+    return p.feasible;
   }
   int index_of(int m) const { return int(std::lower_bound(ms_.begin(), ms_.end(), m) - ms_.begin()); }
   int clamp(int i) const { return std::clamp(i, 0, int(ms_.size()) - 1); }
