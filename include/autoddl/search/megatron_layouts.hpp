@@ -71,12 +71,13 @@ class megatron_search {
  public:
   megatron_search(const std::function<graph(int)>& build, std::int64_t batch, const plan_options& base, step_settings pin,
                   std::uint64_t seed, const megatron_layout_space& space, int max_points)
-      : build_(build), batch_(batch), base_(base), seed_(seed), max_points_(max_points) {
+      : build_model_(build), batch_(batch), base_(base), seed_(seed), max_points_(max_points) {
+    build_ = [this](int m) { return graph(kept_graph(graphs_, build_model_, m)); };
     const mesh_shape& mesh = base.mesh;
     tps_ = divisors(mesh[mesh.size() - 1]);
-    experts_ = experts_of(build(1));
+    experts_ = experts_of(build_(1));
     if (space.pipelines && mesh.size() > 1) {
-      const int units = int(pipeline_units(build(1)).size());
+      const int units = int(pipeline_units(build_(1)).size());
       for (int d : divisors(mesh[0]))
         if (d > 1 && d <= units) pps_.push_back(d);
     }
@@ -209,7 +210,9 @@ class megatron_search {
     return r;
   }
 
-  const std::function<graph(int)>& build_;
+  const std::function<graph(int)>& build_model_;
+  std::map<int, graph> graphs_;  ///< points of one micro-batch count copy one graph (kept_graph)
+  std::function<graph(int)> build_;
   std::int64_t experts_ = 0;
   std::int64_t batch_;
   const plan_options& base_;
