@@ -11,6 +11,7 @@
 #include <fmt/core.h>
 
 #include <algorithm>
+#include <chrono>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -20,6 +21,7 @@
 #include "autoddl/search/megatron_layouts.hpp"
 #include "autoddl/search/pipeline.hpp"
 #include "autoddl/search/plan_file.hpp"
+#include "autoddl/search/planning_time.hpp"
 #include "autoddl/search/svg.hpp"
 #include "plan_report.hpp"
 
@@ -100,12 +102,11 @@ inline chosen_plan plan_searched(const std::function<graph(int)>& build, std::in
 
 }  // namespace detail
 
-/// The plan of strategy s (see the header). For auto, Megatron-LM's layouts across every
-/// parallel dimension (search_megatron_layouts; interleaved: whether vpp > 1 may be chosen) are
-/// the last starts: where one beats the layout search's plan, it is the plan, and a note says so.
-inline chosen_plan plan_with_pipelines(const std::function<graph(int)>& build, std::int64_t batch, const plan_options& o,
-                                       const plan_strategy& s, step_settings pin, std::uint64_t seed,
-                                       bool interleaved = true) {
+namespace detail {
+
+inline chosen_plan plan_with_megatron_layouts(const std::function<graph(int)>& build, std::int64_t batch,
+                                              const plan_options& o, const plan_strategy& s, step_settings pin,
+                                              std::uint64_t seed, bool interleaved) {
   chosen_plan c = detail::plan_searched(build, batch, o, s, pin, seed);
   if (!std::holds_alternative<strategy::automatic>(s)) return c;
   megatron_layout_space space;
@@ -134,6 +135,24 @@ inline chosen_plan plan_with_pipelines(const std::function<graph(int)>& build, s
       "{}{}",
       knobs, m->points, seconds(own), own_fits ? "" : " and is over the memory limit"));
   return r;
+}
+
+}  // namespace detail
+
+/// The plan of strategy s (see the header). For auto, Megatron-LM's layouts across every
+/// parallel dimension (search_megatron_layouts; interleaved: whether vpp > 1 may be chosen) are
+/// the last starts: where one beats the layout search's plan, it is the plan, and a note says so.
+/// The plan's search_s is the whole of this planning, search_parts_s its phases (planning_clock).
+inline chosen_plan plan_with_pipelines(const std::function<graph(int)>& build, std::int64_t batch, const plan_options& o,
+                                       const plan_strategy& s, step_settings pin, std::uint64_t seed,
+                                       bool interleaved = true) {
+  planning_clock::reset();
+  const auto t0 = std::chrono::steady_clock::now();
+  chosen_plan c = detail::plan_with_megatron_layouts(build, batch, o, s, pin, seed, interleaved);
+  plan_result& r = c.plan.result;
+  r.search_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  for (std::size_t p = 0; p < planning_phases; ++p) r.search_parts_s[p] = planning_clock::seconds(planning_phase(p));
+  return c;
 }
 
 /// The plan's one memory figure (plan_peak): without a pipeline the step replayed, with one the

@@ -3,12 +3,14 @@
 // (one implementation, so autoddl-train's "plan" is exactly autoddl-plan --json).
 #include <fmt/core.h>
 
+#include <algorithm>
 #include <cmath>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
 #include "autoddl/search/parallelism.hpp"
+#include "autoddl/search/planning_time.hpp"
 #include "autoddl/search/report.hpp"
 #include "autoddl/search/step_memory.hpp"
 
@@ -93,6 +95,27 @@ inline nlohmann::json parallelism_json(const plan_parallelism& x) {
           {"sequences_per_device_per_microbatch", x.sequences_per_device}, {"axes", axes}};
 }
 
+// search_s by phase (plan_result::search_parts_s, planning_time.hpp), and the rest ("other":
+// building models, runner-ups, comparing plans), in seconds.
+inline nlohmann::json search_parts_json(const plan_result& r) {
+  nlohmann::json j = nlohmann::json::object();
+  double parts = 0;
+  for (std::size_t p = 0; p < planning_phases; ++p) {
+    j[to_string(planning_phase(p))] = r.search_parts_s[p];
+    parts += r.search_parts_s[p];
+  }
+  j["other"] = std::max(0.0, r.search_s - parts);
+  return j;
+}
+
+// " (layout_search 0.21 s, ...)" where the phases were measured, else empty.
+inline std::string search_parts_text(const plan_result& r) {
+  std::string t;
+  for (std::size_t p = 0; p < planning_phases; ++p)
+    if (r.search_parts_s[p] > 0) t += (t.empty() ? "" : ", ") + std::string(to_string(planning_phase(p))) + " " + seconds(r.search_parts_s[p]);
+  return t.empty() ? t : " (" + t + ")";
+}
+
 inline nlohmann::json plan_json(const plan_problem& problem, const plan_result& r, const plan_peak& peak,
                                 const std::vector<plan_row>& rows, const std::string& model_spec,
                                 const std::string& hw_name) {
@@ -125,6 +148,7 @@ inline nlohmann::json plan_json(const plan_problem& problem, const plan_result& 
                                  {"activations", mem.activations}, {"transient", mem.transient}};
   j["feasible"] = r.feasible;
   j["search_s"] = r.search_s;
+  j["search_parts_s"] = search_parts_json(r);
   j["optimal_gap"] = r.optimal_gap ? nlohmann::json(*r.optimal_gap) : nlohmann::json(nullptr);
   j["exact_status"] = to_string(r.exact);
   j["lower_bound_s"] = r.lower_bound ? nlohmann::json(*r.lower_bound) : nlohmann::json(nullptr);
@@ -187,7 +211,7 @@ inline void print_plan_heading(const plan_problem& problem, const plan_result& r
   if (const std::string moe = experts_line(g); !moe.empty()) fmt::print("experts   {}\n", moe);
   fmt::print("mesh      {}  ({} devices)   hardware {}   dtype {}\n", to_string(problem.options().mesh),
              problem.options().mesh.devices(), hw_name, to_string(problem.options().type));
-  fmt::print("strategy  {}   search {}\n", to_string(r.strategy), seconds(r.search_s));
+  fmt::print("strategy  {}   search {}{}\n", to_string(r.strategy), seconds(r.search_s), search_parts_text(r));
   fmt::print("parallel  {}\n\n", parallelism_line(parallelism_of(problem, r.pick, peak.stages), problem.options().mesh));
 }
 

@@ -11,6 +11,7 @@
 #include "autoddl/search/plan_options.hpp"
 #include "autoddl/search/plan_of.hpp"
 #include "autoddl/search/planner.hpp"
+#include "autoddl/search/planning_time.hpp"
 #include "autoddl/search/problem.hpp"
 #include "autoddl/search/report.hpp"
 #include "autoddl/search/solve.hpp"

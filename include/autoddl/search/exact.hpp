@@ -29,6 +29,7 @@
 #include <limits>
 #include <map>
 #include <optional>
+#include <set>
 #include <vector>
 
 #include "autoddl/index.hpp"
@@ -233,17 +234,17 @@ class series_parallel_reduction {
 
   /// The optimum, or nullopt when some step finds no node of degree <= 2 (not series-parallel,
   /// and not `branch`) or the budget ran out.
+  /// The node eliminated next is the live node of degree <= 2 with the least index, kept in an
+  /// ordered set as degrees change (reducible_), so n nodes reduce in O(n log n), not O(n^2).
   std::optional<exact_result> solve() {
     if (timed_out_) return std::nullopt;
+    if (!reducible_ready_) {
+      for (int i = 0; i < p_.nodes(); ++i) track(i);
+      reducible_ready_ = true;
+    }
     while (true) {
-      int b = -1;
-      bool any = false;
-      for (int i = 0; i < p_.nodes() && b < 0; ++i)
-        if (at(alive_, i)) {
-          any = true;
-          if (at(nbr_, i).size() <= 2) b = i;
-        }
-      if (!any) return back_substitute();
+      const int b = reducible_.empty() ? -1 : *reducible_.begin();
+      if (b < 0 && alive_left_ == 0) return back_substitute();
       if (spent()) return std::nullopt;
       if (b < 0) return branch_ ? solve_by_branching() : std::nullopt;
       eliminate(b);
@@ -302,7 +303,20 @@ class series_parallel_reduction {
     if (ns.empty()) eliminate_isolated(b);
     else if (ns.size() == 1) eliminate_leaf(b, ns[0]);
     else eliminate_series(b, ns[0], ns[1]);
-    at(alive_, b) = 0;
+    retire(b, ns);
+  }
+
+  // Node n is gone; its neighbours ns have lost it and may have gained each other.
+  void retire(int n, const std::vector<int>& ns) {
+    at(alive_, n) = 0;
+    --alive_left_;
+    track(n);
+    for (int m : ns) track(m);
+  }
+  // reducible_ holds n where n is live with degree <= 2.
+  void track(int n) {
+    if (at(alive_, n) && at(nbr_, n).size() <= 2) reducible_.insert(n);
+    else reducible_.erase(n);
   }
 
   void eliminate_isolated(int b) {
@@ -368,7 +382,7 @@ class series_parallel_reduction {
     }
     constant_ += at(at(unary_, n), x);
     undo_.push_back({n, -1, -1, {x}, 1, {}, {}});
-    at(alive_, n) = 0;
+    retire(n, ns);
   }
 
   // The picks of live node n worth fixing: one per tuple of its classes on its edges (the
@@ -454,6 +468,9 @@ class series_parallel_reduction {
   std::map<std::pair<int, int>, pick_cost_matrix> adj_;  ///< (a, b) with a < b -> [pick a][pick b]
   std::vector<std::map<int, bool>> nbr_;
   std::vector<char> alive_;
+  int alive_left_ = int(alive_.size());  ///< live nodes
+  std::set<int> reducible_;               ///< live nodes of degree <= 2 (solve)
+  bool reducible_ready_ = false;
   std::vector<elimination_undo> undo_;
   double constant_ = 0;
   series_parallel_budget budget_;

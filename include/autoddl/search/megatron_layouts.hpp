@@ -71,12 +71,13 @@ class megatron_search {
  public:
   megatron_search(const std::function<graph(int)>& build, std::int64_t batch, const plan_options& base, step_settings pin,
                   std::uint64_t seed, const megatron_layout_space& space, int max_points)
-      : build_(build), batch_(batch), base_(base), seed_(seed), max_points_(max_points) {
+      : build_model_(build), batch_(batch), base_(base), seed_(seed), max_points_(max_points) {
+    build_ = [this](int m) { return graph(kept_graph(graphs_, build_model_, m)); };
     const mesh_shape& mesh = base.mesh;
     tps_ = divisors(mesh[mesh.size() - 1]);
-    experts_ = experts_of(build(1));
+    experts_ = experts_of(build_(1));
     if (space.pipelines && mesh.size() > 1) {
-      const int units = int(pipeline_units(build(1)).size());
+      const int units = int(pipeline_units(build_(1)).size());
       for (int d : divisors(mesh[0]))
         if (d > 1 && d <= units) pps_.push_back(d);
     }
@@ -163,16 +164,23 @@ class megatron_search {
   }
   // The plan of knobs m: a pipeline where m.pp > 1, else a flat plan. Throws error where the
   // mesh, the batch or the sequence does not split that way.
+  // A plan no faster than the best point's, where that fits, is not replayed
+  // (plan_megatron_pipeline's rival, step_settings::replay_below): it does not become the best
+  // (better_megatron), and round() reads no memory of a point at least as slow as the best.
   megatron_layout_plan plan_of(const strategy::megatron& m) const {
     megatron_layout_plan r;
     r.knobs = m;
+    const megatron_layout_plan* best = best_ ? &*seen_.at(*best_) : nullptr;
+    const std::optional<double> rival = best && best->feasible ? std::optional<double>(best->time) : std::nullopt;
     if (m.pp > 1) {
-      r.pipeline = plan_megatron_pipeline(build_, batch_, base_, m, pin_, seed_);
+      r.pipeline = plan_megatron_pipeline(build_, batch_, base_, m, pin_, seed_, rival);
       r.time = r.pipeline->time;
       r.feasible = r.pipeline->feasible;
       r.peak_memory = r.pipeline->peak_memory();
     } else {
-      r.flat = plan_micro_batched(build_, batch_, base_, m, pin_, seed_);
+      step_settings pin = pin_;
+      pin.replay_below = rival;  // mbs and recompute pin one setting
+      r.flat = plan_micro_batched(build_, batch_, base_, m, pin, seed_);
       r.time = r.flat->result.time;
       r.feasible = r.flat->result.feasible;
       r.peak_memory = r.flat->peak_bytes;
@@ -202,7 +210,9 @@ class megatron_search {
     return r;
   }
 
-  const std::function<graph(int)>& build_;
+  const std::function<graph(int)>& build_model_;
+  std::map<int, graph> graphs_;  ///< points of one micro-batch count copy one graph (kept_graph)
+  std::function<graph(int)> build_;
   std::int64_t experts_ = 0;
   std::int64_t batch_;
   const plan_options& base_;
@@ -224,6 +234,7 @@ inline std::optional<megatron_layout_plan> search_megatron_layouts(const std::fu
                                                                    std::int64_t batch, const plan_options& base,
                                                                    step_settings pin, std::uint64_t seed = 1,
                                                                    megatron_layout_space space = {}, int max_points = 64) {
+  const planning_clock::scope timing(planning_phase::megatron_layouts);
   detail::megatron_search search(build, batch, base, pin, seed, space, max_points);
   search.start(space.first_stages);
   while (search.found() && search.budget_left())

@@ -56,6 +56,11 @@ struct step_settings {
   /// compares many plans and attaches the winner's itself (search_pipeline). Of the settings
   /// tried, only the plan kept gets them.
   bool runner_ups = true;
+  /// Where one setting is all there is to try (both pinned): a plan no faster than this
+  /// (seconds) is not replayed, its peak_bytes 0 and feasible false: a caller holding a feasible
+  /// plan this fast does not need its memory. -infinity: none is, for a caller that replays the
+  /// plan its own way (a pipeline replays each stage, search/pipeline_plan.hpp).
+  std::optional<double> replay_below{};
 };
 
 /// A solved plan with the micro-batch graph and problem it was priced on.
@@ -222,7 +227,11 @@ class step_settings_choice {
     // while choosing, the search skips its exact reference and runner-ups (the winner gets them after)
     p.result = solve_plan(*p.problem, strategy_, seed_, /*with_gap=*/single_ && pin_.with_gap,
                           /*runner_ups=*/single_ && pin_.runner_ups);
-    price_peak(p);  // the descent bounded the additive breakdown; the setting fits where the replay does
+    if (single_ && pin_.replay_below && !(p.result.time < *pin_.replay_below)) {
+      p.result.feasible = false;  // not replayed (step_settings::replay_below)
+    } else {
+      price_peak(p);  // the descent bounded the additive breakdown; the setting fits where the replay does
+    }
     p.microbatches = m;
     p.recompute = r;
     ++tried_;
@@ -275,6 +284,7 @@ class step_settings_choice {
 inline micro_batched_plan plan_micro_batched(const std::function<graph(int)>& build, std::int64_t batch,
                                              const plan_options& base, const plan_strategy& s, step_settings pin,
                                              std::uint64_t seed = 1) {
+  const planning_clock::scope timing(planning_phase::layout_search);
   check_strategy(s, base.mesh);
   if (pipeline_stages(s) > 1)
     detail::fail<layout_error>(to_string(s) + " has " + detail::itos(pipeline_stages(s)) +

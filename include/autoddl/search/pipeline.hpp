@@ -15,6 +15,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <map>
 #include <optional>
 #include <string>
@@ -37,12 +38,14 @@ namespace autoddl {
 /// then the cuts. The layout search sees p times the memory limit (a stage keeps about 1/p of
 /// the model); the cuts then hold every stage to the limit itself. with_gap: the stage layouts'
 /// gap to the exact reference (attach_optimal_gap), for auto; runner_ups: their runner-ups
-/// (attach_runner_ups).
+/// (attach_runner_ups); replay_below: where the step is no faster than it, the stages are not
+/// replayed (pipeline_plan::replayed).
 /// Throws layout_error when p does not divide the outermost axis or exceeds the layers.
 inline pipeline_plan plan_pipeline(const std::function<graph(int)>& build, std::int64_t batch, const plan_options& base,
                                    const plan_strategy& stage_strategy, const pipeline_shape& s,
                                    std::optional<recompute_mode> recompute, std::uint64_t seed = 1,
-                                   bool with_gap = true, bool runner_ups = true) {
+                                   bool with_gap = true, bool runner_ups = true,
+                                   std::optional<double> replay_below = std::nullopt) {
   plan_options sub = base;
   sub.mesh = stage_mesh(base.mesh, s.stages);
   sub.memory_limit = memory_limit_of(base) * s.stages;
@@ -50,11 +53,12 @@ inline pipeline_plan plan_pipeline(const std::function<graph(int)>& build, std::
   pin.recompute = recompute;
   pin.with_gap = with_gap;
   pin.runner_ups = runner_ups;
+  pin.replay_below = -std::numeric_limits<double>::infinity();  // the stages are replayed instead
   if (!megatron_microbatches(stage_strategy, sub.mesh, batch)) pin.microbatches = s.microbatches;  // else its mbs says
   micro_batched_plan layouts = plan_micro_batched(build, batch, sub, stage_strategy, pin, seed);
   pipeline_shape shape = s;
   shape.microbatches = layouts.microbatches;
-  return detail::price_pipeline(std::move(layouts), shape, base);
+  return detail::price_pipeline(std::move(layouts), shape, base, replay_below);
 }
 
 namespace detail {
@@ -127,8 +131,8 @@ class pipeline_search {
         continue;
       }
       for (int more = r + 1; more < int(rs_.size()); ++more) {
-        const std::optional<pipeline_plan>& got = eval({p, mm, more - 1});
-        if (!got || got->feasible) break;
+        std::optional<pipeline_plan>& got = eval({p, mm, more - 1});
+        if (!got || fits(*got)) break;
         eval({p, mm, more});
       }
     }
@@ -137,20 +141,28 @@ class pipeline_search {
 
  private:
   // Point x's pipeline plan, planned once (nullopt where the batch does not split that way or
-  // the budget of points is spent).
-  const std::optional<pipeline_plan>& eval(point x) {
+  // the budget of points is spent). A plan no faster than the best point's, where that fits,
+  // is not replayed until its memory is read (fits): it does not become the best.
+  std::optional<pipeline_plan>& eval(point x) {
     auto it = seen_.find(x);
     if (it != seen_.end()) return it->second;
     std::optional<pipeline_plan>& slot = seen_[x];
     if (int(seen_.size()) > max_points_) return slot;
     const pipeline_shape sh{at(ps_, std::get<0>(x)), at(ms_, std::get<1>(x)), 1};
     try {
+      const pipeline_plan* best = best_ ? &*seen_[*best_] : nullptr;
       slot = plan_pipeline(build_, batch_, base_, strategy::automatic{}, sh, at(rs_, std::get<2>(x)), seed_,
-                           /*with_gap=*/false, /*runner_ups=*/false);
+                           /*with_gap=*/false, /*runner_ups=*/false,
+                           best && best->feasible ? std::optional<double>(best->time) : std::nullopt);
     } catch (const error&) {  // the batch does not split that way: no such point
     }
     if (slot && (!best_ || better_pipeline(*slot, *seen_[*best_]))) best_ = x;
     return slot;
+  }
+  // Whether p fits the memory limit, its stages replayed first where eval left them.
+  bool fits(pipeline_plan& p) const {
+    if (!p.replayed) replay_stages(p, base_);
+    return p.feasible;
   }
   int index_of(int m) const { return int(std::lower_bound(ms_.begin(), ms_.end(), m) - ms_.begin()); }
   int clamp(int i) const { return std::clamp(i, 0, int(ms_.size()) - 1); }
@@ -172,10 +184,14 @@ class pipeline_search {
 
 /// The pipeline plan of a megatron strategy with pp > 1 (its tp, dp, mbs, recompute, sp and vpp;
 /// micro-batches as `pin` or, unset, the planner's choice among a few multiples of pp).
+/// rival: the step time of a feasible plan the caller has; where one micro-batch count and one
+/// recomputation are all this tries (mbs or pin, recompute or pin), a plan no faster than the
+/// rival is not replayed (pipeline_plan::replayed): whatever its memory, it does not beat the
+/// rival, and the stage replays are most of a point's price.
 /// @pre pipeline_stages(s) > 1
 inline pipeline_plan plan_megatron_pipeline(const std::function<graph(int)>& build, std::int64_t batch,
                                             const plan_options& base, const plan_strategy& s, step_settings pin,
-                                            std::uint64_t seed = 1) {
+                                            std::uint64_t seed = 1, std::optional<double> rival = std::nullopt) {
   check_strategy(s, base.mesh);
   const auto& m = std::get<strategy::megatron>(s);
   if (m.recompute) pin.recompute = m.recompute;
@@ -184,13 +200,16 @@ inline pipeline_plan plan_megatron_pipeline(const std::function<graph(int)>& bui
   std::vector<int> counts = pin.microbatches ? std::vector<int>{*pin.microbatches}
                                              : detail::pipeline_microbatch_counts(batch, m.pp);
   if (m.mbs > 0) counts = {1};  // its mbs says (plan_pipeline)
+  // one plan decides (no count or recomputation compared): it may go unreplayed
+  std::optional<double> replay_below;
+  if (counts.size() == 1 && pin.recompute) replay_below = rival;
   std::optional<pipeline_plan> best;
   std::optional<layout_error> unsplit;  // the first count the layout could not split, where none could
   for (int c : counts) {
     pipeline_shape sh = shape;
     sh.microbatches = c;
     try {
-      pipeline_plan p = plan_pipeline(build, batch, base, inner, sh, pin.recompute, seed);
+      pipeline_plan p = plan_pipeline(build, batch, base, inner, sh, pin.recompute, seed, true, true, replay_below);
       if (!best || detail::better_pipeline(p, *best)) best = std::move(p);
     } catch (const layout_error& e) {  // a micro-batch the stage layout cannot split: no such plan
       if (!unsplit) unsplit = e;
@@ -229,6 +248,7 @@ inline pipeline_plan plan_megatron_pipeline(const std::function<graph(int)>& bui
 inline std::optional<pipeline_plan> search_pipeline(const std::function<graph(int)>& build_model, std::int64_t batch,
                                                     const plan_options& base, step_settings pin,
                                                     std::uint64_t seed = 1, int max_points = 24) {
+  const planning_clock::scope timing(planning_phase::pipeline_search);
   const auto t0 = std::chrono::steady_clock::now();
   detail::pipeline_search search(build_model, batch, base, pin, seed, max_points);
   if (search.empty()) return std::nullopt;

@@ -53,6 +53,10 @@ struct pipeline_plan {
   double time = 0;                     ///< predicted step, seconds
   double bubble = 0;                   ///< pipeline_bubble_fraction(shape)
   bool feasible = false;               ///< every stage's replayed peak within the memory limit
+  /// Whether the stages were replayed (stage_figures::peak, feasible). A plan priced no faster
+  /// than a feasible rival need not be (detail::price_pipeline's `replay_below`): it cannot
+  /// beat the rival whatever its memory, so its peaks stay 0 and feasible false.
+  bool replayed = true;
   /// The highest replayed peak of any stage (stage_figures::peak).
   double peak_memory() const {
     double r = 0;
@@ -65,8 +69,34 @@ struct pipeline_plan {
 /// of shape s cut at `cuts` (the first unit of each stage; a plan file's): its stages' figures,
 /// step time and feasibility under base's memory limit. Throws layout_error when the cuts are
 /// not s.stages ascending units beginning with 0.
+namespace detail {
+
+// Replays each stage of p (replay_stage_memory: stage_figures::peak) and sets p.feasible under
+// base's memory limit.
+inline void replay_stages(pipeline_plan& p, const plan_options& base) {
+  for (int i = 0; i < p.shape.stages; ++i)
+    at(p.stages, i).peak = double(replay_stage_memory(*p.layouts.problem, p.layouts.result.pick, p.shape, p.cut_ops, i).peak());
+  const double limit = memory_limit_of(base);
+  p.feasible = limit <= 0 || p.peak_memory() <= limit;
+  p.replayed = true;
+}
+
+// price_pipeline_at; where replay_below is set and the step is no faster than it, the stages
+// are not replayed (pipeline_plan::replayed).
+inline pipeline_plan price_pipeline_at(micro_batched_plan&& layouts, const pipeline_shape& s, const plan_options& base,
+                                       const std::vector<int>& cuts, const unit_costs& u,
+                                       std::optional<double> replay_below);
+
+}  // namespace detail
+
 inline pipeline_plan price_pipeline_at(micro_batched_plan&& layouts, const pipeline_shape& s, const plan_options& base,
                                        const std::vector<int>& cuts, const unit_costs& u) {
+  return detail::price_pipeline_at(std::move(layouts), s, base, cuts, u, std::nullopt);
+}
+
+inline pipeline_plan detail::price_pipeline_at(micro_batched_plan&& layouts, const pipeline_shape& s,
+                                               const plan_options& base, const std::vector<int>& cuts,
+                                               const unit_costs& u, std::optional<double> replay_below) {
   bool ok = int(cuts.size()) == s.stages && !cuts.empty() && cuts.front() == 0 && cuts.back() < u.units();
   for (std::size_t i = 1; ok && i < cuts.size(); ++i) ok = cuts[i - 1] < cuts[i];
   if (!ok)
@@ -79,13 +109,11 @@ inline pipeline_plan price_pipeline_at(micro_batched_plan&& layouts, const pipel
   const std::vector<int> first_op = pipeline_units(layouts.problem->model());
   for (int c : r.cuts) r.cut_ops.push_back(at(first_op, c));
   r.stages = stage_figures_of(u, s, r.cuts, make_device_mesh(base.mesh, base.hw).axis_link(0));
-  for (int i = 0; i < s.stages; ++i)
-    at(r.stages, i).peak = double(replay_stage_memory(*layouts.problem, layouts.result.pick, s, r.cut_ops, i).peak());
   r.time = pipeline_time(r.stages, s);
   r.bubble = pipeline_bubble_fraction(s);
-  const double limit = memory_limit_of(base);
-  r.feasible = limit <= 0 || r.peak_memory() <= limit;
   r.layouts = std::move(layouts);
+  r.replayed = false;
+  if (!replay_below || r.time < *replay_below) replay_stages(r, base);
   return r;
 }
 
@@ -100,13 +128,15 @@ namespace detail {
 
 // Prices `layouts` (solved for shape's micro-batches on the stage mesh) as a pipeline: cuts by
 // balance_cuts under the limit, or, where nothing fits, the fastest cuts (feasible false).
-inline pipeline_plan price_pipeline(micro_batched_plan&& layouts, const pipeline_shape& s, const plan_options& base) {
+// replay_below: price_pipeline_at's.
+inline pipeline_plan price_pipeline(micro_batched_plan&& layouts, const pipeline_shape& s, const plan_options& base,
+                                    std::optional<double> replay_below = std::nullopt) {
   const unit_costs u = pipeline_unit_costs(*layouts.problem, layouts.result.pick);
   const link stage_link = make_device_mesh(base.mesh, base.hw).axis_link(0);
   // the cuts hold the additive bound within the limit where they can; the replayed stages decide
   std::optional<std::vector<int>> cuts = balance_cuts(u, s, stage_link, memory_limit_of(base));
   if (!cuts) cuts = balance_cuts(u, s, stage_link, 0);
-  return price_pipeline_at(std::move(layouts), s, base, *cuts, u);  // the unit costs priced once
+  return price_pipeline_at(std::move(layouts), s, base, *cuts, u, replay_below);  // the unit costs priced once
 }
 
 }  // namespace detail

@@ -48,6 +48,7 @@
 #include <deque>
 #include <map>
 #include <tuple>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -99,6 +100,25 @@ class plan_problem : public detail::plan_pricing {
     std::vector<int> r(std::size_t(tied_.nodes()));
     for (int n = 0; n < tied_.nodes(); ++n) at(r, n) = at(tied_pick, tied_.group_of(n));
     return r;
+  }
+
+  /// The forward and backward boxing paths of edge e under picks cu, cv (plan_pricing's),
+  /// memoised by the edge's class and the picks' ports, as the pair costs are (edges of one class
+  /// box the same tensor between the layouts their ports name): the memory replay reads every
+  /// edge of a plan once per setting and pipeline stage, and repeated blocks ask alike. The
+  /// reference stays valid while the problem lives (a replay may keep it instead of a copy).
+  const std::pair<boxing_path, boxing_path>& edge_paths(int e, int cu, int cv) const {
+    const choice_edge& ed = at(untied_.edges(), e);
+    const std::uint64_t pu = std::uint64_t(untied_.port(e, 0, cu)), pv = std::uint64_t(untied_.port(e, 1, cv));
+    constexpr std::uint64_t bits = 21, below = std::uint64_t(1) << bits;
+    if (pu >= below || pv >= below || std::uint64_t(ed.cls) >= below) {  // beyond the packed key: by edge and picks
+      auto [it, fresh] = unpacked_paths_memo_.try_emplace({e, cu, cv});
+      if (fresh) it->second = plan_pricing::edge_paths(e, cu, cv);
+      return it->second;
+    }
+    auto [it, fresh] = paths_memo_.try_emplace((std::uint64_t(ed.cls) << (2 * bits)) | (pu << bits) | pv);
+    if (fresh) it->second = plan_pricing::edge_paths(e, cu, cv);
+    return it->second;
   }
 
   /// Per-device memory of a plan by purpose; total() == evaluate(pick).peak_memory().
@@ -164,6 +184,8 @@ class plan_problem : public detail::plan_pricing {
   std::deque<std::vector<cost_terms>> unary_;  ///< a deque: its elements never move (the problems point at them)
   std::vector<int> unary_of_;                  ///< per node: its terms in unary_
   choice_problem tied_, untied_;
+  mutable std::unordered_map<std::uint64_t, std::pair<boxing_path, boxing_path>> paths_memo_;  ///< edge_paths
+  mutable std::map<std::tuple<int, int, int>, std::pair<boxing_path, boxing_path>> unpacked_paths_memo_;
 };
 
 // The problem's nodes, edges, pair costs and bounds, from the candidates.

@@ -81,6 +81,7 @@ inline std::vector<plan_row> plan_rows(const plan_problem& problem, const plan_r
       else row.runner_up_over_memory = std::isfinite(ru);
     }
   }
+  std::vector<char> param_seen(g.params.size(), 0);  // per parameter: whether an earlier edge used it
   for (std::size_t e = 0; e < u.edges().size(); ++e) {
     const auto& ed = u.edges()[e];
     const auto& info = problem.edge_infos()[e];
@@ -97,9 +98,8 @@ inline std::vector<plan_row> plan_rows(const plan_problem& problem, const plan_r
       if (!(st.update == st.storage))
         row.signature += " (optimizer state and gradient in " + to_string(st.update) + ", updated slices gathered)";
       // storage, gradient and optimizer bytes are counted at the parameter's first user
-      bool first = true;
-      for (std::size_t e2 = 0; e2 < e; ++e2)
-        if (problem.edge_infos()[e2].param && problem.edge_infos()[e2].from_node == info.from_node) first = false;
+      const bool first = !at(param_seen, p);
+      at(param_seen, p) = 1;
       if (first) {  // and a tied parameter's one synchronisation
         const cost_terms& own = u.unary(info.from_node, at(r.pick, ed.u));
         row.memory_bytes += own.memory;

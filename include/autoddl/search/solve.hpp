@@ -19,6 +19,7 @@
 // from above. Over budget: exact_status::bounded, a lower bound on the optimum from the
 // reduction so far, this plan's gap to it (an upper bound on its additive gap), and a note.
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <optional>
 #include <string>
@@ -28,6 +29,7 @@
 #include "autoddl/search/coordinate_descent.hpp"
 #include "autoddl/search/exact.hpp"
 #include "autoddl/search/experts.hpp"
+#include "autoddl/search/planning_time.hpp"
 #include "autoddl/search/strategy.hpp"
 
 namespace autoddl {
@@ -45,6 +47,9 @@ struct plan_result {
   double time = 0;                 ///< predicted step time, seconds
   bool feasible = true;
   double search_s = 0;
+  /// Of the planning a program reports as search_s, the seconds of each phase (planning_clock;
+  /// zero where the program does not measure them). A figure only, as search_s.
+  std::array<double, planning_phases> search_parts_s{};
   std::optional<double> optimal_gap;
   /// How the exact reference went: solved (optimal_gap set), bounded (over its budget:
   /// lower_bound and bound_gap set), not series-parallel, or not run.
@@ -256,6 +261,7 @@ inline void solve_auto(const plan_problem& problem, std::uint64_t seed, plan_res
 inline void attach_runner_ups(const plan_problem& problem, plan_result& r);
 
 inline void attach_optimal_gap(const plan_problem& problem, std::uint64_t seed, plan_result& r, bool adopt = true) {
+  const planning_clock::scope timing(planning_phase::exact_reference);
   const bounded_exact ex = series_parallel_optimum_within(problem.untied(), detail::exact_reference_work);
   if (ex.result && adopt) {
     const objective obj = problem.make_objective();

@@ -94,7 +94,7 @@ expect_error("a model no setting fits names its largest term and a mesh",
 
 for field in ["model", "mesh", "hardware", "strategy", "dtype", "params", "flops_per_step", "predicted_step_s",
               "compute_s", "comm_s", "comm_bytes_per_device", "peak_bytes_per_device", "peak_at", "memory_limit_bytes",
-              "device_memory_bytes", "memory_reserve_fraction", "search_s", "optimal_gap",
+              "device_memory_bytes", "memory_reserve_fraction", "search_s", "search_parts_s", "optimal_gap",
               "layers", "microbatches", "micro_batch_size", "recompute", "memory_breakdown_bytes"]:
     if field not in good:
         failures.append("json field " + field)
@@ -106,6 +106,12 @@ if good["mesh"] != [4] or good["strategy"] != "auto":
     failures.append("json values")
 if abs(sum(l["comm_bytes"] for l in good["layers"]) - good["comm_bytes_per_device"]) > 1e-6 * good["comm_bytes_per_device"]:
     failures.append("layer bytes do not add up to comm_bytes_per_device")
+# search_s is the whole planning; its parts are the phases and the rest, each at least 0 and
+# together search_s (the rest is what the phases leave, so they never exceed it by much)
+parts = good.get("search_parts_s", {})
+if sorted(parts) != ["exact_reference", "layout_search", "megatron_layouts", "other", "pipeline_search"] or \
+        min(parts.values()) < 0 or abs(sum(parts.values()) - good["search_s"]) > 1e-3 + 1e-6 * good["search_s"]:
+    failures.append("search_parts_s: " + json.dumps(parts) + " against search_s " + str(good.get("search_s")))
 if sorted(good["memory_breakdown_bytes"]) != ["activations", "gradients", "optimizer", "parameters", "transient"]:
     failures.append("the memory breakdown's terms")
 for gone in ["memory_bytes_per_device", "step_peak_bytes_per_device"]:  # one peak figure
@@ -134,6 +140,7 @@ def plan_json_without_timings(args):
     r = run(*args, "--json")
     j = json.loads(r.stdout) if r.returncode == 0 else {}
     j.pop("search_s", None)
+    j.pop("search_parts_s", None)
     return j
 
 
