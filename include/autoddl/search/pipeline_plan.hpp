@@ -22,11 +22,16 @@ namespace autoddl {
 /// cut_ops[stage + 1]) in the 1F1B order, as many forwards ahead of the first backward as the
 /// stage holds micro-batches in flight less one (in_flight_microbatches, rounded up: the
 /// interleaved schedule's count where s.chunks > 1).
-inline step_memory replay_stage_memory(const plan_problem& problem, const std::vector<int>& pick, const pipeline_shape& s,
-                                       const std::vector<int>& cut_ops, int stage) {
+/// `paths` is plan_of(problem, pick), built once for all stages.
+inline step_memory replay_stage_memory(const plan_problem& problem, const std::vector<int>& pick, const plan& paths,
+                                       const pipeline_shape& s, const std::vector<int>& cut_ops, int stage) {
   const int end = stage + 1 < int(cut_ops.size()) ? at(cut_ops, stage + 1) : int(problem.model().ops.size());
   const int warm = int(std::ceil(in_flight_microbatches(s, stage) - 1e-9)) - 1;
-  return replay_step_memory(problem, pick, at(cut_ops, stage), end, std::max(0, warm));
+  return replay_step_memory(problem, pick, paths, at(cut_ops, stage), end, std::max(0, warm));
+}
+inline step_memory replay_stage_memory(const plan_problem& problem, const std::vector<int>& pick, const pipeline_shape& s,
+                                       const std::vector<int>& cut_ops, int stage) {
+  return replay_stage_memory(problem, pick, plan_of(problem, pick), s, cut_ops, stage);
 }
 
 /// One stage's mesh: the outermost axis divided by `stages` (dropped where it becomes 1 on a
@@ -74,8 +79,10 @@ namespace detail {
 // Replays each stage of p (replay_stage_memory: stage_figures::peak) and sets p.feasible under
 // base's memory limit.
 inline void replay_stages(pipeline_plan& p, const plan_options& base) {
+  const plan paths = plan_of(*p.layouts.problem, p.layouts.result.pick);  // one plan, every stage's replay
   for (int i = 0; i < p.shape.stages; ++i)
-    at(p.stages, i).peak = double(replay_stage_memory(*p.layouts.problem, p.layouts.result.pick, p.shape, p.cut_ops, i).peak());
+    at(p.stages, i).peak =
+        double(replay_stage_memory(*p.layouts.problem, p.layouts.result.pick, paths, p.shape, p.cut_ops, i).peak());
   const double limit = memory_limit_of(base);
   p.feasible = limit <= 0 || p.peak_memory() <= limit;
   p.replayed = true;

@@ -108,6 +108,7 @@ class plan_problem : public detail::plan_pricing {
   /// edge of a plan once per setting and pipeline stage, and repeated blocks ask alike. The
   /// reference stays valid while the problem lives (a replay may keep it instead of a copy).
   const std::pair<boxing_path, boxing_path>& edge_paths(int e, int cu, int cv) const {
+    detail::check_planning_allowed("find an edge's boxing paths");
     const choice_edge& ed = at(untied_.edges(), e);
     const std::uint64_t pu = std::uint64_t(untied_.port(e, 0, cu)), pv = std::uint64_t(untied_.port(e, 1, cv));
     constexpr std::uint64_t bits = 21, below = std::uint64_t(1) << bits;

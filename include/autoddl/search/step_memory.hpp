@@ -61,13 +61,15 @@ class step_memory_replay {
  public:
   /// The device runs ops [first_op, end_op) (a pipeline stage's; end_op < 0: to the last op)
   /// with `warm` forwards before its first backward (warm_up_order; 0 without a pipeline).
-  step_memory_replay(const plan_problem& problem, const std::vector<int>& pick, int first_op = 0, int end_op = -1, int warm = 0)
+  /// `paths`: plan_of(problem, pick), the plan the executor runs (shared by a pipeline's stages).
+  step_memory_replay(const plan_problem& problem, const std::vector<int>& pick, const plan& paths, int first_op = 0,
+                     int end_op = -1, int warm = 0)
       : problem_(problem),
         model_(problem.model()),
         pick_(pick),
         mesh_(problem.options().mesh),
         elem_(bytes_of(problem.options().type)),
-        paths_(plan_of(problem, pick)),
+        paths_(paths),
         first_(first_op),
         end_(end_op < 0 ? int(problem.model().ops.size()) : end_op),
         warm_(warm) {
@@ -398,7 +400,7 @@ class step_memory_replay {
   const std::vector<int>& pick_;
   mesh_shape mesh_;
   std::int64_t elem_;
-  plan paths_;  ///< pick as a plan: its boxing paths, the ones the executor runs
+  const plan& paths_;  ///< pick as a plan: its boxing paths, the ones the executor runs
   std::optional<step_schedule> schedule_;
   int first_, end_, warm_;
   std::vector<int> received_, sent_;
@@ -416,16 +418,18 @@ class step_memory_replay {
 /// executor's order. Example: a data-parallel MLP's peak is its stored state plus the first
 /// micro-batch's activations at the loss, plus the output gradients then.
 inline step_memory replay_step_memory(const plan_problem& problem, const std::vector<int>& pick) {
-  return detail::step_memory_replay(problem, pick).run();
+  const plan paths = plan_of(problem, pick);
+  return detail::step_memory_replay(problem, pick, paths).run();
 }
 
 /// The same for a device that runs ops [first_op, end_op) only, `warm` forwards ahead of its
 /// first backward (warm_up_order): a pipeline stage (search/pipeline.hpp, replay_stage_memory).
 /// It keeps the parameters its ops use and, per micro-batch in flight, what arrives from the
 /// stage before until that micro-batch's backward is done.
-inline step_memory replay_step_memory(const plan_problem& problem, const std::vector<int>& pick, int first_op, int end_op,
-                                      int warm) {
-  return detail::step_memory_replay(problem, pick, first_op, end_op, warm).run();
+/// `paths` is plan_of(problem, pick): the stages of one pipeline replay one plan.
+inline step_memory replay_step_memory(const plan_problem& problem, const std::vector<int>& pick, const plan& paths,
+                                      int first_op, int end_op, int warm) {
+  return detail::step_memory_replay(problem, pick, paths, first_op, end_op, warm).run();
 }
 
 }  // namespace autoddl
