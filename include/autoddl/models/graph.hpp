@@ -45,8 +45,27 @@ constexpr param_role param_role_of(op_kind k, std::size_t slot) {
     case op_kind::rmsnorm: return param_role::norm_scale;
     case op_kind::embedding: return param_role::embedding;
     case op_kind::experts: return param_role::expert_weight;
-    default: return param_role::weight;  // an op kind that takes no parameters: shape inference refuses one
+    // kinds that take no parameters (shape inference refuses one): a weight, should one be asked
+    case op_kind::matmul:
+    case op_kind::batched_matmul:
+    case op_kind::max_pool:
+    case op_kind::relu:
+    case op_kind::gelu:
+    case op_kind::dropout:
+    case op_kind::softmax:
+    case op_kind::attention:
+    case op_kind::cross_entropy:
+    case op_kind::add:
+    case op_kind::reshape:
+    case op_kind::silu:
+    case op_kind::mul:
+    case op_kind::rotary:
+    case op_kind::router:
+    case op_kind::load_balance:
+    case op_kind::dispatch:
+    case op_kind::combine: return param_role::weight;
   }
+  return param_role::weight;
 }
 
 struct param_info {

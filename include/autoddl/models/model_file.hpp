@@ -51,16 +51,6 @@ inline constexpr int model_file_version = 1;
 
 namespace detail {
 
-inline const std::vector<op_kind>& all_op_kinds() {
-  static const std::vector<op_kind> k{op_kind::linear,    op_kind::matmul,   op_kind::batched_matmul, op_kind::conv2d,
-                                      op_kind::max_pool,  op_kind::relu,     op_kind::gelu,           op_kind::dropout,
-                                      op_kind::layernorm, op_kind::softmax,  op_kind::attention,      op_kind::embedding,
-                                      op_kind::cross_entropy, op_kind::add,  op_kind::reshape,        op_kind::rmsnorm,
-                                      op_kind::silu,      op_kind::mul,      op_kind::rotary,         op_kind::router,
-                                      op_kind::load_balance, op_kind::dispatch, op_kind::experts,  op_kind::combine};
-  return k;
-}
-
 inline nlohmann::json shape_json(const tensor_shape& s) { return std::vector<std::int64_t>(s.begin(), s.end()); }
 
 struct model_reader {
@@ -280,10 +270,9 @@ class model_file_builder {
 
   void read_kind_and_attrs(const nlohmann::json& o, op_node& n, const std::string& where) const {
     const std::string kind = reader_.text(o, "op", where);
-    bool known = false;
-    for (op_kind k : all_op_kinds())
-      if (to_string(k) == kind) n.kind = k, known = true;
-    if (!known) reader_.bad(where, "unknown op '" + kind + "' in field 'op' (see ops/op.hpp's catalogue)");
+    const std::optional<op_kind> known = parse_op_kind(kind);
+    if (known) n.kind = *known;
+    else reader_.bad(where, "unknown op '" + kind + "' in field 'op' (see ops/op.hpp's catalogue)");
     if (o.contains("attrs")) read_attrs(reader_, o["attrs"], n.attrs, where);
     if (n.kind == op_kind::reshape && n.attrs.target.rank() > 0) {
       if (new_batch_ > 0 && batch_ > 0) {  // --batch: dim 0 holds the batch times a whole factor

@@ -3,6 +3,7 @@
 // parameters and attributes imply. Builders fill op_node::outputs with it; validate() of a
 // graph re-checks it. Errors name the op, the offending shape in the notation, and the fix.
 //   linear X [8,1024,768], W [768,3072], b [3072] -> [8,1024,3072]
+#include <concepts>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -131,32 +132,49 @@ inline void check_rotary(const op_node& op) {
   if (!(a.rope_theta > 0)) shape_fail(op, "rope_theta must be positive");
 }
 
-inline tensor_shape same_shape_output(const op_node& op) {  // relu, gelu, silu, dropout, softmax, the norms, add, mul, rotary
+/// An element-wise op of one input and no parameter: Y has X's shape.
+inline tensor_shape pointwise_output(const op_node& op) {
+  expect_counts(op, 1, 0);
+  return op.inputs[0];
+}
+
+inline tensor_shape softmax_output(const op_node& op) {
+  expect_counts(op, 1, 0);
+  expect_rank(op, op.inputs[0], "X", 1, max_tensor_rank);
+  return op.inputs[0];
+}
+
+inline tensor_shape dropout_output(const op_node& op) {
+  expect_counts(op, 1, 0);
+  if (!(op.attrs.dropout >= 0.0 && op.attrs.dropout < 1.0)) shape_fail(op, "drop probability must lie in [0, 1)");
+  return op.inputs[0];
+}
+
+/// add and mul: two inputs of one shape.
+inline tensor_shape same_pair_output(const op_node& op) {
+  expect_counts(op, 2, 0);
+  expect_shape(op, op.inputs[1], op.inputs[0], "B");
+  return op.inputs[0];
+}
+
+inline tensor_shape layernorm_output(const op_node& op) {
   const auto& in = op.inputs;
-  const op_attrs& a = op.attrs;
-  switch (op.kind) {
-    case op_kind::rmsnorm: check_rmsnorm(op); break;
-    case op_kind::rotary: check_rotary(op); break;
-    case op_kind::layernorm: {
-      expect_counts(op, 1, 2);
-      expect_rank(op, in[0], "X", 1, max_tensor_rank);
-      const tensor_shape h{in[0][in[0].rank() - 1]};
-      expect_shape(op, op.params[0], h, "gamma");
-      expect_shape(op, op.params[1], h, "beta");
-      break;
-    }
-    case op_kind::add:
-    case op_kind::mul:
-      expect_counts(op, 2, 0);
-      expect_shape(op, in[1], in[0], "B");
-      break;
-    default:
-      expect_counts(op, 1, 0);
-      if (op.kind == op_kind::softmax) expect_rank(op, in[0], "X", 1, max_tensor_rank);
-      if (op.kind == op_kind::dropout && !(a.dropout >= 0.0 && a.dropout < 1.0))
-        shape_fail(op, "drop probability must lie in [0, 1)");
-  }
+  expect_counts(op, 1, 2);
+  expect_rank(op, in[0], "X", 1, max_tensor_rank);
+  const tensor_shape h{in[0][in[0].rank() - 1]};
+  expect_shape(op, op.params[0], h, "gamma");
+  expect_shape(op, op.params[1], h, "beta");
   return in[0];
+}
+
+inline tensor_shape rmsnorm_output(const op_node& op) {
+  check_rmsnorm(op);
+  return op.inputs[0];
+}
+
+inline tensor_shape rotary_output(const op_node& op) {
+  check_rotary(op);
+  return op.inputs[0];
 }
 
 inline tensor_shape attention_output(const op_node& op) {
@@ -213,48 +231,58 @@ inline void check_topk(const op_node& op, std::int64_t experts) {
                        "]; route each token to at least one and at most every expert");
 }
 
-inline tensor_shape moe_output(const op_node& op) {
+/// router and load_balance: logits [b, s, E] and a top-k within the experts.
+inline void check_logits(const op_node& op) {
+  expect_counts(op, 1, 0);
+  expect_rank(op, op.inputs[0], "logits", 3, 3);
+  check_topk(op, op.inputs[0][2]);
+}
+
+inline tensor_shape router_output(const op_node& op) {
+  check_logits(op);
+  return op.inputs[0];
+}
+
+inline tensor_shape load_balance_output(const op_node& op) {
+  check_logits(op);
+  if (!(op.attrs.aux_coef >= 0)) shape_fail(op, "aux_coef must be non-negative");
+  return tensor_shape{};
+}
+
+inline tensor_shape dispatch_output(const op_node& op) {
   const auto& in = op.inputs;
   const op_attrs& a = op.attrs;
-  switch (op.kind) {
-    case op_kind::router:
-    case op_kind::load_balance:
-      expect_counts(op, 1, 0);
-      expect_rank(op, in[0], "logits", 3, 3);
-      check_topk(op, in[0][2]);
-      if (op.kind == op_kind::router) return in[0];
-      if (!(a.aux_coef >= 0)) shape_fail(op, "aux_coef must be non-negative");
-      return tensor_shape{};
-    case op_kind::dispatch: {
-      expect_counts(op, 2, 0);
-      expect_rank(op, in[0], "X", 3, 3);
-      expect_rank(op, in[1], "G", 3, 3);
-      expect_shape(op, in[1], tensor_shape{in[0][0], in[0][1], in[1][2]}, "G");
-      if (a.capacity < 1 || a.capacity > in[0][1])
-        shape_fail(op, "capacity=" + itos(a.capacity) + " slots per expert must lie in [1, seq=" + itos(in[0][1]) + "]");
-      return tensor_shape{in[0][0], in[1][2], a.capacity, in[0][2]};
-    }
-    case op_kind::experts: {
-      expect_counts(op, 1, 3);
-      expect_rank(op, in[0], "X", 4, 4);
-      const std::int64_t e = in[0][1], h = in[0][3];
-      expect_rank(op, op.params[0], "W_gate", 3, 3);
-      const std::int64_t f = op.params[0][2];
-      expect_shape(op, op.params[0], tensor_shape{e, h, f}, "W_gate");
-      expect_shape(op, op.params[1], tensor_shape{e, h, f}, "W_up");
-      expect_shape(op, op.params[2], tensor_shape{e, f, h}, "W_down");
-      return in[0];
-    }
-    default: {  // combine
-      expect_counts(op, 2, 0);
-      expect_rank(op, in[0], "X", 4, 4);
-      expect_rank(op, in[1], "G", 3, 3);
-      if (in[1][0] != in[0][0] || in[1][2] != in[0][1] || in[0][2] > in[1][1])
-        shape_fail(op, "X " + to_string(in[0]) + " does not match G " + to_string(in[1]) +
-                           ": X is [batch, experts, slots <= seq, hidden] of G's [batch, seq, experts]");
-      return tensor_shape{in[0][0], in[1][1], in[0][3]};
-    }
-  }
+  expect_counts(op, 2, 0);
+  expect_rank(op, in[0], "X", 3, 3);
+  expect_rank(op, in[1], "G", 3, 3);
+  expect_shape(op, in[1], tensor_shape{in[0][0], in[0][1], in[1][2]}, "G");
+  if (a.capacity < 1 || a.capacity > in[0][1])
+    shape_fail(op, "capacity=" + itos(a.capacity) + " slots per expert must lie in [1, seq=" + itos(in[0][1]) + "]");
+  return tensor_shape{in[0][0], in[1][2], a.capacity, in[0][2]};
+}
+
+inline tensor_shape experts_output(const op_node& op) {
+  const auto& in = op.inputs;
+  expect_counts(op, 1, 3);
+  expect_rank(op, in[0], "X", 4, 4);
+  const std::int64_t e = in[0][1], h = in[0][3];
+  expect_rank(op, op.params[0], "W_gate", 3, 3);
+  const std::int64_t f = op.params[0][2];
+  expect_shape(op, op.params[0], tensor_shape{e, h, f}, "W_gate");
+  expect_shape(op, op.params[1], tensor_shape{e, h, f}, "W_up");
+  expect_shape(op, op.params[2], tensor_shape{e, f, h}, "W_down");
+  return in[0];
+}
+
+inline tensor_shape combine_output(const op_node& op) {
+  const auto& in = op.inputs;
+  expect_counts(op, 2, 0);
+  expect_rank(op, in[0], "X", 4, 4);
+  expect_rank(op, in[1], "G", 3, 3);
+  if (in[1][0] != in[0][0] || in[1][2] != in[0][1] || in[0][2] > in[1][1])
+    shape_fail(op, "X " + to_string(in[0]) + " does not match G " + to_string(in[1]) +
+                       ": X is [batch, experts, slots <= seq, hidden] of G's [batch, seq, experts]");
+  return tensor_shape{in[0][0], in[1][1], in[0][3]};
 }
 
 inline tensor_shape reshape_output(const op_node& op) {
@@ -268,35 +296,56 @@ inline tensor_shape reshape_output(const op_node& op) {
 
 }  // namespace detail
 
+// ---- the shape rule of every kind ------------------------------------------------------------
+/// op_shape_traits<K>::output(op): the global output shape of an op of kind K, after checking its
+/// operands (one sentence naming the op). Every kind states its rule here.
+template <op_kind K>
+struct op_shape_traits;
+
+template <> struct op_shape_traits<op_kind::linear> { static constexpr auto output = detail::linear_output; };
+template <> struct op_shape_traits<op_kind::matmul> { static constexpr auto output = detail::matmul_output; };
+template <> struct op_shape_traits<op_kind::batched_matmul> { static constexpr auto output = detail::batched_matmul_output; };
+template <> struct op_shape_traits<op_kind::conv2d> { static constexpr auto output = detail::window_output; };
+template <> struct op_shape_traits<op_kind::max_pool> { static constexpr auto output = detail::window_output; };
+template <> struct op_shape_traits<op_kind::relu> { static constexpr auto output = detail::pointwise_output; };
+template <> struct op_shape_traits<op_kind::gelu> { static constexpr auto output = detail::pointwise_output; };
+template <> struct op_shape_traits<op_kind::dropout> { static constexpr auto output = detail::dropout_output; };
+template <> struct op_shape_traits<op_kind::layernorm> { static constexpr auto output = detail::layernorm_output; };
+template <> struct op_shape_traits<op_kind::softmax> { static constexpr auto output = detail::softmax_output; };
+template <> struct op_shape_traits<op_kind::attention> { static constexpr auto output = detail::attention_output; };
+template <> struct op_shape_traits<op_kind::embedding> { static constexpr auto output = detail::embedding_output; };
+template <> struct op_shape_traits<op_kind::cross_entropy> { static constexpr auto output = detail::cross_entropy_output; };
+template <> struct op_shape_traits<op_kind::add> { static constexpr auto output = detail::same_pair_output; };
+template <> struct op_shape_traits<op_kind::reshape> { static constexpr auto output = detail::reshape_output; };
+template <> struct op_shape_traits<op_kind::rmsnorm> { static constexpr auto output = detail::rmsnorm_output; };
+template <> struct op_shape_traits<op_kind::silu> { static constexpr auto output = detail::pointwise_output; };
+template <> struct op_shape_traits<op_kind::mul> { static constexpr auto output = detail::same_pair_output; };
+template <> struct op_shape_traits<op_kind::rotary> { static constexpr auto output = detail::rotary_output; };
+template <> struct op_shape_traits<op_kind::router> { static constexpr auto output = detail::router_output; };
+template <> struct op_shape_traits<op_kind::load_balance> { static constexpr auto output = detail::load_balance_output; };
+template <> struct op_shape_traits<op_kind::dispatch> { static constexpr auto output = detail::dispatch_output; };
+template <> struct op_shape_traits<op_kind::experts> { static constexpr auto output = detail::experts_output; };
+template <> struct op_shape_traits<op_kind::combine> { static constexpr auto output = detail::combine_output; };
+
+/// Whether Traits (op_shape_traits<K> of one kind K) states the shape rule; see check_op_traits.
+template <class Traits>
+consteval bool check_op_shape_traits() {
+  static_assert(requires { sizeof(Traits); }, "op_shape_traits<K> is not specialised for this kind: give it the kind's shape rule");
+  static_assert(requires(const op_node& op) { { Traits::output(op) } -> std::same_as<tensor_shape>; },
+                "op_shape_traits<K> lacks output(op): state the kind's output shape and the checks of its operands");
+  return true;
+}
+
+/// check_op_shape_traits for every kind of an enum of Count kinds with traits Traits<K>.
+template <class Kind, std::size_t Count, template <Kind> class Traits>
+consteval bool every_kind_has_shape_traits() {
+  return detail::every_kind<Kind, Count>([](auto k) { return check_op_shape_traits<Traits<decltype(k)::value>>(); });
+}
+static_assert(every_kind_has_shape_traits<op_kind, op_kind_count, op_shape_traits>());
+
 /// The output shapes of `op`. Throws layout_error when operands disagree.
 inline std::vector<tensor_shape> infer_outputs(const op_node& op) {
-  switch (op.kind) {
-    case op_kind::linear: return {detail::linear_output(op)};
-    case op_kind::matmul: return {detail::matmul_output(op)};
-    case op_kind::batched_matmul: return {detail::batched_matmul_output(op)};
-    case op_kind::conv2d:
-    case op_kind::max_pool: return {detail::window_output(op)};
-    case op_kind::relu:
-    case op_kind::gelu:
-    case op_kind::dropout:
-    case op_kind::softmax:
-    case op_kind::layernorm:
-    case op_kind::add:
-    case op_kind::rmsnorm:
-    case op_kind::silu:
-    case op_kind::mul:
-    case op_kind::rotary: return {detail::same_shape_output(op)};
-    case op_kind::attention: return {detail::attention_output(op)};
-    case op_kind::embedding: return {detail::embedding_output(op)};
-    case op_kind::cross_entropy: return {detail::cross_entropy_output(op)};
-    case op_kind::reshape: return {detail::reshape_output(op)};
-    case op_kind::router:
-    case op_kind::load_balance:
-    case op_kind::dispatch:
-    case op_kind::experts:
-    case op_kind::combine: return {detail::moe_output(op)};
-  }
-  detail::shape_fail(op, "unknown op kind");
+  return {visit_op_kind(op.kind, [&](auto K) { return op_shape_traits<K.value>::output(op); })};
 }
 
 /// Throws layout_error unless op.outputs are what its operands imply.

@@ -8,6 +8,7 @@
 //   X[S(0),B] W[B,S(1)] b[B,S(0)] -> Y[S(0),S(1)]
 // Backward: the gradient of a tensor laid out B on an axis is P there, of P is B, of S(d) is
 // S(d) (dual); parameter gradients come out in dual(param layout), boxed later by the planner.
+#include <concepts>
 #include <cstddef>
 #include <optional>
 #include <span>
@@ -39,43 +40,164 @@ constexpr nd_sbp dual(const nd_sbp& v) {
   return r;
 }
 
+// ---- the signature rule of every kind --------------------------------------------------------
+/// op_signature_traits<K>::axis(op, in, pr): the output SBP of an op of kind K on one mesh axis for
+/// the given input and parameter SBPs on that axis, or nullopt when the kind has no such 1-D
+/// signature (its per-family rule: matmul.hpp, conv.hpp, elementwise.hpp, ...). @pre op's shapes
+/// are consistent.
+template <op_kind K>
+struct op_signature_traits;
+
+namespace detail {
+using axis_sbps = std::span<const sbp>;
+}  // namespace detail
+
+template <> struct op_signature_traits<op_kind::linear> {
+  static constexpr auto axis = [](const op_node& op, detail::axis_sbps in, detail::axis_sbps pr) -> std::optional<sbp> {
+    const op_attrs& a = op.attrs;
+    return a.bias ? linear_axis(in[0], pr[0], pr[1], op.inputs[0].rank(), a.transpose_w)
+                  : matmul_axis(in[0], pr[0], op.inputs[0].rank(), a.transpose_w);
+  };
+};
+template <> struct op_signature_traits<op_kind::matmul> {
+  static constexpr auto axis = [](const op_node& op, detail::axis_sbps in, detail::axis_sbps) -> std::optional<sbp> {
+    return matmul_axis(in[0], in[1], op.inputs[0].rank());
+  };
+};
+template <> struct op_signature_traits<op_kind::batched_matmul> {
+  static constexpr auto axis = [](const op_node& op, detail::axis_sbps in, detail::axis_sbps) -> std::optional<sbp> {
+    return batched_matmul_axis(in[0], in[1], op.inputs[0].rank());
+  };
+};
+template <> struct op_signature_traits<op_kind::conv2d> {
+  static constexpr auto axis = [](const op_node& op, detail::axis_sbps in, detail::axis_sbps pr) -> std::optional<sbp> {
+    const op_attrs& a = op.attrs;
+    const bool pw = pointwise_window(a.kernel, a.stride, a.padding);
+    return a.bias ? conv2d_bias_axis(in[0], pr[0], pr[1], pw) : conv2d_axis(in[0], pr[0], pw);
+  };
+};
+template <> struct op_signature_traits<op_kind::max_pool> {
+  static constexpr auto axis = [](const op_node& op, detail::axis_sbps in, detail::axis_sbps) -> std::optional<sbp> {
+    return max_pool_axis(in[0], pointwise_window(op.attrs.kernel, op.attrs.stride, op.attrs.padding));
+  };
+};
+template <> struct op_signature_traits<op_kind::relu> {
+  static constexpr auto axis = [](const op_node&, detail::axis_sbps in, detail::axis_sbps) -> std::optional<sbp> {
+    return pointwise_axis(in[0]);
+  };
+};
+template <> struct op_signature_traits<op_kind::gelu> {
+  static constexpr auto axis = [](const op_node&, detail::axis_sbps in, detail::axis_sbps) -> std::optional<sbp> {
+    return pointwise_axis(in[0]);
+  };
+};
+template <> struct op_signature_traits<op_kind::dropout> {
+  static constexpr auto axis = [](const op_node&, detail::axis_sbps in, detail::axis_sbps) -> std::optional<sbp> {
+    return pointwise_axis(in[0]);
+  };
+};
+template <> struct op_signature_traits<op_kind::layernorm> {
+  static constexpr auto axis = [](const op_node& op, detail::axis_sbps in, detail::axis_sbps pr) -> std::optional<sbp> {
+    return layernorm_axis(in[0], pr[0], pr[1], op.inputs[0].rank());
+  };
+};
+template <> struct op_signature_traits<op_kind::softmax> {
+  static constexpr auto axis = [](const op_node& op, detail::axis_sbps in, detail::axis_sbps) -> std::optional<sbp> {
+    return rowwise_axis(in[0], op.inputs[0].rank());
+  };
+};
+template <> struct op_signature_traits<op_kind::attention> {
+  static constexpr auto axis = [](const op_node& op, detail::axis_sbps in, detail::axis_sbps) -> std::optional<sbp> {
+    return attention_axis(in[0], in[1], in[2], op.attrs.key_value_heads() < op.attrs.heads);
+  };
+};
+template <> struct op_signature_traits<op_kind::embedding> {
+  static constexpr auto axis = [](const op_node& op, detail::axis_sbps in, detail::axis_sbps pr) -> std::optional<sbp> {
+    return op.attrs.positions ? embedding_axis(in[0], pr[0], pr[1]) : embedding_axis(in[0], pr[0], op.inputs[0].rank());
+  };
+};
+template <> struct op_signature_traits<op_kind::cross_entropy> {
+  static constexpr auto axis = [](const op_node& op, detail::axis_sbps in, detail::axis_sbps) -> std::optional<sbp> {
+    return cross_entropy_axis(in[0], in[1], op.inputs[0].rank());
+  };
+};
+template <> struct op_signature_traits<op_kind::add> {
+  static constexpr auto axis = [](const op_node&, detail::axis_sbps in, detail::axis_sbps) -> std::optional<sbp> {
+    return add_axis(in[0], in[1]);
+  };
+};
+template <> struct op_signature_traits<op_kind::reshape> {
+  static constexpr auto axis = [](const op_node& op, detail::axis_sbps in, detail::axis_sbps) -> std::optional<sbp> {
+    return reshape_axis(in[0], op.inputs[0], op.outputs[0]);
+  };
+};
+template <> struct op_signature_traits<op_kind::rmsnorm> {
+  static constexpr auto axis = [](const op_node& op, detail::axis_sbps in, detail::axis_sbps pr) -> std::optional<sbp> {
+    return rmsnorm_axis(in[0], pr[0], op.inputs[0].rank(), op.attrs.heads);
+  };
+};
+template <> struct op_signature_traits<op_kind::silu> {
+  static constexpr auto axis = [](const op_node&, detail::axis_sbps in, detail::axis_sbps) -> std::optional<sbp> {
+    return pointwise_axis(in[0]);
+  };
+};
+template <> struct op_signature_traits<op_kind::mul> {
+  static constexpr auto axis = [](const op_node&, detail::axis_sbps in, detail::axis_sbps) -> std::optional<sbp> {
+    return mul_axis(in[0], in[1]);
+  };
+};
+template <> struct op_signature_traits<op_kind::rotary> {
+  static constexpr auto axis = [](const op_node&, detail::axis_sbps in, detail::axis_sbps) -> std::optional<sbp> {
+    return rotary_axis(in[0]);
+  };
+};
+template <> struct op_signature_traits<op_kind::router> {
+  static constexpr auto axis = [](const op_node&, detail::axis_sbps in, detail::axis_sbps) -> std::optional<sbp> {
+    return router_axis(in[0]);
+  };
+};
+template <> struct op_signature_traits<op_kind::load_balance> {
+  static constexpr auto axis = [](const op_node&, detail::axis_sbps in, detail::axis_sbps) -> std::optional<sbp> {
+    return load_balance_axis(in[0]);
+  };
+};
+template <> struct op_signature_traits<op_kind::dispatch> {
+  static constexpr auto axis = [](const op_node&, detail::axis_sbps in, detail::axis_sbps) -> std::optional<sbp> {
+    return dispatch_axis(in[0], in[1]);
+  };
+};
+template <> struct op_signature_traits<op_kind::experts> {
+  static constexpr auto axis = [](const op_node&, detail::axis_sbps in, detail::axis_sbps pr) -> std::optional<sbp> {
+    return experts_axis(in[0], pr[0], pr[1], pr[2]);
+  };
+};
+template <> struct op_signature_traits<op_kind::combine> {
+  static constexpr auto axis = [](const op_node&, detail::axis_sbps in, detail::axis_sbps) -> std::optional<sbp> {
+    return combine_axis(in[0], in[1]);
+  };
+};
+
+/// Whether Traits (op_signature_traits<K> of one kind K) states the per-axis rule; see check_op_traits.
+template <class Traits>
+consteval bool check_op_signature_traits() {
+  static_assert(requires { sizeof(Traits); },
+                "op_signature_traits<K> is not specialised for this kind: give it the kind's per-axis signature rule");
+  static_assert(requires(const op_node& op, detail::axis_sbps s) { { Traits::axis(op, s, s) } -> std::same_as<std::optional<sbp>>; },
+                "op_signature_traits<K> lacks axis(op, in, pr): state the kind's output SBP on one mesh axis");
+  return true;
+}
+
+/// check_op_signature_traits for every kind of an enum of Count kinds with traits Traits<K>.
+template <class Kind, std::size_t Count, template <Kind> class Traits>
+consteval bool every_kind_has_signature_traits() {
+  return detail::every_kind<Kind, Count>([](auto k) { return check_op_signature_traits<Traits<decltype(k)::value>>(); });
+}
+static_assert(every_kind_has_signature_traits<op_kind, op_kind_count, op_signature_traits>());
+
 /// The output SBP of `op` on one mesh axis for the given input and parameter SBPs on that axis,
 /// or nullopt when the op has no such 1-D signature. @pre op's shapes are consistent.
 constexpr std::optional<sbp> axis_output(const op_node& op, std::span<const sbp> in, std::span<const sbp> pr) {
-  const op_attrs& a = op.attrs;
-  switch (op.kind) {
-    case op_kind::linear:
-      return a.bias ? linear_axis(in[0], pr[0], pr[1], op.inputs[0].rank(), a.transpose_w)
-                    : matmul_axis(in[0], pr[0], op.inputs[0].rank(), a.transpose_w);
-    case op_kind::matmul: return matmul_axis(in[0], in[1], op.inputs[0].rank());
-    case op_kind::batched_matmul: return batched_matmul_axis(in[0], in[1], op.inputs[0].rank());
-    case op_kind::conv2d: {
-      bool pw = pointwise_window(a.kernel, a.stride, a.padding);
-      return a.bias ? conv2d_bias_axis(in[0], pr[0], pr[1], pw) : conv2d_axis(in[0], pr[0], pw);
-    }
-    case op_kind::max_pool: return max_pool_axis(in[0], pointwise_window(a.kernel, a.stride, a.padding));
-    case op_kind::relu:
-    case op_kind::gelu:
-    case op_kind::dropout: return pointwise_axis(in[0]);
-    case op_kind::softmax: return rowwise_axis(in[0], op.inputs[0].rank());
-    case op_kind::layernorm: return layernorm_axis(in[0], pr[0], pr[1], op.inputs[0].rank());
-    case op_kind::attention: return attention_axis(in[0], in[1], in[2], a.key_value_heads() < a.heads);
-    case op_kind::embedding:
-      return a.positions ? embedding_axis(in[0], pr[0], pr[1]) : embedding_axis(in[0], pr[0], op.inputs[0].rank());
-    case op_kind::cross_entropy: return cross_entropy_axis(in[0], in[1], op.inputs[0].rank());
-    case op_kind::add: return add_axis(in[0], in[1]);
-    case op_kind::reshape: return reshape_axis(in[0], op.inputs[0], op.outputs[0]);
-    case op_kind::rmsnorm: return rmsnorm_axis(in[0], pr[0], op.inputs[0].rank(), a.heads);
-    case op_kind::silu: return pointwise_axis(in[0]);
-    case op_kind::mul: return mul_axis(in[0], in[1]);
-    case op_kind::rotary: return rotary_axis(in[0]);
-    case op_kind::router: return router_axis(in[0]);
-    case op_kind::load_balance: return load_balance_axis(in[0]);
-    case op_kind::dispatch: return dispatch_axis(in[0], in[1]);
-    case op_kind::experts: return experts_axis(in[0], pr[0], pr[1], pr[2]);
-    case op_kind::combine: return combine_axis(in[0], in[1]);
-  }
-  return std::nullopt;
+  return visit_op_kind(op.kind, [&](auto K) { return op_signature_traits<K.value>::axis(op, in, pr); });
 }
 
 /// The output nd-SBP of `op` for given input and parameter nd-SBPs: axis_output on every axis.

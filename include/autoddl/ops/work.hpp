@@ -27,6 +27,7 @@
 //   one element per output element.
 // - Per device, the same formulas run on the device's local shapes (autoddl/sbp/layout.hpp
 //   local_shape): a P or B tensor is whole there, a split one is a shard.
+#include <concepts>
 #include <cstdint>
 #include <vector>
 
@@ -55,36 +56,6 @@ struct backward_reads {
   constexpr bool input(std::size_t i) const { return i < 32 && ((inputs >> i) & 1u) != 0; }
 };
 
-constexpr backward_reads backward_reads_of(op_kind k) {
-  switch (k) {
-    case op_kind::linear:
-    case op_kind::conv2d:
-    case op_kind::max_pool:
-    case op_kind::gelu:
-    case op_kind::layernorm:
-    case op_kind::embedding:
-    case op_kind::rmsnorm:
-    case op_kind::silu:
-    case op_kind::router:
-    case op_kind::load_balance:
-    case op_kind::experts: return {0b1, false};
-    case op_kind::dispatch: return {0b10, false};
-    case op_kind::combine:
-    case op_kind::matmul:
-    case op_kind::batched_matmul:
-    case op_kind::cross_entropy:
-    case op_kind::mul: return {0b11, false};
-    case op_kind::attention: return {0b111, false};
-    case op_kind::relu:
-    case op_kind::softmax: return {0, true};
-    case op_kind::dropout:
-    case op_kind::add:
-    case op_kind::reshape:
-    case op_kind::rotary: return {0, false};
-  }
-  return {~std::uint32_t(0), true};
-}
-
 /// An all-reduce of row statistics an op needs besides boxing (vocab-parallel cross-entropy:
 /// the row max, the sum of exponentials and the target logit, Megatron-LM 2019 section 3).
 struct stat_all_reduce {
@@ -109,116 +80,281 @@ constexpr int statistic_bytes(int elem_bytes) { return elem_bytes < 4 ? 4 : elem
 namespace detail {
 inline double elems(const tensor_shape& s) { return double(s.elements()); }
 
+// Formulas several kinds share, from the shapes in `op` (global or local, same formula).
+/// 2 M N K (+ M N for a linear's bias): linear, matmul, batched matmul.
+inline double gemm_flops(const op_node& op) {
+  const tensor_shape& x = op.inputs[0];
+  const double k = double(x[x.rank() - 1]), y = elems(op.outputs[0]);
+  const bool bias = op.kind == op_kind::linear && op.attrs.bias;
+  return 2.0 * y * k + (bias ? y : 0.0);
+}
+/// N FLOPs per element of the output.
+template <int N>
+double per_output(const op_node& op) { return N * elems(op.outputs[0]); }
+/// N FLOPs per element of the first input.
+template <int N>
+double per_input(const op_node& op) { return N * elems(op.inputs[0]); }
+/// Twice the forward's FLOPs: the input gradient and the weight gradient, each a GEMM of the
+/// forward's size (or, for mul and combine, a product per factor).
+template <double (*Forward)(const op_node&)>
+double twice(const op_node& op) { return 2.0 * Forward(op); }
+inline double no_flops(const op_node&) { return 0.0; }
+inline double no_bytes(const op_node&, int) { return 0.0; }
+/// The first input kept for backward.
+inline double first_input_bytes(const op_node& op, int e) { return elems(op.inputs[0]) * e; }
+/// Both inputs kept for backward.
+inline double both_inputs_bytes(const op_node& op, int e) { return (elems(op.inputs[0]) + elems(op.inputs[1])) * e; }
+/// The output kept for backward.
+inline double output_bytes(const op_node& op, int e) { return elems(op.outputs[0]) * e; }
+
+// Formulas of one kind each.
+inline double conv2d_flops(const op_node& op) {
+  const double y = elems(op.outputs[0]);
+  const op_attrs& a = op.attrs;
+  return 2.0 * y * double(op.inputs[0][1]) * a.kernel * a.kernel + (a.bias ? y : 0.0);
+}
+inline double max_pool_flops(const op_node& op) { return elems(op.outputs[0]) * op.attrs.kernel * op.attrs.kernel; }
+inline double attention_flops(const op_node& op) {
+  const auto& in = op.inputs;
+  const double b = double(in[0][0]), sq = double(in[0][1]), sk = double(in[1][1]), h = double(in[0][2]);
+  return 4.0 * b * sq * sk * h + 5.0 * b * sq * sk * double(op.attrs.heads);
+}
+/// A gather: nothing, or an add per output element with learned positions.
+inline double embedding_flops(const op_node& op) { return op.attrs.positions ? elems(op.outputs[0]) : 0.0; }
+/// Three GEMMs per slot row and 5 per element of the [rows, F] products (SiLU and the product).
+inline double experts_flops(const op_node& op) {
+  const tensor_shape& x = op.inputs[0];
+  const double rows = elems(x) / double(x[3]), f = double(op.params[0][2]);
+  return 6.0 * rows * double(x[3]) * f + 5.0 * rows * f;
+}
+/// X, and 1/rms per normed group in the statistic type.
+inline double rmsnorm_bytes(const op_node& op, int e) {
+  const tensor_shape& x = op.inputs[0];
+  const double groups = elems(x) / double(x[x.rank() - 1]) * double(op.attrs.heads);
+  return elems(x) * e + groups * statistic_bytes(e);
+}
+/// X, and mean and 1/std per row in the statistic type.
+inline double layernorm_bytes(const op_node& op, int e) {
+  const tensor_shape& x = op.inputs[0];
+  const double rows = elems(x) / double(x[x.rank() - 1]);
+  return elems(x) * e + 2.0 * rows * statistic_bytes(e);
+}
+/// q, k, v and the probabilities [b, heads, sq, sk].
+inline double attention_bytes(const op_node& op, int e) {
+  const auto& in = op.inputs;
+  const double probs = double(in[0][0]) * double(op.attrs.heads) * double(in[0][1]) * double(in[1][1]);
+  return (elems(in[0]) + elems(in[1]) + elems(in[2]) + probs) * e;
+}
+/// The token ids, int64.
+inline double ids_bytes(const op_node& op, int) { return elems(op.inputs[0]) * 8; }
+/// The logits, and the labels as int64.
+inline double cross_entropy_bytes(const op_node& op, int e) { return elems(op.inputs[0]) * e + elems(op.inputs[1]) * 8; }
+/// The gates G (input 1): the backward rebuilds the slot map from them.
+inline double gates_bytes(const op_node& op, int e) { return elems(op.inputs[1]) * e; }
+/// X, and the gate and up products per slot row.
+inline double experts_bytes(const op_node& op, int e) {
+  const tensor_shape& x = op.inputs[0];
+  const double rows = elems(x) / double(x[3]);
+  return (elems(x) + 2.0 * rows * double(op.params[0][2])) * e;
+}
+}  // namespace detail
+
+// ---- the work facts of every kind ------------------------------------------------------------
+/// op_work_traits<K> holds, for kind K (formulas from the shapes in `op`, global or local):
+///   reads                  what its backward reads (backward_reads_of)
+///   forward_flops(op)      its forward FLOPs
+///   backward_flops(op)     its backward FLOPs, stated for every kind (the conventions above)
+///   kept_bytes(op, e)      bytes kept for backward with `e` bytes per element. Token ids and
+///                          labels are int64 (8 bytes); attention keeps its probabilities
+///                          [b, heads, sq, sk] before dropout (Korthikanti et al. 2022, activation
+///                          memory of self-attention). Dropout masks are not kept: the mask is a
+///                          counter-based hash of (seed, op, element), recomputed in backward
+///                          (backend/device.hpp, dropout_keep), where Korthikanti count 1 byte per
+///                          element.
+template <op_kind K>
+struct op_work_traits;
+
+template <> struct op_work_traits<op_kind::linear> {
+  static constexpr backward_reads reads{0b1, false};
+  static constexpr auto forward_flops = detail::gemm_flops;
+  static constexpr auto backward_flops = detail::twice<detail::gemm_flops>;
+  static constexpr auto kept_bytes = detail::first_input_bytes;
+};
+template <> struct op_work_traits<op_kind::matmul> {
+  static constexpr backward_reads reads{0b11, false};
+  static constexpr auto forward_flops = detail::gemm_flops;
+  static constexpr auto backward_flops = detail::twice<detail::gemm_flops>;
+  static constexpr auto kept_bytes = detail::both_inputs_bytes;
+};
+template <> struct op_work_traits<op_kind::batched_matmul> {
+  static constexpr backward_reads reads{0b11, false};
+  static constexpr auto forward_flops = detail::gemm_flops;
+  static constexpr auto backward_flops = detail::twice<detail::gemm_flops>;
+  static constexpr auto kept_bytes = detail::both_inputs_bytes;
+};
+template <> struct op_work_traits<op_kind::conv2d> {
+  static constexpr backward_reads reads{0b1, false};
+  static constexpr auto forward_flops = detail::conv2d_flops;
+  static constexpr auto backward_flops = detail::twice<detail::conv2d_flops>;
+  static constexpr auto kept_bytes = detail::first_input_bytes;
+};
+template <> struct op_work_traits<op_kind::max_pool> {
+  static constexpr backward_reads reads{0b1, false};
+  static constexpr auto forward_flops = detail::max_pool_flops;
+  static constexpr auto backward_flops = detail::max_pool_flops;
+  static constexpr auto kept_bytes = detail::first_input_bytes;
+};
+template <> struct op_work_traits<op_kind::relu> {
+  static constexpr backward_reads reads{0, true};
+  static constexpr auto forward_flops = detail::per_output<1>;
+  static constexpr auto backward_flops = detail::per_output<1>;
+  static constexpr auto kept_bytes = detail::output_bytes;
+};
+template <> struct op_work_traits<op_kind::gelu> {
+  static constexpr backward_reads reads{0b1, false};
+  static constexpr auto forward_flops = detail::per_input<8>;
+  static constexpr auto backward_flops = detail::per_input<8>;
+  static constexpr auto kept_bytes = detail::first_input_bytes;
+};
+template <> struct op_work_traits<op_kind::dropout> {
+  static constexpr backward_reads reads{0, false};
+  static constexpr auto forward_flops = detail::per_output<2>;
+  static constexpr auto backward_flops = detail::per_output<2>;
+  static constexpr auto kept_bytes = detail::no_bytes;
+};
+template <> struct op_work_traits<op_kind::layernorm> {
+  static constexpr backward_reads reads{0b1, false};
+  static constexpr auto forward_flops = detail::per_input<8>;
+  static constexpr auto backward_flops = detail::per_input<8>;
+  static constexpr auto kept_bytes = detail::layernorm_bytes;
+};
+template <> struct op_work_traits<op_kind::softmax> {
+  static constexpr backward_reads reads{0, true};
+  static constexpr auto forward_flops = detail::per_input<5>;
+  static constexpr auto backward_flops = detail::per_input<5>;
+  static constexpr auto kept_bytes = detail::output_bytes;
+};
+template <> struct op_work_traits<op_kind::attention> {
+  static constexpr backward_reads reads{0b111, false};
+  static constexpr auto forward_flops = detail::attention_flops;
+  static constexpr auto backward_flops = detail::twice<detail::attention_flops>;
+  static constexpr auto kept_bytes = detail::attention_bytes;
+};
+template <> struct op_work_traits<op_kind::embedding> {
+  static constexpr backward_reads reads{0b1, false};
+  static constexpr auto forward_flops = detail::embedding_flops;
+  static constexpr auto backward_flops = detail::per_output<1>;
+  static constexpr auto kept_bytes = detail::ids_bytes;
+};
+template <> struct op_work_traits<op_kind::cross_entropy> {
+  static constexpr backward_reads reads{0b11, false};
+  static constexpr auto forward_flops = detail::per_input<5>;
+  static constexpr auto backward_flops = detail::per_input<5>;
+  static constexpr auto kept_bytes = detail::cross_entropy_bytes;
+};
+template <> struct op_work_traits<op_kind::add> {
+  static constexpr backward_reads reads{0, false};
+  static constexpr auto forward_flops = detail::per_output<1>;
+  static constexpr auto backward_flops = detail::no_flops;
+  static constexpr auto kept_bytes = detail::no_bytes;
+};
+template <> struct op_work_traits<op_kind::reshape> {
+  static constexpr backward_reads reads{0, false};
+  static constexpr auto forward_flops = detail::no_flops;
+  static constexpr auto backward_flops = detail::no_flops;
+  static constexpr auto kept_bytes = detail::no_bytes;
+};
+template <> struct op_work_traits<op_kind::rmsnorm> {
+  static constexpr backward_reads reads{0b1, false};
+  static constexpr auto forward_flops = detail::per_output<4>;
+  static constexpr auto backward_flops = detail::per_output<4>;
+  static constexpr auto kept_bytes = detail::rmsnorm_bytes;
+};
+template <> struct op_work_traits<op_kind::silu> {
+  static constexpr backward_reads reads{0b1, false};
+  static constexpr auto forward_flops = detail::per_output<4>;
+  static constexpr auto backward_flops = detail::per_output<4>;
+  static constexpr auto kept_bytes = detail::first_input_bytes;
+};
+template <> struct op_work_traits<op_kind::mul> {
+  static constexpr backward_reads reads{0b11, false};
+  static constexpr auto forward_flops = detail::per_output<1>;
+  static constexpr auto backward_flops = detail::twice<detail::per_output<1>>;
+  static constexpr auto kept_bytes = detail::both_inputs_bytes;
+};
+template <> struct op_work_traits<op_kind::rotary> {
+  static constexpr backward_reads reads{0, false};
+  static constexpr auto forward_flops = detail::per_output<3>;
+  static constexpr auto backward_flops = detail::per_output<3>;
+  static constexpr auto kept_bytes = detail::no_bytes;
+};
+template <> struct op_work_traits<op_kind::router> {
+  static constexpr backward_reads reads{0b1, false};
+  static constexpr auto forward_flops = detail::per_input<6>;
+  static constexpr auto backward_flops = detail::per_input<6>;
+  static constexpr auto kept_bytes = detail::first_input_bytes;
+};
+template <> struct op_work_traits<op_kind::load_balance> {
+  static constexpr backward_reads reads{0b1, false};
+  static constexpr auto forward_flops = detail::per_input<7>;
+  static constexpr auto backward_flops = detail::per_input<7>;
+  static constexpr auto kept_bytes = detail::first_input_bytes;
+};
+template <> struct op_work_traits<op_kind::dispatch> {
+  static constexpr backward_reads reads{0b10, false};
+  static constexpr auto forward_flops = detail::no_flops;
+  static constexpr auto backward_flops = detail::no_flops;
+  static constexpr auto kept_bytes = detail::gates_bytes;
+};
+template <> struct op_work_traits<op_kind::experts> {
+  static constexpr backward_reads reads{0b1, false};
+  static constexpr auto forward_flops = detail::experts_flops;
+  static constexpr auto backward_flops = detail::twice<detail::experts_flops>;
+  static constexpr auto kept_bytes = detail::experts_bytes;
+};
+template <> struct op_work_traits<op_kind::combine> {
+  static constexpr backward_reads reads{0b11, false};
+  static constexpr auto forward_flops = detail::per_input<2>;
+  static constexpr auto backward_flops = detail::twice<detail::per_input<2>>;
+  static constexpr auto kept_bytes = detail::both_inputs_bytes;
+};
+/// Whether Traits (op_work_traits<K> of one kind K) holds every work fact; see check_op_traits.
+template <class Traits>
+consteval bool check_op_work_traits() {
+  static_assert(requires { sizeof(Traits); }, "op_work_traits<K> is not specialised for this kind: give it the kind's work facts");
+  static_assert(requires { { Traits::reads } -> std::convertible_to<backward_reads>; },
+                "op_work_traits<K> lacks reads: say what the kind's backward reads of its inputs and output");
+  static_assert(requires(const op_node& op) { { Traits::forward_flops(op) } -> std::same_as<double>; },
+                "op_work_traits<K> lacks forward_flops(op): state the kind's forward FLOPs");
+  static_assert(requires(const op_node& op) { { Traits::backward_flops(op) } -> std::same_as<double>; },
+                "op_work_traits<K> lacks backward_flops(op): state the kind's backward FLOPs (never assume the forward's)");
+  static_assert(requires(const op_node& op, int e) { { Traits::kept_bytes(op, e) } -> std::same_as<double>; },
+                "op_work_traits<K> lacks kept_bytes(op, e): state the bytes the kind keeps for its backward");
+  return true;
+}
+
+/// check_op_work_traits for every kind of an enum of Count kinds with traits Traits<K>.
+template <class Kind, std::size_t Count, template <Kind> class Traits>
+consteval bool every_kind_has_work_traits() {
+  return detail::every_kind<Kind, Count>([](auto k) { return check_op_work_traits<Traits<decltype(k)::value>>(); });
+}
+static_assert(every_kind_has_work_traits<op_kind, op_kind_count, op_work_traits>());
+
+constexpr backward_reads backward_reads_of(op_kind k) {
+  return visit_op_kind(k, [](auto K) { return op_work_traits<K.value>::reads; });
+}
+
+namespace detail {
 /// Forward FLOPs from the shapes in `op` (global or local, same formula).
 inline double flops_of(const op_node& op) {
-  const auto& in = op.inputs;
-  const tensor_shape& y = op.outputs[0];
-  const op_attrs& a = op.attrs;
-  switch (op.kind) {
-    case op_kind::linear:
-    case op_kind::matmul:
-    case op_kind::batched_matmul: {
-      double k = double(in[0][in[0].rank() - 1]);
-      bool bias = op.kind == op_kind::linear && a.bias;
-      return 2.0 * elems(y) * k + (bias ? elems(y) : 0.0);
-    }
-    case op_kind::conv2d:
-      return 2.0 * elems(y) * double(in[0][1]) * a.kernel * a.kernel + (a.bias ? elems(y) : 0.0);
-    case op_kind::max_pool: return elems(y) * a.kernel * a.kernel;
-    case op_kind::relu:
-    case op_kind::add:
-    case op_kind::mul: return elems(y);
-    case op_kind::dropout: return 2.0 * elems(y);
-    case op_kind::rotary: return 3.0 * elems(y);
-    case op_kind::rmsnorm:
-    case op_kind::silu: return 4.0 * elems(y);
-    case op_kind::softmax:
-    case op_kind::cross_entropy: return 5.0 * elems(in[0]);
-    case op_kind::layernorm:
-    case op_kind::gelu: return 8.0 * elems(in[0]);
-    case op_kind::attention: {
-      double b = double(in[0][0]), sq = double(in[0][1]), sk = double(in[1][1]), h = double(in[0][2]);
-      return 4.0 * b * sq * sk * h + 5.0 * b * sq * sk * double(a.heads);
-    }
-    case op_kind::embedding: return a.positions ? elems(y) : 0.0;
-    case op_kind::reshape:
-    case op_kind::dispatch: return 0.0;
-    case op_kind::router: return 6.0 * elems(in[0]);
-    case op_kind::load_balance: return 7.0 * elems(in[0]);
-    case op_kind::experts: {
-      const double rows = elems(in[0]) / double(in[0][3]), f = double(op.params[0][2]);
-      return 6.0 * rows * double(in[0][3]) * f + 5.0 * rows * f;
-    }
-    case op_kind::combine: return 2.0 * elems(in[0]);
-  }
-  return 0.0;
+  return visit_op_kind(op.kind, [&](auto K) { return op_work_traits<K.value>::forward_flops(op); });
 }
-
-inline double bwd_of(const op_node& op, double fwd) {
-  switch (op.kind) {
-    case op_kind::linear:
-    case op_kind::matmul:
-    case op_kind::batched_matmul:
-    case op_kind::conv2d:
-    case op_kind::attention:
-    case op_kind::experts:
-    case op_kind::combine: return 2.0 * fwd;
-    case op_kind::add:
-    case op_kind::reshape: return 0.0;
-    case op_kind::embedding: return elems(op.outputs[0]);
-    case op_kind::mul: return 2.0 * fwd;
-    default: return fwd;
-  }
+inline double bwd_flops_of(const op_node& op) {
+  return visit_op_kind(op.kind, [&](auto K) { return op_work_traits<K.value>::backward_flops(op); });
 }
-
-/// Bytes kept for backward, from the shapes in `op` (global or local). Token ids and labels are
-/// int64 (8 bytes); attention keeps its probabilities [b, heads, sq, sk] before dropout
-/// (Korthikanti et al. 2022, activation memory of self-attention). Dropout masks are not kept:
-/// the mask is a counter-based hash of (seed, op, element), recomputed in backward
-/// (backend/device.hpp, dropout_keep), where Korthikanti count 1 byte per element.
+/// Bytes kept for backward, from the shapes in `op` (global or local).
 inline double saved_bytes(const op_node& op, int e) {
-  const double heads = double(op.attrs.heads);
-  const auto& in = op.inputs;
-  const tensor_shape& y = op.outputs[0];
-  switch (op.kind) {
-    case op_kind::linear:
-    case op_kind::conv2d:
-    case op_kind::max_pool:
-    case op_kind::gelu:
-    case op_kind::silu: return elems(in[0]) * e;
-    case op_kind::matmul:
-    case op_kind::batched_matmul:
-    case op_kind::mul: return (elems(in[0]) + elems(in[1])) * e;
-    case op_kind::rmsnorm: {  // X, and 1/rms per normed group in the statistic type
-      double groups = elems(in[0]) / double(in[0][in[0].rank() - 1]) * double(op.attrs.heads);
-      return elems(in[0]) * e + groups * statistic_bytes(e);
-    }
-    case op_kind::relu:
-    case op_kind::softmax: return elems(y) * e;
-    case op_kind::layernorm: {  // X, and mean and 1/std per row in the statistic type
-      double rows = elems(in[0]) / double(in[0][in[0].rank() - 1]);
-      return elems(in[0]) * e + 2.0 * rows * statistic_bytes(e);
-    }
-    case op_kind::attention: {
-      double probs = double(in[0][0]) * heads * double(in[0][1]) * double(in[1][1]);
-      return (elems(in[0]) + elems(in[1]) + elems(in[2]) + probs) * e;
-    }
-    case op_kind::embedding: return elems(in[0]) * 8;
-    case op_kind::cross_entropy: return elems(in[0]) * e + elems(in[1]) * 8;
-    case op_kind::dropout:
-    case op_kind::add:
-    case op_kind::reshape:
-    case op_kind::rotary: return 0.0;
-    case op_kind::router:
-    case op_kind::load_balance: return elems(in[0]) * e;
-    case op_kind::dispatch: return elems(in[1]) * e;
-    case op_kind::experts: {  // X, and the gate and up products per slot row
-      const double rows = elems(in[0]) / double(in[0][3]);
-      return (elems(in[0]) + 2.0 * rows * double(op.params[0][2])) * e;
-    }
-    case op_kind::combine: return (elems(in[0]) + elems(in[1])) * e;
-  }
-  return 0.0;
+  return visit_op_kind(op.kind, [&](auto K) { return op_work_traits<K.value>::kept_bytes(op, e); });
 }
 
 inline double moved_bytes(const op_node& op, int e) {
@@ -253,7 +389,7 @@ inline op_node localize(const op_node& op, const signature& sig, const mesh_shap
 /// Global forward FLOPs of `op`. Example: linear [8,64] x [64,32] + b: 2*8*64*32 + 8*32.
 inline double forward_flops(const op_node& op) { return detail::flops_of(op); }
 /// Global backward FLOPs of `op` (input gradient + weight gradient).
-inline double backward_flops(const op_node& op) { return detail::bwd_of(op, detail::flops_of(op)); }
+inline double backward_flops(const op_node& op) { return detail::bwd_flops_of(op); }
 
 /// Per-device work of `op` under `sig` on `mesh`, with `elem_bytes` per activation element.
 /// @pre signature_problem(op, sig, mesh) is empty (throws layout_error otherwise).
@@ -263,7 +399,7 @@ inline op_work device_work(const op_node& op, const signature& sig, const mesh_s
   op_work w;
   w.kind = work_kind_of(op.kind);
   w.fwd_flops = detail::flops_of(l);
-  w.bwd_flops = detail::bwd_of(l, w.fwd_flops);
+  w.bwd_flops = detail::bwd_flops_of(l);
   w.activation_bytes = std::int64_t(detail::saved_bytes(l, elem_bytes));
   w.fwd_bytes_moved = std::int64_t(detail::moved_bytes(l, elem_bytes));
   if (op.kind == op_kind::cross_entropy) {

@@ -40,83 +40,237 @@ void check_backward_operands(const kernel_context<T>& c, const operands<T>& in) 
 }
 }  // namespace detail
 
-namespace detail {
-/// The kernel of op kind K, forward: one mapping from kinds to kernels, used by op_forward's
-/// run-time dispatch and by a typed model's instances (runtime/typed_program.hpp), which know K
-/// at compile time.
-template <op_kind K, class T, Device D>
-forward_result<D, T> forward_kernel(D& dev, const kernel_context<T>& ctx, const operands<T>& in) {
-  if constexpr (K == op_kind::linear || K == op_kind::matmul) return linear_fwd(dev, ctx, in);
-  else if constexpr (K == op_kind::batched_matmul) return batched_matmul_fwd(dev, ctx, in);
-  else if constexpr (K == op_kind::conv2d) return conv2d_fwd(dev, ctx, in);
-  else if constexpr (K == op_kind::layernorm) return layernorm_fwd(dev, ctx, in);
-  else if constexpr (K == op_kind::softmax) return softmax_fwd(dev, ctx, in);
-  else if constexpr (K == op_kind::attention) return attention_fwd(dev, ctx, in);
-  else if constexpr (K == op_kind::embedding) return embedding_fwd(dev, ctx, in);
-  else if constexpr (K == op_kind::cross_entropy) return cross_entropy_fwd(dev, ctx, in);
-  else if constexpr (K == op_kind::rmsnorm) return rmsnorm_fwd(dev, ctx, in);
-  else if constexpr (K == op_kind::rotary) return rotary_fwd(dev, ctx, in);
-  else if constexpr (K == op_kind::router) return router_fwd(dev, ctx, in);
-  else if constexpr (K == op_kind::load_balance) return load_balance_fwd(dev, ctx, in);
-  else if constexpr (K == op_kind::dispatch) return dispatch_fwd(dev, ctx, in);
-  else if constexpr (K == op_kind::experts) return experts_fwd(dev, ctx, in);
-  else if constexpr (K == op_kind::combine) return combine_fwd(dev, ctx, in);
-  else return unary_fwd(dev, ctx, in);  // max_pool, relu, gelu, silu, dropout, add, mul, reshape
+// ---- the kernels of every kind -------------------------------------------------------------
+/// op_kernel_traits<K> holds the kernels of kind K, generic over the element type and the Device:
+///   forward(dev, ctx, in) -> forward_result: Y's local block and what the backward keeps
+///   backward(dev, ctx, in, fwd, dy) -> gradients: dX per input (laid out dual(input)), dW per
+///     parameter; it reads only what op_work_traits<K>::reads names (ops/work.hpp)
+/// Every kind states both here, a reshape included (a copy of the local block).
+template <op_kind K>
+struct op_kernel_traits;
+
+template <> struct op_kernel_traits<op_kind::linear> {
+  static constexpr auto forward = [](auto& d, const auto& c, const auto& in) {
+    return detail::linear_fwd(d, c, in);
+  };
+  static constexpr auto backward = [](auto& d, const auto& c, const auto& in, const auto&, auto dy) {
+    return detail::linear_bwd(d, c, in, dy);
+  };
+};
+template <> struct op_kernel_traits<op_kind::matmul> {
+  static constexpr auto forward = [](auto& d, const auto& c, const auto& in) {
+    return detail::linear_fwd(d, c, in);
+  };
+  static constexpr auto backward = [](auto& d, const auto& c, const auto& in, const auto&, auto dy) {
+    return detail::linear_bwd(d, c, in, dy);
+  };
+};
+template <> struct op_kernel_traits<op_kind::batched_matmul> {
+  static constexpr auto forward = [](auto& d, const auto& c, const auto& in) {
+    return detail::batched_matmul_fwd(d, c, in);
+  };
+  static constexpr auto backward = [](auto& d, const auto& c, const auto& in, const auto&, auto dy) {
+    return detail::batched_matmul_bwd(d, c, in, dy);
+  };
+};
+template <> struct op_kernel_traits<op_kind::conv2d> {
+  static constexpr auto forward = [](auto& d, const auto& c, const auto& in) {
+    return detail::conv2d_fwd(d, c, in);
+  };
+  static constexpr auto backward = [](auto& d, const auto& c, const auto& in, const auto&, auto dy) {
+    return detail::conv2d_bwd(d, c, in, dy);
+  };
+};
+template <> struct op_kernel_traits<op_kind::max_pool> {
+  static constexpr auto forward = [](auto& d, const auto& c, const auto& in) {
+    return detail::max_pool_fwd(d, c, in);
+  };
+  static constexpr auto backward = [](auto& d, const auto& c, const auto& in, const auto&, auto dy) {
+    return detail::max_pool_bwd(d, c, in, dy);
+  };
+};
+template <> struct op_kernel_traits<op_kind::relu> {
+  static constexpr auto forward = [](auto& d, const auto& c, const auto& in) {
+    return detail::relu_fwd(d, c, in);
+  };
+  static constexpr auto backward = [](auto& d, const auto& c, const auto&, const auto& f, auto dy) {
+    return detail::relu_bwd(d, c, f, dy);
+  };
+};
+template <> struct op_kernel_traits<op_kind::gelu> {
+  static constexpr auto forward = [](auto& d, const auto& c, const auto& in) {
+    return detail::gelu_fwd(d, c, in);
+  };
+  static constexpr auto backward = [](auto& d, const auto& c, const auto& in, const auto&, auto dy) {
+    return detail::gelu_bwd(d, c, in, dy);
+  };
+};
+template <> struct op_kernel_traits<op_kind::dropout> {
+  static constexpr auto forward = [](auto& d, const auto& c, const auto& in) {
+    return detail::dropout_fwd(d, c, in);
+  };
+  static constexpr auto backward = [](auto& d, const auto& c, const auto&, const auto&, auto dy) {
+    return detail::dropout_bwd(d, c, dy);
+  };
+};
+template <> struct op_kernel_traits<op_kind::layernorm> {
+  static constexpr auto forward = [](auto& d, const auto& c, const auto& in) {
+    return detail::layernorm_fwd(d, c, in);
+  };
+  static constexpr auto backward = [](auto& d, const auto& c, const auto& in, const auto& f, auto dy) {
+    return detail::layernorm_bwd(d, c, in, f, dy);
+  };
+};
+template <> struct op_kernel_traits<op_kind::softmax> {
+  static constexpr auto forward = [](auto& d, const auto& c, const auto& in) {
+    return detail::softmax_fwd(d, c, in);
+  };
+  static constexpr auto backward = [](auto& d, const auto& c, const auto&, const auto& f, auto dy) {
+    return detail::softmax_bwd(d, c, f, dy);
+  };
+};
+template <> struct op_kernel_traits<op_kind::attention> {
+  static constexpr auto forward = [](auto& d, const auto& c, const auto& in) {
+    return detail::attention_fwd(d, c, in);
+  };
+  static constexpr auto backward = [](auto& d, const auto& c, const auto& in, const auto& f, auto dy) {
+    return detail::attention_bwd(d, c, in, f, dy);
+  };
+};
+template <> struct op_kernel_traits<op_kind::embedding> {
+  static constexpr auto forward = [](auto& d, const auto& c, const auto& in) {
+    return detail::embedding_fwd(d, c, in);
+  };
+  static constexpr auto backward = [](auto& d, const auto& c, const auto& in, const auto&, auto dy) {
+    return detail::embedding_bwd(d, c, in, dy);
+  };
+};
+template <> struct op_kernel_traits<op_kind::cross_entropy> {
+  static constexpr auto forward = [](auto& d, const auto& c, const auto& in) {
+    return detail::cross_entropy_fwd(d, c, in);
+  };
+  static constexpr auto backward = [](auto& d, const auto& c, const auto& in, const auto& f, auto dy) {
+    return detail::cross_entropy_bwd(d, c, in, f, dy);
+  };
+};
+template <> struct op_kernel_traits<op_kind::add> {
+  static constexpr auto forward = [](auto& d, const auto& c, const auto& in) {
+    return detail::add_fwd(d, c, in);
+  };
+  static constexpr auto backward = [](auto& d, const auto& c, const auto&, const auto&, auto dy) {
+    return detail::add_bwd(d, c, dy);
+  };
+};
+template <> struct op_kernel_traits<op_kind::reshape> {
+  static constexpr auto forward = [](auto& d, const auto& c, const auto& in) {
+    return detail::reshape_fwd(d, c, in);
+  };
+  static constexpr auto backward = [](auto& d, const auto& c, const auto&, const auto&, auto dy) {
+    return detail::reshape_bwd(d, c, dy);
+  };
+};
+template <> struct op_kernel_traits<op_kind::rmsnorm> {
+  static constexpr auto forward = [](auto& d, const auto& c, const auto& in) {
+    return detail::rmsnorm_fwd(d, c, in);
+  };
+  static constexpr auto backward = [](auto& d, const auto& c, const auto& in, const auto& f, auto dy) {
+    return detail::rmsnorm_bwd(d, c, in, f, dy);
+  };
+};
+template <> struct op_kernel_traits<op_kind::silu> {
+  static constexpr auto forward = [](auto& d, const auto& c, const auto& in) {
+    return detail::silu_fwd(d, c, in);
+  };
+  static constexpr auto backward = [](auto& d, const auto& c, const auto& in, const auto&, auto dy) {
+    return detail::silu_bwd(d, c, in, dy);
+  };
+};
+template <> struct op_kernel_traits<op_kind::mul> {
+  static constexpr auto forward = [](auto& d, const auto& c, const auto& in) {
+    return detail::mul_fwd(d, c, in);
+  };
+  static constexpr auto backward = [](auto& d, const auto& c, const auto& in, const auto&, auto dy) {
+    return detail::mul_bwd(d, c, in, dy);
+  };
+};
+template <> struct op_kernel_traits<op_kind::rotary> {
+  static constexpr auto forward = [](auto& d, const auto& c, const auto& in) {
+    return detail::rotary_fwd(d, c, in);
+  };
+  static constexpr auto backward = [](auto& d, const auto& c, const auto&, const auto&, auto dy) {
+    return detail::rotary_bwd(d, c, dy);
+  };
+};
+template <> struct op_kernel_traits<op_kind::router> {
+  static constexpr auto forward = [](auto& d, const auto& c, const auto& in) {
+    return detail::router_fwd(d, c, in);
+  };
+  static constexpr auto backward = [](auto& d, const auto& c, const auto& in, const auto&, auto dy) {
+    return detail::router_bwd(d, c, in, dy);
+  };
+};
+template <> struct op_kernel_traits<op_kind::load_balance> {
+  static constexpr auto forward = [](auto& d, const auto& c, const auto& in) {
+    return detail::load_balance_fwd(d, c, in);
+  };
+  static constexpr auto backward = [](auto& d, const auto& c, const auto& in, const auto&, auto dy) {
+    return detail::load_balance_bwd(d, c, in, dy);
+  };
+};
+template <> struct op_kernel_traits<op_kind::dispatch> {
+  static constexpr auto forward = [](auto& d, const auto& c, const auto& in) {
+    return detail::dispatch_fwd(d, c, in);
+  };
+  static constexpr auto backward = [](auto& d, const auto& c, const auto& in, const auto&, auto dy) {
+    return detail::dispatch_bwd(d, c, in, dy);
+  };
+};
+template <> struct op_kernel_traits<op_kind::experts> {
+  static constexpr auto forward = [](auto& d, const auto& c, const auto& in) {
+    return detail::experts_fwd(d, c, in);
+  };
+  static constexpr auto backward = [](auto& d, const auto& c, const auto& in, const auto& f, auto dy) {
+    return detail::experts_bwd(d, c, in, f, dy);
+  };
+};
+template <> struct op_kernel_traits<op_kind::combine> {
+  static constexpr auto forward = [](auto& d, const auto& c, const auto& in) {
+    return detail::combine_fwd(d, c, in);
+  };
+  static constexpr auto backward = [](auto& d, const auto& c, const auto& in, const auto&, auto dy) {
+    return detail::combine_bwd(d, c, in, dy);
+  };
+};
+
+/// Whether Traits (op_kernel_traits<K> of one kind K) holds both kernels; see check_op_traits.
+template <class Traits>
+consteval bool check_op_kernel_traits() {
+  static_assert(requires { sizeof(Traits); }, "op_kernel_traits<K> is not specialised for this kind: give it the kind's kernels");
+  static_assert(requires { Traits::forward; }, "op_kernel_traits<K> lacks forward: give the kind its forward kernel");
+  static_assert(requires { Traits::backward; }, "op_kernel_traits<K> lacks backward: give the kind its backward kernel");
+  return true;
 }
 
-/// The kernel of op kind K, backward (see forward_kernel).
+/// check_op_kernel_traits for every kind of an enum of Count kinds with traits Traits<K>.
+template <class Kind, std::size_t Count, template <Kind> class Traits>
+consteval bool every_kind_has_kernel_traits() {
+  return detail::every_kind<Kind, Count>([](auto k) { return check_op_kernel_traits<Traits<decltype(k)::value>>(); });
+}
+static_assert(every_kind_has_kernel_traits<op_kind, op_kind_count, op_kernel_traits>());
+
+namespace detail {
+/// The forward kernel of op kind K: used by op_forward's run-time dispatch and by a typed model's
+/// instances (runtime/typed_program.hpp), which know K at compile time.
+template <op_kind K, class T, Device D>
+forward_result<D, T> forward_kernel(D& dev, const kernel_context<T>& ctx, const operands<T>& in) {
+  return op_kernel_traits<K>::forward(dev, ctx, in);
+}
+
+/// The backward kernel of op kind K (see forward_kernel).
 template <op_kind K, class T, Device D>
 gradients<D, T> backward_kernel(D& dev, const kernel_context<T>& ctx, const operands<T>& in,
                                 const forward_result<D, T>& fwd, std::span<const T> dy) {
-  if constexpr (K == op_kind::linear || K == op_kind::matmul) return linear_bwd(dev, ctx, in, dy);
-  else if constexpr (K == op_kind::batched_matmul) return batched_matmul_bwd(dev, ctx, in, dy);
-  else if constexpr (K == op_kind::conv2d) return conv2d_bwd(dev, ctx, in, dy);
-  else if constexpr (K == op_kind::layernorm) return layernorm_bwd(dev, ctx, in, fwd, dy);
-  else if constexpr (K == op_kind::softmax) return softmax_bwd(dev, ctx, fwd, dy);
-  else if constexpr (K == op_kind::attention) return attention_bwd(dev, ctx, in, fwd, dy);
-  else if constexpr (K == op_kind::embedding) return embedding_bwd(dev, ctx, in, dy);
-  else if constexpr (K == op_kind::cross_entropy) return cross_entropy_bwd(dev, ctx, in, fwd, dy);
-  else if constexpr (K == op_kind::rmsnorm) return rmsnorm_bwd(dev, ctx, in, fwd, dy);
-  else if constexpr (K == op_kind::rotary) return rotary_bwd(dev, ctx, dy);
-  else if constexpr (K == op_kind::router) return router_bwd(dev, ctx, in, dy);
-  else if constexpr (K == op_kind::load_balance) return load_balance_bwd(dev, ctx, in, dy);
-  else if constexpr (K == op_kind::dispatch) return dispatch_bwd(dev, ctx, in, dy);
-  else if constexpr (K == op_kind::experts) return experts_bwd(dev, ctx, in, fwd, dy);
-  else if constexpr (K == op_kind::combine) return combine_bwd(dev, ctx, in, dy);
-  else return unary_bwd(dev, ctx, in, fwd, dy);
-}
-
-/// f(std::integral_constant<op_kind, K>{}) for the run-time kind k.
-template <class F>
-decltype(auto) dispatch_kind(op_kind k, const std::string& op_name, F&& f) {
-  using K = op_kind;
-  switch (k) {
-    case K::linear: return f(std::integral_constant<K, K::linear>{});
-    case K::matmul: return f(std::integral_constant<K, K::matmul>{});
-    case K::batched_matmul: return f(std::integral_constant<K, K::batched_matmul>{});
-    case K::conv2d: return f(std::integral_constant<K, K::conv2d>{});
-    case K::layernorm: return f(std::integral_constant<K, K::layernorm>{});
-    case K::softmax: return f(std::integral_constant<K, K::softmax>{});
-    case K::attention: return f(std::integral_constant<K, K::attention>{});
-    case K::embedding: return f(std::integral_constant<K, K::embedding>{});
-    case K::cross_entropy: return f(std::integral_constant<K, K::cross_entropy>{});
-    case K::max_pool: return f(std::integral_constant<K, K::max_pool>{});
-    case K::relu: return f(std::integral_constant<K, K::relu>{});
-    case K::gelu: return f(std::integral_constant<K, K::gelu>{});
-    case K::dropout: return f(std::integral_constant<K, K::dropout>{});
-    case K::add: return f(std::integral_constant<K, K::add>{});
-    case K::reshape: return f(std::integral_constant<K, K::reshape>{});
-    case K::rmsnorm: return f(std::integral_constant<K, K::rmsnorm>{});
-    case K::silu: return f(std::integral_constant<K, K::silu>{});
-    case K::mul: return f(std::integral_constant<K, K::mul>{});
-    case K::rotary: return f(std::integral_constant<K, K::rotary>{});
-    case K::router: return f(std::integral_constant<K, K::router>{});
-    case K::load_balance: return f(std::integral_constant<K, K::load_balance>{});
-    case K::dispatch: return f(std::integral_constant<K, K::dispatch>{});
-    case K::experts: return f(std::integral_constant<K, K::experts>{});
-    case K::combine: return f(std::integral_constant<K, K::combine>{});
-  }
-  fail<error>("unknown op kind of op '" + op_name + "'");
+  return op_kernel_traits<K>::backward(dev, ctx, in, fwd, dy);
 }
 
 /// Throws layout_error unless dY holds the local shard of the op's output.
@@ -135,8 +289,7 @@ void check_dy(const kernel_context<T>& ctx, std::span<const T> dy) {
 template <class T, Device D>
 forward_result<D, T> op_forward(D& dev, const kernel_context<T>& ctx, const operands<T>& in) {
   detail::check_operands(ctx, in);
-  return detail::dispatch_kind(ctx.op.kind, ctx.op.name,
-                               [&](auto k) { return detail::forward_kernel<decltype(k)::value, T>(dev, ctx, in); });
+  return visit_op_kind(ctx.op.kind, [&](auto k) { return detail::forward_kernel<k.value, T>(dev, ctx, in); });
 }
 
 /// Runs `ctx.op` backward on this device: `dy` is the local block of dY laid out
@@ -148,9 +301,7 @@ gradients<D, T> op_backward(D& dev, const kernel_context<T>& ctx, const operands
                             std::span<const T> dy) {
   detail::check_backward_operands(ctx, in);
   detail::check_dy(ctx, dy);
-  return detail::dispatch_kind(ctx.op.kind, ctx.op.name, [&](auto k) {
-    return detail::backward_kernel<decltype(k)::value, T>(dev, ctx, in, fwd, dy);
-  });
+  return visit_op_kind(ctx.op.kind, [&](auto k) { return detail::backward_kernel<k.value, T>(dev, ctx, in, fwd, dy); });
 }
 
 }  // namespace autoddl

@@ -114,8 +114,8 @@ struct expert_knobs {
 
 namespace detail {
 
-/// What the expert rules know of an op beyond its signature (expert_pick_op works them out).
-struct op_facts {
+/// Where an op sits for the expert rules, beyond its signature (expert_pick_op works it out).
+struct op_region {
   bool router_linear = false;  ///< it computes router logits, replicated on the tensor-parallel axis
   bool fc_region = false;      ///< it is a linear or reads, directly or through other ops, a linear's output
 };
@@ -137,7 +137,7 @@ inline bool obeys_experts(const signature& sig, int a, bool expert_axis, bool et
 
 // Whether candidate sig of op n obeys expert e, with knobs k, on every mesh axis (a router
 // linear is replicated on the tensor-parallel axis, as Megatron-Core keeps its router).
-inline bool obeys(expert e, const op_node& n, const signature& sig, int axes, const expert_knobs& k = {}, op_facts f = {}) {
+inline bool obeys(expert e, const op_node& n, const signature& sig, int axes, const expert_knobs& k = {}, op_region f = {}) {
   const bool sp = k.sequence_parallel, router_linear = f.router_linear, fc_region = f.fc_region;
   const int cp_axis = k.cp_axis;
   const moe_rules& moe = k.moe;
@@ -337,11 +337,11 @@ inline void expert_pick_op(const plan_problem& problem, expert e, const expert_k
       e == expert::megatron && !router_linear ? megatron_weight_split(problem, r.pick, i) : std::nullopt;
   const std::optional<nd_sbp> block = e == expert::two_d ? two_d_weight(problem, r.pick, i) : std::nullopt;
   const bool fc = at(fc_region, i) != 0;
-  const op_facts facts{router_linear, fc};
+  const op_region region{router_linear, fc};
   for (int pass = 0; pass < 3 && at(r.pick, i) < 0; ++pass) {
     double best = std::numeric_limits<double>::infinity();
     for (int c = 0; c < int(sigs.size()); ++c) {
-      if (pass < 2 && !obeys(e, at(g.ops, i), at(sigs, c), axes, knobs, facts)) continue;
+      if (pass < 2 && !obeys(e, at(g.ops, i), at(sigs, c), axes, knobs, region)) continue;
       if (pass < 2 && split && !(at(sigs, c).params[0][axes - 1] == *split)) continue;
       if (pass < 2 && block && !(at(sigs, c).params[0] == *block)) continue;
       if (pass == 0 && !prefers(e, problem, r.pick, i, at(sigs, c), fc)) continue;

@@ -12,69 +12,130 @@
 
 namespace autoddl::detail {
 
-template <class T, class D>
-forward_result<D, T> unary_fwd(D& d, const kernel_context<T>& c, const operands<T>& in) {
+/// A forward result holding Y, allocated for `write` to overwrite whole.
+template <class T, class D, class Write>
+forward_result<D, T> overwritten_output(D& d, const kernel_context<T>& c, Write write) {
   forward_result<D, T> r;
-  r.outputs.push_back(alloc_for_overwrite<T>(d, std::size_t(c.shards.outputs[0].local.elements())));  // every case writes it all
-  std::span<T> y = d.view(r.outputs[0]);
-  std::span<const T> x = in.inputs[0];
-  switch (c.op.kind) {
-    case op_kind::relu: d.relu_fwd(x, y); break;
-    case op_kind::gelu: d.gelu_fwd(x, y); break;
-    case op_kind::silu: d.silu_fwd(x, y); break;
-    case op_kind::dropout:
-      if (c.training && c.op.attrs.dropout > 0) d.dropout(dropout_key{c.seed, c.op_id, c.op.attrs.dropout}, c.shards.outputs[0], x, y);
-      else d.copy(x, y);
-      break;
-    case op_kind::add: d.add(x, in.inputs[1], y); break;
-    case op_kind::mul: d.mul(x, in.inputs[1], y); break;
-    case op_kind::max_pool: {
-      const tensor_shape& xs = c.shards.inputs[0].local;
-      d.max_pool_fwd(window_geom{xs[0], xs[1], xs[2], xs[3], c.op.attrs.kernel, c.op.attrs.stride, c.op.attrs.padding}, x, y);
-      break;
-    }
-    default: d.copy(x, y); break;  // reshape: the local block keeps its memory order
-  }
+  r.outputs.push_back(alloc_for_overwrite<T>(d, std::size_t(c.shards.outputs[0].local.elements())));
+  write(d.view(r.outputs[0]));
   return r;
 }
 
-/// relu reads its output Y (Y > 0 exactly where X > 0, so dX is the same bits), gelu, silu and
-/// max-pool their input X, mul both factors (dA = dY B, dB = dY A: where A is P and B is B, dA is
-/// B and dB the partial dY A, as dual layouts say); dropout (its mask rekeyed), add and reshape
-/// read neither.
+/// Appends the gradient of the next input (g.inputs.size()) to g, for the caller to overwrite whole.
 template <class T, class D>
-gradients<D, T> unary_bwd(D& d, const kernel_context<T>& c, const operands<T>& in, const forward_result<D, T>& f,
-                          std::span<const T> dy) {
+std::span<T> overwritten_input_grad(D& d, const kernel_context<T>& c, gradients<D, T>& g) {
+  const std::size_t i = g.inputs.size();
+  g.inputs.push_back(alloc_for_overwrite<T>(d, std::size_t(c.shards.inputs[i].local.elements())));
+  return d.view(g.inputs[i]);
+}
+
+// relu reads its output Y in backward (Y > 0 exactly where X > 0, so dX is the same bits); gelu,
+// silu and max-pool their input X.
+template <class T, class D>
+forward_result<D, T> relu_fwd(D& d, const kernel_context<T>& c, const operands<T>& in) {
+  return overwritten_output(d, c, [&](std::span<T> y) { d.relu_fwd(in.inputs[0], y); });
+}
+template <class T, class D>
+gradients<D, T> relu_bwd(D& d, const kernel_context<T>& c, const forward_result<D, T>& f, std::span<const T> dy) {
   gradients<D, T> g;
-  g.inputs.push_back(alloc_for_overwrite<T>(d, std::size_t(c.shards.inputs[0].local.elements())));  // every case writes it all
-  std::span<T> dx = d.view(g.inputs[0]);
-  std::span<const T> x = in.inputs[0];
-  switch (c.op.kind) {
-    case op_kind::relu: d.relu_bwd(cview<T>(d, f.outputs[0]), dy, dx); break;
-    case op_kind::gelu: d.gelu_bwd(x, dy, dx); break;
-    case op_kind::silu: d.silu_bwd(x, dy, dx); break;
-    case op_kind::mul:
-      d.mul(dy, in.inputs[1], dx);
-      g.inputs.push_back(alloc_for_overwrite<T>(d, std::size_t(c.shards.inputs[1].local.elements())));
-      d.mul(dy, x, d.view(g.inputs[1]));
-      break;
-    case op_kind::dropout:
-      if (c.training && c.op.attrs.dropout > 0) d.dropout(dropout_key{c.seed, c.op_id, c.op.attrs.dropout}, c.shards.outputs[0], dy, dx);
-      else d.copy(dy, dx);
-      break;
-    case op_kind::add:
-      d.copy(dy, dx);
-      g.inputs.push_back(alloc_for_overwrite<T>(d, std::size_t(c.shards.inputs[1].local.elements())));
-      d.copy(dy, d.view(g.inputs[1]));
-      break;
-    case op_kind::max_pool: {
-      const tensor_shape& xs = c.shards.inputs[0].local;
-      d.max_pool_bwd(window_geom{xs[0], xs[1], xs[2], xs[3], c.op.attrs.kernel, c.op.attrs.stride, c.op.attrs.padding}, x, dy,
-                     dx);
-      break;
-    }
-    default: d.copy(dy, dx); break;  // reshape
-  }
+  d.relu_bwd(cview<T>(d, f.outputs[0]), dy, overwritten_input_grad(d, c, g));
+  return g;
+}
+
+template <class T, class D>
+forward_result<D, T> gelu_fwd(D& d, const kernel_context<T>& c, const operands<T>& in) {
+  return overwritten_output(d, c, [&](std::span<T> y) { d.gelu_fwd(in.inputs[0], y); });
+}
+template <class T, class D>
+gradients<D, T> gelu_bwd(D& d, const kernel_context<T>& c, const operands<T>& in, std::span<const T> dy) {
+  gradients<D, T> g;
+  d.gelu_bwd(in.inputs[0], dy, overwritten_input_grad(d, c, g));
+  return g;
+}
+
+template <class T, class D>
+forward_result<D, T> silu_fwd(D& d, const kernel_context<T>& c, const operands<T>& in) {
+  return overwritten_output(d, c, [&](std::span<T> y) { d.silu_fwd(in.inputs[0], y); });
+}
+template <class T, class D>
+gradients<D, T> silu_bwd(D& d, const kernel_context<T>& c, const operands<T>& in, std::span<const T> dy) {
+  gradients<D, T> g;
+  d.silu_bwd(in.inputs[0], dy, overwritten_input_grad(d, c, g));
+  return g;
+}
+
+/// The window of a max-pool over this device's local images.
+template <class T>
+window_geom pool_window(const kernel_context<T>& c) {
+  const tensor_shape& xs = c.shards.inputs[0].local;
+  return window_geom{xs[0], xs[1], xs[2], xs[3], c.op.attrs.kernel, c.op.attrs.stride, c.op.attrs.padding};
+}
+template <class T, class D>
+forward_result<D, T> max_pool_fwd(D& d, const kernel_context<T>& c, const operands<T>& in) {
+  return overwritten_output(d, c, [&](std::span<T> y) { d.max_pool_fwd(pool_window(c), in.inputs[0], y); });
+}
+template <class T, class D>
+gradients<D, T> max_pool_bwd(D& d, const kernel_context<T>& c, const operands<T>& in, std::span<const T> dy) {
+  gradients<D, T> g;
+  d.max_pool_bwd(pool_window(c), in.inputs[0], dy, overwritten_input_grad(d, c, g));
+  return g;
+}
+
+/// Dropout of x into y, keyed by (seed, op id, global element index); the identity outside
+/// training or at p = 0. The backward applies the same mask to dY (it rekeys it, reading nothing).
+template <class T, class D>
+void drop(D& d, const kernel_context<T>& c, std::span<const T> x, std::span<T> y) {
+  if (c.training && c.op.attrs.dropout > 0) d.dropout(dropout_key{c.seed, c.op_id, c.op.attrs.dropout}, c.shards.outputs[0], x, y);
+  else d.copy(x, y);
+}
+template <class T, class D>
+forward_result<D, T> dropout_fwd(D& d, const kernel_context<T>& c, const operands<T>& in) {
+  return overwritten_output(d, c, [&](std::span<T> y) { drop(d, c, in.inputs[0], y); });
+}
+template <class T, class D>
+gradients<D, T> dropout_bwd(D& d, const kernel_context<T>& c, std::span<const T> dy) {
+  gradients<D, T> g;
+  drop(d, c, dy, overwritten_input_grad(d, c, g));
+  return g;
+}
+
+/// add reads neither input in backward: dA = dB = dY.
+template <class T, class D>
+forward_result<D, T> add_fwd(D& d, const kernel_context<T>& c, const operands<T>& in) {
+  return overwritten_output(d, c, [&](std::span<T> y) { d.add(in.inputs[0], in.inputs[1], y); });
+}
+template <class T, class D>
+gradients<D, T> add_bwd(D& d, const kernel_context<T>& c, std::span<const T> dy) {
+  gradients<D, T> g;
+  d.copy(dy, overwritten_input_grad(d, c, g));
+  d.copy(dy, overwritten_input_grad(d, c, g));
+  return g;
+}
+
+/// mul reads both factors: dA = dY B, dB = dY A (where A is P and B is B, dA is B and dB the
+/// partial dY A, as dual layouts say).
+template <class T, class D>
+forward_result<D, T> mul_fwd(D& d, const kernel_context<T>& c, const operands<T>& in) {
+  return overwritten_output(d, c, [&](std::span<T> y) { d.mul(in.inputs[0], in.inputs[1], y); });
+}
+template <class T, class D>
+gradients<D, T> mul_bwd(D& d, const kernel_context<T>& c, const operands<T>& in, std::span<const T> dy) {
+  gradients<D, T> g;
+  d.mul(dy, in.inputs[1], overwritten_input_grad(d, c, g));
+  d.mul(dy, in.inputs[0], overwritten_input_grad(d, c, g));
+  return g;
+}
+
+/// reshape moves no element: the local block keeps its memory order (ops/reshape.hpp admits only
+/// layouts where it does), so Y is a copy of X and dX a copy of dY.
+template <class T, class D>
+forward_result<D, T> reshape_fwd(D& d, const kernel_context<T>& c, const operands<T>& in) {
+  return overwritten_output(d, c, [&](std::span<T> y) { d.copy(in.inputs[0], y); });
+}
+template <class T, class D>
+gradients<D, T> reshape_bwd(D& d, const kernel_context<T>& c, std::span<const T> dy) {
+  gradients<D, T> g;
+  d.copy(dy, overwritten_input_grad(d, c, g));
   return g;
 }
 
