@@ -1,7 +1,7 @@
 #pragma once
 // Where planning time goes, by phase, for a report (autoddl-plan's search_s and search_parts_s).
-// A figure, never an input: no search reads it, so plans stay the same at any load (DESIGN.md,
-// determinism); budgets are units of work.
+// A figure, never an input: no search reads it, so the same inputs give the same plan at any load;
+// search budgets are counted in units of work, never in seconds.
 //   layout_search     plan_micro_batched at the top: the layout search over the settings tried
 //   pipeline_search   search_pipeline: stage counts, micro-batches, recomputation and cuts
 //   megatron_layouts  search_megatron_layouts: the descent over Megatron-LM's knobs

@@ -301,8 +301,11 @@ check("--out writes plan files", ra.returncode == 0 and rm.returncode == 0, ra.s
 pa, pm = json.load(open(auto_f)), json.load(open(meg_f))
 shown = json.loads(ra.stdout)
 check("the plan file is versioned and names model, mesh, hardware, dtype",
-      pa["format"] == "autoddl-plan" and pa["version"] == 1 and pa["model"] == small and pa["mesh"] == [2, 2]
+      pa["format"] == "autoddl-plan" and pa["version"] == 2 and pa["model"] == small and pa["mesh"] == [2, 2]
       and pa["hardware"] == "cpu-local" and pa["dtype"] == "fp32")
+check("the plan file holds a boxing entry per op and per parameter (the plan value autoddl-train --plan runs)",
+      len(pa["boxing"]["ops"]) == len(pa["ops"]) and len(pa["boxing"]["params"]) == len(pa["params"])
+      and any("forward" in slot for o in pa["boxing"]["ops"] for slot in o["inputs"] + o["params"]))
 check("the plan file carries micro-batches, recomputation and stages",
       pa["schedule"] == {"microbatches": 2, "recompute": "full", "stages": 1}, str(pa["schedule"]))
 check("one entry per op and per parameter, as --json's layers",
