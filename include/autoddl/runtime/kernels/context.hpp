@@ -173,4 +173,11 @@ std::span<const T> cview(const D& d, const buffer_t<D, T>& b) {
 }
 }  // namespace detail
 
+/// The window geometry of a conv2d or max-pool on this device's input block [N, C, H, W].
+template <class T>
+window_geom local_window(const kernel_context<T>& c) {
+  const tensor_shape& x = c.shards.inputs[0].local;
+  return window_geom{x[0], x[1], x[2], x[3], c.op.attrs.kernel, c.op.attrs.stride, c.op.attrs.padding};
+}
+
 }  // namespace autoddl

@@ -86,13 +86,6 @@ gradients<D, T> batched_matmul_bwd(D& d, const kernel_context<T>& c, const opera
   return g;
 }
 
-/// The window geometry of a conv2d or max-pool on this device's input block.
-template <class T>
-window_geom local_window(const kernel_context<T>& c) {
-  const tensor_shape& x = c.shards.inputs[0].local;
-  return window_geom{x[0], x[1], x[2], x[3], c.op.attrs.kernel, c.op.attrs.stride, c.op.attrs.padding};
-}
-
 /// conv2d: col [C k k, N oh ow] = im2col(X); Y' [O, N oh ow] = W col; Y = Y' as [N, O, oh ow] + b.
 template <class T, class D>
 forward_result<D, T> conv2d_fwd(D& d, const kernel_context<T>& c, const operands<T>& in) {

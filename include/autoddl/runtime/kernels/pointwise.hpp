@@ -64,20 +64,14 @@ gradients<D, T> silu_bwd(D& d, const kernel_context<T>& c, const operands<T>& in
   return g;
 }
 
-/// The window of a max-pool over this device's local images.
-template <class T>
-window_geom pool_window(const kernel_context<T>& c) {
-  const tensor_shape& xs = c.shards.inputs[0].local;
-  return window_geom{xs[0], xs[1], xs[2], xs[3], c.op.attrs.kernel, c.op.attrs.stride, c.op.attrs.padding};
-}
 template <class T, class D>
 forward_result<D, T> max_pool_fwd(D& d, const kernel_context<T>& c, const operands<T>& in) {
-  return overwritten_output(d, c, [&](std::span<T> y) { d.max_pool_fwd(pool_window(c), in.inputs[0], y); });
+  return overwritten_output(d, c, [&](std::span<T> y) { d.max_pool_fwd(local_window(c), in.inputs[0], y); });
 }
 template <class T, class D>
 gradients<D, T> max_pool_bwd(D& d, const kernel_context<T>& c, const operands<T>& in, std::span<const T> dy) {
   gradients<D, T> g;
-  d.max_pool_bwd(pool_window(c), in.inputs[0], dy, overwritten_input_grad(d, c, g));
+  d.max_pool_bwd(local_window(c), in.inputs[0], dy, overwritten_input_grad(d, c, g));
   return g;
 }
 
