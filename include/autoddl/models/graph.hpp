@@ -59,6 +59,7 @@ constexpr param_role param_role_of(op_kind k, std::size_t slot) {
     case op_kind::reshape:
     case op_kind::silu:
     case op_kind::mul:
+    case op_kind::swiglu:
     case op_kind::rotary:
     case op_kind::router:
     case op_kind::load_balance:

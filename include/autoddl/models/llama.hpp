@@ -151,8 +151,7 @@ inline tensor_ref llama_attention(graph_builder& b, const std::string& pre, tens
 inline tensor_ref swiglu(graph_builder& b, const std::string& pre, tensor_ref x, const llama_config& c) {
   tensor_ref gate = b.linear(pre + "mlp.gate", x, c.ffn, false);
   tensor_ref up = b.linear(pre + "mlp.up", x, c.ffn, false);
-  tensor_ref act = b.unary(pre + "mlp.silu", op_kind::silu, gate);
-  tensor_ref m = b.op(pre + "mlp.mul", op_kind::mul, {}, {act, up});
+  tensor_ref m = b.op(pre + "mlp.swiglu", op_kind::swiglu, {}, {gate, up});
   return b.linear(pre + "mlp.down", m, c.hidden, false);
 }
 

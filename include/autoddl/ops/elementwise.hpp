@@ -52,6 +52,15 @@ constexpr std::optional<sbp> mul_axis(sbp a, sbp b) {
   return a;
 }
 
+/// SwiGLU's fused product silu(gate) * up: both factors alike (S(d) S(d), B B), or gate B and up
+/// P (silu(g) (u1 + u2) = silu(g) u1 + silu(g) u2); a partial gate is never whole under silu.
+/// Example: swiglu_axis(B, P) == P; swiglu_axis(P, B) == nullopt; swiglu_axis(S(2), S(2)) == S(2).
+constexpr std::optional<sbp> swiglu_axis(sbp gate, sbp up) {
+  if (gate.is_broadcast() && up.is_partial()) return P;
+  if (gate.is_partial() || up.is_partial() || !(gate == up)) return std::nullopt;
+  return gate;
+}
+
 /// Residual add: both inputs alike, output alike; S(d)+S(d), B+B, P+P (a sum of partial sums).
 /// Example: add_axis(P, P) == P; add_axis(B, P) == nullopt.
 constexpr std::optional<sbp> add_axis(sbp a, sbp b) {

@@ -48,6 +48,7 @@ enum class op_kind : std::uint8_t {
   dispatch,        ///< X [b, s, h], gates [b, s, E] -> [b, E, attrs.capacity, h]: each expert's slots
   experts,         ///< X [b, E, C, h] through E SwiGLU MLPs: W_gate, W_up [E, h, F], W_down [E, F, h]
   combine,         ///< X [b, E, C, h], gates [b, s, E] -> [b, s, h]: each token's experts, weighted
+  swiglu,          ///< silu(gate) * up of two same-shape tensors in one op (LLaMA's MLP): keeps gate and up
   // A new kind goes last, raises op_kind_count, and gets its entry in every table of facts:
   // op_traits (here), op_shape_traits (ops/shapes.hpp), op_signature_traits (ops/signatures.hpp),
   // op_work_traits (ops/work.hpp), op_kernel_traits (runtime/op_kernels.hpp). Each table checks
@@ -55,8 +56,8 @@ enum class op_kind : std::uint8_t {
 };
 
 /// The number of op kinds; the enumerators run 0 .. op_kind_count - 1.
-inline constexpr std::size_t op_kind_count = 24;
-static_assert(std::size_t(op_kind::combine) + 1 == op_kind_count,
+inline constexpr std::size_t op_kind_count = 25;
+static_assert(std::size_t(op_kind::swiglu) + 1 == op_kind_count,
               "op_kind_count counts op_kind's enumerators: add a kind after the last one and raise the count");
 
 /// f(std::integral_constant<op_kind, K>{}) for the run-time kind k: how a run-time question
@@ -121,8 +122,9 @@ struct tensor_names {
 //                    token ids of an embedding and the labels of a cross-entropy
 //   accepts_partial  whether it is linear in each activation input, so it may consume P (a sum
 //                    of parts in, a sum of parts out): mul one side at a time (a (b1 + b2) =
-//                    a b1 + a b2), rotary a rotation per position, dispatch and combine in their
-//                    first input (a copy of rows, a weighted sum of rows)
+//                    a b1 + a b2), swiglu in its up factor, rotary a rotation per position,
+//                    dispatch and combine in their first input (a copy of rows, a weighted sum
+//                    of rows)
 //   names(attrs)     the tensor names of its signature (names_of)
 // (names return through if statements, not `c ? tensor_names{...} : tensor_names{...}`: g++ 12
 // then reads freed storage in constant expressions, where typed models name a pinned parameter)
@@ -254,6 +256,13 @@ template <> struct op_traits<op_kind::mul> : detail::two_input_op {
   static constexpr std::string_view name = "mul";
   static constexpr work_kind work = work_kind::elementwise;
   static constexpr bool accepts_partial = true;
+};
+template <> struct op_traits<op_kind::swiglu> {
+  static constexpr std::string_view name = "swiglu";
+  static constexpr work_kind work = work_kind::elementwise;
+  static constexpr std::uint32_t index_inputs = 0;
+  static constexpr bool accepts_partial = true;
+  static constexpr tensor_names names(const op_attrs&) { return {{"gate", "up"}, {}}; }
 };
 template <> struct op_traits<op_kind::rotary> : detail::one_input_op {
   static constexpr std::string_view name = "rotary";

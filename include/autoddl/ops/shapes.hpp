@@ -150,7 +150,7 @@ inline tensor_shape dropout_output(const op_node& op) {
   return op.inputs[0];
 }
 
-/// add and mul: two inputs of one shape.
+/// add, mul and swiglu: two inputs of one shape.
 inline tensor_shape same_pair_output(const op_node& op) {
   expect_counts(op, 2, 0);
   expect_shape(op, op.inputs[1], op.inputs[0], "B");
@@ -320,6 +320,7 @@ template <> struct op_shape_traits<op_kind::reshape> { static constexpr auto out
 template <> struct op_shape_traits<op_kind::rmsnorm> { static constexpr auto output = detail::rmsnorm_output; };
 template <> struct op_shape_traits<op_kind::silu> { static constexpr auto output = detail::pointwise_output; };
 template <> struct op_shape_traits<op_kind::mul> { static constexpr auto output = detail::same_pair_output; };
+template <> struct op_shape_traits<op_kind::swiglu> { static constexpr auto output = detail::same_pair_output; };
 template <> struct op_shape_traits<op_kind::rotary> { static constexpr auto output = detail::rotary_output; };
 template <> struct op_shape_traits<op_kind::router> { static constexpr auto output = detail::router_output; };
 template <> struct op_shape_traits<op_kind::load_balance> { static constexpr auto output = detail::load_balance_output; };

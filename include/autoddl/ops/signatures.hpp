@@ -146,6 +146,11 @@ template <> struct op_signature_traits<op_kind::mul> {
     return mul_axis(in[0], in[1]);
   };
 };
+template <> struct op_signature_traits<op_kind::swiglu> {
+  static constexpr auto axis = [](const op_node&, detail::axis_sbps in, detail::axis_sbps) -> std::optional<sbp> {
+    return swiglu_axis(in[0], in[1]);
+  };
+};
 template <> struct op_signature_traits<op_kind::rotary> {
   static constexpr auto axis = [](const op_node&, detail::axis_sbps in, detail::axis_sbps) -> std::optional<sbp> {
     return rotary_axis(in[0]);

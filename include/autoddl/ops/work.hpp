@@ -15,7 +15,8 @@
 //   head: the formula reads the query's hidden size.
 // - Element-wise ops are priced by bytes moved, their FLOPs are nominal per element: relu 1,
 //   add 1, mul 1, dropout 2, rotary 3 (two products and a sum per element), rmsnorm 4 (square,
-//   sum, scale, gamma), silu 4 (x / (1 + exp(-x))), softmax 5, layernorm 8, gelu 8 (tanh form),
+//   sum, scale, gamma), silu 4 (x / (1 + exp(-x))), swiglu 5 (silu and the product; backward 10:
+//   silu again, a product per factor, silu's derivative), softmax 5, layernorm 8, gelu 8 (tanh form),
 //   cross-entropy 5 per logit, max-pool kernel^2 per output; backward = forward (add and reshape:
 //   0, gradients pass through; mul 2: a product per factor).
 // - Mixture of experts (ops/moe.hpp): router 6 per logit (softmax 5, the top-k 1), load_balance
@@ -44,7 +45,7 @@ namespace autoddl {
 /// the executor (runtime/trainer.hpp) keeps of an op's operands and outputs from its forward to
 /// its backward:
 ///   linear, conv2d, max_pool, gelu, layernorm   X           matmul, batched_matmul  both inputs
-///   silu, rmsnorm                               X           mul                     both inputs
+///   silu, rmsnorm                               X           mul, swiglu             both inputs
 ///   attention                                   q, k, v     relu, softmax           Y
 ///   embedding                                   the ids     cross_entropy           logits, labels
 ///   dropout (mask rekeyed), add, reshape, rotary (the inverse rotation of dY)       nothing
@@ -280,6 +281,12 @@ template <> struct op_work_traits<op_kind::mul> {
   static constexpr backward_reads reads{0b11, false};
   static constexpr auto forward_flops = detail::per_output<1>;
   static constexpr auto backward_flops = detail::twice<detail::per_output<1>>;
+  static constexpr auto kept_bytes = detail::both_inputs_bytes;
+};
+template <> struct op_work_traits<op_kind::swiglu> {
+  static constexpr backward_reads reads{0b11, false};
+  static constexpr auto forward_flops = detail::per_output<5>;
+  static constexpr auto backward_flops = detail::per_output<10>;
   static constexpr auto kept_bytes = detail::both_inputs_bytes;
 };
 template <> struct op_work_traits<op_kind::rotary> {

@@ -193,6 +193,14 @@ template <> struct op_kernel_traits<op_kind::mul> {
     return detail::mul_bwd(d, c, in, dy);
   };
 };
+template <> struct op_kernel_traits<op_kind::swiglu> {
+  static constexpr auto forward = [](auto& d, const auto& c, const auto& in) {
+    return detail::swiglu_fwd(d, c, in);
+  };
+  static constexpr auto backward = [](auto& d, const auto& c, const auto& in, const auto&, auto dy) {
+    return detail::swiglu_bwd(d, c, in, dy);
+  };
+};
 template <> struct op_kernel_traits<op_kind::rotary> {
   static constexpr auto forward = [](auto& d, const auto& c, const auto& in) {
     return detail::rotary_fwd(d, c, in);

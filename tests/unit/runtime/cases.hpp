@@ -78,7 +78,7 @@ inline std::vector<op_node> op_cases() {
   a.target = tensor_shape{16, 8};
   r.push_back(make_op("reshape.merge", op_kind::reshape, {{4, 4, 8}}, {}, a));
   // the LLaMA family's ops: RMSNorm (whole rows, and per head as Qwen3 norms q and k), SiLU,
-  // the SwiGLU product, rotary embeddings (2 heads of 4: pairs (0,2), (1,3)), grouped-query
+  // the SwiGLU product (two ops, and fused), rotary embeddings (2 heads of 4: pairs (0,2), (1,3)), grouped-query
   // attention (4 query heads sharing 2 key/value heads)
   a = {};
   a.eps = 1e-6;
@@ -87,6 +87,7 @@ inline std::vector<op_node> op_cases() {
   r.push_back(make_op("rmsnorm.per_head", op_kind::rmsnorm, {{4, 4, 8}}, {{4}}, a));
   r.push_back(make_op("silu", op_kind::silu, {{4, 4, 8}}));
   r.push_back(make_op("mul", op_kind::mul, {{4, 8}, {4, 8}}));
+  r.push_back(make_op("swiglu", op_kind::swiglu, {{4, 4, 8}, {4, 4, 8}}));
   a = {};
   a.heads = 2;
   a.rope_theta = 500000;

@@ -139,6 +139,17 @@ TEST_CASE("rmsnorm and the SwiGLU product equal their formulas", "[runtime][kern
     const double x = ab.inputs[0].v[i];
     CHECK(std::abs(y2.v[i] - x / (1 + std::exp(-x)) * ab.inputs[1].v[i]) <= 1e-15);
   }
+  // the fused op: the same product, and its gradients dA = dY b silu'(a), dB = dY silu(a) with
+  // silu'(a) = s (1 + a (1 - s)), s = sigmoid(a), written here
+  const op_node fused = sim::make_op("swiglu", op_kind::swiglu, {{4, 3}, {4, 3}});
+  const sim::host_tensor dy = sim::random_tensor({4, 3}, rng);
+  const sim::run_result f = sim::run_serial(fused, ab, dy, 1);
+  for (std::size_t i = 0; i < f.y.v.size(); ++i) {
+    const double a = ab.inputs[0].v[i], b = ab.inputs[1].v[i], sg = 1 / (1 + std::exp(-a));
+    CHECK(std::abs(f.y.v[i] - a * sg * b) <= 1e-15);
+    CHECK(std::abs(f.dinputs[0].v[i] - dy.v[i] * b * sg * (1 + a * (1 - sg))) <= 1e-14);
+    CHECK(std::abs(f.dinputs[1].v[i] - dy.v[i] * a * sg) <= 1e-15);
+  }
 }
 
 }  // namespace llama_ops_cases

@@ -177,8 +177,8 @@ constexpr static_op linear_op(const tensor_shape& x, std::int64_t out, bool bias
   return op;
 }
 
-/// The constraint a layout spec puts on an op that precedes its own and keeps its layout (silu
-/// before the product, a rotation before the attention core): tensor t of the spec, if pinned,
+/// The constraint a layout spec puts on an op that precedes its own and keeps its layout (a
+/// rotation before the attention core): tensor t of the spec, if pinned,
 /// as that op's X. Example: of pin<"[S(0),S(2)]", "[S(0),B]">, t = 1 gives pin<"[S(0),B]">.
 constexpr pin_spec pin_of_tensor(const pin_spec& p, int t) {
   pin_spec r;
@@ -233,21 +233,19 @@ constexpr int emit_gqa_attention(Bld& b, int x, const gqa_config& c) {
   return b.add("attn.o", linear_op(s, h, false), c.proj, {o, -1, -1});
 }
 
-/// layers::swiglu's ops: gate, up, silu, the product, down.
+/// layers::swiglu's ops: gate, up, the fused product silu(gate) * up, down.
 template <class Bld>
 constexpr int emit_swiglu(Bld& b, int x, std::int64_t ffn, const pin_spec& gate_up, const pin_spec& mul_spec,
                           const pin_spec& down) {
   const tensor_shape s = b.shape_of(x);
   const int gate = b.add("mlp.gate", linear_op(s, ffn, false), gate_up, {x, -1, -1});
   const int up = b.add("mlp.up", linear_op(s, ffn, false), gate_up, {x, -1, -1});
-  const int act =
-      b.add("mlp.silu", unary_op(op_kind::silu, b.shape_of(gate)), pin_of_tensor(mul_spec, 0), {gate, -1, -1});
-  static_op mul;
-  mul.kind = op_kind::mul;
-  mul.inputs = {b.shape_of(act), b.shape_of(up), {}};
-  mul.n_inputs = 2;
-  mul.output = b.shape_of(act);
-  const int m = b.add("mlp.mul", mul, mul_spec, {act, up, -1});
+  static_op prod;
+  prod.kind = op_kind::swiglu;
+  prod.inputs = {b.shape_of(gate), b.shape_of(up), {}};
+  prod.n_inputs = 2;
+  prod.output = b.shape_of(gate);
+  const int m = b.add("mlp.swiglu", prod, mul_spec, {gate, up, -1});
   return b.add("mlp.down", linear_op(b.shape_of(m), s[s.rank() - 1], false), down, {m, -1, -1});
 }
 
@@ -419,15 +417,14 @@ struct gqa_attention {
 };
 
 /// SwiGLU MLP (Shazeer 2020), LLaMA's, on X [..., hidden]: down(silu(gate(X)) * up(X)), three
-/// linears without biases (gate and up W [hidden, Ffn], down W [Ffn, hidden]). Ops mlp.gate,
-/// .up, .silu, .mul, .down (h<i>. first in a repeat<>), as the LLaMA graph builder names them.
-/// Specs: GateUpSpec pins gate and up (X, W); MulSpec the element-wise stage: the product (A, B)
-/// and with it the silu that feeds A (silu's X is A's layout: silu keeps its input's layout);
-/// DownSpec pins down (X, W).
+/// linears without biases (gate and up W [hidden, Ffn], down W [Ffn, hidden]) and the fused
+/// product. Ops mlp.gate, .up, .swiglu, .down (h<i>. first in a repeat<>), as the LLaMA graph
+/// builder names them. Specs: GateUpSpec pins gate and up (X, W); MulSpec the fused product
+/// (gate, up); DownSpec pins down (X, W).
 template <std::int64_t Ffn, LayoutSpec GateUpSpec = auto_layout, LayoutSpec MulSpec = auto_layout,
           LayoutSpec DownSpec = auto_layout>
 struct swiglu {
-  static constexpr int ops = 5;
+  static constexpr int ops = 4;
   template <class Bld>
   static constexpr int emit(Bld& b, int x) {
     using autoddl::detail::spec_of;

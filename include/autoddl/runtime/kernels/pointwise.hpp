@@ -1,6 +1,6 @@
 #pragma once
 // Kernels of the element-wise and row-wise ops on local shards: relu, gelu, silu, dropout, add,
-// mul, reshape, max-pool, layernorm, rmsnorm, softmax, rotary. None of them ever sees P in its
+// mul, swiglu, reshape, max-pool, layernorm, rmsnorm, softmax, rotary. None of them ever sees P in its
 // nonlinear input (f(a) + f(b) != f(a + b)); row-wise ops see whole rows (the last dim is never split, or, for
 // a grouped rmsnorm, split in whole groups).
 // Dropout keys its mask by (seed, op id, global element index), so a B copy on every device
@@ -117,6 +117,29 @@ gradients<D, T> mul_bwd(D& d, const kernel_context<T>& c, const operands<T>& in,
   gradients<D, T> g;
   d.mul(dy, in.inputs[1], overwritten_input_grad(d, c, g));
   d.mul(dy, in.inputs[0], overwritten_input_grad(d, c, g));
+  return g;
+}
+
+/// swiglu: Y = silu(G) U in one op, which keeps G and U (what the two ops silu and mul would keep
+/// besides silu(G)). Backward: s = silu(G) again, dU = dY s, dG = silu'(G) (dY U); s's buffer
+/// takes dY U. Under G B and U P, dG = silu'(G) (dY U) with dY B: the partial dY U makes dG a
+/// partial sum, as the dual layouts say.
+template <class T, class D>
+forward_result<D, T> swiglu_fwd(D& d, const kernel_context<T>& c, const operands<T>& in) {
+  return overwritten_output(d, c, [&](std::span<T> y) {
+    d.silu_fwd(in.inputs[0], y);
+    d.mul(std::span<const T>(y), in.inputs[1], y);
+  });
+}
+template <class T, class D>
+gradients<D, T> swiglu_bwd(D& d, const kernel_context<T>& c, const operands<T>& in, std::span<const T> dy) {
+  gradients<D, T> g;
+  const std::span<T> dg = overwritten_input_grad(d, c, g), du = overwritten_input_grad(d, c, g);
+  buffer_t<D, T> s = alloc_for_overwrite<T>(d, dg.size());
+  d.silu_fwd(in.inputs[0], d.view(s));
+  d.mul(dy, cview<T>(d, s), du);
+  d.mul(dy, in.inputs[1], d.view(s));
+  d.silu_bwd(in.inputs[0], cview<T>(d, s), dg);
   return g;
 }
 
