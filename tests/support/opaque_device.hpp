@@ -315,6 +315,8 @@ class basic_opaque_device {
   AUTODDL_OPAQUE_PRIMITIVE(softmax_fwd)
   AUTODDL_OPAQUE_PRIMITIVE(softmax_bwd)
   AUTODDL_OPAQUE_PRIMITIVE(scale_causal_mask)
+  AUTODDL_OPAQUE_PRIMITIVE(attention_fwd)
+  AUTODDL_OPAQUE_PRIMITIVE(attention_bwd)
   AUTODDL_OPAQUE_PRIMITIVE(gather_rows)
   AUTODDL_OPAQUE_PRIMITIVE(scatter_add_rows)
   AUTODDL_OPAQUE_PRIMITIVE(im2col)

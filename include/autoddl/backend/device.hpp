@@ -25,6 +25,7 @@
 //   and the main queue sees it only after a join. A buffer destroyed while the side queue is
 //   current is released in the side queue's order; one used there must not be destroyed on the
 //   main queue before the join (the caller keeps it).
+#include <cmath>
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
@@ -96,6 +97,50 @@ struct dropout_key {
   double p = 0.0;
 };
 
+namespace detail {
+/// dropout_keep (above) of one op call with its per-call hashing done once: u >= p
+/// with u = (h >> 11) 2^-53 is (h >> 11) >= ceil(p 2^53), both sides exact, so the integer test
+/// keeps exactly the elements dropout_keep keeps.
+struct dropout_mask {
+  std::uint64_t base, threshold;
+  explicit dropout_mask(const dropout_key& k)
+      : base(mix64(mix64(k.seed ^ 0x9e3779b97f4a7c15ULL) ^ (k.op_id * 0xd1b54a32d192ed03ULL))),
+        threshold(std::uint64_t(std::ceil(k.p * 0x1.0p53))) {}
+  bool keep(std::uint64_t index) const { return (mix64(base ^ index) >> 11) >= threshold; }
+};
+}  // namespace detail
+
+/// One fused attention call (attention_fwd / attention_bwd below) on a device's local shards:
+/// q, o, dq [b, sq, heads * dh] and k, v, dk, dv [b, sk, kv_heads * dh] in the model's layout
+/// (query rows ldq() apart, key rows ldkv() apart), the log-sum-exp lse [b, heads, sq].
+/// Grouped-query attention: local query head i reads local key/value head kv_of(i). The causal
+/// mask compares global positions: local query r (position q_offset + r) sees keys <= q_offset + r.
+/// Dropout (where `drops`) keeps the probability of (n, i, r, c) by dropout_keep at its global
+/// index in the probabilities [B, heads, Sq, Sk], whose local block `probs` describes, so a
+/// sharded call drops what the serial one drops.
+struct attention_desc {
+  std::int64_t b = 0, sq = 0, sk = 0, heads = 0, dh = 0;  ///< local batch, queries, keys, query heads; head size
+  std::int64_t kv_heads = 0;                              ///< local key/value heads
+  std::int64_t group = 1, head0 = 0, kv0 = 0;             ///< query heads per key/value head; global first heads
+  std::int64_t q_offset = 0;                              ///< global position of the first local query
+  bool causal = false;
+  double scale = 1;                                       ///< applied to q k^T, 1 / sqrt(dh)
+  bool drops = false;
+  dropout_key dropout{};
+  shard_info probs{};                                     ///< this call's block of [B, heads, Sq, Sk]
+
+  constexpr std::int64_t ldq() const { return heads * dh; }
+  constexpr std::int64_t ldkv() const { return kv_heads * dh; }
+  /// The local key/value head that local query head i reads.
+  constexpr std::int64_t kv_of(std::int64_t i) const { return (head0 + i) / group - kv0; }
+  /// The global index in [B, heads, Sq, Sk] of local probability (n, i, r, 0).
+  constexpr std::uint64_t prob_row(std::int64_t n, std::int64_t i, std::int64_t r) const {
+    const tensor_shape& g = probs.global;
+    return std::uint64_t((((n + probs.offset[0]) * g[1] + i + probs.offset[1]) * g[2] + r + probs.offset[2]) * g[3] +
+                         probs.offset[3]);
+  }
+};
+
 template <class D, class T>
 using buffer_t = typename D::template buffer<T>;
 
@@ -129,7 +174,8 @@ concept DeviceFor = requires(D& d, const D& cd, std::size_t n, std::int64_t i, T
                              const buffer_t<D, statistic_t<T>>& csbuf, std::span<T> y, std::span<const T> x,
                              std::span<statistic_t<T>> st, std::span<const statistic_t<T>> cst,
                              std::span<const std::int64_t> ids, std::span<std::int64_t> slots, const gemm_desc& g, const window_geom& wg,
-                             const shard_info& s, const dropout_key& key, const optimizer_step& opt, double f) {
+                             const shard_info& s, const dropout_key& key, const optimizer_step& opt, double f,
+                             const attention_desc& ad) {
   // memory: alloc gives n zeros; view spans a buffer; upload/download cross host <-> device.
   // Optional: alloc_for_overwrite<T>(n), n elements of unspecified value for a kernel that writes
   // them all before reading (runtime/kernels/context.hpp uses alloc where a device lacks it)
@@ -181,6 +227,11 @@ concept DeviceFor = requires(D& d, const D& cd, std::size_t n, std::int64_t i, T
   // attention scores [groups, sq, sk] in place: x *= scale; with causal, query q (global
   // position q_offset + q) sees keys k <= q_offset + q, the rest become -inf
   d.scale_causal_mask(i, i, i, a, i, true, y);  // (groups, sq, sk, scale, q_offset, causal, scores)
+  // fused attention (attention_desc): o = dropout(softmax(scale q k^T [+ mask])) v per query head,
+  // lse[n, i, r] = the log of the row's sum of exp (in statistic_t<T>), no score kept; backward
+  // recomputes the probabilities from q, k and lse and overwrites dq, dk and dv
+  d.attention_fwd(ad, x, x, x, y, st);                      // (desc, q, k, v, o, lse)
+  d.attention_bwd(ad, x, x, x, x, cst, x, y, y, y);         // (desc, q, k, v, o, lse, do, dq, dk, dv)
   // embedding over a table holding global rows [lo, lo + table rows): y[t,:] = table[ids[t]-lo,:]
   // or 0 when ids[t] is not held; scatter_add accumulates dy rows into dtable the same way
   d.gather_rows(ids, i, x, y);       // (ids, lo, table, y); cols = y.size() / ids.size()

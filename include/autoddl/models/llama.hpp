@@ -35,6 +35,7 @@ struct llama_config {
   std::int64_t shared_experts = 0;  ///< experts every token passes through, one SwiGLU of shared * moe_ffn
   bool norm_topk = true;            ///< the k gate weights are scaled to sum to 1
   double aux_coef = 0.01;           ///< the balancing loss's coefficient per block (0: none)
+  bool unfused_attention = false;   ///< attention=unfused: the attention cores keep their probabilities
   std::int64_t dims_per_head() const { return head_dim > 0 ? head_dim : hidden / heads; }
   std::int64_t expert_ffn() const { return moe_ffn > 0 ? moe_ffn : ffn; }
 };
@@ -143,6 +144,7 @@ inline tensor_ref llama_attention(graph_builder& b, const std::string& pre, tens
   a.heads = int(c.heads);
   a.kv_heads = c.kv_heads == c.heads ? 0 : int(c.kv_heads);
   a.causal = true;
+  a.unfused_attention = c.unfused_attention;
   tensor_ref o = b.op(pre + "attn.core", op_kind::attention, a, {q, k, v});
   return b.linear(pre + "attn.o", o, c.hidden, false);
 }
@@ -216,10 +218,10 @@ namespace detail {
 
 /// The llama spec's keys over a preset: size, layers, hidden, heads, kv_heads, ffn, seq, batch,
 /// vocab, head_dim, tied, qkv_bias, qk_norm; and of a mixture of experts: experts, topk,
-/// capacity, moe_ffn, shared_experts, norm_topk, aux.
+/// capacity, moe_ffn, shared_experts, norm_topk, aux; and attention=fused (the default) or unfused.
 inline llama_config read_llama(const model_spec& s) {
   spec_reader r(s, {"size", "layers", "hidden", "heads", "kv_heads", "ffn", "seq", "batch", "vocab", "head_dim", "tied",
-                    "qkv_bias", "qk_norm", "experts", "topk", "capacity", "moe_ffn", "shared_experts", "norm_topk", "aux"});
+                    "qkv_bias", "qk_norm", "experts", "topk", "capacity", "moe_ffn", "shared_experts", "norm_topk", "aux", "attention"});
   const std::string size = r.text("size", "llama3-8b");
   const llama_preset* p = nullptr;
   std::vector<std::string> names;
@@ -248,6 +250,7 @@ inline llama_config read_llama(const model_spec& s) {
   c.shared_experts = r.find("shared_experts") ? r.count("shared_experts", 0, 64) : c.shared_experts;
   c.norm_topk = r.flag("norm_topk", c.norm_topk);
   c.aux_coef = r.decimal("aux", c.aux_coef);
+  c.unfused_attention = r.one_of("attention", "fused", {"fused", "unfused"}) == "unfused";
   if (c.experts == 0 && (r.find("topk") || r.find("capacity") || r.find("moe_ffn") || r.find("shared_experts")))
     fail<parse_error>("model spec '" + s.text + "': topk, capacity, moe_ffn and shared_experts need experts=E");
   check_llama(c, "model spec '" + s.text + "'");

@@ -21,6 +21,7 @@ namespace autoddl {
 struct transformer_config {
   std::int64_t layers = 12, hidden = 768, heads = 12, seq = 1024, batch = 8, vocab = 50257;
   double dropout = 0.1;
+  bool unfused_attention = false;  ///< attention=unfused: the attention cores keep their probabilities
 };
 
 namespace detail {
@@ -40,7 +41,7 @@ inline constexpr transformer_preset bert_presets[] = {
 
 template <std::size_t N>
 transformer_config read_transformer(const model_spec& s, const transformer_preset (&presets)[N], const char* dflt) {
-  spec_reader r(s, {"size", "layers", "hidden", "heads", "seq", "batch", "vocab", "dropout"});
+  spec_reader r(s, {"size", "layers", "hidden", "heads", "seq", "batch", "vocab", "dropout", "attention"});
   std::string size = r.text("size", dflt);
   const transformer_preset* p = nullptr;
   std::vector<std::string> names;
@@ -57,6 +58,7 @@ transformer_config read_transformer(const model_spec& s, const transformer_prese
   c.batch = r.count("batch", 8);
   c.vocab = r.count("vocab", p->vocab);
   c.dropout = r.fraction("dropout", c.dropout);
+  c.unfused_attention = r.one_of("attention", "fused", {"fused", "unfused"}) == "unfused";
   if (c.hidden % c.heads != 0)
     fail<error>("model spec '" + s.text + "': heads=" + itos(c.heads) + " does not divide hidden=" + itos(c.hidden) +
                 "; choose a head count that divides the hidden size");
@@ -73,6 +75,7 @@ inline tensor_ref attention_block(graph_builder& b, const std::string& pre, tens
   a.heads = int(c.heads);
   a.causal = causal;
   a.dropout = c.dropout;
+  a.unfused_attention = c.unfused_attention;
   tensor_ref o = b.op(pre + "attn.core", op_kind::attention, a, {q, k, v});
   o = b.linear(pre + "attn.proj", o, c.hidden);
   return b.unary(pre + "attn.drop", op_kind::dropout, o, c.dropout);

@@ -78,6 +78,7 @@ struct op_attrs {
   int kv_heads = 0;          ///< attention: key/value heads (grouped-query attention); 0 = heads
   bool causal = false;       ///< attention: token i sees keys <= i
   double dropout = 0.0;      ///< dropout: drop probability; attention: on the probabilities
+  bool unfused_attention = false;  ///< attention: the unfused kernel (probabilities [b, heads, sq, sk] kept)
   bool bias = true;          ///< linear, conv2d: has a bias parameter
   bool transpose_w = false;  ///< linear: W stored [out, in] (the tied GPT output head)
   bool positions = false;    ///< embedding: adds a learned position table [seq, hidden]

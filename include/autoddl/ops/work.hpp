@@ -8,9 +8,21 @@
 //   gradient, each a GEMM of the forward's size), as in Kaplan et al. 2020 ("Scaling laws",
 //   C = 6N per token) and Narayanan et al. 2021 (Megatron-LM, SC'21, 72BslH^2 with recompute).
 //   The input gradient of the first layer is counted too.
-// - Attention core: QK^T and AV are 2 * 2 * batch * seq_q * seq_k * hidden (Narayanan 2021's
-//   attention term, causal masking not halved, as dense kernels compute it) plus 5 FLOPs per
-//   score for scale, mask, softmax.
+// - Attention core, fused (the default kernel, FlashAttention-2's algorithm, Dao 2023): QK^T
+//   and PV are 2 * 2 * d FLOPs per score the kernel computes, plus 5 per score for scale, mask
+//   and the online softmax. The scores are its tiles (attention_tiles.hpp): the whole square
+//   without a mask; under a causal mask the query tiles against the key tiles up to their last
+//   query's position (about half the square at long sequences). Under a query-sequence split the
+//   price is the busiest device's, the last chunk of queries (it sees every key; the step waits
+//   for it): q_offset = seq_k - local seq_q. Backward recomputes QK^T and runs four gradient
+//   GEMMs (dV, dP, dQ, dK): 2.5 x the forward's GEMM FLOPs, plus 5 per score (the exp again,
+//   the dropout mask, dS = P (dP - D)) and 2 per output element for D = rowsum(dO * O).
+//   Kept: q, k, v, the output and one log-sum-exp statistic per row [b, heads, seq_q]; the
+//   memory traffic is the operands' and the statistic's, no score leaves a tile.
+// - Attention core, unfused (op_attrs::unfused_attention): QK^T and AV are 2 * 2 * batch * seq_q
+//   * seq_k * hidden (Narayanan 2021's attention term, causal masking not halved, the price of a
+//   dense kernel) plus 5 FLOPs per score for scale, mask, softmax; backward 2 x forward; kept:
+//   q, k, v and the probabilities [b, heads, seq_q, seq_k], written and read back once more.
 // - Attention with fewer key/value heads (grouped-query) computes the same scores per query
 //   head: the formula reads the query's hidden size.
 // - Element-wise ops are priced by bytes moved, their FLOPs are nominal per element: relu 1,
@@ -32,6 +44,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "autoddl/attention_tiles.hpp"
 #include "autoddl/ops/op.hpp"
 #include "autoddl/ops/signatures.hpp"
 #include "autoddl/sbp/layout.hpp"
@@ -46,7 +59,8 @@ namespace autoddl {
 /// its backward:
 ///   linear, conv2d, max_pool, gelu, layernorm   X           matmul, batched_matmul  both inputs
 ///   silu, rmsnorm                               X           mul, swiglu             both inputs
-///   attention                                   q, k, v     relu, softmax           Y
+///   attention (fused)                           q, k, v, Y  relu, softmax           Y
+///   attention (unfused_attention)               q, k, v
 ///   embedding                                   the ids     cross_entropy           logits, labels
 ///   dropout (mask rekeyed), add, reshape, rotary (the inverse rotation of dY)       nothing
 ///   router, load_balance     logits     dispatch   G (the slot map)     combine   both inputs
@@ -115,10 +129,27 @@ inline double conv2d_flops(const op_node& op) {
   return 2.0 * y * double(op.inputs[0][1]) * a.kernel * a.kernel + (a.bias ? y : 0.0);
 }
 inline double max_pool_flops(const op_node& op) { return elems(op.outputs[0]) * op.attrs.kernel * op.attrs.kernel; }
+/// Scores the fused kernel computes on the busiest device holding `op`'s shapes (see the
+/// conventions above): every sequence and head, the tiles of its queries against its keys.
+inline double attention_tile_scores_of(const op_node& op) {
+  const auto& in = op.inputs;
+  const std::int64_t sq = in[0][1], sk = in[1][1];
+  const bool causal = op.attrs.causal;
+  return double(in[0][0]) * op.attrs.heads * attention_tile_scores(sq, sk, causal ? sk - sq : 0, causal);
+}
+/// Head size: the query hidden size over the query heads.
+inline double attention_head_size(const op_node& op) { return double(op.inputs[0][2]) / op.attrs.heads; }
 inline double attention_flops(const op_node& op) {
   const auto& in = op.inputs;
   const double b = double(in[0][0]), sq = double(in[0][1]), sk = double(in[1][1]), h = double(in[0][2]);
-  return 4.0 * b * sq * sk * h + 5.0 * b * sq * sk * double(op.attrs.heads);
+  if (op.attrs.unfused_attention) return 4.0 * b * sq * sk * h + 5.0 * b * sq * sk * double(op.attrs.heads);
+  const double scores = attention_tile_scores_of(op);
+  return 4.0 * scores * attention_head_size(op) + 5.0 * scores;
+}
+inline double attention_bwd_flops(const op_node& op) {
+  if (op.attrs.unfused_attention) return 2.0 * attention_flops(op);
+  const double scores = attention_tile_scores_of(op);
+  return 10.0 * scores * attention_head_size(op) + 5.0 * scores + 2.0 * elems(op.outputs[0]);
 }
 /// A gather: nothing, or an add per output element with learned positions.
 inline double embedding_flops(const op_node& op) { return op.attrs.positions ? elems(op.outputs[0]) : 0.0; }
@@ -140,11 +171,14 @@ inline double layernorm_bytes(const op_node& op, int e) {
   const double rows = elems(x) / double(x[x.rank() - 1]);
   return elems(x) * e + 2.0 * rows * statistic_bytes(e);
 }
-/// q, k, v and the probabilities [b, heads, sq, sk].
+/// Fused: q, k, v, the output and one log-sum-exp per row [b, heads, sq] in the statistic type.
+/// Unfused: q, k, v and the probabilities [b, heads, sq, sk].
 inline double attention_bytes(const op_node& op, int e) {
   const auto& in = op.inputs;
-  const double probs = double(in[0][0]) * double(op.attrs.heads) * double(in[0][1]) * double(in[1][1]);
-  return (elems(in[0]) + elems(in[1]) + elems(in[2]) + probs) * e;
+  const double rows = double(in[0][0]) * double(op.attrs.heads) * double(in[0][1]);
+  const double qkv = elems(in[0]) + elems(in[1]) + elems(in[2]);
+  if (op.attrs.unfused_attention) return (qkv + rows * double(in[1][1])) * e;
+  return (qkv + elems(op.outputs[0])) * e + rows * statistic_bytes(e);
 }
 /// The token ids, int64.
 inline double ids_bytes(const op_node& op, int) { return elems(op.inputs[0]) * 8; }
@@ -166,9 +200,10 @@ inline double experts_bytes(const op_node& op, int e) {
 ///   forward_flops(op)      its forward FLOPs
 ///   backward_flops(op)     its backward FLOPs, stated for every kind (the conventions above)
 ///   kept_bytes(op, e)      bytes kept for backward with `e` bytes per element. Token ids and
-///                          labels are int64 (8 bytes); attention keeps its probabilities
-///                          [b, heads, sq, sk] before dropout (Korthikanti et al. 2022, activation
-///                          memory of self-attention). Dropout masks are not kept: the mask is a
+///                          labels are int64 (8 bytes); attention keeps one log-sum-exp per row
+///                          (fused), or its probabilities [b, heads, sq, sk] before dropout
+///                          (unfused; Korthikanti et al. 2022, activation memory of
+///                          self-attention). Dropout masks are not kept: the mask is a
 ///                          counter-based hash of (seed, op, element), recomputed in backward
 ///                          (backend/device.hpp, dropout_keep), where Korthikanti count 1 byte per
 ///                          element.
@@ -236,9 +271,9 @@ template <> struct op_work_traits<op_kind::softmax> {
   static constexpr auto kept_bytes = detail::output_bytes;
 };
 template <> struct op_work_traits<op_kind::attention> {
-  static constexpr backward_reads reads{0b111, false};
+  static constexpr backward_reads reads{0b111, true};  // the fused kernel's; backward_reads_of(op) for the unfused
   static constexpr auto forward_flops = detail::attention_flops;
-  static constexpr auto backward_flops = detail::twice<detail::attention_flops>;
+  static constexpr auto backward_flops = detail::attention_bwd_flops;
   static constexpr auto kept_bytes = detail::attention_bytes;
 };
 template <> struct op_work_traits<op_kind::embedding> {
@@ -347,8 +382,11 @@ consteval bool every_kind_has_work_traits() {
 }
 static_assert(every_kind_has_work_traits<op_kind, op_kind_count, op_work_traits>());
 
-constexpr backward_reads backward_reads_of(op_kind k) {
-  return visit_op_kind(k, [](auto K) { return op_work_traits<K.value>::reads; });
+/// What op's backward reads (op_work_traits<K>::reads), for the kernel its attributes choose:
+/// the unfused attention reads q, k and v but not its output.
+constexpr backward_reads backward_reads_of(const op_node& op) {
+  if (op.kind == op_kind::attention && op.attrs.unfused_attention) return {0b111, false};
+  return visit_op_kind(op.kind, [](auto K) { return op_work_traits<K.value>::reads; });
 }
 
 namespace detail {
@@ -369,9 +407,10 @@ inline double moved_bytes(const op_node& op, int e) {
   for (const tensor_shape& s : op.inputs) t += elems(s);
   for (const tensor_shape& s : op.params) t += elems(s);
   for (const tensor_shape& s : op.outputs) t += elems(s);
-  if (op.kind == op_kind::attention)  // probabilities written and read back
-    t += 2.0 * double(op.inputs[0][0]) * op.attrs.heads * double(op.inputs[0][1]) * double(op.inputs[1][1]);
-  return t * e;
+  const double rows = op.kind == op_kind::attention ? double(op.inputs[0][0]) * op.attrs.heads * double(op.inputs[0][1]) : 0;
+  if (op.kind == op_kind::attention && op.attrs.unfused_attention)  // probabilities written and read back
+    return (t + 2.0 * rows * double(op.inputs[1][1])) * e;
+  return t * e + rows * statistic_bytes(e);  // the fused kernel's lse; its scores stay in tiles
 }
 
 /// `op` with every shape replaced by its per-device shard under `sig` on `mesh`, and the head

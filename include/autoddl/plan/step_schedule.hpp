@@ -106,7 +106,7 @@ class step_schedule {
 
   void index_reads() {
     const int nops = int(g_.ops.size());
-    for (int i = 0; i < nops; ++i) reads_.push_back(backward_reads_of(at(g_.ops, i).kind));
+    for (int i = 0; i < nops; ++i) reads_.push_back(backward_reads_of(at(g_.ops, i)));
     assign(consumer_slots_, nops, 0);
     assign(block_consumer_slots_, nops, 0);
     assign(hold_all_, nops, 0);

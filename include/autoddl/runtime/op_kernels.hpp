@@ -31,7 +31,7 @@ namespace detail {
 /// empty span: the executor frees it after the forward.
 template <class T>
 void check_backward_operands(const kernel_context<T>& c, const operands<T>& in) {
-  const backward_reads r = backward_reads_of(c.op.kind);
+  const backward_reads r = backward_reads_of(c.op);
   operands<T> read = in;
   for (std::size_t i = 0; i < read.inputs.size() && i < c.shards.inputs.size(); ++i)
     if (!r.input(i) && !is_index_input(c.op.kind, i) && read.inputs[i].empty())
@@ -44,7 +44,7 @@ void check_backward_operands(const kernel_context<T>& c, const operands<T>& in) 
 /// op_kernel_traits<K> holds the kernels of kind K, generic over the element type and the Device:
 ///   forward(dev, ctx, in) -> forward_result: Y's local block and what the backward keeps
 ///   backward(dev, ctx, in, fwd, dy) -> gradients: dX per input (laid out dual(input)), dW per
-///     parameter; it reads only what op_work_traits<K>::reads names (ops/work.hpp)
+///     parameter; it reads only what backward_reads_of(op) names (ops/work.hpp)
 /// Every kind states both here, a reshape included (a copy of the local block).
 template <op_kind K>
 struct op_kernel_traits;
@@ -302,7 +302,7 @@ forward_result<D, T> op_forward(D& dev, const kernel_context<T>& ctx, const oper
 
 /// Runs `ctx.op` backward on this device: `dy` is the local block of dY laid out
 /// dual(ctx.sig.outputs[0]) (for cross_entropy, the scalar dloss); `in` and `fwd` are the
-/// forward's operands and result, of which only what backward_reads_of(kind) names is read (the
+/// forward's operands and result, of which only what backward_reads_of(op) names is read (the
 /// others may be empty spans, fwd.outputs empty). Gradients come out laid out dual(input) and dual(param).
 template <class T, Device D>
 gradients<D, T> op_backward(D& dev, const kernel_context<T>& ctx, const operands<T>& in, const forward_result<D, T>& fwd,

@@ -148,9 +148,10 @@ class step_memory_replay {
     const param_choice& pc = problem_.param_candidate(p, at(pick_, problem_.param_node(p)));
     return local(at(model_.params, p).shape, pc.update) * elem_;
   }
-  // Saved products and row statistics of op i's forward (runtime/kernels: attention keeps its
-  // probabilities [b, heads, sq, sk]; layernorm mean and rstd; rmsnorm 1/rms per group;
-  // cross-entropy max, sum, target; experts their gate and up products).
+  // Saved products and row statistics of op i's forward (runtime/kernels: the fused attention
+  // one log-sum-exp per row [b, heads, sq] (its output is held as the backward's read), the
+  // unfused one its probabilities [b, heads, sq, sk]; layernorm mean and rstd; rmsnorm 1/rms per
+  // group; cross-entropy max, sum, target; experts their gate and up products).
   std::int64_t saved_bytes(int i) const {
     const op_node& n = at(model_.ops, i);
     const std::int64_t stat = statistic_bytes(int(elem_));
@@ -158,7 +159,7 @@ class step_memory_replay {
       const tensor_shape q = local_shape(n.inputs[0], layout{sig(i).inputs[0], mesh_});
       const tensor_shape k = local_shape(n.inputs[1], layout{sig(i).inputs[1], mesh_});
       const std::int64_t heads = n.attrs.heads * q[2] / n.inputs[0][2];
-      return q[0] * heads * q[1] * k[1] * elem_;
+      return n.attrs.unfused_attention ? q[0] * heads * q[1] * k[1] * elem_ : q[0] * heads * q[1] * stat;
     }
     const tensor_shape x = local_shape(n.inputs[0], layout{sig(i).inputs[0], mesh_});
     const std::int64_t rows = x.rank() > 0 && x[x.rank() - 1] ? x.elements() / x[x.rank() - 1] : 0;

@@ -19,6 +19,7 @@
 #include <malloc.h>
 #endif
 
+#include "autoddl/backend/cpu/attention.hpp"
 #include "autoddl/backend/cpu/elementwise.hpp"
 #include "autoddl/backend/cpu/gemm.hpp"
 #include "autoddl/backend/cpu/moe.hpp"
@@ -69,16 +70,6 @@ void for_each_global_index(const shard_info& s, F&& f) {
   });
 }
 
-/// dropout_keep (backend/device.hpp) of one op call with its per-call hashing done once: u >= p
-/// with u = (h >> 11) 2^-53 is (h >> 11) >= ceil(p 2^53), both sides exact, so the integer test
-/// keeps exactly the elements dropout_keep keeps.
-struct dropout_mask {
-  std::uint64_t base, threshold;
-  explicit dropout_mask(const dropout_key& k)
-      : base(mix64(mix64(k.seed ^ 0x9e3779b97f4a7c15ULL) ^ (k.op_id * 0xd1b54a32d192ed03ULL))),
-        threshold(std::uint64_t(std::ceil(k.p * 0x1.0p53))) {}
-  bool keep(std::uint64_t index) const { return (mix64(base ^ index) >> 11) >= threshold; }
-};
 /// 64-bit integer lanes as many as the float lanes V has.
 template <class V>
 struct index_lanes;
@@ -130,6 +121,11 @@ inline std::int64_t& cpu_buffer_bytes() {
   thread_local std::int64_t n = 0;
   return n;
 }
+/// The most cpu_buffer_bytes has been on this thread since the last reset_peak_bytes_in_use.
+inline std::int64_t& cpu_buffer_peak() {
+  thread_local std::int64_t n = 0;
+  return n;
+}
 /// std::allocator that adds what it hands out to cpu_buffer_bytes and takes back what returns.
 template <class T>
 struct counted_allocator {
@@ -140,6 +136,7 @@ struct counted_allocator {
   T* allocate(std::size_t n) {
     T* p = std::allocator<T>{}.allocate(n);
     cpu_buffer_bytes() += std::int64_t(n * sizeof(T));
+    cpu_buffer_peak() = std::max(cpu_buffer_peak(), cpu_buffer_bytes());
     return p;
   }
   void deallocate(T* p, std::size_t n) noexcept {
@@ -163,9 +160,10 @@ struct counted_allocator {
 };
 }  // namespace detail
 
-// The element-wise, row-wise, window and mixture-of-experts primitives: backend/cpu/elementwise.hpp,
-// rowwise.hpp, window.hpp and moe.hpp.
-struct cpu_device : cpu_elementwise_primitives, cpu_rowwise_primitives, cpu_window_primitives, cpu_moe_primitives {
+// The element-wise, row-wise, window, mixture-of-experts and fused attention primitives:
+// backend/cpu/elementwise.hpp, rowwise.hpp, window.hpp, moe.hpp and attention.hpp.
+struct cpu_device : cpu_elementwise_primitives, cpu_rowwise_primitives, cpu_window_primitives, cpu_moe_primitives,
+                    cpu_attention_primitives {
   template <class T>
   using buffer = std::vector<T, detail::counted_allocator<T>>;
 
@@ -219,6 +217,10 @@ struct cpu_device : cpu_elementwise_primitives, cpu_rowwise_primitives, cpu_wind
   /// The bytes the cpu_device buffers of this thread hold now (counted by their allocator; host
   /// vectors beside them, kernel contexts and schedules, are not device memory).
   std::int64_t bytes_in_use() const { return detail::cpu_buffer_bytes(); }
+  /// The most bytes_in_use has been since the last reset_peak_bytes_in_use (allocations inside a
+  /// primitive or a kernel included, which sampling bytes_in_use between calls misses).
+  std::int64_t peak_bytes_in_use() const { return detail::cpu_buffer_peak(); }
+  void reset_peak_bytes_in_use() { detail::cpu_buffer_peak() = detail::cpu_buffer_bytes(); }
   template <class T>
   void fill(std::span<T> y, T v) { std::fill(y.begin(), y.end(), v); }
 

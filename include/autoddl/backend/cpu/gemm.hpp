@@ -33,29 +33,31 @@ void gemm_loop(const gemm_desc& g, T alpha, const T* a, const T* b, T beta, T* c
     }
 }
 
+/// One batch entry of g at a, b, c (CBLAS for float and double where present).
+template <class T>
+void gemm_at(const gemm_desc& g, T alpha, const T* pa, const T* pb, T beta, T* pc) {
+#if AUTODDL_HAS_CBLAS
+  if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
+    if (g.k > 0) {
+      const auto ta = g.trans_a ? CblasTrans : CblasNoTrans, tb = g.trans_b ? CblasTrans : CblasNoTrans;
+      const int m = int(g.m), n = int(g.n), k = int(g.k);
+      const int lda = int(g.lda), ldb = int(g.ldb), ldc = int(g.ldc);
+      if constexpr (std::is_same_v<T, float>)
+        cblas_sgemm(CblasRowMajor, ta, tb, m, n, k, alpha, pa, lda, pb, ldb, beta, pc, ldc);
+      else
+        cblas_dgemm(CblasRowMajor, ta, tb, m, n, k, alpha, pa, lda, pb, ldb, beta, pc, ldc);
+      return;
+    }
+  }
+#endif
+  gemm_loop(g, alpha, pa, pb, beta, pc);
+}
+
 template <class T>
 void cpu_gemm(const gemm_desc& g, T alpha, std::span<const T> a, std::span<const T> b, T beta, std::span<T> c) {
   if (g.m <= 0 || g.n <= 0) return;
-  for (std::int64_t s = 0; s < g.batch; ++s) {
-    const T* pa = a.data() + s * g.stride_a;
-    const T* pb = b.data() + s * g.stride_b;
-    T* pc = c.data() + s * g.stride_c;
-#if AUTODDL_HAS_CBLAS
-    if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
-      if (g.k > 0) {
-        const auto ta = g.trans_a ? CblasTrans : CblasNoTrans, tb = g.trans_b ? CblasTrans : CblasNoTrans;
-        const int m = int(g.m), n = int(g.n), k = int(g.k);
-        const int lda = int(g.lda), ldb = int(g.ldb), ldc = int(g.ldc);
-        if constexpr (std::is_same_v<T, float>)
-          cblas_sgemm(CblasRowMajor, ta, tb, m, n, k, alpha, pa, lda, pb, ldb, beta, pc, ldc);
-        else
-          cblas_dgemm(CblasRowMajor, ta, tb, m, n, k, alpha, pa, lda, pb, ldb, beta, pc, ldc);
-        continue;
-      }
-    }
-#endif
-    gemm_loop(g, alpha, pa, pb, beta, pc);
-  }
+  for (std::int64_t s = 0; s < g.batch; ++s)
+    gemm_at(g, alpha, a.data() + s * g.stride_a, b.data() + s * g.stride_b, beta, c.data() + s * g.stride_c);
 }
 
 }  // namespace autoddl::detail

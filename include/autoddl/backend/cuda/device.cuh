@@ -244,6 +244,14 @@ class cuda_device {
   template <class T>
   void scale_causal_mask(std::int64_t groups, std::int64_t sq, std::int64_t sk, T scale, std::int64_t q_offset,
                          bool causal, std::span<T> s);
+  // fused attention (backend/cuda/attention_kernels.cuh)
+  template <class T>
+  void attention_fwd(const attention_desc& a, std::span<const T> q, std::span<const T> k, std::span<const T> v,
+                     std::span<T> o, std::span<statistic_t<T>> lse);
+  template <class T>
+  void attention_bwd(const attention_desc& a, std::span<const T> q, std::span<const T> k, std::span<const T> v,
+                     std::span<const T> o, std::span<const statistic_t<T>> lse, std::span<const T> dout,
+                     std::span<T> dq, std::span<T> dk, std::span<T> dv);
 
   // ---- embedding ----------------------------------------------------------------------------
   template <class T>

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "autoddl/backend/cuda/device.cuh"
+#include "autoddl/backend/cuda/attention_kernels.cuh"
 #include "autoddl/backend/cuda/kernels.cuh"
 #include "autoddl/backend/cuda/moe_kernels.cuh"
 
@@ -371,6 +372,71 @@ void cuda_device::adam(const optimizer_step& o, std::span<const T> g, std::span<
                            detail::idx(p.size()));
 }
 
+namespace detail {
+inline attention_geom attention_geom_of(const attention_desc& d) {
+  attention_geom g{d.b, d.sq, d.sk, d.heads, d.dh, d.kv_heads, d.group, d.head0, d.kv0, d.q_offset, d.causal, d.drops,
+                   d.scale, d.dropout.seed, d.dropout.op_id, d.dropout.p, {}, {}};
+  for (int x = 0; x < 4; ++x) {
+    g.probs_global[x] = d.probs.global[x];
+    g.probs_offset[x] = d.probs.offset[std::size_t(x)];
+  }
+  if (d.b * d.heads > 65535 || d.b * d.kv_heads > 65535)
+    throw cuda_error("cuda_device::attention: " + std::to_string(d.b * d.heads) + " (sequence, head) pairs exceed a "
+                     "grid's 65,535 rows; split the batch into micro-batches");
+  return g;
+}
+/// y = x in T (x in acc_t<T>), n elements; nothing where they are one type.
+template <class T>
+void narrow_into(const acc_t<T>* x, T* y, idx n, cudaStream_t s) {
+  if (n > 0) narrow_kernel<T><<<blocks_for(n), block_threads, 0, s>>>(x, y, n);
+  check_launch("narrow_kernel");
+}
+}  // namespace detail
+
+template <class T>
+void cuda_device::attention_fwd(const attention_desc& d, std::span<const T> q, std::span<const T> k, std::span<const T> v,
+                                std::span<T> o, std::span<statistic_t<T>> lse) {
+  if (d.b * d.heads * d.sq == 0) return;
+  const detail::attention_geom g = detail::attention_geom_of(d);
+  const auto shared = int(attention_query_tile * (d.dh + attention_key_tile) * detail::idx(sizeof(acc_t<T>)));
+  check(cudaFuncSetAttribute(detail::attention_fwd_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, shared),
+        "cudaFuncSetAttribute (attention_fwd: " + std::to_string(shared) + " bytes of shared memory for head size " +
+            std::to_string(d.dh) + ")");
+  const dim3 grid(unsigned((d.sq + attention_query_tile - 1) / attention_query_tile), unsigned(d.b * d.heads));
+  detail::attention_fwd_kernel<T><<<grid, unsigned(attention_query_tile), std::size_t(shared), stream()>>>(
+      g, q.data(), k.data(), v.data(), o.data(), lse.data());
+  detail::check_launch("attention_fwd_kernel");
+}
+
+/// dq, dk and dv accumulate in acc_t<T>: in place for float and double, in temporaries narrowed
+/// at the end for the half types.
+template <class T>
+void cuda_device::attention_bwd(const attention_desc& d, std::span<const T> q, std::span<const T> k, std::span<const T> v,
+                                std::span<const T> o, std::span<const statistic_t<T>> lse, std::span<const T> dout,
+                                std::span<T> dq, std::span<T> dk, std::span<T> dv) {
+  using A = acc_t<T>;
+  constexpr bool same = std::is_same_v<T, A>;
+  const detail::attention_geom g = detail::attention_geom_of(d);
+  cuda_buffer<A> rowdot(std::size_t(d.b * d.heads * d.sq), state_);
+  cuda_buffer<A> wide[3] = {cuda_buffer<A>(same ? 0 : dq.size(), state_), cuda_buffer<A>(same ? 0 : dk.size(), state_),
+                            cuda_buffer<A>(same ? 0 : dv.size(), state_)};
+  A* acc[3];
+  const std::span<T> out[3] = {dq, dk, dv};
+  for (int x = 0; x < 3; ++x) {
+    if constexpr (same) acc[x] = out[x].data();
+    else acc[x] = wide[x].data();
+    if (!out[x].empty()) check(cudaMemsetAsync(acc[x], 0, out[x].size() * sizeof(A), stream()), "cudaMemsetAsync (attention_bwd)");
+  }
+  if (d.b * d.heads * d.sq == 0 || d.sk == 0) return;
+  AUTODDL_CUDA_ELEMENTWISE(detail::attention_rowdot_kernel<T>, d.b * d.heads * d.sq, g, o.data(), dout.data(), rowdot.data());
+  const dim3 grid(unsigned((d.sk + attention_key_tile - 1) / attention_key_tile), unsigned(d.b * d.kv_heads));
+  detail::attention_bwd_kernel<T><<<grid, unsigned(attention_key_tile), 0, stream()>>>(
+      g, q.data(), k.data(), v.data(), lse.data(), rowdot.data(), dout.data(), acc[0], acc[1], acc[2]);
+  detail::check_launch("attention_bwd_kernel");
+  if constexpr (!same)
+    for (int x = 0; x < 3; ++x) detail::narrow_into<T>(acc[x], out[x].data(), detail::idx(out[x].size()), stream());
+}
+
 #undef AUTODDL_CUDA_ELEMENTWISE
 #undef AUTODDL_CUDA_ROWS
 #undef AUTODDL_CUDA_ONE_BLOCK
@@ -416,6 +482,11 @@ void cuda_device::adam(const optimizer_step& o, std::span<const T> g, std::span<
                                             std::span<T>);                                                              \
   template void cuda_device::scale_causal_mask<T>(std::int64_t, std::int64_t, std::int64_t, T, std::int64_t, bool,      \
                                                   std::span<T>);                                                        \
+  template void cuda_device::attention_fwd<T>(const attention_desc&, std::span<const T>, std::span<const T>,             \
+                                              std::span<const T>, std::span<T>, std::span<statistic_t<T>>);             \
+  template void cuda_device::attention_bwd<T>(const attention_desc&, std::span<const T>, std::span<const T>,             \
+                                              std::span<const T>, std::span<const T>, std::span<const statistic_t<T>>,  \
+                                              std::span<const T>, std::span<T>, std::span<T>, std::span<T>);            \
   template void cuda_device::gather_rows<T>(std::span<const std::int64_t>, std::int64_t, std::span<const T>,            \
                                             std::span<T>);                                                              \
   template void cuda_device::scatter_add_rows<T>(std::span<const std::int64_t>, std::int64_t, std::span<const T>,       \

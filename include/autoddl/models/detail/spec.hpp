@@ -120,6 +120,15 @@ class spec_reader {
                         " is not a non-negative decimal; write e.g. " + std::string(key) + "=1.25");
     return x;
   }
+  /// One of `options` (attention=fused or attention=unfused), or dflt when the key is absent.
+  std::string one_of(std::string_view key, std::string dflt, const std::vector<std::string>& options) const {
+    const std::string* v = find(key);
+    if (!v) return dflt;
+    for (const std::string& o : options)
+      if (*v == o) return o;
+    fail<parse_error>("model spec '" + s_.text + "': " + std::string(key) + "=" + *v + " is not one of " + join(options) +
+                      "; write e.g. " + std::string(key) + "=" + options.front());
+  }
   const model_spec& spec() const { return s_; }
 
  private:

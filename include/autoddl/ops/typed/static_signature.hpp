@@ -36,6 +36,7 @@ struct static_op {
   int kv_heads = 0;           ///< attention: key/value heads, 0 = heads (op_attrs::kv_heads)
   double eps = 1e-5;          ///< rmsnorm
   double rope_theta = 10000;  ///< rotary
+  bool unfused_attention = false;  ///< attention: the unfused kernel (op_attrs::unfused_attention)
   friend constexpr bool operator==(const static_op&, const static_op&) = default;
 };
 
@@ -52,6 +53,7 @@ constexpr op_node to_op_node(const static_op& s, std::string_view name = {}) {
   a.kv_heads = s.kv_heads;
   a.eps = s.eps;
   a.rope_theta = s.rope_theta;
+  a.unfused_attention = s.unfused_attention;
   // built in one aggregate: assigning a std::string member trips g++ 12 in constant expressions
   op_node n{std::string(name), s.kind, a, {}, {}, {}, {}};
   for (int i = 0; i < s.n_inputs; ++i) n.inputs.push_back(at(s.inputs, i));

@@ -6,10 +6,17 @@
 // compares global positions: query q0 + i sees keys j <= q0 + i. The dropout on the
 // probabilities [B, heads, Sq, Sk] is keyed by their global index, so it matches serial.
 // Grouped-query attention (kv_heads < heads): query head h reads key/value head h / g, g = heads
-// / kv_heads; each query head's GEMMs read its key/value head where it lies, and the gradients
-// of the query heads of a group add into their key/value head's block.
-// Saves the probabilities (before dropout); backward reads q, k, v where they are. A causal
-// attention skips the products of the key blocks its query blocks cannot see (query_blocks).
+// / kv_heads; the gradients of the query heads of a group add into their key/value head's block.
+//
+// Two kernels, one result:
+// - fused (the default): the Device's attention_fwd / attention_bwd (FlashAttention-2's
+//   algorithm, backend/device.hpp attention_desc): keeps the output and one log-sum-exp per row
+//   [b, heads, sq] (a statistic); backward reads q, k, v, the output and the lse, and recomputes
+//   the probabilities tile by tile. Memory O(s) per row of queries.
+// - unfused (op_attrs::unfused_attention): GEMMs and a softmax over Device primitives; saves the
+//   probabilities [b, heads, sq, sk] (before dropout) and its backward allocates two more buffers
+//   of that size; backward reads q, k, v where they are. A causal attention skips the products of
+//   the key blocks its query blocks cannot see (query_blocks).
 #include <algorithm>
 #include <cmath>
 #include <span>
@@ -92,7 +99,7 @@ inline std::vector<query_block> query_blocks(const attention_dims& a, bool causa
 }
 
 template <class T, class D>
-forward_result<D, T> attention_fwd(D& d, const kernel_context<T>& c, const operands<T>& in) {
+forward_result<D, T> unfused_attention_fwd(D& d, const kernel_context<T>& c, const operands<T>& in) {
   const attention_dims a = attention_dims_of(c);
   const std::int64_t g = a.b * a.heads, sq = a.sq, sk = a.sk, dh = a.dh;
   const T scale = T(1 / std::sqrt(double(dh)));
@@ -130,7 +137,7 @@ forward_result<D, T> attention_fwd(D& d, const kernel_context<T>& c, const opera
 /// backward of dP, dQ = dS K / sqrt(d), dK = dS^T Q / sqrt(d). The query blocks, and the query
 /// heads of one key/value head, add their dK and dV into its block (alloc gives zeros; beta = 1).
 template <class T, class D>
-gradients<D, T> attention_bwd(D& d, const kernel_context<T>& c, const operands<T>& in, const forward_result<D, T>& f,
+gradients<D, T> unfused_attention_bwd(D& d, const kernel_context<T>& c, const operands<T>& in, const forward_result<D, T>& f,
                               std::span<const T> dy) {
   const attention_dims a = attention_dims_of(c);
   const std::int64_t g = a.b * a.heads, sq = a.sq, sk = a.sk, dh = a.dh;
@@ -175,6 +182,63 @@ gradients<D, T> attention_bwd(D& d, const kernel_context<T>& c, const operands<T
              scale, ds.subspan(so), q.subspan(qo), T(1), d.view(r.inputs[1]).subspan(h.kv));
     }
   return r;
+}
+
+/// The fused primitives' description of this device's call (attention_dims in the Device's words).
+template <class T>
+attention_desc attention_desc_of(const kernel_context<T>& c) {
+  const attention_dims a = attention_dims_of(c);
+  attention_desc r;
+  r.b = a.b;
+  r.sq = a.sq;
+  r.sk = a.sk;
+  r.heads = a.heads;
+  r.dh = a.dh;
+  r.kv_heads = a.kv_heads;
+  r.group = a.group;
+  r.head0 = a.head0;
+  r.kv0 = a.kv0;
+  r.q_offset = a.q_offset;
+  r.causal = c.op.attrs.causal;
+  r.scale = 1 / std::sqrt(double(a.dh));
+  r.drops = attention_drops(c);
+  r.dropout = dropout_key{c.seed, c.op_id, c.op.attrs.dropout};
+  r.probs = a.probs;
+  return r;
+}
+
+/// The fused forward: the output, and the lse [b, heads, sq] kept as the op's statistic.
+template <class T, class D>
+forward_result<D, T> fused_attention_fwd(D& d, const kernel_context<T>& c, const operands<T>& in) {
+  const attention_desc a = attention_desc_of(c);
+  forward_result<D, T> r;
+  r.outputs.push_back(alloc_for_overwrite<T>(d, std::size_t(c.shards.outputs[0].local.elements())));
+  r.statistics.push_back(d.template alloc<statistic_t<T>>(std::size_t(a.b * a.heads * a.sq)));
+  d.attention_fwd(a, in.inputs[0], in.inputs[1], in.inputs[2], d.view(r.outputs[0]), d.view(r.statistics[0]));
+  return r;
+}
+
+/// The fused backward: dq, dk, dv from q, k, v, the forward's output and lse, and dO.
+template <class T, class D>
+gradients<D, T> fused_attention_bwd(D& d, const kernel_context<T>& c, const operands<T>& in, const forward_result<D, T>& f,
+                                    std::span<const T> dy) {
+  gradients<D, T> r;
+  for (int i = 0; i < 3; ++i)
+    r.inputs.push_back(alloc_for_overwrite<T>(d, std::size_t(at(c.shards.inputs, i).local.elements())));
+  d.attention_bwd(attention_desc_of(c), in.inputs[0], in.inputs[1], in.inputs[2], cview<T>(d, f.outputs[0]),
+                  cview<statistic_t<T>>(d, f.statistics[0]), dy, d.view(r.inputs[0]), d.view(r.inputs[1]),
+                  d.view(r.inputs[2]));
+  return r;
+}
+
+template <class T, class D>
+forward_result<D, T> attention_fwd(D& d, const kernel_context<T>& c, const operands<T>& in) {
+  return c.op.attrs.unfused_attention ? unfused_attention_fwd(d, c, in) : fused_attention_fwd(d, c, in);
+}
+template <class T, class D>
+gradients<D, T> attention_bwd(D& d, const kernel_context<T>& c, const operands<T>& in, const forward_result<D, T>& f,
+                              std::span<const T> dy) {
+  return c.op.attrs.unfused_attention ? unfused_attention_bwd(d, c, in, f, dy) : fused_attention_bwd(d, c, in, f, dy);
 }
 
 }  // namespace autoddl::detail

@@ -90,11 +90,11 @@ class plan_candidates {
     blocks_ = std::max<int>(1, int(seen.size()));
     readers_.resize(model_->ops.size());
     for (std::size_t i = 0; i < model_->ops.size(); ++i)
-      at(readers_, i).assign(at(model_->ops, i).outputs.size(), backward_reads_of(at(model_->ops, i).kind).output ? 1 : 0);
+      at(readers_, i).assign(at(model_->ops, i).outputs.size(), backward_reads_of(at(model_->ops, i)).output ? 1 : 0);
     for (std::size_t i = 0; i < model_->ops.size(); ++i)
       for (std::size_t j = 0; j < at(model_->op_inputs, i).size(); ++j) {
         const tensor_ref r = at(at(model_->op_inputs, i), j);
-        if (r.op >= 0 && backward_reads_of(at(model_->ops, i).kind).input(j)) ++at(at(readers_, r.op), r.index);
+        if (r.op >= 0 && backward_reads_of(at(model_->ops, i)).input(j)) ++at(at(readers_, r.op), r.index);
       }
     for (auto& v : readers_)
       for (int& k : v) k = std::max(k, 1);
@@ -193,7 +193,7 @@ class plan_candidates {
     return x.kind == y.kind && x.inputs == y.inputs && x.params == y.params && x.outputs == y.outputs &&
            p.kernel == q.kernel && p.stride == q.stride && p.padding == q.padding && p.heads == q.heads &&
            p.causal == q.causal && p.dropout == q.dropout && p.bias == q.bias && p.transpose_w == q.transpose_w &&
-           p.positions == q.positions && p.target == q.target;
+           p.positions == q.positions && p.target == q.target && p.unfused_attention == q.unfused_attention;
   }
 
   shared_graph model_;  ///< never empty

@@ -140,13 +140,16 @@ class plan_pricing : public plan_candidates {
     // a buffer several backwards read (the layernorm output read in place by q, k and v; relu's
     // output read by relu and the next linear) is one buffer: each reader pays its share
     double kept = double(w.activation_bytes);
-    const backward_reads reads = backward_reads_of(n.kind);
+    const backward_reads reads = backward_reads_of(n);
     for (std::size_t j = 0; j < n.inputs.size(); ++j)
       if (reads.input(j)) kept -= (1 - 1.0 / input_readers(j)) * bytes(n.inputs[j], sig.inputs[j]);
     if (reads.output) kept -= (1 - 1.0 / at(at(readers_, op), 0)) * bytes(n.outputs[0], sig.outputs[0]);
     if (recomputed(op) && options_.recompute == recompute_mode::selective) {  // the core's inputs only
       kept = 0;
       for (std::size_t j = 0; j < n.inputs.size(); ++j) kept += bytes(n.inputs[j], sig.inputs[j]) / input_readers(j);
+      // and its share of an output its backward reads (the fused attention's): the executor
+      // holds it (step_schedule), and the other readers pay only theirs
+      if (reads.output) kept += bytes(n.outputs[0], sig.outputs[0]) / at(at(readers_, op), 0);
     } else if (recomputed(op)) {
       kept /= double(blocks_);
     }

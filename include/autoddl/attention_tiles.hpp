@@ -1,0 +1,42 @@
+#pragma once
+// The tiling of the fused attention kernel (FlashAttention-2, Dao 2023): queries in tiles of
+// attention_query_tile rows against keys in tiles of attention_key_tile, a causal mask skipping
+// every key tile that lies wholly after a query tile's last position. The CPU kernel
+// (backend/cpu/attention.hpp) loops over exactly these tiles and the price (ops/work.hpp) counts
+// them, so both read the one definition here.
+//   sq = sk = 130, causal, q_offset 0: query tiles [0,64) [64,128) [128,130) see 64, 128, 130
+//   keys; 64*64 + 64*128 + 2*130 = 12,548 scores per head, against 16,900 for the whole square.
+#include <algorithm>
+#include <cstdint>
+
+namespace autoddl {
+
+inline constexpr std::int64_t attention_query_tile = 64;  ///< query rows per tile
+inline constexpr std::int64_t attention_key_tile = 64;    ///< keys per tile
+
+/// The keys [0, result) that the query tile of `rows` local queries from row r0 visits: all sk
+/// without a mask; under a causal mask, the key tiles up to the one holding the global position
+/// of its last query, q_offset + r0 + rows - 1 (keys past it inside that tile are masked).
+constexpr std::int64_t attention_tile_keys(std::int64_t r0, std::int64_t rows, std::int64_t sk, std::int64_t q_offset,
+                                           bool causal) {
+  if (!causal) return sk;
+  const std::int64_t last = q_offset + r0 + rows - 1;
+  if (last < 0) return 0;
+  return std::min(sk, (last / attention_key_tile + 1) * attention_key_tile);
+}
+
+/// The scores (query, key pairs) the fused kernel computes for one head of one sequence: the
+/// rows of each query tile times the keys it visits.
+constexpr double attention_tile_scores(std::int64_t sq, std::int64_t sk, std::int64_t q_offset, bool causal) {
+  double n = 0;
+  for (std::int64_t r0 = 0; r0 < sq; r0 += attention_query_tile) {
+    const std::int64_t rows = std::min(attention_query_tile, sq - r0);
+    n += double(rows) * double(attention_tile_keys(r0, rows, sk, q_offset, causal));
+  }
+  return n;
+}
+
+static_assert(attention_tile_scores(130, 130, 0, true) == 64 * 64 + 64 * 128 + 2 * 130);
+static_assert(attention_tile_scores(7, 9, 0, false) == 63);
+
+}  // namespace autoddl
