@@ -16,13 +16,9 @@
 //   "params" name entries of "params": two ops naming one parameter tie it (GPT's wte).
 // - Ops come from the op catalogue (ops/op.hpp): linear, matmul, batched_matmul, conv2d,
 //   max_pool, relu, gelu, dropout, layernorm, softmax, attention, embedding, cross_entropy, add,
-<<<<<<< HEAD
-//   reshape, rmsnorm, silu, mul, swiglu, rotary, router, load_balance, dispatch, experts, combine.
-//   "attrs" (optional) sets kernel, stride, padding, heads, kv_heads, causal, dropout, bias,
-=======
-//   reshape, rmsnorm, silu, mul, rotary, router, load_balance, dispatch, experts, combine.
-//   "attrs" (optional) sets kernel, stride, padding, heads, kv_heads, causal, unfused_attention, dropout, bias,
->>>>>>> flash
+//   reshape, rmsnorm, silu, mul, swiglu, rotary, router, load_balance, dispatch, experts,
+//   combine. "attrs" (optional) sets kernel, stride, padding, heads, kv_heads, causal,
+//   unfused_attention, dropout, bias,
 //   transpose_w, positions, target, eps, rope_theta, topk, capacity, renormalize, aux_coef, as
 //   ops/op.hpp's op_attrs defines them.
 // - Output shapes are inferred (ops/shapes.hpp); "block" and "block_pos" (optional) mark repeated
