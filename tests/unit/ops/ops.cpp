@@ -177,7 +177,13 @@ TEST_CASE("FLOPs and memory by hand", "[ops][work]") {
   signature heads{{nd_sbp{S(2)}, nd_sbp{S(2)}, nd_sbp{S(2)}}, {}, {nd_sbp{S(2)}}};
   op_work aw = device_work(att, heads, mesh_shape{2}, 2);
   CHECK(aw.fwd_flops == forward_flops(att) / 2);
-  CHECK(aw.activation_bytes == (3 * 2 * 4 * 4 + 2 * 1 * 4 * 4) * 2);  // q, k, v shards + one head's probs
+  // the fused kernel: q, k, v and output shards, and one float log-sum-exp per row of its head
+  CHECK(aw.activation_bytes == (3 * 2 * 4 * 4 + 2 * 4 * 4) * 2 + 2 * 1 * 4 * 4);
+  op_attrs u = a;
+  u.unfused_attention = true;
+  const op_node unfused = make(op_kind::attention, {{2, 4, 8}, {2, 4, 8}, {2, 4, 8}}, {}, u);
+  CHECK(device_work(unfused, heads, mesh_shape{2}, 2).activation_bytes ==
+        (3 * 2 * 4 * 4 + 2 * 1 * 4 * 4) * 2);  // q, k, v shards + one head's probabilities
 
   op_node relu = make(op_kind::relu, {{8, 8}});
   op_work rw = device_work(relu, {{nd_sbp{S(0)}}, {}, {nd_sbp{S(0)}}}, mesh_shape{2}, 4);

@@ -3,7 +3,9 @@
 dgx-h100 (bf16):
 the published layout as a megatron plan, and the auto plan. The oracle is each run's published
 step time (NVIDIA's DGX Cloud benchmarking recipes, NeMo 24.09/24.12, BF16 tables): predicted /
-published must lie in 0.8..1.25, and auto may not be slower than a published layout that fits
+published must lie in 0.85..1.15 for the LLaMA family (0.75..1.25 for the mixture of experts, whose
+token permutes, per-expert GEMM calls and dispatcher wait are not priced yet), every
+published LLaMA layout must fit, and auto may not be slower than a published layout that fits
 (auto's last starts are Megatron-LM's layouts, search/megatron_layouts.hpp). The table this prints is docs/results.md's "LLaMA family"
 table (--family moe: its "Mixtures of experts" table): the test fails when the docs hold another
 (run with --print to regenerate it).
@@ -18,19 +20,19 @@ printing = "--print" in sys.argv[3:]
 family = sys.argv[sys.argv.index("--family") + 1] if "--family" in sys.argv else "llama"
 
 # name, model, seq, global batch, mesh, published layout (Megatron-Core's knobs), published step
-# time (s), source. Every run: micro-batch 1, distributed optimizer, no activation recomputation
-# but FlashAttention, which keeps no seq x seq probabilities and recomputes them in backward:
-# what autoddl's selective recomputation prices (the attention core's forward run again in
-# backward). NVIDIA's 405B recipe uses 16 key/value groups (Llama 3.1 405B itself has 8).
+# time (s), source. Every run: micro-batch 1, distributed optimizer, no activation recomputation,
+# FlashAttention (autoddl's default attention kernel: it keeps one log-sum-exp per row, no
+# seq x seq probabilities, and recomputes them tile by tile in backward). NVIDIA's 405B recipe
+# uses 16 key/value groups (Llama 3.1 405B itself has 8).
 recipes = "NVIDIA/dgxc-benchmarking llama3.1/README_{}.md, BF16 table"
 runs = [
     ("Llama 3.1 8B, 1 node", "llama:size=llama3-8b", 8192, 128, "8",
-     "megatron:tp=1,cp=2,mbs=1,recompute=selective,dopt=1", 12.91, recipes.format("8b") + " (NeMo 24.09)"),
+     "megatron:tp=1,cp=2,mbs=1,recompute=none,dopt=1", 12.91, recipes.format("8b") + " (NeMo 24.09)"),
     ("Llama 3.1 70B, 8 nodes", "llama:size=llama3-70b", 8192, 128, "8x8",
-     "megatron:tp=4,pp=4,cp=2,vpp=5,mbs=1,sp=1,recompute=selective,dopt=1", 14.61,
+     "megatron:tp=4,pp=4,cp=2,vpp=5,mbs=1,sp=1,recompute=none,dopt=1", 14.61,
      recipes.format("70b") + " (NeMo 24.12)"),
     ("Llama 3.1 405B, 72 nodes", "llama:size=llama3-405b,kv_heads=16", 8192, 252, "72x8",
-     "megatron:tp=8,pp=9,cp=2,vpp=7,mbs=1,sp=1,recompute=selective,dopt=1", 17.50,
+     "megatron:tp=8,pp=9,cp=2,vpp=7,mbs=1,sp=1,recompute=none,dopt=1", 17.50,
      recipes.format("405b") + " (NeMo 24.12)"),
 ]
 
@@ -45,7 +47,7 @@ grok = "llama:layers={},hidden=6144,heads=48,kv_heads=8,ffn=32768,experts=8,topk
 grok_source = "NVIDIA/dgxc-benchmarking grok1/README_314b.md (commit 143b90dd), 'Grok 1 314b Dev BF16' table"
 moe_runs = [
     ("Grok-1 314B, 64 nodes", grok.format(64), 8192, 1024, "64x8",
-     "megatron:tp=4,pp=8,cp=2,vpp=8,ep=8,mbs=1,sp=1,recompute=selective,dopt=1", 20.83, grok_source),
+     "megatron:tp=4,pp=8,cp=2,vpp=8,ep=8,mbs=1,sp=1,recompute=none,dopt=1", 20.83, grok_source),
 ]
 if family == "moe":
     runs = moe_runs
@@ -93,8 +95,12 @@ for name, model, seq, batch, mesh, strategy, published, source in runs:
     print(f"{name}: published {published} s ({source}); predicted {p['predicted_step_s']:.3f} s, ratio {ratio:.3f}, "
           f"{tflops:.0f} TFLOP/s per GPU, {p['flops_per_step']:.3e} FLOP per step; auto {a['predicted_step_s']:.3f} s",
           file=sys.stderr)
-    if not 0.8 <= ratio <= 1.25:
-        failures.append(f"{name}: predicted / published {ratio:.3f} outside 0.8..1.25")
+    lo, hi = (0.75, 1.25) if family == "moe" else (0.85, 1.15)
+    if not lo <= ratio <= hi:
+        failures.append(f"{name}: predicted / published {ratio:.3f} outside {lo}..{hi}")
+    if family == "llama" and not p["feasible"]:
+        failures.append(f"{name}: the published layout, which ran in 80 GiB, does not fit "
+                        f"({gb(p['peak_bytes_per_device'])} GB replayed)")
     if not a["feasible"]:
         failures.append(f"{name}: the auto plan does not fit")
     if p["feasible"] and a["predicted_step_s"] > p["predicted_step_s"] * (1 + 1e-9):
