@@ -62,6 +62,8 @@ inline std::vector<op_node> op_cases() {
   a.causal = true;
   a.dropout = 0.2;
   r.push_back(make_op("attention.causal.dropout", op_kind::attention, {{4, 8, 8}, {4, 8, 8}, {4, 8, 8}}, {}, a));
+  a.unfused_attention = true;  // the kernel that keeps the probabilities, where a model asks for it
+  r.push_back(make_op("attention.causal.dropout.unfused", op_kind::attention, {{4, 8, 8}, {4, 8, 8}, {4, 8, 8}}, {}, a));
   a = {};
   a.heads = 4;
   r.push_back(make_op("attention.cross", op_kind::attention, {{4, 4, 8}, {4, 8, 8}, {4, 8, 8}}, {}, a));
