@@ -169,10 +169,7 @@ class trainer : detail::device_buffers<T, D> {
     gradients_.join(profile_);
     auto t = clock::now();
     const double loss = global_loss(local_loss) / m;
-    if (options_.check_finite && !std::isfinite(loss))
-      detail::fail<error>("step " + std::to_string(step_index) + ": the loss is " + (std::isnan(loss) ? "NaN" : "Inf") +
-                          "; training stopped (lower the learning rate or check the inputs; train_options::check_finite "
-                          "= false, autoddl-train --no-check-finite, turns this check off)");
+    if (options_.check_finite && !std::isfinite(loss)) detail::fail_non_finite_loss(loss, step_index);
     profile_.loss_s = lap(t);
     synchronise_gradients();
     if (options_.check_finite) check_gradients_finite(step_index);
@@ -509,15 +506,7 @@ class trainer : detail::device_buffers<T, D> {
     const int n = store_.count();
     const double flag = everyone_all_reduce(store_.non_finite_flag(), reduce_kind::max);
     if (flag == 0) return;
-    const int p = n - int(flag);
-    std::string users;
-    for (const op_node& op : model_.ops)
-      for (int q : op.param_ids)
-        if (q == p) users += (users.empty() ? "'" : ", '") + op.name + "'";
-    detail::fail<error>("step " + std::to_string(step_index) + ": the gradient of parameter '" + at(model_.params, p).name +
-                        "' (used by op " + users + ") holds NaN or Inf; training stopped (lower the learning rate or "
-                        "check the inputs; train_options::check_finite = false, autoddl-train --no-check-finite, turns "
-                        "this check off)");
+    detail::fail_non_finite_gradient(model_, n - int(flag), step_index);
   }
 
   // The device's bytes in use now.
