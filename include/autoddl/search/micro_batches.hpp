@@ -21,6 +21,11 @@
 //     90 %: the descent under a limit it nearly touches can miss plans a setting with more
 //     room finds, and those plans may fit this setting too.)
 //   - among the fitting plans the fastest wins (ties: fewer micro-batches, less recomputation).
+//   - resharding after forward (plan_options::reshard_after_forward) is on while settings are
+//     tried; where the winner gathers parameters and the caller did not pin it, its setting is
+//     solved again keeping them gathered through the step (one all-gather a step instead of 2 m,
+//     the gathered copies kept), and that plan wins where it fits and is faster. Plans that
+//     gather no parameter (most of them) are not solved again.
 // A count whose micro-batch the strategy's layout cannot split (zero over 64 devices, 32
 // micro-batches of 32 rows) is skipped; the note names the counts skipped.
 // Each setting gets the full search; the gap to the exact optimum is computed for the winner
@@ -49,6 +54,9 @@ namespace autoddl {
 struct step_settings {
   std::optional<int> microbatches{};
   std::optional<recompute_mode> recompute{};
+  /// Whether gathered parameters are gathered again for backward (plan_options::
+  /// reshard_after_forward); unset: the search chooses (plan_micro_batched).
+  std::optional<bool> reshard_after_forward{};
   /// Whether the auto plan gets its gap to the exact reference (attach_optimal_gap); off where a
   /// caller compares many plans and measures the winner's gap itself (search_pipeline).
   bool with_gap = true;
@@ -91,6 +99,16 @@ inline std::string largest_memory_term(const memory_breakdown& m) {
   const auto* best = std::max_element(std::begin(terms), std::end(terms),
                                       [](const auto& a, const auto& b) { return a.second < b.second; });
   return best->first;
+}
+
+/// Whether plan `pick` of `problem` gathers some parameter (a parameter edge whose forward path
+/// boxes: storage sharded where the compute layout is not, ZeRO-3 and FSDP).
+inline bool gathers_parameters(const plan_problem& problem, const std::vector<int>& pick) {
+  const auto& edges = problem.untied().edges();
+  for (int e = 0; e < int(edges.size()); ++e)
+    if (at(problem.edge_infos(), e).param && problem.edge_paths(e, at(pick, edges[std::size_t(e)].u), at(pick, edges[std::size_t(e)].v)).first.size() > 0)
+      return true;
+  return false;
 }
 
 namespace detail {
@@ -170,12 +188,23 @@ class step_settings_choice {
     return false;
   }
 
+  /// Where the best plan so far gathers parameters: its setting solved again keeping them
+  /// gathered through the step, kept where it fits and is faster.
+  void try_keeping_gathered() {
+    if (!best_.problem || !best_.result.feasible || !gathers_parameters(*best_.problem, best_.result.pick)) return;
+    reshard_ = false;
+    if (auto kept = solve_if_splits(best_.microbatches, best_.recompute)) consider(std::move(*kept));
+    reshard_ = true;
+  }
+
   /// The best setting, with a note of what was tried where several were.
   micro_batched_plan take_best() {
     if (!single_)
       best_.result.notes.push_back("chose " + itos(best_.microbatches) + " micro-batch" +
                                    (best_.microbatches == 1 ? "" : "es") + " and recompute " +
-                                   std::string(to_string(best_.recompute)) + " among " + itos(tried_) +
+                                   std::string(to_string(best_.recompute)) +
+                                   (best_.problem->options().reshard_after_forward ? "" : ", parameters kept gathered") +
+                                   " among " + itos(tried_) +
                                    " settings tried (micro-batches/recompute: " + log_ + ")" +
                                    unsplit_text(unsplit_, to_string(strategy_)));
     best_.settings_tried = tried_;
@@ -222,6 +251,7 @@ class step_settings_choice {
     plan_options o = planning_;
     o.microbatches = m;
     o.recompute = r;
+    o.reshard_after_forward = reshard_;
     micro_batched_plan p;
     p.problem = std::make_unique<plan_problem>(single_ ? build_(m) : graph(kept_graph(graphs_, build_, m)), o);
     // while choosing, the search skips its exact reference and runner-ups (the winner gets them after)
@@ -235,7 +265,7 @@ class step_settings_choice {
     p.microbatches = m;
     p.recompute = r;
     ++tried_;
-    log_ += (log_.empty() ? "" : ", ") + itos(m) + "/" + std::string(to_string(r)) + " " +
+    log_ += (log_.empty() ? "" : ", ") + itos(m) + "/" + std::string(to_string(r)) + (reshard_ ? " " : " kept gathered ") +
             (p.result.feasible ? "fits" : "over");
     return p;
   }
@@ -269,6 +299,7 @@ class step_settings_choice {
   std::uint64_t seed_;
   const step_settings& pin_;
   bool single_;
+  bool reshard_ = planning_.reshard_after_forward;  ///< the settings being solved reshard after forward
   micro_batched_plan best_;
   std::map<int, graph> graphs_;  ///< per micro-batch count, where several settings are tried
   int tried_ = 0;
@@ -292,6 +323,7 @@ inline micro_batched_plan plan_micro_batched(const std::function<graph(int)>& bu
                                "plan_pipeline (search/pipeline.hpp, as autoddl-plan and autoddl-train do) or leave pp out");
   pin = detail::pinned_by_strategy(s, base.mesh, batch, pin);
   plan_options planning = base;
+  planning.reshard_after_forward = pin.reshard_after_forward.value_or(true);
   planning.mesh = planning_mesh(s, base.mesh);
   planning.zero1_layouts = base.zero1_layouts || uses_zero1_layouts(s);
   planning.zero2_layouts = base.zero2_layouts || uses_zero2_layouts(s);
@@ -306,6 +338,7 @@ inline micro_batched_plan plan_micro_batched(const std::function<graph(int)>& bu
   detail::step_settings_choice choice(build, planning, s, seed, pin, single);
   for (recompute_mode r : modes)
     if (choice.try_mode(counts, r)) break;
+  if (!pin.reshard_after_forward) choice.try_keeping_gathered();
   micro_batched_plan best = choice.take_best();
   if (searching && !single) {  // search_s: everything tried, the winner's runner-ups; then its gap
     if (pin.runner_ups) attach_runner_ups(*best.problem, best.result);

@@ -462,9 +462,14 @@ TEST_CASE("ZeRO stages 1, 2 and 3 hold the paper's model-state bytes; 1 and 2 se
   const double dp_bytes = solve_plan(problem, strategy::dp{}).totals.bytes;
   CHECK(solve_plan(problem, parse_strategy("zero:stage=1")).totals.bytes == dp_bytes);
   CHECK(solve_plan(problem, parse_strategy("zero:stage=2")).totals.bytes == dp_bytes);
-  // stage 3 gathers each weight once per step and keeps the copy to its backward (the paper
-  // gathers twice, 1.5x): an all-gather and a reduce-scatter, as much again
-  CHECK(solve_plan(problem, parse_strategy("zero")).totals.bytes == dp_bytes);
+  // stage 3 resharding after forward gathers each weight for its forward and again for its
+  // backward, then reduce-scatters its gradient: 1.5x dp's bytes (the paper's section 7.2.2);
+  // keeping the gathered copy to the backward, one all-gather and a reduce-scatter, as much as dp
+  CHECK(solve_plan(problem, parse_strategy("zero")).totals.bytes == 1.5 * dp_bytes);
+  plan_options kept = o;
+  kept.reshard_after_forward = false;
+  plan_problem keeping(g, kept);
+  CHECK(solve_plan(keeping, parse_strategy("zero")).totals.bytes == dp_bytes);
   // offered ZeRO-2's layouts, the search starts from that plan too: never worse than it
   CHECK(solve_plan(problem, strategy::automatic{}).time <= solve_plan(problem, parse_strategy("zero:stage=2")).time * (1 + 1e-9));
 }
