@@ -546,11 +546,14 @@ TEST_CASE("random plans of VGG and an MLP with micro-batches and recomputation t
 // Gathering again for backward: random plans of GPT and the tiny LLaMA (context-parallel
 // attention among them: its k and v are gathered copies its backward reads) with regathering and
 // resharding each on and off; a sequence-parallel Megatron plan (each column-parallel linear's
-// input all-gathered from sequence shards), alone and under selective recomputation; and a
-// ZeRO-3 plan of 2 micro-batches (every weight gathered for each forward and backward).
+// input all-gathered from sequence shards), alone and under selective recomputation; and
+// ZeRO-3 plans of 2 micro-batches (every weight gathered for each forward and backward; a batch
+// of 16, whose micro-batches split over 8 ranks), alone and under full recomputation.
 TEST_CASE("random plans that gather inputs or parameters again for backward train like serial execution",
           "[mpi][runtime][gpt][llama][regather]") {
   const std::string gpt = "gpt:layers=2,hidden=32,heads=4,seq=16,batch=8,vocab=64";
+  const std::string gpt16 = "gpt:layers=2,hidden=32,heads=4,seq=16,batch=16,vocab=64";
+  const std::string tiny_llama16 = "llama:layers=2,hidden=32,heads=4,kv_heads=2,ffn=48,seq=16,batch=16,vocab=64";
   for (const auto& [regather, reshard] : {std::pair{false, false}, std::pair{true, false}, std::pair{false, true}}) {
     schedule sc{2, recompute_mode::none, regather, reshard};
     check_model(gpt, 1, optimizer::sgd_momentum, sc, false);
@@ -559,8 +562,8 @@ TEST_CASE("random plans that gather inputs or parameters again for backward trai
   }
   check_model(gpt, 1, optimizer::sgd_momentum, schedule{1, recompute_mode::none, true, true, "megatron:sp=1"});
   check_model(tiny_llama, 1, optimizer::adam, schedule{2, recompute_mode::selective, true, true, "megatron:sp=1"});
-  check_model(gpt, 1, optimizer::sgd_momentum, schedule{2, recompute_mode::none, true, true, "zero"});
-  check_model(tiny_llama, 1, optimizer::adam, schedule{2, recompute_mode::full, true, true, "zero"}, false);
+  check_model(gpt16, 1, optimizer::sgd_momentum, schedule{2, recompute_mode::none, true, true, "zero"});
+  check_model(tiny_llama16, 1, optimizer::adam, schedule{2, recompute_mode::full, true, true, "zero"}, false);
 }
 
 TEST_CASE("m micro-batches of batch/m rows train like one batch (gradient accumulation)", "[mpi][runtime][schedule]") {

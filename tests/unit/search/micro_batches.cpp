@@ -81,8 +81,9 @@ kept megatron_block_bytes(int tp, recompute_mode r) {
     };
     const bool in_block = g.block[std::size_t(i)] >= 0;
     while (tp > 1 && !(in_block ? megatron_layout(n, problem.op_candidate(i, c)) : replicated(problem.op_candidate(i, c)))) ++c;
-    const double bytes =
-        double(problem.op_memory(i, c, device_work(g.ops[std::size_t(i)], problem.op_candidate(i, c), problem.options().mesh, 2)).activations);
+    const signature& sig = problem.op_candidate(i, c);
+    double bytes = double(problem.op_memory(i, c, device_work(g.ops[std::size_t(i)], sig, problem.options().mesh, 2)).activations);
+    for (std::size_t j = 0; j < n.inputs.size(); ++j) bytes += double(problem.kept_input_bytes(i, j, sig.inputs[j]));  // priced on its edge
     if (g.block[std::size_t(i)] == 0) k.block0 += bytes;
     k.all += bytes;
   }

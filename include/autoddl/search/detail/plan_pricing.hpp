@@ -67,6 +67,16 @@ class plan_pricing : public plan_candidates {
     });
   }
 
+  /// Whether activation edge e's copy is freed after forward and boxed again from its kept source
+  /// for backward under picks cu, cv (plan_options::regather_inputs; plan/step_schedule.hpp).
+  bool regathers(int e, int cu, int cv) const {
+    const edge_info& ei = at(edges_, e);
+    return !ei.param && options_.regather_inputs &&
+           regathers_input(at(model_->ops, ei.to_node), at(model_->block, ei.to_node), std::size_t(ei.tensor_index),
+                           source_layout(e, cu), at(op_candidate(ei.to_node, cv).inputs, ei.tensor_index), options_.mesh,
+                           options_.recompute);
+  }
+
   /// The priced path from -> to for a tensor of shape s (boxing_cost on this problem's mesh).
   /// Memoised by shortest-path tree: the search asks for every target of the same source and
   /// shape across repeated layers and candidate pairs, and one search answers them all. The
@@ -155,7 +165,24 @@ class plan_pricing : public plan_candidates {
       for (int k = 0; k < int(n.outputs.size()); ++k)
         if (at(at(read_by_other_block_, op), k)) kept += bytes(at(n.outputs, k), at(sig.outputs, k));
     m.activations = std::int64_t(kept);
+    for (std::size_t j = 0; j < n.inputs.size(); ++j) m.activations -= kept_input_bytes(op, j, sig.inputs[j]);  // its edge's
     return m;
+  }
+
+  /// Of what op `op` keeps for its backward, its share of input j's buffer laid out `l`: the
+  /// input read by its backward (or by a selectively recomputed op's rerun), shared by the
+  /// backwards that read the tensor, a block's worth under full recomputation. Priced on the
+  /// input's edge (edge_memory), which knows whether the step keeps that copy or, regathering,
+  /// its smaller source; 0 for a model input (op_memory keeps it).
+  std::int64_t kept_input_bytes(int op, std::size_t j, const nd_sbp& l) const {
+    const tensor_ref r = at(model_->op_inputs, op)[j];
+    const op_node& n = at(model_->ops, op);
+    const bool selective = recomputed(op) && options_.recompute == recompute_mode::selective;
+    if (r.op < 0 || (!selective && !backward_reads_of(n.kind).input(j))) return 0;
+    double share = double(local_shape(at(n.inputs, j), layout{l, options_.mesh}).elements()) * element_bytes_ /
+                   double(at(at(readers_, r.op), r.index));
+    if (recomputed(op) && options_.recompute == recompute_mode::full) share /= double(blocks_);
+    return std::int64_t(share);
   }
 
   /// The measured or fitted price of op `op`'s kernel under candidate c, or source analytical.
@@ -289,23 +316,6 @@ class plan_pricing : public plan_candidates {
     return t;
   }
 
-  // Whether activation edge e's copy is freed after forward and boxed again from its kept source
-  // for backward under picks cu, cv (plan_options::regather_inputs; plan/step_schedule.hpp).
-  bool regathers(int e, int cu, int cv) const {
-    const edge_info& ei = at(edges_, e);
-    return !ei.param && options_.regather_inputs &&
-           regathers_input(at(model_->ops, ei.to_node), at(model_->block, ei.to_node), std::size_t(ei.tensor_index),
-                           source_layout(e, cu), at(op_candidate(ei.to_node, cv).inputs, ei.tensor_index), options_.mesh,
-                           options_.recompute);
-  }
-  // What keeping edge e's source instead of its copy saves where it regathers (zero elsewhere), as
-  // op_memory prices the copy it keeps: each of the backwards reading the tensor pays its share.
-  std::int64_t regathered_saving(int e, int cu, int cv) const {
-    if (!regathers(e, cu, cv)) return 0;
-    const edge_info& ei = at(edges_, e);
-    const std::int64_t saved = compute_bytes(e, cv) - std::int64_t(source_bytes(e, cu));
-    return saved / at(at(readers_, ei.producer), ei.producer_output);
-  }
   // Bytes of edge e's tensor on one device in its consumer's layout under pick cv (the copy, or
   // for a parameter edge the gathered parameter).
   std::int64_t compute_bytes(int e, int cv) const {
@@ -347,7 +357,9 @@ class plan_pricing : public plan_candidates {
       const nd_sbp& in = at(op_candidate(ei.to_node, cv).inputs, ei.tensor_index);
       m.activations = local_shape(at(at(model_->ops, ei.from_node).outputs, ei.producer_output), layout{in, options_.mesh}).elements() * element_bytes_;
     }
-    m.activations -= regathered_saving(e, cu, cv);  // negative: less than op_memory's kept copy
+    // the consumer's share of what it keeps of this input: the copy, or where it regathers its source
+    const nd_sbp& kept = regathers(e, cu, cv) ? source_layout(e, cu) : at(op_candidate(ei.to_node, cv).inputs, ei.tensor_index);
+    m.activations += kept_input_bytes(ei.to_node, std::size_t(ei.tensor_index), kept);
     return m;
   }
 
@@ -431,7 +443,6 @@ class plan_pricing : public plan_candidates {
     t.comm_fwd = slack * lb(out, in);
     t.comm_bwd = slack * lb.between(in, true, out, true);
     if (recomputed_inside(e) || regathers(e, cu, cv)) t.comm_bwd += t.comm_fwd;
-    t.memory = -double(regathered_saving(e, cu, cv));  // the one term an edge may hold below zero
     scale_per_micro_batch(t);
     return t;
   }
