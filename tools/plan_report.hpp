@@ -194,9 +194,12 @@ inline nlohmann::json plan_json(const plan_problem& problem, const plan_result& 
 inline std::string gathered_again_text(const plan_problem& problem, const plan_result& r) {
   const plan p = plan_of(problem, r.pick);
   int inputs = 0, params = 0;
-  for (const auto& op : regathered_inputs(p)) inputs += int(std::count(op.begin(), op.end(), true));
-  for (const op_plan& op : p.ops)
-    for (const slot_boxing& b : op.params) params += b.forward.size() > 0;
+  const auto regathered = regathered_inputs(p);
+  for (int i = 0; i < int(p.ops.size()); ++i) {  // what sends bytes again (local steps rerun for free)
+    for (std::size_t j = 0; j < at(regathered, i).size(); ++j)
+      inputs += at(regathered, i)[j] && p.input(i, j).forward.bytes_per_device() > 0;
+    for (std::size_t j = 0; j < at(p.ops, i).params.size(); ++j) params += p.param(i, j).forward.bytes_per_device() > 0;
+  }
   std::string t;
   if (inputs > 0) t += ", " + std::to_string(inputs) + " input" + (inputs == 1 ? "" : "s") + " gathered again in backward";
   if (params > 0) t += p.reshard_after_forward ? ", parameters resharded after forward" : ", parameters kept gathered";

@@ -105,22 +105,20 @@ inline std::string largest_memory_term(const memory_breakdown& m) {
   return best->first;
 }
 
-/// Whether plan `pick` of `problem` gathers an input copy again for backward (plan_options::
-/// regather_inputs; a sequence-parallel linear's input, a context-parallel attention's k and v).
-inline bool regathers_inputs(const plan_problem& problem, const std::vector<int>& pick) {
+/// Whether plan `pick` of `problem` gathers something again for backward over the mesh: an input
+/// copy it regathers (plan_options::regather_inputs; a sequence-parallel linear's input, a
+/// context-parallel attention's k and v), or a parameter use (`param`), whose forward path sends
+/// bytes (an all-gather: ZeRO-3, FSDP). Local steps (S -> P) rerun too, at no communication:
+/// nothing to choose there.
+enum class gathered_kind { input, param };
+inline bool gathers_again(const plan_problem& problem, const std::vector<int>& pick, gathered_kind kind) {
   const auto& edges = problem.untied().edges();
-  for (int e = 0; e < int(edges.size()); ++e)
-    if (problem.regathers(e, at(pick, edges[std::size_t(e)].u), at(pick, edges[std::size_t(e)].v))) return true;
-  return false;
-}
-
-/// Whether plan `pick` of `problem` gathers some parameter (a parameter edge whose forward path
-/// boxes: storage sharded where the compute layout is not, ZeRO-3 and FSDP).
-inline bool gathers_parameters(const plan_problem& problem, const std::vector<int>& pick) {
-  const auto& edges = problem.untied().edges();
-  for (int e = 0; e < int(edges.size()); ++e)
-    if (at(problem.edge_infos(), e).param && problem.edge_paths(e, at(pick, edges[std::size_t(e)].u), at(pick, edges[std::size_t(e)].v)).first.size() > 0)
-      return true;
+  for (int e = 0; e < int(edges.size()); ++e) {
+    const int cu = at(pick, edges[std::size_t(e)].u), cv = at(pick, edges[std::size_t(e)].v);
+    if (at(problem.edge_infos(), e).param != (kind == gathered_kind::param)) continue;
+    if (kind == gathered_kind::input && !problem.regathers(e, cu, cv)) continue;
+    if (problem.edge_paths(e, cu, cv).first.bytes_per_device() > 0) return true;
+  }
   return false;
 }
 
@@ -205,9 +203,9 @@ class step_settings_choice {
   /// its setting solved again keeping the input copies, then the parameters, gathered through
   /// the step; each kept where it fits and is faster.
   void try_keeping_gathered() {
-    if (!pin_.regather_inputs && best_.problem && best_.result.feasible && regathers_inputs(*best_.problem, best_.result.pick))
+    if (!pin_.regather_inputs && best_.problem && best_.result.feasible && gathers_again(*best_.problem, best_.result.pick, gathered_kind::input))
       solve_best_again(kept_through_step::copies);
-    if (!pin_.reshard_after_forward && best_.problem && best_.result.feasible && gathers_parameters(*best_.problem, best_.result.pick))
+    if (!pin_.reshard_after_forward && best_.problem && best_.result.feasible && gathers_again(*best_.problem, best_.result.pick, gathered_kind::param))
       solve_best_again(kept_through_step::parameters);
   }
 
