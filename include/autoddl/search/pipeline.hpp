@@ -39,13 +39,15 @@ namespace autoddl {
 /// the model); the cuts then hold every stage to the limit itself. with_gap: the stage layouts'
 /// gap to the exact reference (attach_optimal_gap), for auto; runner_ups: their runner-ups
 /// (attach_runner_ups); replay_below: where the step is no faster than it, the stages are not
-/// replayed (pipeline_plan::replayed).
+/// replayed (pipeline_plan::replayed); gathering: the caller's pins of regathering and
+/// resharding (step_settings::regather_inputs, ::reshard_after_forward), which the stage layouts
+/// keep as a flat plan would (unset: the stage layouts choose).
 /// Throws layout_error when p does not divide the outermost axis or exceeds the layers.
 inline pipeline_plan plan_pipeline(const std::function<graph(int)>& build, std::int64_t batch, const plan_options& base,
                                    const plan_strategy& stage_strategy, const pipeline_shape& s,
                                    std::optional<recompute_mode> recompute, std::uint64_t seed = 1,
                                    bool with_gap = true, bool runner_ups = true,
-                                   std::optional<double> replay_below = std::nullopt) {
+                                   std::optional<double> replay_below = std::nullopt, const step_settings& gathering = {}) {
   plan_options sub = base;
   sub.mesh = stage_mesh(base.mesh, s.stages);
   sub.memory_limit = memory_limit_of(base) * s.stages;
@@ -54,6 +56,8 @@ inline pipeline_plan plan_pipeline(const std::function<graph(int)>& build, std::
   pin.with_gap = with_gap;
   pin.runner_ups = runner_ups;
   pin.replay_below = -std::numeric_limits<double>::infinity();  // the stages are replayed instead
+  pin.regather_inputs = gathering.regather_inputs;
+  pin.reshard_after_forward = gathering.reshard_after_forward;
   if (!megatron_microbatches(stage_strategy, sub.mesh, batch)) pin.microbatches = s.microbatches;  // else its mbs says
   micro_batched_plan layouts = plan_micro_batched(build, batch, sub, stage_strategy, pin, seed);
   pipeline_shape shape = s;
@@ -89,7 +93,7 @@ class pipeline_search {
 
   pipeline_search(const std::function<graph(int)>& build_model, std::int64_t batch, const plan_options& base,
                   const step_settings& pin, std::uint64_t seed, int max_points)
-      : build_model_(build_model), batch_(batch), base_(base), seed_(seed), max_points_(max_points) {
+      : build_model_(build_model), batch_(batch), base_(base), pin_(pin), seed_(seed), max_points_(max_points) {
     build_ = [this](int m) { return graph(kept_graph(graphs_, build_model_, m)); };
     const int units = int(pipeline_units(build_(1)).size());
     for (int d : divisors(base.mesh[0]))
@@ -153,7 +157,7 @@ class pipeline_search {
       const pipeline_plan* best = best_ ? &*seen_[*best_] : nullptr;
       slot = plan_pipeline(build_, batch_, base_, strategy::automatic{}, sh, at(rs_, std::get<2>(x)), seed_,
                            /*with_gap=*/false, /*runner_ups=*/false,
-                           best && best->feasible ? std::optional<double>(best->time) : std::nullopt);
+                           best && best->feasible ? std::optional<double>(best->time) : std::nullopt, pin_);
     } catch (const error&) {  // the batch does not split that way: no such point
     }
     if (slot && (!best_ || better_pipeline(*slot, *seen_[*best_]))) best_ = x;
@@ -172,6 +176,7 @@ class pipeline_search {
   std::function<graph(int)> build_;
   std::int64_t batch_;
   const plan_options& base_;
+  step_settings pin_;  ///< the caller's pins (its regathering and resharding reach every point)
   std::uint64_t seed_;
   int max_points_;
   std::vector<int> ps_, ms_;  ///< stage counts and micro-batch counts tried
@@ -209,7 +214,7 @@ inline pipeline_plan plan_megatron_pipeline(const std::function<graph(int)>& bui
     pipeline_shape sh = shape;
     sh.microbatches = c;
     try {
-      pipeline_plan p = plan_pipeline(build, batch, base, inner, sh, pin.recompute, seed, true, true, replay_below);
+      pipeline_plan p = plan_pipeline(build, batch, base, inner, sh, pin.recompute, seed, true, true, replay_below, pin);
       if (!best || detail::better_pipeline(p, *best)) best = std::move(p);
     } catch (const layout_error& e) {  // a micro-batch the stage layout cannot split: no such plan
       if (!unsplit) unsplit = e;
@@ -224,7 +229,7 @@ inline pipeline_plan plan_megatron_pipeline(const std::function<graph(int)>& bui
       pipeline_shape sh = shape;
       sh.microbatches = c;
       try {
-        pipeline_plan p = plan_pipeline(build, batch, base, inner, sh, r, seed);
+        pipeline_plan p = plan_pipeline(build, batch, base, inner, sh, r, seed, true, true, std::nullopt, pin);
         if (detail::better_pipeline(p, *best)) best = std::move(p);
       } catch (const layout_error&) {  // as above
       }
