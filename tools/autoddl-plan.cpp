@@ -3,7 +3,8 @@
 //                [--mesh 2x4] [--hardware dgx1-v100] [--strategy auto] [--compare dp,megatron] [--json]
 //   (without --model, --mesh or --hardware: autoddl-train's defaults, the small GPT on 2x2 priced
 //   with cpu-local: what mpirun -np 4 autoddl-train runs)
-//                [--microbatches auto|N] [--recompute auto|none|selective|full] [--out plan.json]
+//                [--microbatches auto|N] [--recompute auto|none|selective|full] [--regather auto|on|off]
+//                [--reshard auto|on|off] [--out plan.json]
 //   --model m.json plans a model file (models/model_file.hpp); --export-model m.json writes one
 //   autoddl-plan --diff a.json b.json     (two plan files: the ops whose layouts differ, and the
 //                                          predicted step time, communication and memory of each)
@@ -59,7 +60,7 @@ using graph_builder = std::function<graph(int)>;
 struct plan_cli {
   std::string model = autoddl::tools::default_model, mesh = autoddl::tools::default_mesh,
               hardware = autoddl::tools::default_hardware, dtype = "fp32", memory, strategy = "auto", compare, svg,
-                     optimizer = "adam", microbatches = "auto", recompute = "auto", out, export_model;
+                     optimizer = "adam", microbatches = "auto", recompute = "auto", regather = "auto", reshard = "auto", out, export_model;
   std::vector<std::string> diff;
   std::string check;
   bool json = false, no_overlap = false, all_ops = false;
@@ -88,6 +89,8 @@ void add_options(CLI::App& app, plan_cli& c) {
   app.add_option("--microbatches", c.microbatches,
                  "micro-batches per step (gradient accumulation): auto or a divisor of the batch");
   app.add_option("--recompute", c.recompute, autoddl::tools::recompute_help);
+  app.add_option("--regather", c.regather, autoddl::tools::regather_help);
+  app.add_option("--reshard", c.reshard, autoddl::tools::reshard_help);
   app.add_option("--compare", c.compare, "comma-separated plans to compare against, e.g. dp,megatron:tp=4");
   app.add_option("--optimizer", c.optimizer, autoddl::tools::optimizers_help);
   app.add_option("--seed", c.seed, "seed of the random starts");
@@ -128,6 +131,8 @@ step_settings pinned_settings(const plan_cli& c) {
   step_settings pin;
   if (c.microbatches != "auto") pin.microbatches = autoddl::tools::parse_count("--microbatches", c.microbatches);
   if (c.recompute != "auto") pin.recompute = parse_recompute(c.recompute);
+  pin.regather_inputs = autoddl::tools::parse_auto_on_off("--regather", c.regather);
+  pin.reshard_after_forward = autoddl::tools::parse_auto_on_off("--reshard", c.reshard);
   return pin;
 }
 

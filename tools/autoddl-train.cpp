@@ -1,7 +1,7 @@
 // autoddl-train: plans a model, then trains it for real on MPI ranks with that plan.
 //   mpirun -np 4 build/tools/autoddl-train --model gpt:layers=2,hidden=64,heads=4,seq=32,batch=8,vocab=128
 //          --mesh 2x2 [--strategy auto] [--steps 20] [--microbatches auto|N] [--recompute auto|none|selective|full]
-//          [--check-serial] [--json] [--device cpu|cuda]
+//          [--regather auto|on|off] [--reshard auto|on|off] [--check-serial] [--json] [--device cpu|cuda]
 //          [--checkpoint-dir D [--checkpoint-every K] [--keep-last K]] [--resume D] [--plan plan.json] [--data text.txt]
 //          [--log-every N]
 // --plan runs exactly a plan autoddl-plan --out wrote (its model, mesh, layouts, micro-batches
@@ -208,6 +208,8 @@ prepared prepare(const settings& s, int ranks) {
   step_settings pin;
   if (s.microbatches != "auto") pin.microbatches = tools::parse_count("--microbatches", s.microbatches);
   if (s.recompute != "auto") pin.recompute = parse_recompute(s.recompute);
+  pin.regather_inputs = tools::parse_auto_on_off("--regather", s.regather);
+  pin.reshard_after_forward = tools::parse_auto_on_off("--reshard", s.reshard);
   const plan_strategy strategy = parse_strategy(s.plan ? s.plan->strategy : s.strategy);
   if (std::holds_alternative<strategy::exhaustive>(strategy)) throw error("--strategy exhaustive is for tiny planning problems; use autoddl-plan");
   choose_plan(s, strategy, pin, p);
@@ -419,6 +421,8 @@ void add_options(CLI::App& app, settings& s) {
   app.add_option("--microbatches", s.microbatches,
                  "micro-batches per step (gradient accumulation): auto (the planner's choice) or a divisor of the batch");
   app.add_option("--recompute", s.recompute, tools::recompute_help);
+  app.add_option("--regather", s.regather, tools::regather_help);
+  app.add_option("--reshard", s.reshard, tools::reshard_help);
   app.add_option("--seed", s.seed, "seed of the data, the initial parameters and the search");
   app.add_option("--device", s.device, "cpu (default) or cuda (one GPU per rank; a build with CUDA and NCCL)");
   app.add_flag("--check-serial", s.check_serial, "also train serially on rank 0 and report the largest difference");

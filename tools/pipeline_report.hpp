@@ -202,6 +202,8 @@ inline chosen_plan plan_of_file(const plan_file& f, const std::string& spec, con
   o.mesh = f.mesh;
   o.microbatches = f.microbatches;
   o.recompute = f.recompute;
+  o.regather_inputs = f.regather_inputs;
+  o.reshard_after_forward = f.reshard_after_forward;
   // ZeRO-1's and -2's parameter layouts offered whatever the strategy: an auto plan may hold them
   // (Megatron-LM's distributed optimizer among its last starts), and offering more candidates
   // changes no price of the file's own

@@ -116,6 +116,28 @@ inline std::string search_parts_text(const plan_result& r) {
   return t.empty() ? t : " (" + t + ")";
 }
 
+// The op table's rows, as --json prints them.
+inline nlohmann::json layers_json(const plan_result& r, const std::vector<plan_row>& rows) {
+  nlohmann::json layers = nlohmann::json::array();
+  for (const auto& row : rows) {
+    nlohmann::json l;
+    l["name"] = row.name;
+    l["op"] = row.op;
+    l["signature"] = row.signature;
+    l["compute_s"] = row.compute_s;
+    l["comm_bytes"] = row.comm_bytes;
+    l["comm_s"] = row.comm_s;
+    l["memory_bytes"] = row.memory_bytes;
+    l["lower_bound_bytes"] = row.lower_bound_bytes ? nlohmann::json(*row.lower_bound_bytes) : nlohmann::json(nullptr);
+    if (!r.runner_up.empty()) {
+      l["runner_up_step_s"] = row.runner_up_s ? nlohmann::json(*row.runner_up_s) : nlohmann::json(nullptr);
+      l["runner_up_over_memory"] = row.runner_up_over_memory;
+    }
+    layers.push_back(l);
+  }
+  return layers;
+}
+
 inline nlohmann::json plan_json(const plan_problem& problem, const plan_result& r, const plan_peak& peak,
                                 const std::vector<plan_row>& rows, const std::string& model_spec,
                                 const std::string& hw_name) {
@@ -134,6 +156,8 @@ inline nlohmann::json plan_json(const plan_problem& problem, const plan_result& 
   j["microbatches"] = m;
   j["micro_batch_size"] = g.inputs.empty() ? 0 : g.inputs[0][0];
   j["recompute"] = std::string(to_string(problem.options().recompute));
+  j["regather_inputs"] = problem.options().regather_inputs;
+  j["reshard_after_forward"] = problem.options().reshard_after_forward;
   j["predicted_step_s"] = r.time;
   j["compute_s"] = r.totals.compute();
   j["comm_s"] = r.totals.comm();
@@ -157,30 +181,31 @@ inline nlohmann::json plan_json(const plan_problem& problem, const plan_result& 
   const kernel_price_counts k = problem.kernel_price_counts_of();
   j["kernel_prices"] = {{"measured", k.measured}, {"fitted", k.fitted}, {"analytical", k.analytical},
                         {"line", kernel_prices_line(problem, hw_name)}};
-  nlohmann::json layers = nlohmann::json::array();
-  for (const auto& row : rows) {
-    nlohmann::json l;
-    l["name"] = row.name;
-    l["op"] = row.op;
-    l["signature"] = row.signature;
-    l["compute_s"] = row.compute_s;
-    l["comm_bytes"] = row.comm_bytes;
-    l["comm_s"] = row.comm_s;
-    l["memory_bytes"] = row.memory_bytes;
-    l["lower_bound_bytes"] = row.lower_bound_bytes ? nlohmann::json(*row.lower_bound_bytes) : nlohmann::json(nullptr);
-    if (!r.runner_up.empty()) {
-      l["runner_up_step_s"] = row.runner_up_s ? nlohmann::json(*row.runner_up_s) : nlohmann::json(nullptr);
-      l["runner_up_over_memory"] = row.runner_up_over_memory;
-    }
-    layers.push_back(l);
-  }
-  j["layers"] = layers;
+  j["layers"] = layers_json(r, rows);
   return j;
 }
 
 // A mixture of experts' routing, from its first dispatch (""; a dense model): experts per
 // block, top-k, slots per expert per sequence beside what a balanced router fills (seq k / E),
 // whether tokens can be dropped.
+// What the step gathers again for backward: ", 3 inputs gathered again in backward,
+// parameters resharded after forward" ("" where it gathers no input that backward reads and no
+// parameter).
+inline std::string gathered_again_text(const plan_problem& problem, const plan_result& r) {
+  const plan p = plan_of(problem, r.pick);
+  int inputs = 0, params = 0;
+  const auto regathered = regathered_inputs(p);
+  for (int i = 0; i < int(p.ops.size()); ++i) {  // what sends bytes again (local steps rerun for free)
+    for (std::size_t j = 0; j < at(regathered, i).size(); ++j)
+      inputs += at(regathered, i)[j] && p.input(i, j).forward.bytes_per_device() > 0;
+    for (std::size_t j = 0; j < at(p.ops, i).params.size(); ++j) params += p.param(i, j).forward.bytes_per_device() > 0;
+  }
+  std::string t;
+  if (inputs > 0) t += ", " + std::to_string(inputs) + " input" + (inputs == 1 ? "" : "s") + " gathered again in backward";
+  if (params > 0) t += p.reshard_after_forward ? ", parameters resharded after forward" : ", parameters kept gathered";
+  return t;
+}
+
 inline std::string experts_line(const graph& g) {
   for (std::size_t i = 0; i < g.ops.size(); ++i) {
     const op_node& d = g.ops[i];
@@ -206,8 +231,8 @@ inline void print_plan_heading(const plan_problem& problem, const plan_result& r
   fmt::print("model     {}  ({} parameters{}, {} per step)\n", spec, si(double(param_count(g)), ""),
              active == param_count(g) ? std::string() : ", " + si(double(active), "") + " active per token",
              si(double(o.microbatches) * (forward_flops(g) + backward_flops(g)), "FLOP"));
-  fmt::print("step      {} micro-batch{} of {}, recompute {}\n", o.microbatches, o.microbatches == 1 ? "" : "es",
-             g.inputs.empty() ? 0 : g.inputs[0][0], to_string(o.recompute));
+  fmt::print("step      {} micro-batch{} of {}, recompute {}{}\n", o.microbatches, o.microbatches == 1 ? "" : "es",
+             g.inputs.empty() ? 0 : g.inputs[0][0], to_string(o.recompute), gathered_again_text(problem, r));
   if (const std::string moe = experts_line(g); !moe.empty()) fmt::print("experts   {}\n", moe);
   fmt::print("mesh      {}  ({} devices)   hardware {}   dtype {}\n", to_string(problem.options().mesh),
              problem.options().mesh.devices(), hw_name, to_string(problem.options().type));

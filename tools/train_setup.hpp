@@ -24,7 +24,7 @@ namespace autoddl::tools::train {
 
 struct settings {
   std::string model, mesh = tools::default_mesh, strategy = "auto", hardware = tools::default_hardware, optimizer_s;  ///< empty: the --plan file's, else adam
-  std::string recompute = "auto", microbatches = "auto", device = "cpu";
+  std::string recompute = "auto", microbatches = "auto", regather = "auto", reshard = "auto", device = "cpu";
   int steps = 20;
   double lr = 1e-3;
   bool lr_given = false;  ///< --lr on the command line (else --data trains with 3e-3)

@@ -91,4 +91,21 @@ inline constexpr const char* recompute_help =
     "activation recomputation of repeated blocks: auto (the planner's choice), none, selective (attention cores) or "
     "full (whole repeated blocks)";
 
+/// --regather and --reshard: whether gathered input copies (Megatron-LM's sequence parallelism)
+/// and gathered parameters (FSDP2's reshard_after_forward) are gathered again for backward; auto
+/// leaves it to the planner (search/micro_batches.hpp).
+inline constexpr const char* regather_help =
+    "gathered input copies a backward reads (sequence parallelism): auto (the planner's choice), on (the source kept, "
+    "the copy gathered again for backward) or off (the copy kept)";
+inline constexpr const char* reshard_help =
+    "gathered (ZeRO-3, FSDP) parameters: auto (the planner's choice), on (gathered for each op's forward and again for "
+    "its backward, freed after each) or off (gathered once a step, kept to the last backward)";
+
+/// The value of an auto|on|off option `name`: nullopt for auto. @throws parse_error on another word.
+inline std::optional<bool> parse_auto_on_off(std::string_view name, std::string_view s) {
+  if (s == "auto") return std::nullopt;
+  if (s == "on" || s == "off") return s == "on";
+  throw parse_error(std::string(name) + " takes auto, on or off, got '" + std::string(s) + "'");
+}
+
 }  // namespace autoddl::tools

@@ -12,8 +12,9 @@
 //   per param    its storage, summing and update layouts (param_choice) and the paths of its
 //                gradient's synchronisation (grad_sum -> update), of the updated slices back to
 //                storage (update -> storage) and of the optimizer state's slice (storage -> update);
-//   the step     mesh (one pipeline stage's), element type, micro-batches, recomputation and
-//                the first op of each pipeline stage.
+//   the step     mesh (one pipeline stage's), element type, micro-batches, recomputation, whether
+//                gathered inputs and parameters are gathered again for backward, and the first op
+//                of each pipeline stage.
 // Example, one linear layer of a data-parallel plan on mesh 2:
 //   op fc: X[S(0)] W[B] b[B] -> Y[S(0)]; W's storage [B], summed in [P], updated in [B];
 //   sync path [P] -> [B] (one all-reduce); every other path empty.
@@ -118,6 +119,14 @@ struct plan {
   dtype type = dtype::fp32;
   int microbatches = 1;
   recompute_mode recompute = recompute_mode::none;
+  /// Whether an input copy that gathers (larger on the device than its source) and that the op's
+  /// backward reads is freed after the forward and boxed again from its kept source before the
+  /// backward, rather than kept (sequence parallelism as Megatron-LM runs it; step_schedule).
+  bool regather_inputs = true;
+  /// Whether a gathered parameter (a non-empty forward path) is gathered before each op's forward
+  /// and again before its backward, and freed after each (FSDP2's reshard_after_forward), rather
+  /// than gathered at micro-batch 0's forward and kept until the last backward.
+  bool reshard_after_forward = true;
   std::vector<int> stage_first_ops{0};  ///< the first op of each pipeline stage ({0}: no pipeline)
   std::vector<op_plan> ops;
   std::vector<param_plan> params;

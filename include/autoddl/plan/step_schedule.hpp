@@ -15,6 +15,14 @@
 //   hold_inside   its own backward and readers in its block (after the block's rerun).
 // A boxed copy is freed after the forward of the last op that reads it (its own op, or a later
 // reader chained from its slot: plan/plan.hpp) unless a backward reads it in place.
+// Re-gathering (plan::regather_inputs; Korthikanti et al. 2022, section 4.2.2): a copy that
+// gathers (regathers_input) is freed after its last forward reader all the same; its source (the
+// producer's output, or the copy of the slot it is chained from) is held instead, and the copy is
+// boxed again from it just before the first backward that reads it (its own op's, or a later
+// reader's reading it in place; before a selectively recomputed op's rerun), then freed with its
+// op's buffers after its own op's backward. Example: a sequence-parallel linear keeps X[S(0)]@2,
+// not X[B]@2, and all-gathers it again in backward.
+#include <algorithm>
 #include <cstddef>
 #include <map>
 #include <vector>
@@ -27,19 +35,50 @@
 
 namespace autoddl {
 
+/// Whether input j of `consumer` (an op of repeated block `block`, -1: none) is boxed again from
+/// its source before the op's backward rather than kept: its backward reads the input, its copy
+/// is larger on the device than the source it is boxed from (an all-gather on some axis), and the
+/// op does not rerun with a fully recomputed block (whose rerun boxes the copy again anyway).
+/// Example: a linear reading X [S(0)]@2 as [B]@2 regathers it; reading [B]@2 as [S(1)]@2 does not.
+inline bool regathers_input(const op_node& consumer, int block, std::size_t j, const nd_sbp& source, const nd_sbp& copy,
+                            const mesh_shape& mesh, recompute_mode mode) {
+  if (!backward_reads_of(consumer).input(j) || (mode == recompute_mode::full && block >= 0)) return false;
+  const tensor_shape& s = at(consumer.inputs, j);
+  return local_shape(s, layout{copy, mesh}).elements() > local_shape(s, layout{source, mesh}).elements();
+}
+
+/// Per op and input slot of plan p: whether the slot's copy is boxed again before backward
+/// (plan::regather_inputs, regathers_input; model inputs and unboxed slots never are).
+inline std::vector<std::vector<bool>> regathered_inputs(const plan& p) {
+  const graph& g = p.g();
+  std::vector<std::vector<bool>> r(g.ops.size());
+  for (int i = 0; i < int(g.ops.size()); ++i)
+    for (std::size_t j = 0; j < at(g.op_inputs, i).size(); ++j) {
+      const tensor_ref t = at(g.op_inputs, i)[j];
+      const input_slot c = p.chained_from(i, j);
+      const nd_sbp& source = c.op >= 0 ? at(p.sig(c.op).inputs, c.input) : at(p.sig(t.op >= 0 ? t.op : i).outputs, t.op >= 0 ? t.index : 0);
+      at(r, i).push_back(p.regather_inputs && t.op >= 0 && p.boxes_input(i, j) &&
+                         regathers_input(at(g.ops, i), at(g.block, i), j, source, at(p.sig(i).inputs, j), p.mesh, p.recompute));
+    }
+  return r;
+}
+
 class step_schedule {
  public:
   /// `input_boxed[i][j]`: whether input j of op i is boxed (copied) rather than read in place;
   /// `chained[i][j]`: the slot it boxes from instead of its producer (op -1: none).
+  /// `regathered[i][j]`: whether that slot's copy is boxed again before backward (empty: none is).
   step_schedule(const graph& g, recompute_mode mode, const std::vector<std::vector<bool>>& input_boxed,
-                const std::vector<std::vector<input_slot>>& chained)
-      : g_(g), mode_(mode), boxed_(input_boxed), chained_(chained) {
+                const std::vector<std::vector<input_slot>>& chained, const std::vector<std::vector<bool>>& regathered = {})
+      : g_(g), mode_(mode), boxed_(input_boxed), chained_(chained), regathered_(regathered) {
+    regathered_.resize(g.ops.size());
     index_blocks();
     index_reads();
     index_copies();
+    index_reboxing();
   }
   /// The schedule plan `p` runs (p's model must outlive it).
-  explicit step_schedule(const plan& p) : step_schedule(p.g(), p.recompute, p.boxed_inputs(), p.chains()) {}
+  explicit step_schedule(const plan& p) : step_schedule(p.g(), p.recompute, p.boxed_inputs(), p.chains(), regathered_inputs(p)) {}
 
   recompute_mode mode() const { return mode_; }
   /// Op i reruns its forward in backward (selectively: just before its own backward; fully: with
@@ -69,6 +108,11 @@ class step_schedule {
   /// The slots (model inputs and boxed copies) no one reads after op i's forward: free unless
   /// reruns_from keeps them for a fully recomputed block's rerun.
   const std::vector<input_slot>& copies_done(int i) const { return at(copies_done_, i); }
+  /// Whether input j of op i is a copy boxed again before backward (regathered_inputs).
+  bool regathered(int i, std::size_t j) const { return j < at(regathered_, i).size() && at(regathered_, i)[j]; }
+  /// The regathered copies to box again, where they are not held, just before op i's backward
+  /// (and its rerun), in order: a copy is listed after the regathered copy it is boxed from.
+  const std::vector<input_slot>& reboxed_before(int i) const { return at(reboxed_before_, i); }
 
   /// Whether input j of op i comes over an edge inside one repeated block (reboxed under full).
   bool inside_block(int i, std::size_t j) const {
@@ -123,7 +167,8 @@ class step_schedule {
         const bool direct = copy_read(i, j).op < 0;
         const bool bwd_reads = direct && at(reads_, i).input(j);
         const bool rerun_reads = direct && reruns_from(i, j);
-        if (!bwd_reads && !rerun_reads) continue;
+        const bool regathers_from = regathered(i, j) && source_copy(i, j).op < 0;  // boxed from p's output again
+        if (!bwd_reads && !rerun_reads && !regathers_from) continue;
         at(hold_all_, p) = 1;
         (same_block ? at(hold_inside_, p) : at(hold_outside_, p)) = 1;
       }
@@ -140,9 +185,13 @@ class step_schedule {
       at(last, i).assign(n, i);
       at(kept, i).assign(n, 0);
       for (std::size_t j = 0; j < n; ++j) {
-        if (at(reads_, i).input(j)) at(kept, i)[j] = 1;
         if (const input_slot c = at(chained_, i)[j]; c.op >= 0) at(last, c.op)[std::size_t(c.input)] = i;
-        if (const input_slot c = copy_read(i, j); c.op >= 0 && at(reads_, i).input(j)) at(kept, c.op)[std::size_t(c.input)] = 1;
+        if (at(reads_, i).input(j) && !regathered(i, j)) at(kept, i)[j] = 1;
+        const input_slot c = copy_read(i, j);  // read in place by this backward, unless boxed again for it
+        if (c.op >= 0 && at(reads_, i).input(j) && !regathered(c.op, std::size_t(c.input))) at(kept, c.op)[std::size_t(c.input)] = 1;
+        // a regathered copy's source, where it is another slot's copy that is not regathered itself
+        const input_slot s = regathered(i, j) ? source_copy(i, j) : input_slot{};
+        if (s.op >= 0 && !regathered(s.op, std::size_t(s.input))) at(kept, s.op)[std::size_t(s.input)] = 1;
       }
     }
     copies_done_.resize(static_cast<std::size_t>(nops));
@@ -151,11 +200,39 @@ class step_schedule {
         if (!at(kept, i)[j]) at(copies_done_, at(last, i)[j]).push_back({i, int(j)});
   }
 
+  // The copy a regathered slot i, j is boxed from where it is another slot's (op -1: its
+  // producer's output).
+  input_slot source_copy(int i, std::size_t j) const {
+    const input_slot c = at(chained_, i)[j];
+    return c.op >= 0 ? copy_read(c.op, std::size_t(c.input)) : input_slot{};
+  }
+
+  // reboxed_before: each regathered copy before the first backward that reads it (the latest of
+  // its own op and the ops reading it in place), after its source where that is regathered too.
+  void index_reboxing() {
+    const int nops = int(g_.ops.size());
+    std::vector<std::vector<int>> first(static_cast<std::size_t>(nops));
+    for (int i = 0; i < nops; ++i) at(first, i).assign(at(g_.op_inputs, i).size(), i);
+    for (int i = 0; i < nops; ++i)
+      for (std::size_t j = 0; j < at(g_.op_inputs, i).size(); ++j)
+        if (const input_slot c = copy_read(i, j); c.op >= 0 && at(reads_, i).input(j) && regathered(c.op, std::size_t(c.input)))
+          at(first, c.op)[std::size_t(c.input)] = std::max(at(first, c.op)[std::size_t(c.input)], i);
+    reboxed_before_.resize(static_cast<std::size_t>(nops));
+    for (int i = 0; i < nops; ++i)
+      for (std::size_t j = 0; j < at(g_.op_inputs, i).size(); ++j) {
+        if (!regathered(i, j)) continue;
+        auto& before = at(reboxed_before_, at(first, i)[j]);
+        if (const input_slot s = source_copy(i, j); s.op >= 0 && regathered(s.op, std::size_t(s.input))) before.push_back(s);
+        before.push_back({i, int(j)});
+      }
+  }
+
   const graph& g_;
   recompute_mode mode_;
   std::vector<std::vector<bool>> boxed_;
   std::vector<std::vector<input_slot>> chained_;
-  std::vector<std::vector<input_slot>> copies_done_;
+  std::vector<std::vector<bool>> regathered_;
+  std::vector<std::vector<input_slot>> copies_done_, reboxed_before_;
   std::vector<char> recomputes_, last_of_block_, read_outside_block_;
   std::map<int, std::vector<int>> block_ops_;
   std::vector<backward_reads> reads_;

@@ -1,17 +1,16 @@
 #pragma once
 // A training step of any valid plan on one device of the mesh: forward, loss and backward of each
 // of the plan's micro-batches, the gradients boxed to the parameters' storage layouts, the
-// optimizer step, as serial training does. It runs a plan value (plan/plan.hpp) and needs no planner: every tensor that
-// crosses an edge of the model is boxed by exactly the plan's path (the one the planner priced,
-// or a plan file holds), so the bytes sent on the mesh axes per step equal the plan's predicted
-// bytes; the schedule (micro-batches, recomputation, 1F1B pipeline stages) and what each op keeps
-// from forward to backward are the plan's (step_schedule); any valid plan computes what serial
-// training of the whole global batch computes.
-// docs/reference/runtime.md, "The training step", says how.
-//
-// The parts: detail/parameter_store.hpp (initialise, synchronise, update, restore),
-// detail/gradient_accumulator.hpp (gradient sums, the side queue), detail/stage_link.hpp
-// (pipeline transport and the tied-gradient exchange), detail/step_loss.hpp (the loss).
+// optimizer step, as serial training does. It runs a plan value (plan/plan.hpp) and needs no
+// planner: every tensor that crosses an edge of the model is boxed by exactly the plan's path (the
+// one the planner priced, or a plan file holds), so the bytes sent on the mesh axes per step equal
+// the plan's predicted bytes; the schedule (micro-batches, recomputation, 1F1B pipeline stages,
+// what is gathered again for backward) and what each op keeps from forward to backward are the
+// plan's (step_schedule); any valid plan computes what serial training of the whole batch does.
+// docs/reference/runtime.md, "The training step", says how. The parts: detail/parameter_store.hpp
+// (initialise, synchronise, update, restore), detail/gradient_accumulator.hpp (gradient sums, the
+// side queue), detail/stage_link.hpp (pipeline transport and the tied-gradient exchange),
+// detail/step_loss.hpp (the loss).
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -169,10 +168,7 @@ class trainer : detail::device_buffers<T, D> {
     gradients_.join(profile_);
     auto t = clock::now();
     const double loss = global_loss(local_loss) / m;
-    if (options_.check_finite && !std::isfinite(loss))
-      detail::fail<error>("step " + std::to_string(step_index) + ": the loss is " + (std::isnan(loss) ? "NaN" : "Inf") +
-                          "; training stopped (lower the learning rate or check the inputs; train_options::check_finite "
-                          "= false, autoddl-train --no-check-finite, turns this check off)");
+    if (options_.check_finite && !std::isfinite(loss)) detail::fail_non_finite_loss(loss, step_index);
     profile_.loss_s = lap(t);
     synchronise_gradients();
     if (options_.check_finite) check_gradients_finite(step_index);
@@ -260,6 +256,7 @@ class trainer : detail::device_buffers<T, D> {
       if (keep) at(kept_outputs_, i) = clone(output(b, i));
       release_after_forward(b, i, b.pending, false);
       drop_recomputed(b, i);
+      if (plan_.reshard_after_forward) release_gathered(i);
       sample_memory();
     }
     link_.send_activations(b.fwd, b.sends);
@@ -290,8 +287,8 @@ class trainer : detail::device_buffers<T, D> {
   }
 
   // Op i's forward in micro-batch k: its model inputs loaded, producer outputs boxed by the
-  // priced paths (identity paths are read in place), parameters boxed once per step (micro-batch
-  // 0; the copy is kept), then the kernel.
+  // priced paths (identity paths are read in place), parameters gathered (every micro-batch where
+  // the plan reshards after forward, else once at micro-batch 0 and kept), then the kernel.
   void forward_op(step_buffers& b, int i, std::int64_t step_index, int k) {
     const op_node& n = at(model_.ops, i);
     at(b.ctx, i) = context_of(i, micro_batch_seed(options_.seed, step_index, k));
@@ -312,16 +309,24 @@ class trainer : detail::device_buffers<T, D> {
       }
       box_input(b, i, j);
     }
-    for (std::size_t j = 0; j < n.param_ids.size() && k == 0; ++j) {
-      const int p = n.param_ids[j];
-      const boxing_path& path = plan_.param(i, j).forward;
-      if (path.size() > 0)
-        at(gathered_, i)[j] = run_boxing<T>(dev_, comm_, clone(store_.param(p)), at(model_.params, p).shape, storage(p), path);
-    }
+    if (k == 0 || plan_.reshard_after_forward) gather_params(i);
     at(profile_.boxing_s, i) += lap(t);
     at(b.fwd, i) = kernel_forward(i, ctx, make_operands(b, i));
     at(profile_.kernel_s, i) += lap(t);
   }
+
+  // Op i's parameters boxed from storage to its compute layout where their path boxes (gathered),
+  // unless held already.
+  void gather_params(int i) {
+    const op_node& n = at(model_.ops, i);
+    for (std::size_t j = 0; j < n.param_ids.size(); ++j) {
+      const int p = n.param_ids[j];
+      const boxing_path& path = plan_.param(i, j).forward;
+      if (buffer& g = at(gathered_, i)[j]; path.size() > 0 && g.empty())
+        g = run_boxing<T>(dev_, comm_, clone(store_.param(p)), at(model_.params, p).shape, storage(p), path);
+    }
+  }
+  void release_gathered(int i) { std::ranges::for_each(at(gathered_, i), [&](buffer& g) { release(g); }); }
 
   // Op i's kernel context on this device: from the typed instance's constant local shapes where
   // the ops run through instances, else from its signature.
@@ -385,6 +390,7 @@ class trainer : detail::device_buffers<T, D> {
       auto t = clock::now();
       for (std::size_t j = 0; j < at(b.inputs, o).size(); ++j)
         if (schedule().inside_block(o, j)) box_input(b, o, j);
+      gather_params(o);  // resharded: gathered for the rerun, kept for the op's backward
       at(profile_.boxing_s, o) += lap(t);
       at(b.fwd, o) = kernel_forward(o, at(b.ctx, o), make_operands(b, o));
       at(profile_.kernel_s, o) += lap(t);
@@ -442,6 +448,10 @@ class trainer : detail::device_buffers<T, D> {
         recompute_block(b, at(model_.block, i));
       if (at(dy, i).empty()) at(dy, i) = dev_.template alloc<T>(std::size_t(at(b.ctx, i).shards.outputs[0].local.elements()));
       auto t = clock::now();
+      for (const input_slot s : schedule().reboxed_before(i))  // regathered copies, from their kept sources
+        if (at(b.inputs, s.op)[std::size_t(s.input)].empty()) box_input(b, s.op, std::size_t(s.input));
+      if (plan_.reshard_after_forward) gather_params(i);
+      at(profile_.boxing_s, i) += lap(t);
       if (schedule().selectively_recomputed(i))
         at(b.fwd, i) = kernel_forward(i, at(b.ctx, i), make_operands(b, i));
       auto grads = kernel_backward(i, at(b.ctx, i), make_operands(b, i), at(b.fwd, i), view(std::as_const(at(dy, i))));
@@ -467,7 +477,7 @@ class trainer : detail::device_buffers<T, D> {
       at(b.fwd, i) = forward_result<D, T>{};
       at(b.inputs, i).clear();
       at(b.indices, i) = index_buffer{};
-      if (last) at(gathered_, i).clear();
+      if (last || plan_.reshard_after_forward) release_gathered(i);
       sample_memory();
     }
     link_.send_gradients(dy, output_elements());
@@ -509,15 +519,7 @@ class trainer : detail::device_buffers<T, D> {
     const int n = store_.count();
     const double flag = everyone_all_reduce(store_.non_finite_flag(), reduce_kind::max);
     if (flag == 0) return;
-    const int p = n - int(flag);
-    std::string users;
-    for (const op_node& op : model_.ops)
-      for (int q : op.param_ids)
-        if (q == p) users += (users.empty() ? "'" : ", '") + op.name + "'";
-    detail::fail<error>("step " + std::to_string(step_index) + ": the gradient of parameter '" + at(model_.params, p).name +
-                        "' (used by op " + users + ") holds NaN or Inf; training stopped (lower the learning rate or "
-                        "check the inputs; train_options::check_finite = false, autoddl-train --no-check-finite, turns "
-                        "this check off)");
+    detail::fail_non_finite_gradient(model_, n - int(flag), step_index);
   }
 
   // The device's bytes in use now.

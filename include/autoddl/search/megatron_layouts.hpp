@@ -116,7 +116,11 @@ class megatron_search {
     const double here = seen_.at(from)->time;
     for (const auto& x : neighbours(from)) {
       const auto got = seen_.find(x);
-      if (got == seen_.end() || !got->second || got->second->feasible || got->second->time >= here) continue;
+      if (got == seen_.end() || !got->second) continue;
+      // over the limit and faster; or fitting only by gathering again, where keeping is faster but over
+      const megatron_layout_plan& n = *got->second;
+      const bool over_faster = !n.feasible && n.time < here;
+      if (!over_faster && !(n.pipeline && n.pipeline->faster_over && *n.pipeline->faster_over < here)) continue;
       const int moved = int(std::find_if(x.begin(), x.end(), [&, k = 0](int v) mutable { return v != from[std::size_t(k++)]; }) - x.begin());
       const int way = x[std::size_t(moved)] - from[std::size_t(moved)];
       for (int k : {2, 1, 5, moved})

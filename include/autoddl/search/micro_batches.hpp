@@ -21,6 +21,13 @@
 //     90 %: the descent under a limit it nearly touches can miss plans a setting with more
 //     room finds, and those plans may fit this setting too.)
 //   - among the fitting plans the fastest wins (ties: fewer micro-batches, less recomputation).
+//   - gathering again for backward (plan_options::regather_inputs, ::reshard_after_forward) is
+//     on while settings are tried: it buys memory with communication. Where the winner fits and
+//     regathers an input copy, its setting is solved again keeping the copies (the all-gathers
+//     once a micro-batch); then, where the winner gathers parameters, again keeping them gathered
+//     through the step (one all-gather a step instead of 2 m); each such plan wins where it fits
+//     and is faster. A flag the caller pins (step_settings) is not tried the other way; a plan
+//     that gathers nothing is not solved again.
 // A count whose micro-batch the strategy's layout cannot split (zero over 64 devices, 32
 // micro-batches of 32 rows) is skipped; the note names the counts skipped.
 // Each setting gets the full search; the gap to the exact optimum is computed for the winner
@@ -49,6 +56,11 @@ namespace autoddl {
 struct step_settings {
   std::optional<int> microbatches{};
   std::optional<recompute_mode> recompute{};
+  /// Whether gathered input copies and gathered parameters are gathered again for backward
+  /// (plan_options::regather_inputs, ::reshard_after_forward); unset: the search chooses
+  /// (plan_micro_batched).
+  std::optional<bool> regather_inputs{};
+  std::optional<bool> reshard_after_forward{};
   /// Whether the auto plan gets its gap to the exact reference (attach_optimal_gap); off where a
   /// caller compares many plans and measures the winner's gap itself (search_pipeline).
   bool with_gap = true;
@@ -91,6 +103,23 @@ inline std::string largest_memory_term(const memory_breakdown& m) {
   const auto* best = std::max_element(std::begin(terms), std::end(terms),
                                       [](const auto& a, const auto& b) { return a.second < b.second; });
   return best->first;
+}
+
+/// Whether plan `pick` of `problem` gathers something again for backward over the mesh: an input
+/// copy it regathers (plan_options::regather_inputs; a sequence-parallel linear's input, a
+/// context-parallel attention's k and v), or a parameter use (`param`), whose forward path sends
+/// bytes (an all-gather: ZeRO-3, FSDP). Local steps (S -> P) rerun too, at no communication:
+/// nothing to choose there.
+enum class gathered_kind { input, param };
+inline bool gathers_again(const plan_problem& problem, const std::vector<int>& pick, gathered_kind kind) {
+  const auto& edges = problem.untied().edges();
+  for (int e = 0; e < int(edges.size()); ++e) {
+    const int cu = at(pick, edges[std::size_t(e)].u), cv = at(pick, edges[std::size_t(e)].v);
+    if (at(problem.edge_infos(), e).param != (kind == gathered_kind::param)) continue;
+    if (kind == gathered_kind::input && !problem.regathers(e, cu, cv)) continue;
+    if (problem.edge_paths(e, cu, cv).first.bytes_per_device() > 0) return true;
+  }
+  return false;
 }
 
 namespace detail {
@@ -170,12 +199,24 @@ class step_settings_choice {
     return false;
   }
 
+  /// Where the best plan so far fits and gathers again for backward what the caller did not pin:
+  /// its setting solved again keeping the input copies, then the parameters, gathered through
+  /// the step; each kept where it fits and is faster.
+  void try_keeping_gathered() {
+    if (!pin_.regather_inputs && best_.problem && best_.result.feasible && gathers_again(*best_.problem, best_.result.pick, gathered_kind::input))
+      solve_best_again(kept_through_step::copies);
+    if (!pin_.reshard_after_forward && best_.problem && best_.result.feasible && gathers_again(*best_.problem, best_.result.pick, gathered_kind::param))
+      solve_best_again(kept_through_step::parameters);
+  }
+
   /// The best setting, with a note of what was tried where several were.
   micro_batched_plan take_best() {
     if (!single_)
       best_.result.notes.push_back("chose " + itos(best_.microbatches) + " micro-batch" +
                                    (best_.microbatches == 1 ? "" : "es") + " and recompute " +
-                                   std::string(to_string(best_.recompute)) + " among " + itos(tried_) +
+                                   std::string(to_string(best_.recompute)) +
+                                   kept_text(best_.problem->options()) +
+                                   " among " + itos(tried_) +
                                    " settings tried (micro-batches/recompute: " + log_ + ")" +
                                    unsplit_text(unsplit_, to_string(strategy_)));
     best_.settings_tried = tried_;
@@ -218,10 +259,23 @@ class step_settings_choice {
 
   static bool tight(const micro_batched_plan& p, double limit) { return p.peak_bytes > 0.9 * limit; }
 
+  enum class kept_through_step { copies, parameters };
+  // The best plan's setting again with its gathered input copies, or its parameters, kept.
+  void solve_best_again(kept_through_step k) {
+    const plan_options& b = best_.problem->options();
+    regather_ = b.regather_inputs && k != kept_through_step::copies;
+    reshard_ = b.reshard_after_forward && k != kept_through_step::parameters;
+    if (auto kept = solve_if_splits(best_.microbatches, best_.recompute)) consider(std::move(*kept));
+    regather_ = planning_.regather_inputs;
+    reshard_ = planning_.reshard_after_forward;
+  }
+
   micro_batched_plan solve(int m, recompute_mode r) {
     plan_options o = planning_;
     o.microbatches = m;
     o.recompute = r;
+    o.regather_inputs = regather_;
+    o.reshard_after_forward = reshard_;
     micro_batched_plan p;
     p.problem = std::make_unique<plan_problem>(single_ ? build_(m) : graph(kept_graph(graphs_, build_, m)), o);
     // while choosing, the search skips its exact reference and runner-ups (the winner gets them after)
@@ -235,7 +289,8 @@ class step_settings_choice {
     p.microbatches = m;
     p.recompute = r;
     ++tried_;
-    log_ += (log_.empty() ? "" : ", ") + itos(m) + "/" + std::string(to_string(r)) + " " +
+    const bool again = regather_ != planning_.regather_inputs || reshard_ != planning_.reshard_after_forward;
+    log_ += (log_.empty() ? "" : ", ") + itos(m) + "/" + std::string(to_string(r)) + (again ? kept_text(o) : "") + " " +
             (p.result.feasible ? "fits" : "over");
     return p;
   }
@@ -269,6 +324,12 @@ class step_settings_choice {
   std::uint64_t seed_;
   const step_settings& pin_;
   bool single_;
+  bool regather_ = planning_.regather_inputs;  ///< the settings being solved gather copies again
+  bool reshard_ = planning_.reshard_after_forward;  ///< and parameters
+  // ", copies kept, parameters kept gathered" where o keeps them through the step ("": gathers again).
+  static std::string kept_text(const plan_options& o) {
+    return std::string(o.regather_inputs ? "" : ", copies kept") + (o.reshard_after_forward ? "" : ", parameters kept gathered");
+  }
   micro_batched_plan best_;
   std::map<int, graph> graphs_;  ///< per micro-batch count, where several settings are tried
   int tried_ = 0;
@@ -292,6 +353,8 @@ inline micro_batched_plan plan_micro_batched(const std::function<graph(int)>& bu
                                "plan_pipeline (search/pipeline.hpp, as autoddl-plan and autoddl-train do) or leave pp out");
   pin = detail::pinned_by_strategy(s, base.mesh, batch, pin);
   plan_options planning = base;
+  planning.regather_inputs = pin.regather_inputs.value_or(base.regather_inputs);  // base off: nothing to choose
+  planning.reshard_after_forward = pin.reshard_after_forward.value_or(base.reshard_after_forward);
   planning.mesh = planning_mesh(s, base.mesh);
   planning.zero1_layouts = base.zero1_layouts || uses_zero1_layouts(s);
   planning.zero2_layouts = base.zero2_layouts || uses_zero2_layouts(s);
@@ -306,6 +369,7 @@ inline micro_batched_plan plan_micro_batched(const std::function<graph(int)>& bu
   detail::step_settings_choice choice(build, planning, s, seed, pin, single);
   for (recompute_mode r : modes)
     if (choice.try_mode(counts, r)) break;
+  choice.try_keeping_gathered();
   micro_batched_plan best = choice.take_best();
   if (searching && !single) {  // search_s: everything tried, the winner's runner-ups; then its gap
     if (pin.runner_ups) attach_runner_ups(*best.problem, best.result);

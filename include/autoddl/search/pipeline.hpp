@@ -32,6 +32,32 @@
 
 namespace autoddl {
 
+namespace detail {
+
+// Better: feasible first, then faster; among infeasible, less memory.
+inline bool better_pipeline(const pipeline_plan& a, const pipeline_plan& b) {
+  if (a.feasible != b.feasible) return a.feasible;
+  if (!a.feasible) return a.peak_memory() < b.peak_memory();
+  return a.time < b.time * (1 - 1e-9);
+}
+
+// plan_pipeline under the settings `pin` (its stage layouts, then the cuts and the stage replays).
+inline pipeline_plan plan_pipeline_pinned(const std::function<graph(int)>& build, std::int64_t batch, const plan_options& base,
+                                          const plan_strategy& stage_strategy, const pipeline_shape& s, step_settings pin,
+                                          std::uint64_t seed, std::optional<double> replay_below) {
+  plan_options sub = base;
+  sub.mesh = stage_mesh(base.mesh, s.stages);
+  sub.memory_limit = memory_limit_of(base) * s.stages;
+  pin.replay_below = -std::numeric_limits<double>::infinity();  // the stages are replayed instead
+  if (!megatron_microbatches(stage_strategy, sub.mesh, batch)) pin.microbatches = s.microbatches;  // else its mbs says
+  micro_batched_plan layouts = plan_micro_batched(build, batch, sub, stage_strategy, pin, seed);
+  pipeline_shape shape = s;
+  shape.microbatches = layouts.microbatches;
+  return price_pipeline(std::move(layouts), shape, base, replay_below);
+}
+
+}  // namespace detail
+
 /// Plans a pipeline of shape s for the model `build(m)` makes (one micro-batch of a step of m,
 /// batch `batch` in all): the layouts of one stage by `stage_strategy` (auto, or an expert
 /// without its pipeline) on stage_mesh(base.mesh, p), the graph one micro-batch of batch / m,
@@ -39,26 +65,37 @@ namespace autoddl {
 /// the model); the cuts then hold every stage to the limit itself. with_gap: the stage layouts'
 /// gap to the exact reference (attach_optimal_gap), for auto; runner_ups: their runner-ups
 /// (attach_runner_ups); replay_below: where the step is no faster than it, the stages are not
-/// replayed (pipeline_plan::replayed).
+/// replayed (pipeline_plan::replayed); gathering: the caller's pins of regathering and
+/// resharding (step_settings::regather_inputs, ::reshard_after_forward; unset: chosen here).
+/// Gathering again for backward buys memory with communication, and only the replayed stages
+/// tell whether a pipeline needs it (the stage layouts' own choice, plan_micro_batched's, sees
+/// p times the limit and no replay, so it never keeps anything): where the plan regathers input
+/// copies, then where it reshards parameters, that the caller left open, and it fits or was not
+/// replayed, it is planned again keeping them, and the better pipeline kept (better_pipeline).
 /// Throws layout_error when p does not divide the outermost axis or exceeds the layers.
 inline pipeline_plan plan_pipeline(const std::function<graph(int)>& build, std::int64_t batch, const plan_options& base,
                                    const plan_strategy& stage_strategy, const pipeline_shape& s,
                                    std::optional<recompute_mode> recompute, std::uint64_t seed = 1,
                                    bool with_gap = true, bool runner_ups = true,
-                                   std::optional<double> replay_below = std::nullopt) {
-  plan_options sub = base;
-  sub.mesh = stage_mesh(base.mesh, s.stages);
-  sub.memory_limit = memory_limit_of(base) * s.stages;
+                                   std::optional<double> replay_below = std::nullopt, const step_settings& gathering = {}) {
   step_settings pin;
   pin.recompute = recompute;
   pin.with_gap = with_gap;
   pin.runner_ups = runner_ups;
-  pin.replay_below = -std::numeric_limits<double>::infinity();  // the stages are replayed instead
-  if (!megatron_microbatches(stage_strategy, sub.mesh, batch)) pin.microbatches = s.microbatches;  // else its mbs says
-  micro_batched_plan layouts = plan_micro_batched(build, batch, sub, stage_strategy, pin, seed);
-  pipeline_shape shape = s;
-  shape.microbatches = layouts.microbatches;
-  return detail::price_pipeline(std::move(layouts), shape, base, replay_below);
+  pin.regather_inputs = gathering.regather_inputs;
+  pin.reshard_after_forward = gathering.reshard_after_forward;
+  pipeline_plan best = detail::plan_pipeline_pinned(build, batch, base, stage_strategy, s, pin, seed, replay_below);
+  for (const gathered_kind kind : {gathered_kind::input, gathered_kind::param}) {
+    std::optional<bool>& open = kind == gathered_kind::input ? pin.regather_inputs : pin.reshard_after_forward;
+    if (open || !(best.feasible || !best.replayed) || !gathers_again(*best.layouts.problem, best.layouts.result.pick, kind)) continue;
+    step_settings kept = pin;  // the best's other choice, this one kept through the step
+    kept.regather_inputs = kind == gathered_kind::input ? false : best.layouts.problem->options().regather_inputs;
+    kept.reshard_after_forward = kind == gathered_kind::param ? false : best.layouts.problem->options().reshard_after_forward;
+    pipeline_plan p = detail::plan_pipeline_pinned(build, batch, base, stage_strategy, s, kept, seed, replay_below);
+    if (detail::better_pipeline(p, best)) best = std::move(p);
+    else if (p.replayed && !p.feasible && p.time < best.time) best.faster_over = p.time;
+  }
+  return best;
 }
 
 namespace detail {
@@ -73,13 +110,6 @@ inline std::vector<int> pipeline_microbatch_counts(std::int64_t batch, int p) {
   return r;
 }
 
-// Better: feasible first, then faster; among infeasible, less memory.
-inline bool better_pipeline(const pipeline_plan& a, const pipeline_plan& b) {
-  if (a.feasible != b.feasible) return a.feasible;
-  if (!a.feasible) return a.peak_memory() < b.peak_memory();
-  return a.time < b.time * (1 - 1e-9);
-}
-
 
 // The state of search_pipeline: the points tried (a point: indices into the stage counts, the
 // micro-batch counts and the recomputations it tries) and the best so far.
@@ -89,7 +119,7 @@ class pipeline_search {
 
   pipeline_search(const std::function<graph(int)>& build_model, std::int64_t batch, const plan_options& base,
                   const step_settings& pin, std::uint64_t seed, int max_points)
-      : build_model_(build_model), batch_(batch), base_(base), seed_(seed), max_points_(max_points) {
+      : build_model_(build_model), batch_(batch), base_(base), pin_(pin), seed_(seed), max_points_(max_points) {
     build_ = [this](int m) { return graph(kept_graph(graphs_, build_model_, m)); };
     const int units = int(pipeline_units(build_(1)).size());
     for (int d : divisors(base.mesh[0]))
@@ -153,7 +183,7 @@ class pipeline_search {
       const pipeline_plan* best = best_ ? &*seen_[*best_] : nullptr;
       slot = plan_pipeline(build_, batch_, base_, strategy::automatic{}, sh, at(rs_, std::get<2>(x)), seed_,
                            /*with_gap=*/false, /*runner_ups=*/false,
-                           best && best->feasible ? std::optional<double>(best->time) : std::nullopt);
+                           best && best->feasible ? std::optional<double>(best->time) : std::nullopt, pin_);
     } catch (const error&) {  // the batch does not split that way: no such point
     }
     if (slot && (!best_ || better_pipeline(*slot, *seen_[*best_]))) best_ = x;
@@ -172,6 +202,7 @@ class pipeline_search {
   std::function<graph(int)> build_;
   std::int64_t batch_;
   const plan_options& base_;
+  step_settings pin_;  ///< the caller's pins (its regathering and resharding reach every point)
   std::uint64_t seed_;
   int max_points_;
   std::vector<int> ps_, ms_;  ///< stage counts and micro-batch counts tried
@@ -209,7 +240,7 @@ inline pipeline_plan plan_megatron_pipeline(const std::function<graph(int)>& bui
     pipeline_shape sh = shape;
     sh.microbatches = c;
     try {
-      pipeline_plan p = plan_pipeline(build, batch, base, inner, sh, pin.recompute, seed, true, true, replay_below);
+      pipeline_plan p = plan_pipeline(build, batch, base, inner, sh, pin.recompute, seed, true, true, replay_below, pin);
       if (!best || detail::better_pipeline(p, *best)) best = std::move(p);
     } catch (const layout_error& e) {  // a micro-batch the stage layout cannot split: no such plan
       if (!unsplit) unsplit = e;
@@ -224,7 +255,7 @@ inline pipeline_plan plan_megatron_pipeline(const std::function<graph(int)>& bui
       pipeline_shape sh = shape;
       sh.microbatches = c;
       try {
-        pipeline_plan p = plan_pipeline(build, batch, base, inner, sh, r, seed);
+        pipeline_plan p = plan_pipeline(build, batch, base, inner, sh, r, seed, true, true, std::nullopt, pin);
         if (detail::better_pipeline(p, *best)) best = std::move(p);
       } catch (const layout_error&) {  // as above
       }

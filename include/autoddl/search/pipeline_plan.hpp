@@ -62,6 +62,10 @@ struct pipeline_plan {
   /// than a feasible rival need not be (detail::price_pipeline's `replay_below`): it cannot
   /// beat the rival whatever its memory, so its peaks stay 0 and feasible false.
   bool replayed = true;
+  /// The step time of this shape keeping what this plan gathers again for backward, where that
+  /// is faster but over the memory limit (plan_pipeline): a descent reads it as a faster
+  /// neighbour over the limit, one more knob of memory away (megatron_layouts.hpp's round).
+  std::optional<double> faster_over;
   /// The highest replayed peak of any stage (stage_figures::peak).
   double peak_memory() const {
     double r = 0;

@@ -96,6 +96,7 @@ struct plan_layouts {
   dtype type = dtype::fp32;
   int microbatches = 1;
   recompute_mode recompute = recompute_mode::none;
+  bool regather_inputs = false, reshard_after_forward = false;  ///< plan's; false in files without them
   std::vector<int> stage_first_ops{0};
   std::vector<signature> ops;
   std::vector<param_choice> params;
@@ -194,6 +195,8 @@ inline plan plan_from_file(shared_graph g, const plan_layouts& l, const nlohmann
   p.type = l.type;
   p.microbatches = l.microbatches;
   p.recompute = l.recompute;
+  p.regather_inputs = l.regather_inputs;
+  p.reshard_after_forward = l.reshard_after_forward;
   p.stage_first_ops = l.stage_first_ops;
   const graph& model = p.g();
   if (l.ops.size() != model.ops.size() || l.params.size() != model.params.size())

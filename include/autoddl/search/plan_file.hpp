@@ -7,7 +7,10 @@
 //    "optimizer": "adam", "strategy": "auto",
 //    "model_hash": "61797364c227827b" (the model's content hash, model_hash: a changed model is refused),
 //    "model_path": "../models/m.json" (a model file's path from the plan's folder; absent for a zoo model),
-//    "schedule": {"microbatches": 2, "recompute": "full", "stages": 1},
+//    "schedule": {"microbatches": 2, "recompute": "full", "stages": 1,
+//                 "regather_inputs": true, "reshard_after_forward": true} (plan::regather_inputs and
+//                 ::reshard_after_forward; a version 2 file without them was priced without
+//                 either and reads as false),
 //    (a pipeline plan, search/pipeline.hpp: "stages": 2, "chunks": 1, "cuts": [0, 41] (the first op
 //     of each stage), "pipeline_mesh": [4, 2] (every device); "mesh" is then one stage's mesh,
 //     on which the layouts are given, e.g. [2, 2])
@@ -75,6 +78,7 @@ struct plan_file {
   mesh_shape mesh;
   int microbatches = 1, stages = 1, chunks = 1;
   recompute_mode recompute = recompute_mode::none;
+  bool regather_inputs = false, reshard_after_forward = false;  ///< absent from older files: false
   std::vector<int> cuts{0};     ///< the first op of each stage
   mesh_shape pipeline_mesh;     ///< every stage's devices (== mesh without a pipeline)
   std::vector<op_layouts> ops;
@@ -124,7 +128,12 @@ inline nlohmann::json plan_file_json(const plan_problem& problem, const plan_res
           {"dtype", std::string(to_string(o.type))},
           {"optimizer", std::string(to_string(o.opt))},
           {"strategy", to_string(r.strategy)},
-          {"schedule", {{"microbatches", o.microbatches}, {"recompute", std::string(to_string(o.recompute))}, {"stages", 1}}},
+          {"schedule",
+           {{"microbatches", o.microbatches},
+            {"recompute", std::string(to_string(o.recompute))},
+            {"regather_inputs", o.regather_inputs},
+            {"reshard_after_forward", o.reshard_after_forward},
+            {"stages", 1}}},
           {"ops", ops},
           {"params", params},
           {"boxing", plan_boxing_json(plan_of(problem, r.pick))},
@@ -228,6 +237,9 @@ inline void read_plan_schedule(const plan_reader& r, const nlohmann::json& j, pl
   } catch (const error& e) {
     r.bad(std::string("field 'schedule.recompute': ") + e.what());
   }
+  // optional: files written before these fields were priced keeping gathered copies
+  if (sc.contains("regather_inputs")) p.regather_inputs = r.get<bool>(sc, "regather_inputs");
+  if (sc.contains("reshard_after_forward")) p.reshard_after_forward = r.get<bool>(sc, "reshard_after_forward");
   p.stages = r.get<int>(sc, "stages");
   if (p.stages < 1) r.bad("field 'schedule.stages' must be at least 1");
   p.pipeline_mesh = p.mesh;
@@ -442,6 +454,8 @@ inline plan plan_value_of(const plan_file& f, shared_graph g) {
   l.type = parse_dtype(f.dtype);
   l.microbatches = f.microbatches;
   l.recompute = f.recompute;
+  l.regather_inputs = f.regather_inputs;
+  l.reshard_after_forward = f.reshard_after_forward;
   l.stage_first_ops = f.cuts;
   for (std::size_t i = 0; i < f.ops.size(); ++i) {
     if (f.ops[i].name != model.ops[i].name || f.ops[i].kind != to_string(model.ops[i].kind))

@@ -25,6 +25,8 @@ inline plan plan_of(const plan_problem& problem, const std::vector<int>& pick, s
   r.type = o.type;
   r.microbatches = o.microbatches;
   r.recompute = o.recompute;
+  r.regather_inputs = o.regather_inputs;
+  r.reshard_after_forward = o.reshard_after_forward;
   r.stage_first_ops = std::move(stage_first_ops);
   const int nops = int(g.ops.size());
   resize(r.ops, nops);

@@ -59,11 +59,21 @@ struct plan_options {
   std::vector<std::vector<int>> allowed{};
   /// Micro-batches per step (gradient accumulation). The problem's graph is ONE micro-batch (its
   /// batch is the step's batch / microbatches, build_model(spec, microbatches)): ops and
-  /// activation edges run once per micro-batch, parameters are gathered once per step and their
+  /// activation edges run once per micro-batch, parameters are gathered once per step (or, resharded
+  /// after forward, for each micro-batch's forward and backward) and their
   /// gradients accumulated over the micro-batches and synchronised once.
   int microbatches = 1;
   /// What the repeated blocks recompute in backward (cost/memory.hpp).
   recompute_mode recompute = recompute_mode::none;
+  /// Whether an input copy that gathers and that its op's backward reads is freed after forward
+  /// and gathered again for backward (plan::regather_inputs): the forward boxing once more per
+  /// micro-batch, its source kept instead of the copy.
+  bool regather_inputs = true;
+  /// Whether gathered parameters are gathered for each op's forward and again for its backward
+  /// and freed after each (plan::reshard_after_forward): the gather 2 x microbatches times a step
+  /// instead of once, the gathered copy a transient instead of kept through the step. On unless
+  /// a caller pins it off (plan_micro_batched tries both where a plan gathers parameters).
+  bool reshard_after_forward = true;
   /// Also offer ZeRO-2's parameter layouts (optimizer state and gradient in the storage's
   /// slices; param_choice::update) and ZeRO-1's (each gradient summed whole, then
   /// reduce-scattered once). Off unless a plan asks for them (strategy zero:stage=2 sets the

@@ -27,7 +27,8 @@
 //
 // A step of m micro-batches (plan_options::microbatches; the graph is one micro-batch) is priced
 // as the trainer runs it: every op and activation edge m times (time and bytes); parameters
-// gathered once per step and kept, their gradient contributions accumulated over the
+// gathered once per step and kept (or, resharded after forward, gathered for each micro-batch's
+// forward and backward: plan_options::reshard_after_forward), their gradient contributions accumulated over the
 // micro-batches in the compute layout and boxed to the summing layout once (a parameter edge
 // whose gradient boxes holds that accumulation buffer through the step when m > 1, in place of
 // its share of the stored gradient); memory

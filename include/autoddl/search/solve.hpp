@@ -266,7 +266,11 @@ inline void attach_optimal_gap(const plan_problem& problem, std::uint64_t seed, 
   if (ex.result && adopt) {
     const objective obj = problem.make_objective();
     kept_descent d = descend_keeping_state(problem.untied(), obj, ex.result->pick);
-    if (obj.rank(d.result.totals) < obj.rank(problem.untied().evaluate(r.pick))) {
+    // faster as well as better ranked: the additive memory is an upper bound that the caller may
+    // have checked against the replayed step already (r.feasible), so a plan it calls over the
+    // limit is not traded for a slower one on that bound alone
+    const cost_terms mine = problem.untied().evaluate(r.pick);
+    if (obj.rank(d.result.totals) < obj.rank(mine) && obj.time(d.result.totals) < obj.time(mine)) {
       const double searched = problem.untied().evaluate(r.pick).serial_time();
       r.pick = std::move(d.result.pick);
       r.totals = problem.untied().evaluate(r.pick);

@@ -17,9 +17,13 @@
 //   per micro-batch: boxed input copies, model inputs (token ids and labels are int64), op
 //               outputs until their last reader, saved products (attention probabilities) and
 //               row statistics (layernorm, cross-entropy: statistic_t), output gradients (dy);
-//   per step:   gathered parameters (boxed at micro-batch 0, freed at the last one's backward),
-//               gradient accumulators in the compute layout, summed gradients, the synchronised
-//               gradients (freed when the next step begins).
+//   per step:   gathered parameters (boxed at micro-batch 0, freed at the last one's backward;
+//               where the plan reshards after forward, an op's are gathered for its forward and
+//               again for its backward or rerun, and freed after each), gradient accumulators in
+//               the compute layout, summed gradients, the synchronised gradients (freed when the
+//               next step begins);
+//   regathered  a copy the plan boxes again for backward (step_schedule::reboxed_before) lives
+//               from then until its op's backward; its source is held in its place.
 // What a kernel or a boxing path allocates and frees inside itself is not sampled (nor priced
 // here: the breakdown's transient term bounds it).
 // A pipeline stage runs its range of ops in the 1F1B order (plan/pipeline_order.hpp): several
@@ -212,6 +216,7 @@ class step_memory_replay {
       forward_op(b, i, k);
       release_after_forward(b, i, b.pending, false);
       drop_recomputed(b, i);
+      if (paths_.reshard_after_forward) drop(at(gathered_, i));
       sample(i, false);
     }
     return b;
@@ -225,13 +230,15 @@ class step_memory_replay {
       const bool model_input = at(model_.op_inputs, i)[j].op < 0;
       if (model_input || paths_.boxes_input(i, j)) add(in[j] = input_bytes(i, j));
     }
-    for (std::size_t j = 0; j < n.param_ids.size() && k == 0; ++j)
-      if (paths_.param(i, j).forward.size() > 0) {
-        const std::int64_t bytes = param_compute_bytes(i, j);
-        at(gathered_, i) += bytes;
-        add(bytes);
-      }
+    if (k == 0 || paths_.reshard_after_forward) gather_params(i);
     run_forward(b, i);
+  }
+  // Op i's gathered parameters (the slots whose forward path boxes), unless held already.
+  void gather_params(int i) {
+    if (at(gathered_, i) != 0) return;
+    for (std::size_t j = 0; j < at(model_.ops, i).param_ids.size(); ++j)
+      if (paths_.param(i, j).forward.size() > 0) at(gathered_, i) += param_compute_bytes(i, j);
+    add(at(gathered_, i));
   }
   // op_forward: new outputs and saved products replace what op i held.
   void run_forward(buffers& b, int i) {
@@ -281,6 +288,7 @@ class step_memory_replay {
           drop(at(b.inputs, o)[j]);
           add(at(b.inputs, o)[j] = input_bytes(o, j));
         }
+      gather_params(o);
       run_forward(b, o);
       release_after_forward(b, o, pending, true);
       sample(o, true);
@@ -297,6 +305,9 @@ class step_memory_replay {
     for (int i = end_ - 1; i >= first_; --i) {
       if (schedule_->fully_recomputed(i) && schedule_->last_of_block(i)) recompute_block(b, at(model_.block, i));
       if (at(b.dy, i) == 0) add(at(b.dy, i) = output_bytes(i));
+      for (const input_slot s : schedule_->reboxed_before(i))
+        if (std::int64_t& copy = at(b.inputs, s.op)[std::size_t(s.input)]; copy == 0) add(copy = input_bytes(s.op, std::size_t(s.input)));
+      if (paths_.reshard_after_forward) gather_params(i);
       if (schedule_->selectively_recomputed(i)) run_forward(b, i);
       backward_op(b, i, last);
     }
@@ -346,7 +357,7 @@ class step_memory_replay {
     drop(at(b.outputs, i));
     drop(at(b.saved, i));
     for (std::int64_t& x : at(b.inputs, i)) drop(x);
-    if (last) drop(at(gathered_, i));
+    if (last || paths_.reshard_after_forward) drop(at(gathered_, i));
     sample(i, true);
   }
 

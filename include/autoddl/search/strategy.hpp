@@ -91,9 +91,10 @@ struct megatron {
 ///      are then all-gathered; gradients are summed whole, then reduce-scattered once;
 ///   2  gradients too (P_os+g): each gradient is reduce-scattered as backward produces it;
 ///   3  parameters too (P_os+g+p, the default): stored sharded, gathered before each use.
-/// Every stage sends what data parallelism sends (a reduce-scatter and an all-gather, as one
-/// all-reduce): stage 3's executor gathers each weight once per step and keeps the copy for its
-/// backward (the paper gathers it again there, 1.5x, to hold less).
+/// Stages 1 and 2 send what data parallelism sends (a reduce-scatter and an all-gather, as one
+/// all-reduce). Stage 3 resharding after forward (plan_options::reshard_after_forward) gathers
+/// each weight for its forward and again for its backward, 1.5x, as the paper does; keeping the
+/// gathered copy to the backward it sends what data parallelism sends and holds the copies.
 struct zero {
   int stage = 3;
   friend constexpr bool operator==(zero, zero) = default;

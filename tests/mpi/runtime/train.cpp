@@ -27,6 +27,7 @@
 #include <optional>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "autoddl/models/model_file.hpp"
@@ -159,14 +160,21 @@ bool drawable(const plan_problem& problem, op_kind kind) {
   return false;
 }
 
-/// What a step runs: micro-batches (the graph is one of them) and recomputation.
+/// What a step runs: micro-batches (the graph is one of them), recomputation, whether gathered
+/// inputs and parameters are gathered again for backward, and the plan: random draws, or an
+/// expert strategy's plan where `strategy` names one.
 struct schedule {
   int microbatches = 1;
   recompute_mode recompute = recompute_mode::none;
+  bool regather = true;
+  bool reshard = true;
+  std::string strategy{};
 };
 
 std::string to_string(const schedule& sc) {
-  return std::to_string(sc.microbatches) + " micro-batches, recompute " + std::string(autoddl::to_string(sc.recompute));
+  return std::to_string(sc.microbatches) + " micro-batches, recompute " + std::string(autoddl::to_string(sc.recompute)) +
+         ", regather " + (sc.regather ? "on" : "off") + ", reshard " + (sc.reshard ? "on" : "off") +
+         (sc.strategy.empty() ? "" : ", strategy " + sc.strategy);
 }
 
 /// Losses of every step, then parameters and gradients after the last, of one training run (and
@@ -298,16 +306,20 @@ void check_model(const std::string& spec, int plans, optimizer opt, schedule sc 
     o.type = precision<T>::type;
     o.microbatches = sc.microbatches;
     o.recompute = sc.recompute;
+    o.regather_inputs = sc.regather;
+    o.reshard_after_forward = sc.reshard;
     o.opt = opt;              // priced with the optimizer state the trainer keeps
     o.zero1_layouts = true;   // random plans draw ZeRO-1's and ZeRO-2's parameter layouts too
     o.zero2_layouts = true;
     plan_problem problem(g, o);
     for (int k = 0; k < testing::sampled(plans); ++k) {
       const std::uint64_t seed = 1000 * std::uint64_t(ranks) + 17 * std::uint64_t(k) + std::uint64_t(m.size()) +
-                                 100 * std::uint64_t(sc.microbatches - 1) + 7 * std::uint64_t(sc.recompute);
+                                 100 * std::uint64_t(sc.microbatches - 1) + 7 * std::uint64_t(sc.recompute) +
+                                 (sc.regather ? 0 : 3) + (sc.reshard ? 0 : 5);
       INFO(spec << " on mesh " << to_string(m) << ", " << to_string(sc) << ", random plan seed " << seed);
       // odd plans of a context-parallel draw keep the uniform draw's attention layouts
-      std::vector<int> pick = random_plan(problem, seed, k % 2 == 0 ? draw : plan_draw::uniform);
+      std::vector<int> pick = sc.strategy.empty() ? random_plan(problem, seed, k % 2 == 0 ? draw : plan_draw::uniform)
+                                                  : solve_plan(problem, parse_strategy(sc.strategy)).pick;
       const op_kind drawn = draw == plan_draw::expert_parallel ? op_kind::experts : op_kind::attention;
       const int cp_cores = context_parallel_cores(problem, pick, drawn);
       if (draw != plan_draw::uniform && k % 2 == 0 && drawable(problem, drawn)) CHECK(cp_cores > 0);
@@ -529,6 +541,29 @@ TEST_CASE("random plans of VGG and an MLP with micro-batches and recomputation t
   check_model("mlp:layers=3,hidden=32,batch=16,in=16,out=8", 1, optimizer::adam, schedule{4, recompute_mode::full});
   check_model("mlp:layers=3,hidden=32,batch=16,in=16,out=8", 1, optimizer::adam, schedule{2, recompute_mode::selective},
               false);
+}
+
+// Gathering again for backward: random plans of GPT and the tiny LLaMA (context-parallel
+// attention among them: its k and v are gathered copies its backward reads) with regathering and
+// resharding each on and off; a sequence-parallel Megatron plan (each column-parallel linear's
+// input all-gathered from sequence shards), alone and under selective recomputation; and
+// ZeRO-3 plans of 2 micro-batches (every weight gathered for each forward and backward; a batch
+// of 16, whose micro-batches split over 8 ranks), alone and under full recomputation.
+TEST_CASE("random plans that gather inputs or parameters again for backward train like serial execution",
+          "[mpi][runtime][gpt][llama][regather]") {
+  const std::string gpt = "gpt:layers=2,hidden=32,heads=4,seq=16,batch=8,vocab=64";
+  const std::string gpt16 = "gpt:layers=2,hidden=32,heads=4,seq=16,batch=16,vocab=64";
+  const std::string tiny_llama16 = "llama:layers=2,hidden=32,heads=4,kv_heads=2,ffn=48,seq=16,batch=16,vocab=64";
+  for (const auto& [regather, reshard] : {std::pair{false, false}, std::pair{true, false}, std::pair{false, true}}) {
+    schedule sc{2, recompute_mode::none, regather, reshard};
+    check_model(gpt, 1, optimizer::sgd_momentum, sc, false);
+    sc.recompute = recompute_mode::selective;
+    check_model(tiny_llama, 1, optimizer::adam, sc, false, oracle::equal, plan_draw::context_parallel);
+  }
+  check_model(gpt, 1, optimizer::sgd_momentum, schedule{1, recompute_mode::none, true, true, "megatron:sp=1"});
+  check_model(tiny_llama, 1, optimizer::adam, schedule{2, recompute_mode::selective, true, true, "megatron:sp=1"});
+  check_model(gpt16, 1, optimizer::sgd_momentum, schedule{2, recompute_mode::none, true, true, "zero"});
+  check_model(tiny_llama16, 1, optimizer::adam, schedule{2, recompute_mode::full, true, true, "zero"}, false);
 }
 
 TEST_CASE("m micro-batches of batch/m rows train like one batch (gradient accumulation)", "[mpi][runtime][schedule]") {

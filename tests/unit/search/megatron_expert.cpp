@@ -44,12 +44,15 @@ double megatron_block_bytes(double b, double s, double h, double e, int d, int t
 
 // Bytes per device per step of the plan `strategy` of model g on mesh (dgx-a100, fp32; zero:
 // the ZeRO stages' layouts offered), which must need no note (every op placed by the rules).
-double plan_bytes(const graph& g, const mesh_shape& mesh, const std::string& strategy, bool zero = false) {
+// `reshard`: whether gathered parameters are gathered again for backward (plan_options::
+// reshard_after_forward; gathered inputs are gathered again in every plan here).
+double plan_bytes(const graph& g, const mesh_shape& mesh, const std::string& strategy, bool zero = false, bool reshard = true) {
   plan_options o;
   o.mesh = mesh;
   o.hw = load_hardware("dgx-a100");
   o.type = dtype::fp32;
   o.zero1_layouts = o.zero2_layouts = zero;
+  o.reshard_after_forward = reshard;
   const plan_problem problem(g, o);
   const plan_result r = solve_plan(problem, parse_strategy(strategy));
   CHECK(r.notes.empty());
@@ -198,11 +201,15 @@ TEST_CASE("megatron with sp sends one all-gather and one reduce-scatter per sequ
           "[search][experts][closed-form]") {
   // Korthikanti et al. 2022, section 4.2.2: per block forward, an all-gather of b s h before
   // attention's q, k, v (one, for all three) and before the MLP, a reduce-scatter after each
-  // row-parallel layer; backward the same: the bytes of the 4 all-reduces without sp.
+  // row-parallel layer; backward the same (the bytes of the 4 all-reduces without sp), and the
+  // two all-gathers once more: the linears' weight gradients read the gathered inputs, which are
+  // kept as sequence shards and gathered again, (t - 1) / t of the b / d sequences each.
   for (const mesh_shape& mesh : {mesh_shape{2}, mesh_shape{4}, mesh_shape{8}, mesh_shape{2, 2}, mesh_shape{2, 4}}) {
     const int d = mesh.size() == 1 ? 1 : mesh[0], t = mesh[mesh.size() - 1];
     CAPTURE(to_string(mesh));
-    CHECK(megatron_plan_block_bytes(mesh, "megatron:sp=1") == Approx(megatron_block_bytes(8, 256, 512, 4, d, t)).epsilon(1e-12));
+    const double regathered = 2 * (t - 1.0) / t * (8.0 / d) * 256 * 512 * 4;  // fp32
+    CHECK(megatron_plan_block_bytes(mesh, "megatron:sp=1") ==
+          Approx(megatron_block_bytes(8, 256, 512, 4, d, t) + regathered).epsilon(1e-12));
   }
 }
 
@@ -211,18 +218,21 @@ TEST_CASE("dp and every ZeRO stage send 2 (n - 1) / n of the parameters per devi
   // Data parallelism all-reduces every gradient (a ring: reduce-scatter then all-gather, 2 (n - 1)
   // / n of it per device); ZeRO (Rajbhandari et al. 2020, section 7) sends the same volume at every
   // stage: stages 1 and 2 reduce-scatter the gradients and all-gather the updated slices, stage 3
-  // all-gathers each weight before use (the executor keeps the copy for backward) and
-  // reduce-scatters its gradient. An MLP: no activation crosses devices when the batch splits.
+  // all-gathers each weight before use and keeps the copy for backward (reshard off) and
+  // reduce-scatters its gradient. Resharding after forward, stage 3 all-gathers each weight again
+  // for backward: 3 (n - 1) / n, the paper's 1.5x (section 7.2.2). An MLP: no activation crosses
+  // devices when the batch splits.
   // On a 2-D mesh the collectives run axis by axis: 2 (b - 1) / b of it on the inner axis, then
   // 2 (a - 1) / a of the 1 / b slice on the outer, 2 (n - 1) / n in all.
   const graph g = build_model("mlp:layers=3,hidden=64,batch=32,in=16,out=8");
   const double params = double(param_count(g));
   for (const mesh_shape& mesh : {mesh_shape{2}, mesh_shape{4}, mesh_shape{8}, mesh_shape{2, 2}, mesh_shape{2, 4}}) {
+    const double n = double(mesh.devices());
     for (const char* strategy : {"dp", "zero:stage=1", "zero:stage=2", "zero"}) {
-      const double n = double(mesh.devices());
       CAPTURE(to_string(mesh), strategy);
-      CHECK(plan_bytes(g, mesh, strategy, true) == Approx(2.0 * (n - 1) / n * params * 4).epsilon(1e-12));
+      CHECK(plan_bytes(g, mesh, strategy, true, false) == Approx(2.0 * (n - 1) / n * params * 4).epsilon(1e-12));
     }
+    CHECK(plan_bytes(g, mesh, "zero", true, true) == Approx(3.0 * (n - 1) / n * params * 4).epsilon(1e-12));
   }
 }
 
@@ -231,7 +241,8 @@ TEST_CASE("on GPT (a tied embedding) dp and ZeRO-1 and 2 send 2 (n - 1) / n of t
   // Data parallelism moves no activation. DDP and DeepSpeed's ZeRO-1 and 2 synchronise the tied
   // weight (wte: the embedding and the LM head) once: autograd adds its uses' contributions
   // before the reduce hook runs. Stage 3 here gathers it for each use (the copy kept for
-  // backward) and reduce-scatters each use's contribution: 2 (n - 1) / n of it twice.
+  // backward) and reduce-scatters each use's contribution: 2 (n - 1) / n of it twice; resharding
+  // after forward, it gathers every weight again for backward: 1.5 times that.
   const graph g = build_model("gpt:layers=2,hidden=512,heads=8,seq=256,batch=8,vocab=1024");
   const double params = double(param_count(g)), tied = 1024.0 * 512;
   for (const mesh_shape& mesh : {mesh_shape{4}, mesh_shape{2, 2}, mesh_shape{2, 4}}) {
@@ -239,7 +250,8 @@ TEST_CASE("on GPT (a tied embedding) dp and ZeRO-1 and 2 send 2 (n - 1) / n of t
       const double ring = 2.0 * double(mesh.devices() - 1) / double(mesh.devices());
       const double closed = ring * (params + (std::string(strategy) == "zero" ? tied : 0)) * 4;
       CAPTURE(to_string(mesh), strategy);
-      CHECK(plan_bytes(g, mesh, strategy, true) == Approx(closed).epsilon(1e-12));
+      CHECK(plan_bytes(g, mesh, strategy, true, false) == Approx(closed).epsilon(1e-12));
+      if (std::string(strategy) == "zero") CHECK(plan_bytes(g, mesh, strategy, true, true) == Approx(1.5 * closed).epsilon(1e-12));
     }
   }
 }
@@ -250,11 +262,13 @@ TEST_CASE("owt gathers the batch into each fully-connected layer and reduce-scat
   // outputs for the whole batch. A layer reads its input whole (an all-gather of the previous
   // layer's output shares, (n - 1) / n of b x hidden per device) and its input gradient comes
   // back as partial sums (a reduce-scatter, the same bytes); its weights are split, so no
-  // gradient is synchronised. On a 2-D mesh the shares span both axes: the same (n - 1) / n.
+  // gradient is synchronised. The weight gradient reads the gathered input, which the step keeps
+  // as its share and gathers again for backward: a third (n - 1) / n. On a 2-D mesh the shares
+  // span both axes: the same (n - 1) / n.
   for (const mesh_shape& mesh : {mesh_shape{2}, mesh_shape{4}, mesh_shape{8}, mesh_shape{2, 2}, mesh_shape{2, 4}}) {
     const double n = double(mesh.devices());
     CAPTURE(to_string(mesh));
-    CHECK(mlp_layer_bytes(mesh, "owt", 2, 1) == Approx(2 * (n - 1) / n * 64 * 256 * 4).epsilon(1e-12));
+    CHECK(mlp_layer_bytes(mesh, "owt", 2, 1) == Approx(3 * (n - 1) / n * 64 * 256 * 4).epsilon(1e-12));
   }
 }
 
@@ -262,8 +276,9 @@ TEST_CASE("owt on VGG-11: data-parallel convolutions, the flattened features gat
           "[search][experts][closed-form]") {
   // Every convolution's parameters all-reduced, 2 (n - 1) / n per device; the flattened last
   // feature map (b x 512) gathered into fc0 and its gradient reduce-scattered back; fc1 and fc2
-  // each gather their input (b x fc) and reduce-scatter its gradient; the logits, split on the
-  // classes, go to the loss split on the batch: an all-to-all each way, (n - 1) / n^2 of them.
+  // each gather their input (b x fc) and reduce-scatter its gradient; each of the three inputs
+  // gathered again for its layer's weight gradient; the logits, split on the classes, go to the
+  // loss split on the batch: an all-to-all each way, (n - 1) / n^2 of them.
   const int b = 16, fc = 64, classes = 16;
   const graph g = build_model("vgg11:image=32,classes=16,batch=16,fc=64");
   double conv_params = 0;
@@ -272,7 +287,7 @@ TEST_CASE("owt on VGG-11: data-parallel convolutions, the flattened features gat
   for (int n : {2, 4, 8}) {
     CAPTURE(n);
     const double share = (n - 1.0) / n;
-    const double closed = 2 * share * conv_params + 2 * share * b * 512 + 2 * (2 * share * b * fc) + 2 * share / n * b * classes;
+    const double closed = 2 * share * conv_params + 3 * share * b * 512 + 2 * (3 * share * b * fc) + 2 * share / n * b * classes;
     CHECK(plan_bytes(g, mesh_shape{n}, "owt") == Approx(closed * 4).epsilon(1e-12));
   }
 }

@@ -81,8 +81,9 @@ kept megatron_block_bytes(int tp, recompute_mode r, const std::string& spec = gp
     };
     const bool in_block = g.block[std::size_t(i)] >= 0;
     while (tp > 1 && !(in_block ? megatron_layout(n, problem.op_candidate(i, c)) : replicated(problem.op_candidate(i, c)))) ++c;
-    const double bytes =
-        double(problem.op_memory(i, c, device_work(g.ops[std::size_t(i)], problem.op_candidate(i, c), problem.options().mesh, 2)).activations);
+    const signature& sig = problem.op_candidate(i, c);
+    double bytes = double(problem.op_memory(i, c, device_work(g.ops[std::size_t(i)], sig, problem.options().mesh, 2)).activations);
+    for (std::size_t j = 0; j < n.inputs.size(); ++j) bytes += double(problem.kept_input_bytes(i, j, sig.inputs[j]));  // priced on its edge
     if (g.block[std::size_t(i)] == 0) k.block0 += bytes;
     k.all += bytes;
   }
@@ -470,9 +471,14 @@ TEST_CASE("ZeRO stages 1, 2 and 3 hold the paper's model-state bytes; 1 and 2 se
   const double dp_bytes = solve_plan(problem, strategy::dp{}).totals.bytes;
   CHECK(solve_plan(problem, parse_strategy("zero:stage=1")).totals.bytes == dp_bytes);
   CHECK(solve_plan(problem, parse_strategy("zero:stage=2")).totals.bytes == dp_bytes);
-  // stage 3 gathers each weight once per step and keeps the copy to its backward (the paper
-  // gathers twice, 1.5x): an all-gather and a reduce-scatter, as much again
-  CHECK(solve_plan(problem, parse_strategy("zero")).totals.bytes == dp_bytes);
+  // stage 3 resharding after forward gathers each weight for its forward and again for its
+  // backward, then reduce-scatters its gradient: 1.5x dp's bytes (the paper's section 7.2.2);
+  // keeping the gathered copy to the backward, one all-gather and a reduce-scatter, as much as dp
+  CHECK(solve_plan(problem, parse_strategy("zero")).totals.bytes == 1.5 * dp_bytes);
+  plan_options kept = o;
+  kept.reshard_after_forward = false;
+  plan_problem keeping(g, kept);
+  CHECK(solve_plan(keeping, parse_strategy("zero")).totals.bytes == dp_bytes);
   // offered ZeRO-2's layouts, the search starts from that plan too: never worse than it
   CHECK(solve_plan(problem, strategy::automatic{}).time <= solve_plan(problem, parse_strategy("zero:stage=2")).time * (1 + 1e-9));
 }

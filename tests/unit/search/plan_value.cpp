@@ -145,6 +145,32 @@ TEST_CASE("a pipeline plan file keeps its stages' first ops", "[search][plan]") 
   require_runs_alike(p, plan_of(problem, pick, {0, 9}));
 }
 
+TEST_CASE("a plan file says whether its step gathers again for backward; older files keep what they gathered",
+          "[search][plan][regather]") {
+  for (const bool regather : {true, false})
+    for (const bool reshard : {true, false}) {
+      plan_options o = options_on(mesh_shape{2, 2});
+      o.regather_inputs = regather;
+      o.reshard_after_forward = reshard;
+      const plan_problem problem(load_model(gpt), o);
+      const file_case c = file_of(gpt, problem, random_pick(problem, 11));
+      CHECK(c.file["schedule"]["regather_inputs"] == regather);
+      CHECK(c.file["schedule"]["reshard_after_forward"] == reshard);
+      const plan p = read_back(c);
+      CHECK(p.regather_inputs == regather);
+      CHECK(p.reshard_after_forward == reshard);
+    }
+  // a version 2 file written before the fields existed was priced keeping gathered copies and
+  // parameters through the step: it runs so
+  const plan_problem problem(load_model(gpt), options_on(mesh_shape{2, 2}));
+  file_case c = file_of(gpt, problem, random_pick(problem, 11));
+  c.file["schedule"].erase("regather_inputs");
+  c.file["schedule"].erase("reshard_after_forward");
+  const plan p = read_back(c);
+  CHECK(!p.regather_inputs);
+  CHECK(!p.reshard_after_forward);
+}
+
 TEST_CASE("forbid_planning makes the planner throw while it lives", "[search][plan]") {
   const graph g = load_model(gpt);
   {

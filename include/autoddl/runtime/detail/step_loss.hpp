@@ -1,14 +1,21 @@
 #pragma once
 // The loss of a training step on one device: its part of the global loss, the all-reduce that
-// sums the parts, the seed of backward, and the row statistics a vocab-parallel cross-entropy
-// all-reduces over the axes that split the logits.
+// sums the parts, the seed of backward, the row statistics a vocab-parallel cross-entropy
+// all-reduces over the axes that split the logits, and the stop on a loss or gradient that is
+// not finite.
+#include <cmath>
 #include <cstddef>
+#include <cstdint>
 #include <span>
+#include <string>
 #include <utility>
 #include <vector>
 
 #include "autoddl/backend/communicator.hpp"
 #include "autoddl/backend/device.hpp"
+#include "autoddl/error.hpp"
+#include "autoddl/index.hpp"
+#include "autoddl/models/graph.hpp"
 #include "autoddl/runtime/kernels/context.hpp"
 #include "autoddl/sbp/nd_sbp.hpp"
 
@@ -64,6 +71,25 @@ buffer_t<D, T> loss_seed(D& dev, const M& comm, const nd_sbp& l, int microbatche
   buffer_t<D, T> b = dev.template alloc<T>(h.size());
   dev.upload(std::span<const T>(h), dev.view(b));
   return b;
+}
+
+/// Stops training on a loss that is NaN or Inf (train_options::check_finite).
+[[noreturn]] inline void fail_non_finite_loss(double loss, std::int64_t step_index) {
+  fail<error>("step " + std::to_string(step_index) + ": the loss is " + (std::isnan(loss) ? "NaN" : "Inf") +
+              "; training stopped (lower the learning rate or check the inputs; train_options::check_finite "
+              "= false, autoddl-train --no-check-finite, turns this check off)");
+}
+
+/// Stops training on parameter p's gradient holding NaN or Inf, naming the ops that use p.
+[[noreturn]] inline void fail_non_finite_gradient(const graph& g, int p, std::int64_t step_index) {
+  std::string users;
+  for (const op_node& op : g.ops)
+    for (int q : op.param_ids)
+      if (q == p) users += (users.empty() ? "'" : ", '") + op.name + "'";
+  fail<error>("step " + std::to_string(step_index) + ": the gradient of parameter '" + at(g.params, p).name +
+              "' (used by op " + users + ") holds NaN or Inf; training stopped (lower the learning rate or "
+              "check the inputs; train_options::check_finite = false, autoddl-train --no-check-finite, turns "
+              "this check off)");
 }
 
 /// x reduced (sum or max) over the devices of communicator c, through the device's memory (the

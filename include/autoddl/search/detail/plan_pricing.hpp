@@ -17,6 +17,7 @@
 #include "autoddl/cost/memory.hpp"
 #include "autoddl/cost/step_time.hpp"
 #include "autoddl/ops/kernel_key.hpp"
+#include "autoddl/plan/step_schedule.hpp"
 #include "autoddl/search/detail/plan_candidates.hpp"
 #include "autoddl/search/kernel_prices.hpp"
 #include "autoddl/search/problem.hpp"
@@ -64,6 +65,16 @@ class plan_pricing : public plan_candidates {
     return edge_boxings<boxing_path>(e, cu, cv, [this](const nd_sbp& from, const nd_sbp& to, int shape) {
       return book_->box_locked(from, to, shape);
     });
+  }
+
+  /// Whether activation edge e's copy is freed after forward and boxed again from its kept source
+  /// for backward under picks cu, cv (plan_options::regather_inputs; plan/step_schedule.hpp).
+  bool regathers(int e, int cu, int cv) const {
+    const edge_info& ei = at(edges_, e);
+    return !ei.param && options_.regather_inputs &&
+           regathers_input(at(model_->ops, ei.to_node), at(model_->block, ei.to_node), std::size_t(ei.tensor_index),
+                           source_layout(e, cu), at(op_candidate(ei.to_node, cv).inputs, ei.tensor_index), options_.mesh,
+                           options_.recompute);
   }
 
   /// The priced path from -> to for a tensor of shape s (boxing_cost on this problem's mesh).
@@ -157,7 +168,24 @@ class plan_pricing : public plan_candidates {
       for (int k = 0; k < int(n.outputs.size()); ++k)
         if (at(at(read_by_other_block_, op), k)) kept += bytes(at(n.outputs, k), at(sig.outputs, k));
     m.activations = std::int64_t(kept);
+    for (std::size_t j = 0; j < n.inputs.size(); ++j) m.activations -= kept_input_bytes(op, j, sig.inputs[j]);  // its edge's
     return m;
+  }
+
+  /// Of what op `op` keeps for its backward, its share of input j's buffer laid out `l`: the
+  /// input read by its backward (or by a selectively recomputed op's rerun), shared by the
+  /// backwards that read the tensor, a block's worth under full recomputation. Priced on the
+  /// input's edge (edge_memory), which knows whether the step keeps that copy or, regathering,
+  /// its smaller source; 0 for a model input (op_memory keeps it).
+  std::int64_t kept_input_bytes(int op, std::size_t j, const nd_sbp& l) const {
+    const tensor_ref r = at(model_->op_inputs, op)[j];
+    const op_node& n = at(model_->ops, op);
+    const bool selective = recomputed(op) && options_.recompute == recompute_mode::selective;
+    if (r.op < 0 || (!selective && !backward_reads_of(n).input(j))) return 0;
+    double share = double(local_shape(at(n.inputs, j), layout{l, options_.mesh}).elements()) * element_bytes_ /
+                   double(at(at(readers_, r.op), r.index));
+    if (recomputed(op) && options_.recompute == recompute_mode::full) share /= double(blocks_);
+    return std::int64_t(share);
   }
 
   /// The measured or fitted price of op `op`'s kernel under candidate c, or source analytical.
@@ -250,12 +278,12 @@ class plan_pricing : public plan_candidates {
   // The terms of edge e under picks cu (its source) and cv (its consumer): the pair cost.
   cost_terms edge_terms(int e, int cu, int cv) const {
     const auto [fwd, bwd] = edge_summaries(e, cu, cv);
-    cost_terms t = edge_time_terms(e, cu, fwd, bwd);
+    cost_terms t = edge_time_terms(e, cu, cv, fwd, bwd);
     t.memory = double(edge_memory(e, cu, cv, fwd.steps > 0, bwd.steps > 0).total());
     return t;
   }
   // edge_terms but memory, from the paths' summaries.
-  cost_terms edge_time_terms(int e, int cu, const path_summary& fwd, const path_summary& bwd) const {
+  cost_terms edge_time_terms(int e, int cu, int cv, const path_summary& fwd, const path_summary& bwd) const {
     const edge_info& ei = at(edges_, e);
     cost_terms t;
     // Copies beside the collectives (cost/boxing_copies.hpp), on the step's own comm term; the
@@ -268,16 +296,39 @@ class plan_pricing : public plan_candidates {
     if (ei.param) t.comm_grad = bwd_s;
     else t.comm_bwd = bwd_s;
     t.bytes = double(fwd.bytes + bwd.bytes);
-    if (!ei.param) {
-      if (recomputed_inside(e)) {  // the forward boxing reruns with the block's forward
-        t.comm_bwd += t.comm_fwd;
-        t.bytes += double(fwd.bytes);
-      }
-      scale_per_micro_batch(t);
-    }
     // buffers: a path's largest intermediate is a transient; what edge_memory keeps lives on
     t.transient = std::max(fwd.buffer, bwd.buffer);
+    if (ei.param) {
+      if (options_.reshard_after_forward && fwd.steps > 0) {  // gathered for each forward and each backward
+        const double m = double(options_.microbatches);
+        t.comm_bwd = m * t.comm_fwd;
+        t.comm_fwd *= m;
+        t.bytes += double(2 * options_.microbatches - 1) * double(fwd.bytes);
+        t.transient = std::max(t.transient, double(compute_bytes(e, cv)));  // the op in flight's gathered copy
+      }
+      return t;
+    }
+    // the forward boxing runs again: with the block's rerun, or before the backward that reads
+    // its copy (regathered; its copy is then a transient)
+    if (recomputed_inside(e) || regathers(e, cu, cv)) {
+      t.comm_bwd += t.comm_fwd;
+      t.bytes += double(fwd.bytes);
+    }
+    if (regathers(e, cu, cv)) t.transient = std::max(t.transient, double(compute_bytes(e, cv)));
+    scale_per_micro_batch(t);
     return t;
+  }
+
+  // Bytes of edge e's tensor on one device in its consumer's layout under pick cv (the copy, or
+  // for a parameter edge the gathered parameter).
+  std::int64_t compute_bytes(int e, int cv) const {
+    const edge_info& ei = at(edges_, e);
+    const signature& sig = op_candidate(ei.to_node, cv);
+    const tensor_shape& s = ei.param ? at(model_->params, ei.from_node - int(model_->ops.size())).shape
+                                     : at(at(model_->ops, ei.producer).outputs, ei.producer_output);
+    return local_shape(s, layout{ei.param ? at(sig.params, ei.tensor_index) : at(sig.inputs, ei.tensor_index), options_.mesh})
+               .elements() *
+           element_bytes_;
   }
 
   // Whether activation edge e runs inside one block that recomputes its whole forward.
@@ -292,10 +343,8 @@ class plan_pricing : public plan_candidates {
     const edge_info& ei = at(edges_, e);
     memory_breakdown m;
     if (ei.param) {
-      const tensor_shape& s = at(model_->params, ei.from_node - int(model_->ops.size())).shape;
-      const nd_sbp comp = at(op_candidate(ei.to_node, cv).params, ei.tensor_index);
-      const std::int64_t bytes = local_shape(s, layout{comp, options_.mesh}).elements() * element_bytes_;
-      if (fwd_boxes) m.params = bytes;
+      const std::int64_t bytes = compute_bytes(e, cv);
+      if (fwd_boxes && !options_.reshard_after_forward) m.params = bytes;  // else a transient (edge_time_terms)
       if (bwd_boxes && options_.microbatches > 1) {
         // the accumulator becomes the summed, then the stored gradient (moved, not copied): it
         // replaces this use's share of the storage gradient param_memory counts
@@ -311,6 +360,9 @@ class plan_pricing : public plan_candidates {
       const nd_sbp& in = at(op_candidate(ei.to_node, cv).inputs, ei.tensor_index);
       m.activations = local_shape(at(at(model_->ops, ei.from_node).outputs, ei.producer_output), layout{in, options_.mesh}).elements() * element_bytes_;
     }
+    // the consumer's share of what it keeps of this input: the copy, or where it regathers its source
+    const nd_sbp& kept = regathers(e, cu, cv) ? source_layout(e, cu) : at(op_candidate(ei.to_node, cv).inputs, ei.tensor_index);
+    m.activations += kept_input_bytes(ei.to_node, std::size_t(ei.tensor_index), kept);
     return m;
   }
 
@@ -393,7 +445,7 @@ class plan_pricing : public plan_candidates {
     const nd_sbp& in = at(op_candidate(ei.to_node, cv).inputs, ei.tensor_index);
     t.comm_fwd = slack * lb(out, in);
     t.comm_bwd = slack * lb.between(in, true, out, true);
-    if (recomputed_inside(e)) t.comm_bwd += t.comm_fwd;
+    if (recomputed_inside(e) || regathers(e, cu, cv)) t.comm_bwd += t.comm_fwd;
     scale_per_micro_batch(t);
     return t;
   }
