@@ -81,7 +81,7 @@ inline chosen_plan plan_searched(const std::function<graph(int)>& build, std::in
   std::optional<pipeline_plan> p = search_pipeline(build, batch, o, pin, seed);
   const bool keep_flat = !p || !p->feasible || (c.plan.result.feasible && c.plan.result.time <= p->time);
   if (keep_flat && pin.runner_ups) attach_runner_ups(*c.plan.problem, c.plan.result);  // as plan_micro_batched would
-  if (keep_flat && pin.with_gap) attach_optimal_gap(*c.plan.problem, seed, c.plan.result);
+  if (keep_flat && pin.with_gap) adopt_exact_where_it_fits(c.plan, seed);
   if (!p) return c;
   if (keep_flat) {
     c.plan.result.notes.push_back(fmt::format("the best pipeline found ({} stages x {} micro-batches, recompute {}) takes "
@@ -128,7 +128,8 @@ inline chosen_plan plan_with_megatron_layouts(const std::function<graph(int)>& b
   chosen_plan r = m->pipeline ? detail::from_pipeline(std::move(*m->pipeline)) : chosen_plan{std::move(*m->flat), std::nullopt};
   r.plan.result.strategy = s;
   if (pin.runner_ups) attach_runner_ups(*r.plan.problem, r.plan.result);
-  if (pin.with_gap) attach_optimal_gap(*r.plan.problem, seed, r.plan.result, /*adopt=*/!r.pipeline);
+  if (pin.with_gap && r.pipeline) attach_optimal_gap(*r.plan.problem, seed, r.plan.result, /*adopt=*/false);
+  else if (pin.with_gap) adopt_exact_where_it_fits(r.plan, seed);
   r.plan.result.notes.push_back(fmt::format(
       "the fastest plan found is Megatron-LM's layout {} (the best of {} megatron layouts priced: tp, pp, cp, vpp, mbs "
       "and recompute searched, distributed optimizer and sequence parallelism on); the layout search's own best takes "

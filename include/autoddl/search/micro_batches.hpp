@@ -151,6 +151,21 @@ inline void price_peak(micro_batched_plan& p) {
   p.result.feasible = p.peak_bytes <= p.result.memory_limit.value_or(p.problem->make_objective().memory_limit);
 }
 
+/// attach_optimal_gap on p, whose peak was replayed: the exact reference's plan, adopted on the
+/// additive memory bound, is replayed too, and where the search's plan fit and the adopted one
+/// does not, the search's plan stays (with its gap to the reference).
+inline void adopt_exact_where_it_fits(micro_batched_plan& p, std::uint64_t seed) {
+  const plan_result searched = p.result;
+  const double searched_peak = p.peak_bytes;
+  attach_optimal_gap(*p.problem, seed, p.result);
+  if (p.result.pick == searched.pick) return;
+  price_peak(p);
+  if (p.result.feasible || !searched.feasible) return;
+  p.result = searched;
+  p.peak_bytes = searched_peak;
+  attach_optimal_gap(*p.problem, seed, p.result, /*adopt=*/false);
+}
+
 namespace detail {
 
 // `pin` with the micro-batch count and recomputation a megatron strategy's own knobs fix.
@@ -374,7 +389,7 @@ inline micro_batched_plan plan_micro_batched(const std::function<graph(int)>& bu
   if (searching && !single) {  // search_s: everything tried, the winner's runner-ups; then its gap
     if (pin.runner_ups) attach_runner_ups(*best.problem, best.result);
     best.result.search_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    if (pin.with_gap) attach_optimal_gap(*best.problem, seed, best.result);
+    if (pin.with_gap) adopt_exact_where_it_fits(best, seed);
   }
   return best;
 }
