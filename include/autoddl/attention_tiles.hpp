@@ -9,6 +9,8 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "autoddl/token_order.hpp"
+
 namespace autoddl {
 
 inline constexpr std::int64_t attention_query_tile = 64;  ///< query rows per tile
@@ -35,6 +37,32 @@ constexpr double attention_tile_scores(std::int64_t sq, std::int64_t sk, std::in
   }
   return n;
 }
+
+/// The scores of one head of one sequence whose local queries are `runs` (token_order.hpp) of
+/// natural positions, against sk keys in natural order: each run is tiled on its own, as the
+/// kernel calls it run by run.
+constexpr double attention_run_scores(const std::vector<token_run>& runs, std::int64_t sk, bool causal) {
+  double n = 0;
+  for (const token_run& r : runs) n += attention_tile_scores(r.length, sk, r.position, causal);
+  return n;
+}
+
+/// The scores of the busiest of `parts` devices splitting the queries of one head of one
+/// sequence of `seq` tokens contiguously, in the token order `order`: under a causal mask the
+/// last device where the order is natural, any device where it pairs chunks for a divisor of
+/// its parts. seq = 256, causal, 2 parts: natural 64 * 192 + 64 * 256 (the second half's two
+/// query tiles), balanced (chunks 0 and 3, 1 and 2 of 64) 64 * 64 + 64 * 256 = 64 * 128 + 64 * 192.
+constexpr double attention_busiest_scores(std::int64_t seq, std::int64_t parts, const token_order& order, bool causal) {
+  const std::int64_t sq = seq / parts;
+  double most = 0;
+  for (std::int64_t d = 0; d < parts; ++d)
+    most = std::max(most, attention_run_scores(order.runs(d * sq, sq), seq, causal));
+  return most;
+}
+
+static_assert(attention_busiest_scores(256, 2, token_order{256, 1}, true) == 64 * 192 + 64 * 256);
+static_assert(attention_busiest_scores(256, 2, token_order{256, 2}, true) == 64 * 64 + 64 * 256);
+static_assert(attention_busiest_scores(256, 2, token_order{256, 2}, true) == 64 * 128 + 64 * 192);
 
 static_assert(attention_tile_scores(130, 130, 0, true) == 64 * 64 + 64 * 128 + 2 * 130);
 static_assert(attention_tile_scores(7, 9, 0, false) == 63);

@@ -145,6 +145,7 @@ inline tensor_ref llama_attention(graph_builder& b, const std::string& pre, tens
   a.kv_heads = c.kv_heads == c.heads ? 0 : int(c.kv_heads);
   a.causal = true;
   a.unfused_attention = c.unfused_attention;
+  a.balanced_context = !c.unfused_attention && c.experts == 0;  // positions only through rotary and the mask
   tensor_ref o = b.op(pre + "attn.core", op_kind::attention, a, {q, k, v});
   return b.linear(pre + "attn.o", o, c.hidden, false);
 }

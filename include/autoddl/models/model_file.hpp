@@ -18,7 +18,7 @@
 //   max_pool, relu, gelu, dropout, layernorm, softmax, attention, embedding, cross_entropy, add,
 //   reshape, rmsnorm, silu, mul, swiglu, rotary, router, load_balance, dispatch, experts,
 //   combine. "attrs" (optional) sets kernel, stride, padding, heads, kv_heads, causal,
-//   unfused_attention, dropout, bias,
+//   unfused_attention, balanced_context, dropout, bias,
 //   transpose_w, positions, target, eps, rope_theta, topk, capacity, renormalize, aux_coef, as
 //   ops/op.hpp's op_attrs defines them.
 // - Output shapes are inferred (ops/shapes.hpp); "block" and "block_pos" (optional) mark repeated
@@ -122,6 +122,7 @@ inline void read_attrs(const model_reader& r, const nlohmann::json& a, op_attrs&
     }
     else if (key == "causal") at_.causal = flag();
     else if (key == "unfused_attention") at_.unfused_attention = flag();
+    else if (key == "balanced_context") at_.balanced_context = flag();
     else if (key == "bias") at_.bias = flag();
     else if (key == "transpose_w") at_.transpose_w = flag();
     else if (key == "positions") at_.positions = flag();
@@ -131,7 +132,7 @@ inline void read_attrs(const model_reader& r, const nlohmann::json& a, op_attrs&
     } else if (key == "target") {
       at_.target = r.shape(nlohmann::json{{"shape", v}}, where + " attrs.target");
     } else {
-      r.bad(where, "unknown attribute '" + key + "' (kernel, stride, padding, heads, kv_heads, causal, unfused_attention, dropout, bias, "
+      r.bad(where, "unknown attribute '" + key + "' (kernel, stride, padding, heads, kv_heads, causal, unfused_attention, balanced_context, dropout, bias, "
                    "transpose_w, positions, target, eps, rope_theta, topk, capacity, renormalize, aux_coef)");
     }
   }
@@ -176,6 +177,7 @@ inline nlohmann::json model_file_json(const graph& g) {
     if (n.kind == op_kind::load_balance && t.aux_coef != plain.aux_coef) a["aux_coef"] = t.aux_coef;
     if (t.causal != plain.causal) a["causal"] = t.causal;
     if (t.unfused_attention != plain.unfused_attention) a["unfused_attention"] = t.unfused_attention;
+    if (t.balanced_context != plain.balanced_context) a["balanced_context"] = t.balanced_context;
     if (t.dropout != plain.dropout) a["dropout"] = t.dropout;
     if (t.bias != plain.bias) a["bias"] = t.bias;
     if (t.transpose_w != plain.transpose_w) a["transpose_w"] = t.transpose_w;

@@ -38,6 +38,7 @@ inline std::string kernel_key(const op_node& op, const signature& sig, const mes
   if (op.kind == op_kind::reshape) k += " to=" + to_string(a.target);
   if (op.kind == op_kind::attention && a.kv_heads > 0) k += " kv" + detail::itos(a.kv_heads);
   if (op.kind == op_kind::attention && a.unfused_attention) k += " unfused";
+  if (op.kind == op_kind::attention && !detail::attention_order_of(l).natural()) k += " balanced";
   if (op.kind == op_kind::rmsnorm) k += " eps" + std::to_string(a.eps);
   if (op.kind == op_kind::rotary) k += " theta" + std::to_string(a.rope_theta);
   if (op.kind == op_kind::router || op.kind == op_kind::load_balance)

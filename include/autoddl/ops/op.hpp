@@ -79,6 +79,10 @@ struct op_attrs {
   bool causal = false;       ///< attention: token i sees keys <= i
   double dropout = 0.0;      ///< dropout: drop probability; attention: on the probabilities
   bool unfused_attention = false;  ///< attention: the unfused kernel (probabilities [b, heads, sq, sk] kept)
+  /// attention (fused): a query-sequence split into p parts takes the tokens in the balanced
+  /// order, chunks d and 2p-1-d on part d (token_order.hpp); the model reads positions only
+  /// through rotary embeddings and the mask (no position table, no dropout, no experts)
+  bool balanced_context = false;
   bool bias = true;          ///< linear, conv2d: has a bias parameter
   bool transpose_w = false;  ///< linear: W stored [out, in] (the tied GPT output head)
   bool positions = false;    ///< embedding: adds a learned position table [seq, hidden]

@@ -13,8 +13,12 @@
 //   and the online softmax. The scores are its tiles (attention_tiles.hpp): the whole square
 //   without a mask; under a causal mask the query tiles against the key tiles up to their last
 //   query's position (about half the square at long sequences). Under a query-sequence split the
-//   price is the busiest device's, the last chunk of queries (it sees every key; the step waits
-//   for it): q_offset = seq_k - local seq_q. Backward recomputes QK^T and runs four gradient
+//   price is the busiest device's (the step waits for it): in the natural order the last chunk
+//   of queries (it sees every key), q_offset = seq_k - local seq_q; in the balanced order
+//   (op_attrs::balanced_context, token_order.hpp) every device alike, about half that at many
+//   devices. The balanced order adds memory-bound copies (op_work::fwd_copy_bytes): the gathered
+//   keys and values put in natural order, forward and again in backward, their gradients put
+//   back, and each query run after a sequence's first adding its dK and dV in. Backward recomputes QK^T and runs four gradient
 //   GEMMs (dV, dP, dQ, dK): 2.5 x the forward's GEMM FLOPs, plus 5 per score (the exp again,
 //   the dropout mask, dS = P (dP - D)) and 2 per output element for D = rowsum(dO * O).
 //   Kept: q, k, v, the output and one log-sum-exp statistic per row [b, heads, seq_q]; the
@@ -42,12 +46,15 @@
 //   local_shape): a P or B tensor is whole there, a split one is a shard.
 #include <concepts>
 #include <cstdint>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "autoddl/attention_tiles.hpp"
 #include "autoddl/ops/op.hpp"
 #include "autoddl/ops/signatures.hpp"
 #include "autoddl/sbp/layout.hpp"
+#include "autoddl/token_order.hpp"
 
 namespace autoddl {
 
@@ -84,6 +91,9 @@ struct op_work {
   work_kind kind = work_kind::elementwise;
   std::int64_t activation_bytes = 0;    ///< kept for backward, per device
   std::int64_t fwd_bytes_moved = 0;     ///< memory traffic of the forward (element-wise pricing)
+  /// memory traffic of copies besides the kernel proper (the balanced attention's reorder of its
+  /// keys and values), priced at the memory bandwidth
+  double fwd_copy_bytes = 0, bwd_copy_bytes = 0;
   std::vector<stat_all_reduce> stat_all_reduces;  ///< forward all-reduces beyond boxing
 };
 
@@ -129,13 +139,32 @@ inline double conv2d_flops(const op_node& op) {
   return 2.0 * y * double(op.inputs[0][1]) * a.kernel * a.kernel + (a.bias ? y : 0.0);
 }
 inline double max_pool_flops(const op_node& op) { return elems(op.outputs[0]) * op.attrs.kernel * op.attrs.kernel; }
+/// The token order a device holding `op`'s (local) shapes runs it in: the balanced order of a
+/// self-attention's query split into sk / sq parts where the op asks for it, else natural.
+inline token_order attention_order_of(const op_node& op) {
+  const std::int64_t sq = op.inputs[0][1], sk = op.inputs[1][1];
+  if (!op.attrs.balanced_context || op.attrs.unfused_attention || sq <= 0 || sq >= sk || sk % sq != 0) return {sk, 1};
+  return balanced_order(sk, sk / sq);
+}
 /// Scores the fused kernel computes on the busiest device holding `op`'s shapes (see the
 /// conventions above): every sequence and head, the tiles of its queries against its keys.
 inline double attention_tile_scores_of(const op_node& op) {
   const auto& in = op.inputs;
   const std::int64_t sq = in[0][1], sk = in[1][1];
   const bool causal = op.attrs.causal;
-  return double(in[0][0]) * op.attrs.heads * attention_tile_scores(sq, sk, causal ? sk - sq : 0, causal);
+  const token_order order = attention_order_of(op);
+  const double per_head = order.natural() ? attention_tile_scores(sq, sk, causal ? sk - sq : 0, causal)
+                                          : attention_busiest_scores(sk, sk / sq, order, causal);
+  return double(in[0][0]) * op.attrs.heads * per_head;
+}
+/// The balanced attention's copies (runtime/kernels/attention.hpp): k and v read and written
+/// into natural order forward (4 K elements, K = the local k's), again in backward with dK and dV
+/// written back (8 K), and dK and dV of the second query run of each sequence added in (6 K: a
+/// read of both, a write). Two runs: the balanced order's busiest device.
+inline std::pair<double, double> attention_copy_bytes(const op_node& op, int e) {
+  if (attention_order_of(op).natural()) return {0.0, 0.0};
+  const double k = elems(op.inputs[1]) * e;
+  return {4.0 * k, 14.0 * k};
 }
 /// Head size: the query hidden size over the query heads.
 inline double attention_head_size(const op_node& op) { return double(op.inputs[0][2]) / op.attrs.heads; }
@@ -448,6 +477,7 @@ inline op_work device_work(const op_node& op, const signature& sig, const mesh_s
   w.bwd_flops = detail::bwd_flops_of(l);
   w.activation_bytes = std::int64_t(detail::saved_bytes(l, elem_bytes));
   w.fwd_bytes_moved = std::int64_t(detail::moved_bytes(l, elem_bytes));
+  if (op.kind == op_kind::attention) std::tie(w.fwd_copy_bytes, w.bwd_copy_bytes) = detail::attention_copy_bytes(l, elem_bytes);
   if (op.kind == op_kind::cross_entropy) {
     const int last = op.inputs[0].rank() - 1;
     std::int64_t rows = l.inputs[0].elements() / l.inputs[0][last];

@@ -14,6 +14,7 @@
 #include "autoddl/index.hpp"
 #include "autoddl/models/graph.hpp"
 #include "autoddl/runtime/kernels/context.hpp"
+#include "autoddl/token_order.hpp"
 
 namespace autoddl {
 
@@ -122,6 +123,27 @@ inline shard_info micro_batch_shard(shard_info s, int k, int m) {
 constexpr std::uint64_t micro_batch_seed(std::uint64_t seed, std::int64_t step, int k) {
   const std::uint64_t first = seed + std::uint64_t(step) * 1000003;
   return k == 0 ? first : detail::mix64(first ^ (std::uint64_t(k) * 0xd6e8feb86659fd93ULL));
+}
+
+/// A shard's values where its sequence dim (1) holds tokens in `order` (token_order.hpp):
+/// `make(part)` gives the values of a block, keyed as every maker above by global index; each run
+/// of natural positions is made as the block at those positions and placed at the run's rows, so
+/// a device holds exactly the values of the tokens it holds. `make(s)` itself where the order is
+/// natural or dim 1 is not the sequence.
+template <class V, class F>
+std::vector<V> in_token_order(const shard_info& s, const token_order& order, F&& make) {
+  if (order.natural() || s.global.rank() < 2 || s.global[1] != order.seq || s.local.elements() == 0) return make(s);
+  std::vector<V> out(std::size_t(s.local.elements()));
+  const std::int64_t rows = s.local[1], inner = s.local.elements() / (s.local[0] * rows);
+  for (const token_run& r : order.runs(s.offset[1], rows)) {
+    shard_info part = s;
+    part.local[1] = r.length;
+    part.offset[1] = r.position;
+    const std::vector<V> v = make(part);
+    for (std::int64_t n = 0; n < s.local[0]; ++n)
+      std::copy_n(v.begin() + n * r.length * inner, r.length * inner, out.begin() + (n * rows + r.row) * inner);
+  }
+  return out;
 }
 
 /// Shard of model input `i` for training step `step` (real values).

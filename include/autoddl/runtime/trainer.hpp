@@ -37,6 +37,7 @@
 #include "autoddl/runtime/op_instance.hpp"
 #include "autoddl/runtime/op_kernels.hpp"
 #include "autoddl/runtime/pipeline_schedule.hpp"
+#include "autoddl/runtime/token_order_of.hpp"
 #include "autoddl/runtime/train_options.hpp"
 
 namespace autoddl {
@@ -79,6 +80,7 @@ class trainer : detail::device_buffers<T, D> {
                           std::to_string(sizeof(T)) + "-byte elements; plan with the dtype it trains (plan_options::type)");
     schedule_.emplace(plan_);
     input_kinds_ = input_kinds(model_);
+    order_ = plan_token_order(plan_);
     if (options_.text) check_text_model(model_, *options_.text);
     if (stage && stage->first_ops != plan_.stage_first_ops)
       detail::fail<layout_error>("the pipeline stage's cuts are not the plan's: it has " + std::to_string(stage->stages()) +
@@ -332,10 +334,10 @@ class trainer : detail::device_buffers<T, D> {
   // the ops run through instances, else from its signature.
   kernel_context<T> context_of(int i, std::uint64_t seed) const {
     const op_node& n = at(model_.ops, i);
-    if (program_.empty()) return make_kernel_context<T>(n, sig(i), comm_.shape(), comm_.coords(), seed, std::uint64_t(i));
+    if (program_.empty()) return make_kernel_context<T>(n, sig(i), comm_.shape(), comm_.coords(), seed, std::uint64_t(i), order_);
     const op_instance<T, D>& x = at(program_, i);
     return kernel_context<T>{n, x.sig, comm_.shape(), comm_.coords(), x.shards(comm_.coords()), seed, std::uint64_t(i), true,
-                             {}, {}};
+                             {}, {}, order_};
   }
   forward_result<D, T> kernel_forward(int i, const kernel_context<T>& c, const operands<T>& in) {
     return program_.empty() ? op_forward(dev_, c, in) : at(program_, i).forward(dev_, c, in);
@@ -404,18 +406,15 @@ class trainer : detail::device_buffers<T, D> {
   void load_model_input(step_buffers& b, int i, int j, int input, std::int64_t step_index, int k) {
     const shard_info sh = micro_batch_shard(at(at(b.ctx, i).shards.inputs, j), k, microbatches());
     const input_kind kind = at(input_kinds_, input);
-    if (kind.indices) {
-      if (options_.text) {  // ids (input 0) and next-byte labels from the text
-        at(b.indices, i) = uploaded(options_.text->shard(sh, step_index, kind.labels ? 1 : 0));
-        return;
-      }
-      at(b.indices, i) = uploaded(kind.labels && input != 0
-                                      ? label_shard<T>(sh, input, kind.bound, at(input_kinds_, 0),
-                                                       micro_batch_input_shape(0), options_.seed, step_index)
-                                      : index_shard(sh, input, kind.bound, options_.seed, step_index));
-      return;
-    }
-    std::vector<T> x = input_shard<T>(sh, input, options_.seed, step_index);
+    const auto ids = [&](const shard_info& s) {  // ids (input 0) and next-byte labels from the text, or synthetic
+      if (options_.text) return options_.text->shard(s, step_index, kind.labels ? 1 : 0);
+      return kind.labels && input != 0 ? label_shard<T>(s, input, kind.bound, at(input_kinds_, 0),
+                                                        micro_batch_input_shape(0), options_.seed, step_index)
+                                       : index_shard(s, input, kind.bound, options_.seed, step_index);
+    };
+    if (kind.indices) return void(at(b.indices, i) = uploaded(in_token_order<std::int64_t>(sh, order_, ids)));
+    std::vector<T> x =
+        in_token_order<T>(sh, order_, [&](const shard_info& s) { return input_shard<T>(s, input, options_.seed, step_index); });
     // taken as P: the value sits on coordinate 0 of each P axis, zeros elsewhere
     const nd_sbp& l = at(sig(i).inputs, j);
     for (int a = 0; a < l.size(); ++a)
@@ -583,6 +582,7 @@ class trainer : detail::device_buffers<T, D> {
   M& comm_;
   train_options options_;
   std::vector<input_kind> input_kinds_;
+  token_order order_;  ///< the order the plan feeds tokens in (runtime/token_order_of.hpp)
   op_program<T, D> program_;  ///< a typed model's instances per op (run_instances); empty: dynamic dispatch
   detail::parameter_store<T, D, M> store_;          ///< parameters, their gradients, optimizer state
   detail::gradient_accumulator<T, D, M> gradients_;  ///< the step's gradient sums

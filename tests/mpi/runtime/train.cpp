@@ -22,6 +22,7 @@
 // plan whose parameter gradients box must have deferred steps and joined once.
 #include <catch2/catch_test_macros.hpp>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <optional>
@@ -331,6 +332,8 @@ void check_model(const std::string& spec, int plans, optimizer opt, schedule sc 
       std::optional<forbid_planning> unplanned;
       test_trainer<T> t(k % 2 == 0 ? through_plan_file(problem, pick, spec) : plan_of(problem, pick), on.dev, on.comm, to);
       if (k % 2 == 0) unplanned.emplace();  // nor while it trains
+      const token_order order = plan_token_order(t.the_plan());  // balanced where a core asking for it splits queries
+      if (cp_cores > 0 && std::ranges::any_of(g.ops, [](const op_node& n) { return n.attrs.balanced_context; })) CHECK(!order.natural());
       for (int s = 0; s < 2; ++s) {
 #if defined(AUTODDL_TEST_OPAQUE_DEVICE)
         const std::int64_t downloads_before = on.dev.downloads();
@@ -383,10 +386,10 @@ void check_model(const std::string& spec, int plans, optimizer opt, schedule sc 
       if (rank == 0)
         std::printf("%s on %s, %s, plan seed %llu: bytes/step %.0f (= predicted), max rel err loss/grads/params vs "
                     "serial: grads %.2e, params %.2e; %d of %zu parameters updated in slices; peak %lld B, "
-                    "measured/predicted %.3f; %d context- or expert-parallel cores\n",
+                    "measured/predicted %.3f; %d context- or expert-parallel cores, token order p=%lld\n",
                     spec.c_str(), to_string(m).c_str(), to_string(sc).c_str(), static_cast<unsigned long long>(seed),
                     predicted, worst_grad, worst_param, sliced, g.params.size(), static_cast<long long>(peak), peak_ratio,
-                    cp_cores);
+                    cp_cores, static_cast<long long>(order.parts));
       // a disagreement is reported with the decisions that flipped (an element that decides
       // differently, and the values both runs decided on)
       int disagrees = rank == 0 && (worst_grad > tolerance || worst_param > tolerance);

@@ -198,9 +198,9 @@ struct run_result {
 };
 
 /// Forward and backward of `op` under `sig` on `mesh`, every device simulated; dy is the global
-/// output gradient.
+/// output gradient. `order`: the token order the kernels are told the tensors hold.
 inline run_result run(const op_node& op, const signature& sig, const mesh_shape& mesh, const global_operands& g,
-                      const host_tensor& dy, std::uint64_t seed) {
+                      const host_tensor& dy, std::uint64_t seed, const token_order& order = {}) {
   cpu_device dev;
   const auto coords = all_coords(mesh);
   const std::size_t n = coords.size();
@@ -210,7 +210,7 @@ inline run_result run(const op_node& op, const signature& sig, const mesh_shape&
   std::uint64_t tag = 0;
   for (std::size_t d = 0; d < n; ++d) {
     device_run& r = runs[d];
-    r.ctx = make_kernel_context<double>(op, sig, mesh, coords[d], seed, 7);
+    r.ctx = make_kernel_context<double>(op, sig, mesh, coords[d], seed, 7, order);
     if (op.kind == op_kind::cross_entropy)
       r.ctx.row_all_reduce = [&comm, d](std::span<double> x, reduce_kind k) { comm(d, x, k); };
     tag = 0;

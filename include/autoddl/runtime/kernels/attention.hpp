@@ -231,13 +231,116 @@ gradients<D, T> fused_attention_bwd(D& d, const kernel_context<T>& c, const oper
   return r;
 }
 
+// ---- the balanced token order (token_order.hpp) -----------------------------------------------
+// Under a permuted order the keys and values, whole on the sequence, arrive permuted and the
+// local queries are runs of consecutive natural positions (local_runs). The fused kernels run on
+// keys and values copied into the natural order, once per (sequence, query run), each call's
+// queries at their run's positions: its mask, its dropout keys and its tiles are those of the
+// natural order. Each call keeps its rows' lse contiguous ([b, runs, heads, rows of the run]);
+// backward adds the dK and dV of a sequence's later runs into its first's, and puts them back in
+// the permuted order. ops/work.hpp prices the tiles and the copies.
+
+/// Whether op c's keys arrive in a permuted token order (a self-attention in such a run).
+template <class T>
+bool attention_permuted(const kernel_context<T>& c) {
+  return !c.order.natural() && c.shards.inputs[1].global[1] == c.order.seq;
+}
+
+/// Keys or values [b, seq, ld] moved from the permuted order to the natural one (or back).
+template <class T, class D>
+void reorder_keys(D& d, const token_order& o, std::int64_t b, std::int64_t ld, std::span<const T> x, std::span<T> y,
+                  bool to_natural) {
+  for (const token_run& r : o.runs(0, o.seq)) {
+    const std::int64_t from = to_natural ? r.row : r.position, to = to_natural ? r.position : r.row;
+    d.copy_rows(b, r.length * ld, x.subspan(std::size_t(from * ld)), o.seq * ld, y.subspan(std::size_t(to * ld)), o.seq * ld);
+  }
+}
+
+/// The call of sequence n's query run r: one sequence, the run's rows at its positions.
+inline attention_desc run_desc(attention_desc a, std::int64_t n, const token_run& r) {
+  a.b = 1;
+  a.sq = r.length;
+  a.q_offset = r.position;
+  a.probs.local = tensor_shape{1, a.heads, r.length, a.sk};
+  a.probs.offset[0] += n;
+  a.probs.offset[2] = r.position;
+  return a;
+}
+
+/// Where the call of (n, r) reads and writes: its rows of q, o, dO, dq; the sequence's keys; its lse.
+struct run_spans {
+  std::size_t q, nq, kv, nkv, lse, nlse;
+};
+inline run_spans run_spans_of(const attention_desc& a, std::int64_t n, const token_run& r) {
+  return {std::size_t((n * a.sq + r.row) * a.ldq()), std::size_t(r.length * a.ldq()), std::size_t(n * a.sk * a.ldkv()),
+          std::size_t(a.sk * a.ldkv()), std::size_t(n * a.heads * a.sq + a.heads * r.row), std::size_t(a.heads * r.length)};
+}
+
+template <class T, class D>
+forward_result<D, T> balanced_attention_fwd(D& d, const kernel_context<T>& c, const operands<T>& in) {
+  if (c.op.attrs.unfused_attention) fail<error>("attention '" + c.op.name + "': the unfused kernel runs in the natural token order only");
+  const attention_desc a = attention_desc_of(c);
+  const std::vector<token_run> runs = local_runs(c.order, c.shards.inputs[0]);
+  const auto nkv = std::size_t(a.b * a.sk * a.ldkv());
+  buffer_t<D, T> k = alloc_for_overwrite<T>(d, nkv), v = alloc_for_overwrite<T>(d, nkv);
+  reorder_keys(d, c.order, a.b, a.ldkv(), in.inputs[1], d.view(k), true);
+  reorder_keys(d, c.order, a.b, a.ldkv(), in.inputs[2], d.view(v), true);
+  forward_result<D, T> f;
+  f.outputs.push_back(alloc_for_overwrite<T>(d, std::size_t(c.shards.outputs[0].local.elements())));
+  f.statistics.push_back(d.template alloc<statistic_t<T>>(std::size_t(a.b * a.heads * a.sq)));
+  for (std::int64_t n = 0; n < a.b; ++n)
+    for (const token_run& r : runs) {
+      const run_spans s = run_spans_of(a, n, r);
+      d.attention_fwd(run_desc(a, n, r), in.inputs[0].subspan(s.q, s.nq), cview<T>(d, k).subspan(s.kv, s.nkv),
+                      cview<T>(d, v).subspan(s.kv, s.nkv), d.view(f.outputs[0]).subspan(s.q, s.nq),
+                      d.view(f.statistics[0]).subspan(s.lse, s.nlse));
+    }
+  return f;
+}
+
+template <class T, class D>
+gradients<D, T> balanced_attention_bwd(D& d, const kernel_context<T>& c, const operands<T>& in, const forward_result<D, T>& f,
+                                       std::span<const T> dy) {
+  const attention_desc a = attention_desc_of(c);
+  const std::vector<token_run> runs = local_runs(c.order, c.shards.inputs[0]);
+  const auto nkv = std::size_t(a.b * a.sk * a.ldkv());
+  buffer_t<D, T> k = alloc_for_overwrite<T>(d, nkv), v = alloc_for_overwrite<T>(d, nkv);
+  reorder_keys(d, c.order, a.b, a.ldkv(), in.inputs[1], d.view(k), true);
+  reorder_keys(d, c.order, a.b, a.ldkv(), in.inputs[2], d.view(v), true);
+  buffer_t<D, T> dk = alloc_for_overwrite<T>(d, nkv), dv = alloc_for_overwrite<T>(d, nkv);
+  const std::size_t extra = runs.size() > 1 ? std::size_t(a.sk * a.ldkv()) : 0;  // a later run's dK, dV
+  buffer_t<D, T> dk_run = alloc_for_overwrite<T>(d, extra), dv_run = alloc_for_overwrite<T>(d, extra);
+  gradients<D, T> g;
+  g.inputs.push_back(alloc_for_overwrite<T>(d, std::size_t(c.shards.inputs[0].local.elements())));
+  for (std::int64_t n = 0; n < a.b; ++n)
+    for (std::size_t i = 0; i < runs.size(); ++i) {
+      const run_spans s = run_spans_of(a, n, runs[i]);
+      std::span<T> to_k = i ? d.view(dk_run) : d.view(dk).subspan(s.kv, s.nkv);
+      std::span<T> to_v = i ? d.view(dv_run) : d.view(dv).subspan(s.kv, s.nkv);
+      d.attention_bwd(run_desc(a, n, runs[i]), in.inputs[0].subspan(s.q, s.nq), cview<T>(d, k).subspan(s.kv, s.nkv),
+                      cview<T>(d, v).subspan(s.kv, s.nkv), cview<T>(d, f.outputs[0]).subspan(s.q, s.nq),
+                      cview<statistic_t<T>>(d, f.statistics[0]).subspan(s.lse, s.nlse), dy.subspan(s.q, s.nq),
+                      d.view(g.inputs[0]).subspan(s.q, s.nq), to_k, to_v);
+      if (i == 0) continue;
+      d.axpy(T(1), cview<T>(d, dk_run), d.view(dk).subspan(s.kv, s.nkv));
+      d.axpy(T(1), cview<T>(d, dv_run), d.view(dv).subspan(s.kv, s.nkv));
+    }
+  for (int x = 1; x < 3; ++x) {
+    g.inputs.push_back(alloc_for_overwrite<T>(d, nkv));
+    reorder_keys(d, c.order, a.b, a.ldkv(), cview<T>(d, x == 1 ? dk : dv), d.view(g.inputs[std::size_t(x)]), false);
+  }
+  return g;
+}
+
 template <class T, class D>
 forward_result<D, T> attention_fwd(D& d, const kernel_context<T>& c, const operands<T>& in) {
+  if (attention_permuted(c)) return balanced_attention_fwd(d, c, in);
   return c.op.attrs.unfused_attention ? unfused_attention_fwd(d, c, in) : fused_attention_fwd(d, c, in);
 }
 template <class T, class D>
 gradients<D, T> attention_bwd(D& d, const kernel_context<T>& c, const operands<T>& in, const forward_result<D, T>& f,
                               std::span<const T> dy) {
+  if (attention_permuted(c)) return balanced_attention_bwd(d, c, in, f, dy);
   return c.op.attrs.unfused_attention ? unfused_attention_bwd(d, c, in, f, dy) : fused_attention_bwd(d, c, in, f, dy);
 }
 

@@ -20,6 +20,7 @@
 #include "autoddl/backend/device.hpp"
 #include "autoddl/backend/shard.hpp"
 #include "autoddl/ops/signatures.hpp"
+#include "autoddl/token_order.hpp"
 
 namespace autoddl {
 
@@ -51,7 +52,21 @@ struct kernel_context {
   std::vector<bool> input_grad_wanted;
   bool wants_input_grad(std::size_t i) const { return input_grad_wanted.empty() || input_grad_wanted.at(i); }
   row_all_reduce_fn<T> row_all_reduce;
+  /// The order the run feeds each sequence's tokens in (token_order.hpp): a tensor whose dim 1
+  /// has order.seq elements holds them permuted; natural by default
+  token_order order{};
 };
+
+/// The runs of natural positions that shard s's sequence dim (1) holds in `order`: one run from
+/// its offset where the order is natural or dim 1 is not a sequence of order.seq tokens.
+///   local_runs(token_order{8, 2}, rows [0, 4) of 8) == {{0, 0, 2}, {2, 6, 2}}
+inline std::vector<token_run> local_runs(const token_order& order, const shard_info& s) {
+  if (s.global.rank() < 2 || s.global[1] != order.seq || order.natural()) {
+    if (s.global.rank() < 2) return {{0, 0, 0}};
+    return {{0, s.offset[1], s.local[1]}};
+  }
+  return order.runs(s.offset[1], s.local[1]);
+}
 
 /// The blocks of every tensor of `op` that the device at `coord` holds under `sig` on `mesh`.
 /// @pre sig is a valid signature of op on mesh (throws layout_error otherwise).
@@ -69,8 +84,9 @@ inline op_shards make_op_shards(const op_node& op, const signature& sig, const m
 ///   make_kernel_context<double>(op, all_broadcast(op, 1), mesh_shape{1}, {})
 template <class T>
 kernel_context<T> make_kernel_context(const op_node& op, const signature& sig, const mesh_shape& mesh,
-                                      const mesh_coord& coord, std::uint64_t seed = 0, std::uint64_t op_id = 0) {
-  kernel_context<T> c{op, sig, mesh, coord, make_op_shards(op, sig, mesh, coord), seed, op_id, true, {}, {}};
+                                      const mesh_coord& coord, std::uint64_t seed = 0, std::uint64_t op_id = 0,
+                                      const token_order& order = {}) {
+  kernel_context<T> c{op, sig, mesh, coord, make_op_shards(op, sig, mesh, coord), seed, op_id, true, {}, {}, order};
   return c;
 }
 

@@ -219,11 +219,19 @@ gradients<D, T> rmsnorm_bwd(D& d, const kernel_context<T>& c, const operands<T>&
 
 /// rotary of X [b, s, heads * d]: this device's heads, at the global positions it holds (its
 /// shard's sequence offset); backward turns dY back (a rotation's transpose is its inverse).
+/// In a permuted token order (kernel_context::order) each run of consecutive positions of each
+/// sequence is rotated on its own.
 template <class T, class D>
 void rotate(D& d, const kernel_context<T>& c, bool inverse, std::span<const T> x, std::span<T> y) {
   const shard_info& s = c.shards.inputs[0];
-  const std::int64_t dh = s.global[2] / c.op.attrs.heads;
-  d.rotary(s.local[0], s.local[1], s.local[2] / dh, dh, s.offset[1], c.op.attrs.rope_theta, inverse, x, y);
+  const std::int64_t dh = s.global[2] / c.op.attrs.heads, heads = s.local[2] / dh, rows = s.local[1];
+  const std::vector<token_run> runs = local_runs(c.order, s);
+  if (runs.size() == 1) return d.rotary(s.local[0], rows, heads, dh, runs[0].position, c.op.attrs.rope_theta, inverse, x, y);
+  for (std::int64_t n = 0; n < s.local[0]; ++n)
+    for (const token_run& r : runs) {
+      const auto at = std::size_t((n * rows + r.row) * s.local[2]), len = std::size_t(r.length * s.local[2]);
+      d.rotary(1, r.length, heads, dh, r.position, c.op.attrs.rope_theta, inverse, x.subspan(at, len), y.subspan(at, len));
+    }
 }
 
 template <class T, class D>

@@ -193,7 +193,8 @@ class plan_candidates {
     return x.kind == y.kind && x.inputs == y.inputs && x.params == y.params && x.outputs == y.outputs &&
            p.kernel == q.kernel && p.stride == q.stride && p.padding == q.padding && p.heads == q.heads &&
            p.causal == q.causal && p.dropout == q.dropout && p.bias == q.bias && p.transpose_w == q.transpose_w &&
-           p.positions == q.positions && p.target == q.target && p.unfused_attention == q.unfused_attention;
+           p.positions == q.positions && p.target == q.target && p.unfused_attention == q.unfused_attention &&
+           p.balanced_context == q.balanced_context;
   }
 
   shared_graph model_;  ///< never empty

@@ -110,6 +110,10 @@ class plan_pricing : public plan_candidates {
       t.compute_fwd = compute_time(w.fwd_flops, w.kind, options_.type, options_.hw.device);
       t.compute_bwd = compute_time(w.bwd_flops, w.kind, options_.type, options_.hw.device);
     }
+    if (w.fwd_copy_bytes + w.bwd_copy_bytes > 0) {  // copies besides the kernel, memory-bound
+      t.compute_fwd += memory_time(w.fwd_copy_bytes, options_.hw.device);
+      t.compute_bwd += memory_time(w.bwd_copy_bytes, options_.hw.device);
+    }
     for (const auto& s : w.stat_all_reduces) {  // the trainer pads and copies each (runtime/detail/step_loss.hpp, wire_statistics)
       boxing_step st{s.axis, P, B, collective::all_reduce, options_.mesh[s.axis], s.bytes, element_bytes_};
       t.comm_fwd += step_time(st, mesh_) + 2 * options_.hw.measured.copy.time(double(executed_group_bytes(st)));
