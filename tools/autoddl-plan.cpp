@@ -23,6 +23,8 @@
 #include <vector>
 
 #include "autoddl/cost/hardware_io.hpp"
+#include "autoddl/json_input.hpp"
+#include "autoddl/text_file.hpp"
 #include "autoddl/models/model_file.hpp"
 #include "autoddl/models/zoo.hpp"
 #include "autoddl/search/micro_batches.hpp"
@@ -212,8 +214,8 @@ void print_plan(const plan_cli& c, const plan_problem& problem, const plan_resul
 
 // A plan file's "parallelism" object (written by --out; null in a file without it).
 nlohmann::json file_parallelism(const std::string& path) {
-  std::ifstream in(path);
-  const nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  const std::optional<std::string> text = read_text_file(path, "plan file");
+  const nlohmann::json j = text ? parse_json(*text, "plan file " + path) : nlohmann::json(nullptr);
   return j.is_object() && j.contains("parallelism") ? j["parallelism"] : nlohmann::json(nullptr);
 }
 

@@ -45,6 +45,7 @@
 #include "autoddl/search/micro_batches.hpp"
 #include "autoddl/search/plan_file.hpp"
 #include "autoddl/search/solve.hpp"
+#include "autoddl/text_file.hpp"
 #if defined(AUTODDL_WITH_CUDA)
 #include "autoddl/backend/cuda/device.cuh"
 #include "autoddl/backend/nccl/mesh_comm.cuh"
@@ -176,6 +177,15 @@ void check_blas_on_every_rank() {
   throw error(sentence);
 }
 
+// The --data file's bytes. @throws error naming the file where it is a folder or unreadable.
+std::shared_ptr<text_corpus> read_corpus(const std::string& path) {
+  const std::optional<std::string> bytes = read_text_file(path, "--data file");
+  if (!bytes) throw error("cannot read the --data file '" + path + "'");
+  auto text = std::make_shared<text_corpus>();
+  text->bytes.assign(bytes->begin(), bytes->end());
+  return text;
+}
+
 prepared prepare(const settings& s, int ranks) {
   prepared p;
   p.o.mesh = p.mesh = parse_mesh(s.mesh);
@@ -190,10 +200,7 @@ prepared prepare(const settings& s, int ranks) {
   p.to.seed = s.seed;
   p.to.check_finite = !s.no_check_finite;
   if (!s.data.empty()) {  // a byte-level text for a GPT with vocab 256
-    std::ifstream in(s.data, std::ios::binary);
-    if (!in) throw error("cannot read the --data file '" + s.data + "'");
-    p.text = std::make_shared<text_corpus>();
-    p.text->bytes.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    p.text = read_corpus(s.data);
     p.to.text = p.text.get();
   }
   if (s.device != "cpu" && s.device != "cuda")

@@ -32,13 +32,17 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <limits>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <vector>
 
 #include "autoddl/error.hpp"
 #include "autoddl/index.hpp"
+#include "autoddl/json_input.hpp"
 #include "autoddl/models/model_file.hpp"
 #include "autoddl/ops/signatures.hpp"
 #include "autoddl/search/plan_boxing_file.hpp"
@@ -46,6 +50,7 @@
 #include "autoddl/search/planner.hpp"
 #include "autoddl/search/solve.hpp"
 #include "autoddl/search/step_memory.hpp"
+#include "autoddl/text_file.hpp"
 
 namespace autoddl {
 
@@ -292,12 +297,7 @@ inline plan_prediction read_plan_prediction(const nlohmann::json& j) {
 /// Parses a plan file's text; `file` names it in errors. @throws parse_error naming the field.
 inline plan_file parse_plan_file(std::string_view text, const std::string& file) {
   const detail::plan_reader r{file};
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(text);
-  } catch (const nlohmann::json::exception& e) {
-    r.bad(std::string("is not valid JSON (") + e.what() + ")");
-  }
+  const nlohmann::json j = parse_json(text, "plan file " + file);
   plan_file p;
   detail::read_plan_header(r, j, p);
   detail::read_plan_schedule(r, j, p);
@@ -309,10 +309,9 @@ inline plan_file parse_plan_file(std::string_view text, const std::string& file)
 
 /// Reads and parses a plan file. @throws parse_error (or error when unreadable).
 inline plan_file read_plan_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) detail::fail<error>("cannot read plan file '" + path + "'");
-  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  plan_file f = parse_plan_file(text, path);
+  const std::optional<std::string> text = read_text_file(path, "plan file");
+  if (!text) detail::fail<error>("cannot read plan file '" + path + "'");
+  plan_file f = parse_plan_file(*text, path);
   f.path = path;
   return f;
 }
