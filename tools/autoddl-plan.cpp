@@ -61,8 +61,9 @@ using graph_builder = std::function<graph(int)>;
 // The command line, as given.
 struct plan_cli {
   std::string model = autoddl::tools::default_model, mesh = autoddl::tools::default_mesh,
-              hardware = autoddl::tools::default_hardware, dtype = "fp32", memory, strategy = "auto", compare, svg,
+              hardware = autoddl::tools::default_hardware, dtype = "fp32", strategy = "auto", compare, svg,
                      optimizer = "adam", microbatches = "auto", recompute = "auto", regather = "auto", reshard = "auto", out, export_model;
+  std::optional<std::string> memory;  ///< --memory-limit as given ("" is refused, not ignored)
   std::vector<std::string> diff;
   std::string check;
   bool json = false, no_overlap = false, all_ops = false;
@@ -124,7 +125,7 @@ plan_options options_of(const plan_cli& c) {
   autoddl::tools::warn_if_other_cpu("autoddl-plan", c.hardware, o.hw);
   o.type = parse_dtype(c.dtype);
   o.opt = parse_optimizer(c.optimizer);
-  if (!c.memory.empty()) o.memory_limit = autoddl::tools::parse_bytes(c.memory);
+  if (c.memory) o.memory_limit = autoddl::tools::parse_bytes(*c.memory);
   if (c.no_overlap) o.overlap = overlap_rule::none;
   return o;
 }
@@ -241,6 +242,9 @@ struct repriced_file {
 
 repriced_file reprice(const plan_cli& c, const std::string& path) {
   repriced_file r{read_plan_file(path), {}, {}, {}, {}, {}};
+  if (r.file.model_hash.empty())  // nothing to tell a changed model by
+    throw error("plan file " + path + " records no model_hash, so whether model '" + detail::excerpt(r.file.model) +
+                "' changed since it was planned cannot be checked; plan it again (autoddl-plan --out)");
   r.spec = plan_model_spec(r.file);
   r.hardware = c.hardware_given ? c.hardware : r.file.hardware;
   if (c.mesh_given && !(parse_mesh(c.mesh) == r.file.pipeline_mesh))
@@ -252,7 +256,7 @@ repriced_file reprice(const plan_cli& c, const std::string& path) {
   autoddl::tools::warn_if_other_cpu("autoddl-plan", r.hardware, o.hw);
   o.type = parse_dtype(r.file.dtype);
   o.opt = parse_optimizer(r.file.optimizer);
-  if (!c.memory.empty()) o.memory_limit = autoddl::tools::parse_bytes(c.memory);
+  if (c.memory) o.memory_limit = autoddl::tools::parse_bytes(*c.memory);
   if (c.no_overlap) o.overlap = overlap_rule::none;
   try {
     r.plan = autoddl::tools::plan_of_file(r.file, r.spec, o);

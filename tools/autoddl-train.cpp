@@ -219,10 +219,13 @@ prepared prepare(const settings& s, int ranks) {
   pin.reshard_after_forward = tools::parse_auto_on_off("--reshard", s.reshard);
   const plan_strategy strategy = parse_strategy(s.plan ? s.plan->strategy : s.strategy);
   if (std::holds_alternative<strategy::exhaustive>(strategy)) throw error("--strategy exhaustive is for tiny planning problems; use autoddl-plan");
+  auto interleaved = [](int chunks) {
+    return error("the plan interleaves " + std::to_string(chunks) +
+                 " model chunks per device (vpp); autoddl-train runs the 1F1B schedule with one chunk per device, drop vpp");
+  };
+  if (const auto* m = std::get_if<strategy::megatron>(&strategy); m && m->vpp > 1) throw interleaved(m->vpp);  // before planning
   choose_plan(s, strategy, pin, p);
-  if (p.pipeline && p.pipeline->shape.chunks > 1)
-    throw error("the plan interleaves " + std::to_string(p.pipeline->shape.chunks) +
-                " model chunks per device (vpp); autoddl-train runs the 1F1B schedule with one chunk per device, drop vpp");
+  if (p.pipeline && p.pipeline->shape.chunks > 1) throw interleaved(p.pipeline->shape.chunks);
   if (p.pipeline && s.device != "cpu")
     throw error("pipelines run on MPI ranks with --device cpu; --device " + s.device + " runs plans of one stage");
   p.base = p.o;
@@ -476,6 +479,8 @@ int main(int argc, char** argv) {
   std::optional<prepared> p;
   try {
     s.lr_given = app.count("--lr") > 0;
+    if (app.count("--checkpoint-every") && s.checkpoint_every < 1)  // (left out, 0 means after the last step only)
+      throw error("--checkpoint-every takes a positive number of steps, got " + std::to_string(s.checkpoint_every));
     read_plan_option(s, app);
     p.emplace(prepare(s, ranks));
     if (rank == 0) tools::warn_if_other_cpu("autoddl-train", s.hardware, p->o.hw);

@@ -173,11 +173,28 @@ struct plan_reader {
   template <class V>
   V get(const nlohmann::json& j, const std::string& field) const {
     const nlohmann::json& v = need(j, field);
-    try {
-      return v.get<V>();
-    } catch (const nlohmann::json::exception&) {
-      bad("field '" + field + "' has the wrong type (" + v.dump() + ")");
+    if constexpr (std::is_same_v<V, int>) {
+      return whole(v, field);
+    } else if constexpr (std::is_same_v<V, std::vector<int>>) {
+      if (!v.is_array()) bad("field '" + field + "' has the wrong type (" + json_excerpt(v) + "); give a list of whole numbers");
+      V r;
+      for (const nlohmann::json& e : v) r.push_back(whole(e, field));
+      return r;
+    } else {
+      try {
+        return v.get<V>();
+      } catch (const nlohmann::json::exception&) {
+        bad("field '" + field + "' has the wrong type (" + json_excerpt(v) + ")");
+      }
     }
+  }
+  /// A JSON integer an int holds (json_whole): 1.5 and 2^40 are refused, not truncated or wrapped.
+  int whole(const nlohmann::json& v, const std::string& field) const {
+    if (const std::optional<int> x = json_whole<int>(v)) return *x;
+    if (v.is_number_integer())
+      bad("field '" + field + "' is " + json_excerpt(v) + ", out of range; give a whole number up to " +
+          std::to_string(std::numeric_limits<int>::max()));
+    bad("field '" + field + "' is " + json_excerpt(v) + "; give a whole number");
   }
   const nlohmann::json& array(const nlohmann::json& j, const std::string& field) const {
     const nlohmann::json& v = need(j, field);
@@ -400,9 +417,10 @@ inline std::vector<int> pick_of(const plan_problem& problem, const plan_file& f)
   std::vector<int> pick(std::size_t(problem.untied().nodes()), -1);
   for (std::size_t i = 0; i < g.ops.size(); ++i) {
     const op_layouts& l = f.ops[i];
-    if (l.name != g.ops[i].name)
-      detail::fail<layout_error>("plan op " + std::to_string(i) + " is '" + l.name + "' but the model's op " + std::to_string(i) +
-                         " is '" + g.ops[i].name + "'");
+    if (l.name != g.ops[i].name || l.kind != to_string(g.ops[i].kind))
+      detail::fail<layout_error>("plan op " + std::to_string(i) + " is " + detail::excerpt(l.kind) + " '" + detail::excerpt(l.name) +
+                                 "' but the model's op " + std::to_string(i) + " is " + std::string(to_string(g.ops[i].kind)) +
+                                 " '" + g.ops[i].name + "'");
     const auto& cands = problem.op_candidates(int(i));
     for (std::size_t c = 0; c < cands.size() && pick[i] < 0; ++c)
       if (cands[c].inputs == l.inputs && cands[c].params == l.params && cands[c].outputs == l.outputs) pick[i] = int(c);

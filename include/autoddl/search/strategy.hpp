@@ -162,6 +162,16 @@ inline constexpr std::int64_t max_strategy_knob = 2147483647;
 
 namespace detail {
 
+// Whether knob `key` is among `knobs` ("tp=2,pp=2" holds tp and pp).
+constexpr bool knob_given_in(std::string_view knobs, std::string_view key) {
+  while (!knobs.empty()) {
+    const std::size_t comma = knobs.find(',');
+    if (knobs.substr(0, std::min(comma, knobs.find('='))) == key) return true;
+    knobs = comma == std::string_view::npos ? std::string_view{} : knobs.substr(comma + 1);
+  }
+  return false;
+}
+
 // The knobs of megatron strategy `text` ("tp=8,pp=2,recompute=full": what follows the colon).
 constexpr strategy::megatron parse_megatron_knobs(std::string_view text, std::string_view knobs) {
   strategy::megatron m;
@@ -169,10 +179,13 @@ constexpr strategy::megatron parse_megatron_knobs(std::string_view text, std::st
   while (!rest.empty()) {
     const std::size_t comma = rest.find(',');
     const std::string_view kv = rest.substr(0, comma);
+    const std::string_view given = knobs.substr(0, std::size_t(kv.data() - knobs.data()));  // the knobs before it
     rest = comma == std::string_view::npos ? std::string_view{} : rest.substr(comma + 1);
     const std::size_t eq = kv.find('=');
     const std::string_view key = kv.substr(0, eq);
     const std::string_view value = eq == std::string_view::npos ? std::string_view{} : kv.substr(eq + 1);
+    if (knob_given_in(given, key))  // the last would silently win
+      fail<parse_error>("knob '" + std::string(key) + "' is given twice in strategy '" + excerpt(text) + "'; give it once");
     if (key == "recompute") {
       m.recompute = parse_recompute(value);
       continue;

@@ -71,11 +71,47 @@ expect_error("--check a folder", ["--check", os.path.join(tmp, "empty")], "is a 
 expect_error("a config.json without hf:", ["--model", os.path.join(tmp, "hfdir", "config.json")],
              "is a Hugging Face config (it has 'model_type'), not an autoddl model; did you mean hf:")
 
+# plan files the planner never writes
+good = os.path.join(tmp, "good.json")
+r = run("--model", small, "--mesh", "4", "--out", good)
+if r.returncode != 0:
+    failures.append("writing a plan file: " + r.stderr)
+else:
+    base = json.load(open(good))
+
+    def changed(name, change):
+        j = json.loads(json.dumps(base))
+        change(j)
+        return write(name, json.dumps(j))
+
+    mb15 = changed("mb15.json", lambda j: j["schedule"].__setitem__("microbatches", 1.5))
+    mb40 = changed("mb40.json", lambda j: j["schedule"].__setitem__("microbatches", 2 ** 40))
+    kind = changed("kind.json", lambda j: j["ops"][1].__setitem__("kind", "relu"))
+    nohash = changed("nohash.json", lambda j: j.pop("model_hash"))
+    expect_error("micro-batches 1.5 (--check)", ["--check", mb15], "field 'microbatches' is 1.5; give a whole number")
+    expect_error("micro-batches 1.5 (--diff)", ["--diff", good, mb15], "field 'microbatches' is 1.5")
+    expect_error("micro-batches 2^40", ["--check", mb40], "1099511627776, out of range")
+    expect_error("an op's kind changed (--check)", ["--check", kind],
+                 "plan op 1 is relu 'embed.drop' but the model's op 1 is dropout 'embed.drop'")
+    expect_error("an op's kind changed (--diff)", ["--diff", good, kind], "plan op 1 is relu")
+    expect_error("no model_hash", ["--check", nohash], "records no model_hash")
+
+# strategies Megatron-LM would not run
+expect_error("pp x vpp not dividing the layers", ["--model", small, "--mesh", "2", "--strategy", "megatron:pp=2,vpp=99999"],
+             "megatron pp=2 x vpp=99999 makes 199998 model chunks, which must split the model's 2 layers evenly")
+expect_error("tp not dividing the heads", ["--model", "gpt:layers=2,hidden=48,heads=4,seq=33,batch=9,vocab=129",
+                                           "--mesh", "3x3", "--strategy", "megatron"],
+             "megatron tp=3 (the innermost axis of mesh 3x3) must divide the 4 attention heads of op")
+expect_error("a strategy knob given twice", ["--model", small, "--strategy", "megatron:tp=2,tp=1"],
+             "knob 'tp' is given twice in strategy 'megatron:tp=2,tp=1'")
+expect_error("a model key given twice", ["--model", moe + ",topk=2,topk=1"], "key 'topk' is given twice")
+
 # values and options
 digits = "9" * 400
 expect_error("a 400-digit aux", ["--model", moe + ",aux=" + digits], "lies outside what a double holds")
 expect_error("a 400-digit capacity", ["--model", moe + ",capacity=" + digits], "...' lies outside")
 expect_error("a negative topk suggests a valid one", ["--model", moe + ",topk=-1"], "write a size such as topk=1")
+expect_error("an empty --memory-limit", ["--model", small, "--memory-limit", ""], "memory size '' is not a number")
 
 print(f"{len(failures)} failed" + (": " + ", ".join(failures) if failures else ""))
 sys.exit(1 if failures else 0)
