@@ -33,6 +33,7 @@
 #include "pipeline_report.hpp"
 #include "plan_report.hpp"
 #include "support/cli.hpp"
+#include "support/cli_parse.hpp"
 #include "support/heap.hpp"
 #include "support/profile.hpp"
 
@@ -414,7 +415,7 @@ int main(int argc, char** argv) {
     std::fputs(app.help().c_str(), stdout);
     return 0;
   } catch (const CLI::ParseError& e) {
-    std::fprintf(stderr, "autoddl-plan: %s\n", e.what());
+    std::fprintf(stderr, "autoddl-plan: %s\n", autoddl::tools::command_line_error(app, e).c_str());
     return 2;
   }
   return autoddl::tools::guarded("autoddl-plan", [&] {

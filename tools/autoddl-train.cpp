@@ -53,6 +53,7 @@
 #include "pipeline_report.hpp"
 #include "plan_report.hpp"
 #include "support/cli.hpp"
+#include "support/cli_parse.hpp"
 #include "support/profile.hpp"
 #include "support/stats.hpp"
 #include "serial_check.hpp"
@@ -472,7 +473,7 @@ int main(int argc, char** argv) {
     MPI_Finalize();
     return 0;
   } catch (const CLI::ParseError& e) {
-    if (rank == 0) std::fprintf(stderr, "autoddl-train: %s\n", e.what());
+    if (rank == 0) std::fprintf(stderr, "autoddl-train: %s\n", autoddl::tools::command_line_error(app, e).c_str());
     MPI_Finalize();
     return 2;
   }

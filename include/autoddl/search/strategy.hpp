@@ -319,6 +319,11 @@ constexpr void check_strategy(const plan_strategy& s, const mesh_shape& mesh) {
     detail::fail<layout_error>("megatron pp=" + detail::itos(pp) + " must divide the outermost axis of mesh " +
                                to_string(mesh) + " (" + detail::itos(mesh[0]) +
                                " devices, where pipeline stages lie); choose a divisor of " + detail::itos(mesh[0]));
+  if (pp > 1 && mesh.size() == 1 && m->tp > 0 && (mesh[0] / pp) % m->tp != 0)  // a 1-D mesh: stages and tp share it
+    detail::fail<layout_error>("megatron tp=" + detail::itos(m->tp) + " must divide the devices of one pipeline stage: pp=" +
+                               detail::itos(pp) + " leaves " + detail::itos(mesh[0] / pp) + " of mesh " + to_string(mesh) +
+                               "'s " + detail::itos(mesh[0]) + " devices to each stage; choose tp dividing " +
+                               detail::itos(mesh[0] / pp) + " or a smaller pp");
   if (cp > 1) {
     // the cp devices lie just outside the tensor-parallel ones, within one pipeline stage
     const std::int64_t around = inner / tp > 1 ? inner / tp : (mesh.size() > 1 ? mesh[mesh.size() - 2] : 1);

@@ -102,6 +102,8 @@ expect_error("pp x vpp not dividing the layers", ["--model", small, "--mesh", "2
 expect_error("tp not dividing the heads", ["--model", "gpt:layers=2,hidden=48,heads=4,seq=33,batch=9,vocab=129",
                                            "--mesh", "3x3", "--strategy", "megatron"],
              "megatron tp=3 (the innermost axis of mesh 3x3) must divide the 4 attention heads of op")
+expect_error("tp not dividing the devices a pipeline stage has", ["--model", small, "--mesh", "2", "--strategy",
+             "megatron:tp=2,pp=2"], "pp=2 leaves 1 of mesh 2's 2 devices to each stage", absent="mesh 1 ")
 expect_error("a strategy knob given twice", ["--model", small, "--strategy", "megatron:tp=2,tp=1"],
              "knob 'tp' is given twice in strategy 'megatron:tp=2,tp=1'")
 expect_error("a model key given twice", ["--model", moe + ",topk=2,topk=1"], "key 'topk' is given twice")
@@ -112,6 +114,7 @@ expect_error("a 400-digit aux", ["--model", moe + ",aux=" + digits], "lies outsi
 expect_error("a 400-digit capacity", ["--model", moe + ",capacity=" + digits], "...' lies outside")
 expect_error("a negative topk suggests a valid one", ["--model", moe + ",topk=-1"], "write a size such as topk=1")
 expect_error("an empty --memory-limit", ["--model", small, "--memory-limit", ""], "memory size '' is not a number")
+expect_error("a misspelled option", ["--model", small, "--stratgy", "auto"], "unknown option --stratgy; did you mean --strategy?")
 
 print(f"{len(failures)} failed" + (": " + ", ".join(failures) if failures else ""))
 sys.exit(1 if failures else 0)
