@@ -52,9 +52,9 @@ namespace detail {
 inline std::int64_t hf_override(const std::string& spec, const std::string& item) {
   const std::size_t eq = item.find('=');
   const std::string key = item.substr(0, eq), value = item.substr(eq + 1);
-  const std::int64_t n = parse_number<std::int64_t>(value, "model spec '" + spec + "': " + key);
+  const std::int64_t n = parse_number<std::int64_t>(value, "model spec '" + detail::excerpt(spec) + "': " + key);
   if (n < 1 || n > (std::int64_t(1) << 40))
-    detail::fail<parse_error>("model spec '" + spec + "': " + item + " is not a positive whole number up to 2^40; write e.g. " +
+    detail::fail<parse_error>("model spec '" + detail::excerpt(spec) + "': " + item + " is not a positive whole number up to 2^40; write e.g. " +
                               key + "=4096");
   return n;
 }
@@ -75,12 +75,12 @@ inline hf_spec parse_hf_spec(std::string_view spec) {
       const std::string item = keys.substr(0, comma);
       if (item.rfind("seq=", 0) == 0) r.seq = detail::hf_override(s, item);
       else if (item.rfind("batch=", 0) == 0) r.batch = detail::hf_override(s, item);
-      else detail::fail<parse_error>("model spec '" + s + "': unknown key in '" + item + "'; an hf config takes seq= and batch=");
+      else detail::fail<parse_error>("model spec '" + detail::excerpt(s) + "': unknown key in '" + item + "'; an hf config takes seq= and batch=");
       if (comma == std::string::npos) break;
       keys = keys.substr(comma + 1);
     }
   }
-  if (rest.empty()) detail::fail<parse_error>("model spec '" + s + "' names no file; write hf:path/to/config.json");
+  if (rest.empty()) detail::fail<parse_error>("model spec '" + detail::excerpt(s) + "' names no file; write hf:path/to/config.json");
   r.path = rest;
   return r;
 }

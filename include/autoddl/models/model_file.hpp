@@ -362,9 +362,9 @@ inline model_file_spec parse_model_file_spec(std::string_view spec) {
   model_file_spec r{std::string(spec.substr(0, at + 5)), 0};
   if (at + 5 == spec.size()) return r;
   const std::string n(spec.substr(at + 12));
-  r.batch = parse_number<std::int64_t>(n, "model spec '" + std::string(spec) + "': batch");
+  r.batch = parse_number<std::int64_t>(n, "model spec '" + detail::excerpt(spec) + "': batch");
   if (r.batch < 1 || r.batch > (std::int64_t(1) << 40))
-    detail::fail<parse_error>("model spec '" + std::string(spec) + "': batch=" + n + " is not a positive whole number up to 2^40");
+    detail::fail<parse_error>("model spec '" + detail::excerpt(spec) + "': batch=" + n + " is not a positive whole number up to 2^40");
   return r;
 }
 

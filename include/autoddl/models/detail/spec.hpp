@@ -33,7 +33,7 @@ inline model_spec parse_spec(std::string_view s) {
   model_spec r{std::string(s), {}, {}};
   std::size_t colon = s.find(':');
   r.model = std::string(s.substr(0, colon));
-  if (r.model.empty()) fail<parse_error>("model spec '" + r.text + "' has no model name; write e.g. gpt:layers=2,hidden=64");
+  if (r.model.empty()) fail<parse_error>("model spec '" + excerpt(r.text) + "' has no model name; write e.g. gpt:layers=2,hidden=64");
   if (colon == std::string_view::npos) return r;
   std::string_view rest = s.substr(colon + 1);
   while (!rest.empty()) {
@@ -41,12 +41,12 @@ inline model_spec parse_spec(std::string_view s) {
     std::string_view item = rest.substr(0, comma);
     std::size_t eq = item.find('=');
     if (eq == std::string_view::npos || eq == 0 || eq + 1 == item.size())
-      fail<parse_error>("model spec '" + r.text + "': expected key=value, got '" + std::string(item) +
+      fail<parse_error>("model spec '" + excerpt(r.text) + "': expected key=value, got '" + std::string(item) +
                         "'; write e.g. gpt:layers=2,hidden=64");
     r.kv.emplace_back(std::string(item.substr(0, eq)), std::string(item.substr(eq + 1)));
     if (comma == std::string_view::npos) break;
     rest = rest.substr(comma + 1);
-    if (rest.empty()) fail<parse_error>("model spec '" + r.text + "' ends with ','; remove it");
+    if (rest.empty()) fail<parse_error>("model spec '" + excerpt(r.text) + "' ends with ','; remove it");
   }
   return r;
 }
