@@ -23,6 +23,8 @@
 #include <vector>
 
 #include "autoddl/cost/hardware_io.hpp"
+#include "autoddl/json_input.hpp"
+#include "autoddl/text_file.hpp"
 #include "autoddl/models/model_file.hpp"
 #include "autoddl/models/zoo.hpp"
 #include "autoddl/search/micro_batches.hpp"
@@ -31,6 +33,7 @@
 #include "pipeline_report.hpp"
 #include "plan_report.hpp"
 #include "support/cli.hpp"
+#include "support/cli_parse.hpp"
 #include "support/heap.hpp"
 #include "support/profile.hpp"
 
@@ -59,8 +62,9 @@ using graph_builder = std::function<graph(int)>;
 // The command line, as given.
 struct plan_cli {
   std::string model = autoddl::tools::default_model, mesh = autoddl::tools::default_mesh,
-              hardware = autoddl::tools::default_hardware, dtype = "fp32", memory, strategy = "auto", compare, svg,
+              hardware = autoddl::tools::default_hardware, dtype = "fp32", strategy = "auto", compare, svg,
                      optimizer = "adam", microbatches = "auto", recompute = "auto", regather = "auto", reshard = "auto", out, export_model;
+  std::optional<std::string> memory;  ///< --memory-limit as given ("" is refused, not ignored)
   std::vector<std::string> diff;
   std::string check;
   bool json = false, no_overlap = false, all_ops = false;
@@ -122,7 +126,7 @@ plan_options options_of(const plan_cli& c) {
   autoddl::tools::warn_if_other_cpu("autoddl-plan", c.hardware, o.hw);
   o.type = parse_dtype(c.dtype);
   o.opt = parse_optimizer(c.optimizer);
-  if (!c.memory.empty()) o.memory_limit = autoddl::tools::parse_bytes(c.memory);
+  if (c.memory) o.memory_limit = autoddl::tools::parse_bytes(*c.memory);
   if (c.no_overlap) o.overlap = overlap_rule::none;
   return o;
 }
@@ -212,8 +216,8 @@ void print_plan(const plan_cli& c, const plan_problem& problem, const plan_resul
 
 // A plan file's "parallelism" object (written by --out; null in a file without it).
 nlohmann::json file_parallelism(const std::string& path) {
-  std::ifstream in(path);
-  const nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  const std::optional<std::string> text = read_text_file(path, "plan file");
+  const nlohmann::json j = text ? parse_json(*text, "plan file " + path) : nlohmann::json(nullptr);
   return j.is_object() && j.contains("parallelism") ? j["parallelism"] : nlohmann::json(nullptr);
 }
 
@@ -239,6 +243,9 @@ struct repriced_file {
 
 repriced_file reprice(const plan_cli& c, const std::string& path) {
   repriced_file r{read_plan_file(path), {}, {}, {}, {}, {}};
+  if (r.file.model_hash.empty())  // nothing to tell a changed model by
+    throw error("plan file " + path + " records no model_hash, so whether model '" + detail::excerpt(r.file.model) +
+                "' changed since it was planned cannot be checked; plan it again (autoddl-plan --out)");
   r.spec = plan_model_spec(r.file);
   r.hardware = c.hardware_given ? c.hardware : r.file.hardware;
   if (c.mesh_given && !(parse_mesh(c.mesh) == r.file.pipeline_mesh))
@@ -250,7 +257,7 @@ repriced_file reprice(const plan_cli& c, const std::string& path) {
   autoddl::tools::warn_if_other_cpu("autoddl-plan", r.hardware, o.hw);
   o.type = parse_dtype(r.file.dtype);
   o.opt = parse_optimizer(r.file.optimizer);
-  if (!c.memory.empty()) o.memory_limit = autoddl::tools::parse_bytes(c.memory);
+  if (c.memory) o.memory_limit = autoddl::tools::parse_bytes(*c.memory);
   if (c.no_overlap) o.overlap = overlap_rule::none;
   try {
     r.plan = autoddl::tools::plan_of_file(r.file, r.spec, o);
@@ -408,7 +415,7 @@ int main(int argc, char** argv) {
     std::fputs(app.help().c_str(), stdout);
     return 0;
   } catch (const CLI::ParseError& e) {
-    std::fprintf(stderr, "autoddl-plan: %s\n", e.what());
+    std::fprintf(stderr, "autoddl-plan: %s\n", autoddl::tools::command_line_error(app, e).c_str());
     return 2;
   }
   return autoddl::tools::guarded("autoddl-plan", [&] {

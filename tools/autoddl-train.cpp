@@ -45,6 +45,7 @@
 #include "autoddl/search/micro_batches.hpp"
 #include "autoddl/search/plan_file.hpp"
 #include "autoddl/search/solve.hpp"
+#include "autoddl/text_file.hpp"
 #if defined(AUTODDL_WITH_CUDA)
 #include "autoddl/backend/cuda/device.cuh"
 #include "autoddl/backend/nccl/mesh_comm.cuh"
@@ -52,6 +53,7 @@
 #include "pipeline_report.hpp"
 #include "plan_report.hpp"
 #include "support/cli.hpp"
+#include "support/cli_parse.hpp"
 #include "support/profile.hpp"
 #include "support/stats.hpp"
 #include "serial_check.hpp"
@@ -176,6 +178,15 @@ void check_blas_on_every_rank() {
   throw error(sentence);
 }
 
+// The --data file's bytes. @throws error naming the file where it is a folder or unreadable.
+std::shared_ptr<text_corpus> read_corpus(const std::string& path) {
+  const std::optional<std::string> bytes = read_text_file(path, "--data file");
+  if (!bytes) throw error("cannot read the --data file '" + path + "'");
+  auto text = std::make_shared<text_corpus>();
+  text->bytes.assign(bytes->begin(), bytes->end());
+  return text;
+}
+
 prepared prepare(const settings& s, int ranks) {
   prepared p;
   p.o.mesh = p.mesh = parse_mesh(s.mesh);
@@ -190,10 +201,7 @@ prepared prepare(const settings& s, int ranks) {
   p.to.seed = s.seed;
   p.to.check_finite = !s.no_check_finite;
   if (!s.data.empty()) {  // a byte-level text for a GPT with vocab 256
-    std::ifstream in(s.data, std::ios::binary);
-    if (!in) throw error("cannot read the --data file '" + s.data + "'");
-    p.text = std::make_shared<text_corpus>();
-    p.text->bytes.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    p.text = read_corpus(s.data);
     p.to.text = p.text.get();
   }
   if (s.device != "cpu" && s.device != "cuda")
@@ -212,10 +220,13 @@ prepared prepare(const settings& s, int ranks) {
   pin.reshard_after_forward = tools::parse_auto_on_off("--reshard", s.reshard);
   const plan_strategy strategy = parse_strategy(s.plan ? s.plan->strategy : s.strategy);
   if (std::holds_alternative<strategy::exhaustive>(strategy)) throw error("--strategy exhaustive is for tiny planning problems; use autoddl-plan");
+  auto interleaved = [](int chunks) {
+    return error("the plan interleaves " + std::to_string(chunks) +
+                 " model chunks per device (vpp); autoddl-train runs the 1F1B schedule with one chunk per device, drop vpp");
+  };
+  if (const auto* m = std::get_if<strategy::megatron>(&strategy); m && m->vpp > 1) throw interleaved(m->vpp);  // before planning
   choose_plan(s, strategy, pin, p);
-  if (p.pipeline && p.pipeline->shape.chunks > 1)
-    throw error("the plan interleaves " + std::to_string(p.pipeline->shape.chunks) +
-                " model chunks per device (vpp); autoddl-train runs the 1F1B schedule with one chunk per device, drop vpp");
+  if (p.pipeline && p.pipeline->shape.chunks > 1) throw interleaved(p.pipeline->shape.chunks);
   if (p.pipeline && s.device != "cpu")
     throw error("pipelines run on MPI ranks with --device cpu; --device " + s.device + " runs plans of one stage");
   p.base = p.o;
@@ -462,13 +473,15 @@ int main(int argc, char** argv) {
     MPI_Finalize();
     return 0;
   } catch (const CLI::ParseError& e) {
-    if (rank == 0) std::fprintf(stderr, "autoddl-train: %s\n", e.what());
+    if (rank == 0) std::fprintf(stderr, "autoddl-train: %s\n", autoddl::tools::command_line_error(app, e).c_str());
     MPI_Finalize();
     return 2;
   }
   std::optional<prepared> p;
   try {
     s.lr_given = app.count("--lr") > 0;
+    if (app.count("--checkpoint-every") && s.checkpoint_every < 1)  // (left out, 0 means after the last step only)
+      throw error("--checkpoint-every takes a positive number of steps, got " + std::to_string(s.checkpoint_every));
     read_plan_option(s, app);
     p.emplace(prepare(s, ranks));
     if (rank == 0) tools::warn_if_other_cpu("autoddl-train", s.hardware, p->o.hw);

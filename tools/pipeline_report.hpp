@@ -22,6 +22,7 @@
 #include "autoddl/search/pipeline.hpp"
 #include "autoddl/search/plan_file.hpp"
 #include "autoddl/search/planning_time.hpp"
+#include "autoddl/search/strategy_model.hpp"
 #include "autoddl/search/svg.hpp"
 #include "plan_report.hpp"
 
@@ -67,6 +68,10 @@ namespace detail {
 // last starts, Megatron-LM's layouts (plan_with_pipelines).
 inline chosen_plan plan_searched(const std::function<graph(int)>& build, std::int64_t batch, const plan_options& o,
                                  const plan_strategy& s, step_settings pin, std::uint64_t seed) {
+  if (std::holds_alternative<strategy::megatron>(s)) {  // the mesh's rules first, then the model's
+    check_strategy(s, o.mesh);
+    check_strategy_on_model(s, build(1), o.mesh);
+  }
   if (pipeline_stages(s) > 1) {
     chosen_plan c = detail::from_pipeline(plan_megatron_pipeline(build, batch, o, s, pin, seed));
     c.plan.result.strategy = s;

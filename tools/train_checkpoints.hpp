@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "autoddl/backend/shard.hpp"
+#include "autoddl/json_input.hpp"
 #include "autoddl/runtime/checkpoint.hpp"
 #include "train_pipeline.hpp"
 #include "train_setup.hpp"
@@ -82,7 +83,7 @@ inline std::vector<std::string> gather_records(const std::string& mine, int rank
 
 /// A rank's record (write_rank_shards' result as JSON text) read back.
 inline checkpoint_rank_file rank_file_of(const std::string& record) {
-  const nlohmann::json j = nlohmann::json::parse(record);
+  const nlohmann::json j = parse_json(record, "a rank's checkpoint record");
   checkpoint_rank_file rf{j.at("rank").get<int>(), j.at("file").get<std::string>(), j.at("bytes").get<std::int64_t>(), {}};
   for (const auto& sj : j.at("shards"))
     rf.shards.push_back({sj.at("param").get<int>(), sj.at("tensor").get<std::string>(),

@@ -27,6 +27,7 @@
 #include <nlohmann/json.hpp>
 
 #include "autoddl/cost/hardware_io.hpp"
+#include "autoddl/json_input.hpp"
 #include "autoddl/models/zoo.hpp"
 #include "autoddl/search/micro_batches.hpp"
 #include "autoddl/search/solve.hpp"
@@ -282,7 +283,7 @@ void measured(const fs::path& out, const fs::path& jsonl, const std::string& har
   std::string line;
   while (std::getline(f, line)) {
     if (line.empty() || line[0] != '{') continue;
-    const auto j = nlohmann::json::parse(line);
+    const auto j = parse_json(line, "a row of " + jsonl.string());
     const std::string spec = j.at("model"), mesh = j.at("mesh");
     for (auto* rows : {&meas, &pred}) {
       if (rows->empty() || rows->back().spec != spec || rows->back().mesh != mesh) {

@@ -17,6 +17,7 @@
 #include <system_error>
 
 #include "autoddl/error.hpp"
+#include "autoddl/text.hpp"
 
 namespace autoddl {
 
@@ -83,7 +84,7 @@ template <ParsedNumber T>
 T parse_number(std::string_view text, std::string_view what) {
   using detail::number_fault;
   const detail::number_read<T> n = detail::read_number<T>(text);
-  const std::string head = std::string(what) + " '" + std::string(text) + "'";
+  const std::string head = std::string(what) + " '" + detail::excerpt(text) + "'";
   switch (n.fault) {
     case number_fault::none: return n.value;
     case number_fault::empty:
@@ -94,8 +95,8 @@ T parse_number(std::string_view text, std::string_view what) {
     case number_fault::out_of_range:
       detail::fail<parse_error>(head + " lies outside " + detail::number_range<T>() + "; give a value within it");
     case number_fault::trailing:
-      detail::fail<parse_error>(head + " has '" + std::string(text.substr(n.used)) + "' after the number " +
-                                std::string(text.substr(0, n.used)) + "; remove it");
+      detail::fail<parse_error>(head + " has '" + detail::excerpt(text.substr(n.used)) + "' after the number " +
+                                detail::excerpt(text.substr(0, n.used)) + "; remove it");
     case number_fault::not_finite: break;
   }
   detail::fail<parse_error>(head + " is not a finite number; write digits, e.g. 1.25");

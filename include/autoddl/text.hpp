@@ -19,6 +19,14 @@ constexpr std::string itos(std::int64_t v) {
   return r;
 }
 
+/// A value given by a user as a message echoes it: the text itself, or its first `most`
+/// characters and "..." when longer, so a 10 MB value makes a message of one line.
+/// Example: excerpt(std::string(1000, '9'), 8) == "99999999...".
+constexpr std::string excerpt(std::string_view s, std::size_t most = 80) {
+  if (s.size() <= most) return std::string(s);
+  return std::string(s.substr(0, most)) + "...";
+}
+
 /// A left-to-right reader over text with one-character look-ahead; used by every parser so
 /// they report the same kind of message ("expected ... at position k of '...'").
 struct cursor {

@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 #include <initializer_list>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <string_view>
@@ -22,6 +23,8 @@
 #include "autoddl/cost/hardware.hpp"
 #include "autoddl/mesh/link.hpp"
 #include "autoddl/error.hpp"
+#include "autoddl/json_input.hpp"
+#include "autoddl/text_file.hpp"
 
 namespace autoddl {
 
@@ -49,7 +52,7 @@ class profile_reader {
         valid += k;
       }
       std::string path = where.empty() ? it.key() : where + "." + it.key();
-      throw parse_error("hardware profile '" + file_ + "': unknown key '" + path + "'; valid keys " +
+      throw parse_error("hardware profile '" + file_ + "': unknown key '" + detail::excerpt(path) + "'; valid keys " +
                         (where.empty() ? std::string("at the top") : "in '" + where + "'") + " are " + valid);
     }
   }
@@ -74,7 +77,7 @@ class profile_reader {
   double positive(const nlohmann::json& v, const std::string& path, const std::string& unit) const {
     if (!v.is_number()) fail(path, "must be a number (" + unit + ")");
     double d = v.get<double>();
-    if (!(d > 0)) fail(path, "is " + v.dump() + "; give a positive number (" + unit + ")");
+    if (!(d > 0)) fail(path, "is " + json_excerpt(v) + "; give a positive number (" + unit + ")");
     return d;
   }
 
@@ -91,12 +94,12 @@ class profile_reader {
     const auto& a = member(j, where, "alpha");
     if (!a.is_number()) fail(where + ".alpha", "must be a number (seconds)");
     l.alpha = a.get<double>();
-    if (!(l.alpha > 0)) fail(where + ".alpha", "is " + a.dump() + "; give a positive number (seconds)");
+    if (!(l.alpha > 0)) fail(where + ".alpha", "is " + json_excerpt(a) + "; give a positive number (seconds)");
     l.beta = positive(j, where, "beta", "bytes per second");
     if (auto g = j.find("gamma"); g != j.end()) {
       if (!g->is_number()) fail(where + ".gamma", "must be a number (seconds per byte reduced)");
       l.gamma = g->get<double>();
-      if (!(l.gamma >= 0)) fail(where + ".gamma", "is " + g->dump() + "; give a number >= 0 (seconds per byte reduced)");
+      if (!(l.gamma >= 0)) fail(where + ".gamma", "is " + json_excerpt(*g) + "; give a number >= 0 (seconds per byte reduced)");
     }
     // The optional second regime: large_bytes and beta_large together; gamma_large defaults to gamma.
     const bool any_large = j.contains("large_bytes") || j.contains("beta_large") || j.contains("gamma_large");
@@ -112,7 +115,7 @@ class profile_reader {
         if (!g->is_number()) fail(where + ".gamma_large", "must be a number (seconds per byte reduced)");
         l.gamma_large = g->get<double>();
         if (!(l.gamma_large >= 0))
-          fail(where + ".gamma_large", "is " + g->dump() + "; give a number >= 0 (seconds per byte reduced)");
+          fail(where + ".gamma_large", "is " + json_excerpt(*g) + "; give a number >= 0 (seconds per byte reduced)");
       }
     }
     return l;
@@ -135,12 +138,12 @@ class profile_reader {
     if (j.contains("overlap")) {
       const auto& ov = j.at("overlap");
       if (!ov.is_string() || (ov != "none" && ov != "grad_sync_with_backward"))
-        fail("overlap", "is " + ov.dump() + "; write \"none\" (the executor overlaps nothing) or \"grad_sync_with_backward\"");
+        fail("overlap", "is " + json_excerpt(ov) + "; write \"none\" (the executor overlaps nothing) or \"grad_sync_with_backward\"");
       h.overlap = parse_overlap_rule(ov.get<std::string>());
     }
     const auto& dpn = member(j, "", "devices_per_node");
     if (!dpn.is_number_integer() || dpn.get<long long>() < 1 || dpn.get<long long>() > (1 << 20))
-      fail("devices_per_node", "is " + dpn.dump() + "; give a positive integer");
+      fail("devices_per_node", "is " + json_excerpt(dpn) + "; give a positive integer");
     h.devices_per_node = int(dpn.get<long long>());
     const auto& links = object(member(j, "", "links"), "links");
     only_keys(links, "links", {"intra_node", "inter_node"});
@@ -162,7 +165,7 @@ class profile_reader {
     for (work_kind k : {work_kind::gemm, work_kind::conv, work_kind::elementwise}) {
       std::string key(to_string(k));
       double e = positive(eff, "device.efficiency", key, "fraction of peak");
-      if (e > 1) fail("device.efficiency." + key, "is " + member(eff, "device.efficiency", key).dump() + "; give a fraction of peak in (0, 1]");
+      if (e > 1) fail("device.efficiency." + key, "is " + json_excerpt(member(eff, "device.efficiency", key)) + "; give a fraction of peak in (0, 1]");
       h.device.efficiency[std::size_t(k)] = e;
     }
     h.device.memory_bytes = positive(dev, "device", "memory_bytes", "bytes");
@@ -195,7 +198,7 @@ class profile_reader {
     const auto& v = member(j, where, key);
     if (!v.is_number()) fail(path_of(where, key), "must be a number (" + unit + ")");
     const double d = v.get<double>();
-    if (!(d >= 0)) fail(path_of(where, key), "is " + v.dump() + "; give a number >= 0 (" + unit + ")");
+    if (!(d >= 0)) fail(path_of(where, key), "is " + json_excerpt(v) + "; give a number >= 0 (" + unit + ")");
     return d;
   }
 
@@ -259,19 +262,15 @@ inline std::vector<std::string> hardware_presets() {
 
 /// Parses a profile from JSON text; `file` names it in errors.
 inline hardware parse_hardware(std::string_view json_text, const std::string& file = "<text>") {
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(json_text.begin(), json_text.end());
-  } catch (const nlohmann::json::exception& e) {  // parse_error, or out_of_range for a number beyond a double
-    throw parse_error("hardware profile '" + file + "' is not valid JSON (" + e.what() + "); fix the syntax there");
-  }
-  return detail::profile_reader(file).read(j);
+  return detail::profile_reader(file).read(parse_json(json_text, "hardware profile '" + file + "'"));
 }
 
-/// Loads a preset by name ("dgx1-v100") or a file by path (anything with '/' or ending .json).
+/// Loads a preset by name ("dgx1-v100") or a file by path (anything with '/', ending .json or naming a
+/// directory, which is refused as one).
 inline hardware load_hardware(std::string_view name_or_path) {
   std::string file;
-  if (detail::names_a_file(name_or_path)) {
+  std::error_code dir_ec;
+  if (detail::names_a_file(name_or_path) || std::filesystem::is_directory(std::string(name_or_path), dir_ec)) {
     file = std::string(name_or_path);
   } else {
     const std::string dir = detail::hardware_dir();
@@ -290,11 +289,9 @@ inline hardware load_hardware(std::string_view name_or_path) {
                   (valid.empty() ? std::string("(none found)") : valid) + ", or give a path to a .json file");
     }
   }
-  std::ifstream in(file);
-  if (!in) throw error("hardware profile file '" + file + "' cannot be opened; check the path");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return parse_hardware(ss.str(), file);
+  const std::optional<std::string> text = read_text_file(file, "hardware profile");
+  if (!text) throw error("hardware profile file '" + file + "' cannot be opened; check the path");
+  return parse_hardware(*text, file);
 }
 
 namespace detail {

@@ -22,8 +22,7 @@
 // Errors name the file, the field and the value.
 #include <algorithm>
 #include <cstdint>
-#include <fstream>
-#include <iterator>
+#include <filesystem>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -32,8 +31,10 @@
 #include <nlohmann/json.hpp>
 
 #include "autoddl/error.hpp"
+#include "autoddl/json_input.hpp"
 #include "autoddl/models/llama.hpp"
 #include "autoddl/parse_number.hpp"
+#include "autoddl/text_file.hpp"
 
 namespace autoddl {
 
@@ -51,9 +52,9 @@ namespace detail {
 inline std::int64_t hf_override(const std::string& spec, const std::string& item) {
   const std::size_t eq = item.find('=');
   const std::string key = item.substr(0, eq), value = item.substr(eq + 1);
-  const std::int64_t n = parse_number<std::int64_t>(value, "model spec '" + spec + "': " + key);
+  const std::int64_t n = parse_number<std::int64_t>(value, "model spec '" + detail::excerpt(spec) + "': " + key);
   if (n < 1 || n > (std::int64_t(1) << 40))
-    detail::fail<parse_error>("model spec '" + spec + "': " + item + " is not a positive whole number up to 2^40; write e.g. " +
+    detail::fail<parse_error>("model spec '" + detail::excerpt(spec) + "': " + item + " is not a positive whole number up to 2^40; write e.g. " +
                               key + "=4096");
   return n;
 }
@@ -74,12 +75,12 @@ inline hf_spec parse_hf_spec(std::string_view spec) {
       const std::string item = keys.substr(0, comma);
       if (item.rfind("seq=", 0) == 0) r.seq = detail::hf_override(s, item);
       else if (item.rfind("batch=", 0) == 0) r.batch = detail::hf_override(s, item);
-      else detail::fail<parse_error>("model spec '" + s + "': unknown key in '" + item + "'; an hf config takes seq= and batch=");
+      else detail::fail<parse_error>("model spec '" + detail::excerpt(s) + "': unknown key in '" + item + "'; an hf config takes seq= and batch=");
       if (comma == std::string::npos) break;
       keys = keys.substr(comma + 1);
     }
   }
-  if (rest.empty()) detail::fail<parse_error>("model spec '" + s + "' names no file; write hf:path/to/config.json");
+  if (rest.empty()) detail::fail<parse_error>("model spec '" + detail::excerpt(s) + "' names no file; write hf:path/to/config.json");
   r.path = rest;
   return r;
 }
@@ -106,18 +107,18 @@ struct hf_reader {
     }
     const nlohmann::json& v = j[field];
     if (!v.is_number_integer() || v.get<std::int64_t>() < 1 || v.get<std::int64_t>() > (std::int64_t(1) << 40))
-      bad("field '" + std::string(field) + "' is " + v.dump() + "; give a positive whole number");
+      bad("field '" + std::string(field) + "' is " + json_excerpt(v) + "; give a positive whole number");
     return v.get<std::int64_t>();
   }
   double number(const char* field, double dflt) const {
     if (!j.contains(field) || j[field].is_null()) return dflt;
     const nlohmann::json& v = j[field];
-    if (!v.is_number() || !(v.get<double>() > 0)) bad("field '" + std::string(field) + "' is " + v.dump() + "; give a positive number");
+    if (!v.is_number() || !(v.get<double>() > 0)) bad("field '" + std::string(field) + "' is " + json_excerpt(v) + "; give a positive number");
     return v.get<double>();
   }
   bool flag(const char* field, bool dflt) const {
     if (!j.contains(field) || j[field].is_null()) return dflt;
-    if (!j[field].is_boolean()) bad("field '" + std::string(field) + "' is " + j[field].dump() + "; give true or false");
+    if (!j[field].is_boolean()) bad("field '" + std::string(field) + "' is " + json_excerpt(j[field]) + "; give true or false");
     return j[field].get<bool>();
   }
 };
@@ -133,7 +134,7 @@ inline void read_hf_experts(const hf_reader& r, const std::string& type, llama_c
   if (r.j.contains("router_aux_loss_coef") && !r.j["router_aux_loss_coef"].is_null()) {
     const nlohmann::json& v = r.j["router_aux_loss_coef"];
     if (!v.is_number() || !(v.get<double>() >= 0))
-      r.bad("field 'router_aux_loss_coef' is " + v.dump() + "; give a number >= 0");
+      r.bad("field 'router_aux_loss_coef' is " + json_excerpt(v) + "; give a number >= 0");
     c.aux_coef = v.get<double>();
   }
   if (mixtral) return;
@@ -143,9 +144,9 @@ inline void read_hf_experts(const hf_reader& r, const std::string& type, llama_c
     if ((l + 1) % step != 0) dense.push_back(l);
   if (r.j.contains("mlp_only_layers") && !r.j["mlp_only_layers"].is_null()) {
     const nlohmann::json& v = r.j["mlp_only_layers"];
-    if (!v.is_array()) r.bad("field 'mlp_only_layers' is " + v.dump() + "; give a list of layer numbers");
+    if (!v.is_array()) r.bad("field 'mlp_only_layers' is " + json_excerpt(v) + "; give a list of layer numbers");
     for (const nlohmann::json& l : v) {
-      if (!l.is_number_integer()) r.bad("field 'mlp_only_layers' holds " + l.dump() + "; give layer numbers");
+      if (!l.is_number_integer()) r.bad("field 'mlp_only_layers' holds " + json_excerpt(l) + "; give layer numbers");
       dense.push_back(l.get<std::int64_t>());
     }
   }
@@ -158,19 +159,14 @@ inline void read_hf_experts(const hf_reader& r, const std::string& type, llama_c
 
 /// The LLaMA-family configuration a config.json's text describes (`file` names it in errors).
 inline llama_config parse_hf_config(std::string_view text, const std::string& file) {
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(text);
-  } catch (const nlohmann::json::exception& e) {
-    detail::fail<parse_error>("hf config " + file + " is not valid JSON (" + e.what() + ")");
-  }
+  const nlohmann::json j = parse_json(text, "hf config " + file);
   const detail::hf_reader r{file, j};
   if (!j.is_object()) r.bad("is not a JSON object");
   if (!j.contains("model_type") || !j["model_type"].is_string()) r.bad("lacks the field 'model_type'");
   const std::string type = j["model_type"].get<std::string>();
   const std::vector<std::string> known{"llama", "mistral", "qwen2", "qwen3", "mixtral", "qwen3_moe"};
   if (std::find(known.begin(), known.end(), type) == known.end())
-    r.bad("model_type '" + type + "' is not one autoddl builds; it reads " + detail::join(known));
+    r.bad("model_type '" + detail::excerpt(type) + "' is not one autoddl builds; it reads " + detail::join(known));
   llama_config c;
   c.hidden = r.count("hidden_size");
   c.ffn = r.count("intermediate_size");
@@ -200,10 +196,13 @@ inline llama_config parse_hf_config(std::string_view text, const std::string& fi
 /// The configuration of an hf spec: the file read, then its seq= and batch= applied.
 /// @throws error when the file cannot be read; parse_error / error naming the file and field.
 inline llama_config load_hf_config(const hf_spec& h) {
-  std::ifstream in(h.path, std::ios::binary);
-  if (!in) detail::fail<error>("cannot read hf config '" + h.path + "'");
-  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  llama_config c = parse_hf_config(text, h.path);
+  std::error_code ec;
+  if (const std::filesystem::path in_dir = std::filesystem::path(h.path) / "config.json";
+      std::filesystem::is_directory(h.path, ec) && std::filesystem::is_regular_file(in_dir, ec))
+    detail::fail<error>("hf config '" + h.path + "' is a directory, not a file; did you mean hf:" + in_dir.string() + "?");
+  const std::optional<std::string> text = read_text_file(h.path, "hf config");
+  if (!text) detail::fail<error>("cannot read hf config '" + h.path + "'");
+  llama_config c = parse_hf_config(*text, h.path);
   if (h.seq) c.seq = *h.seq;
   if (h.batch) c.batch = *h.batch;
   return c;

@@ -230,7 +230,7 @@ inline llama_config read_llama(const model_spec& s) {
     names.push_back(q.name);
     if (size == q.name) p = &q;
   }
-  if (!p) fail<parse_error>("model spec '" + s.text + "': unknown size '" + size + "'; valid sizes: " + join(names));
+  if (!p) fail<parse_error>("model spec '" + detail::excerpt(s.text) + "': unknown size '" + size + "'; valid sizes: " + join(names));
   llama_config c = p->c;
   c.layers = r.count("layers", c.layers, max_model_layers);
   c.hidden = r.count("hidden", c.hidden);
@@ -253,8 +253,8 @@ inline llama_config read_llama(const model_spec& s) {
   c.aux_coef = r.decimal("aux", c.aux_coef);
   c.unfused_attention = r.one_of("attention", "fused", {"fused", "unfused"}) == "unfused";
   if (c.experts == 0 && (r.find("topk") || r.find("capacity") || r.find("moe_ffn") || r.find("shared_experts")))
-    fail<parse_error>("model spec '" + s.text + "': topk, capacity, moe_ffn and shared_experts need experts=E");
-  check_llama(c, "model spec '" + s.text + "'");
+    fail<parse_error>("model spec '" + detail::excerpt(s.text) + "': topk, capacity, moe_ffn and shared_experts need experts=E");
+  check_llama(c, "model spec '" + detail::excerpt(s.text) + "'");
   return c;
 }
 

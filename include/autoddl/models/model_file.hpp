@@ -39,11 +39,13 @@
 
 #include "autoddl/error.hpp"
 #include "autoddl/index.hpp"
+#include "autoddl/json_input.hpp"
 #include "autoddl/models/graph.hpp"
 #include "autoddl/models/hf_config.hpp"
 #include "autoddl/models/zoo.hpp"
 #include "autoddl/ops/shapes.hpp"
 #include "autoddl/parse_number.hpp"
+#include "autoddl/text_file.hpp"
 
 namespace autoddl {
 
@@ -332,12 +334,9 @@ class model_file_builder {
 inline graph parse_model_file(std::string_view text, const std::string& file, int microbatches = 1,
                               std::int64_t batch = 0) {
   const detail::model_reader r{file};
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(text);
-  } catch (const nlohmann::json::exception& e) {
-    r.bad("", std::string("is not valid JSON (") + e.what() + ")");
-  }
+  const nlohmann::json j = parse_json(text, "model file " + file);
+  if (j.is_object() && !j.contains("format") && j.contains("model_type"))  // a Hugging Face config.json
+    r.bad("", "is a Hugging Face config (it has 'model_type'), not an autoddl model; did you mean hf:" + file + "?");
   if (!j.is_object() || !j.contains("format") || j["format"] != model_file_format)
     r.bad("", "is not an autoddl model (its 'format' is not \"autoddl-model\")");
   if (!j.contains("version") || j["version"] != model_file_version)
@@ -365,9 +364,9 @@ inline model_file_spec parse_model_file_spec(std::string_view spec) {
   model_file_spec r{std::string(spec.substr(0, at + 5)), 0};
   if (at + 5 == spec.size()) return r;
   const std::string n(spec.substr(at + 12));
-  r.batch = parse_number<std::int64_t>(n, "model spec '" + std::string(spec) + "': batch");
+  r.batch = parse_number<std::int64_t>(n, "model spec '" + detail::excerpt(spec) + "': batch");
   if (r.batch < 1 || r.batch > (std::int64_t(1) << 40))
-    detail::fail<parse_error>("model spec '" + std::string(spec) + "': batch=" + n + " is not a positive whole number up to 2^40");
+    detail::fail<parse_error>("model spec '" + detail::excerpt(spec) + "': batch=" + n + " is not a positive whole number up to 2^40");
   return r;
 }
 
@@ -376,10 +375,9 @@ inline model_file_spec parse_model_file_spec(std::string_view spec) {
 /// layout_error when wrong.
 inline graph read_model_file(const std::string& spec, int microbatches = 1) {
   const model_file_spec f = parse_model_file_spec(spec);
-  std::ifstream in(f.path, std::ios::binary);
-  if (!in) detail::fail<error>("cannot read model file '" + f.path + "'");
-  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  return parse_model_file(text, f.path, microbatches, f.batch);
+  const std::optional<std::string> text = read_text_file(f.path, "model file");
+  if (!text) detail::fail<error>("cannot read model file '" + f.path + "'");
+  return parse_model_file(*text, f.path, microbatches, f.batch);
 }
 
 /// A model by spec: a Hugging Face config when the spec starts with hf: (models/hf_config.hpp),

@@ -45,8 +45,10 @@
 #include "autoddl/backend/shard.hpp"
 #include "autoddl/error.hpp"
 #include "autoddl/index.hpp"
+#include "autoddl/json_input.hpp"
 #include "autoddl/parse_number.hpp"
 #include "autoddl/text.hpp"
+#include "autoddl/text_file.hpp"
 
 namespace autoddl {
 
@@ -290,22 +292,16 @@ struct manifest_reader {
       }
     }
   }
-  /// A JSON integer that I holds: nlohmann's get<I> of a float or of an integer beyond I's
-  /// range is undefined behaviour or wraps, so both are refused here.
+  /// A JSON integer that I holds (json_whole).
   template <class I>
   I whole(const nlohmann::json& v, const char* field) const {
-    const bool fits = v.is_number_unsigned() ? v.get<std::uint64_t>() <= std::uint64_t(std::numeric_limits<I>::max())
-                      : v.is_number_integer() ? v.get<std::int64_t>() >= std::int64_t(std::numeric_limits<I>::min()) &&
-                                                   v.get<std::int64_t>() <= std::int64_t(std::numeric_limits<I>::max())
-                                              : false;
-    if (!fits)
-      detail::fail<error>("checkpoint manifest " + file + ": field '" + field + "' must hold whole numbers from " +
-                          std::to_string(std::numeric_limits<I>::min()) + " to " + std::to_string(std::numeric_limits<I>::max()) +
-                          " (got " + v.dump() + ")");
-    return v.get<I>();
+    if (const std::optional<I> x = json_whole<I>(v)) return *x;
+    detail::fail<error>("checkpoint manifest " + file + ": field '" + field + "' must hold whole numbers from " +
+                        std::to_string(std::numeric_limits<I>::min()) + " to " + std::to_string(std::numeric_limits<I>::max()) +
+                        " (got " + json_excerpt(v) + ")");
   }
   [[noreturn]] void wrong_type(const nlohmann::json& v, const char* field) const {
-    detail::fail<error>("checkpoint manifest " + file + ": field '" + field + "' has the wrong type (" + v.dump() + ")");
+    detail::fail<error>("checkpoint manifest " + file + ": field '" + field + "' has the wrong type (" + json_excerpt(v) + ")");
   }
   std::uint64_t number_text(const nlohmann::json& j, const char* field) const {
     const std::string s = get<std::string>(j, field);
@@ -373,16 +369,11 @@ inline checkpoint_rank_file read_rank_file(const manifest_reader& r, const nlohm
 /// Parses and checks a manifest's text; `path` names it in errors.
 /// @throws autoddl::error naming the file and the field.
 inline checkpoint_manifest parse_manifest(std::string_view text, const std::filesystem::path& path) {
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(text);
-  } catch (const nlohmann::json::exception& e) {
-    detail::fail<error>("checkpoint manifest " + path.string() + " is not valid JSON (" + e.what() + ")");
-  }
+  const nlohmann::json j = parse_json(text, "checkpoint manifest " + path.string());
   const detail::manifest_reader r{path.string()};
   if (r.get<std::string>(j, "format") != checkpoint_format)
     detail::fail<error>("checkpoint manifest " + path.string() + " is not an autoddl checkpoint (format '" +
-                r.get<std::string>(j, "format") + "')");
+                detail::excerpt(r.get<std::string>(j, "format")) + "')");
   if (const int v = r.get<int>(j, "version"); v != checkpoint_version)
     detail::fail<error>("checkpoint manifest " + path.string() + " has format version " + std::to_string(v) +
                 "; this autoddl reads version " + std::to_string(checkpoint_version));
@@ -416,10 +407,9 @@ inline checkpoint_manifest parse_manifest(std::string_view text, const std::file
 /// Reads and checks <folder>/manifest.json. @throws autoddl::error naming the file and field.
 inline checkpoint_manifest read_manifest(const std::filesystem::path& folder) {
   const std::filesystem::path path = folder / "manifest.json";
-  std::ifstream in(path, std::ios::binary);
-  if (!in) detail::fail<error>("checkpoint manifest " + path.string() + " is missing or unreadable");
-  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  return parse_manifest(text, path);
+  const std::optional<std::string> text = read_text_file(path, "checkpoint manifest");
+  if (!text) detail::fail<error>("checkpoint manifest " + path.string() + " is missing or unreadable");
+  return parse_manifest(*text, path);
 }
 
 /// Reads blocks of a checkpoint: each rank file checked (present, of the manifest's size) and

@@ -39,6 +39,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <map>
 #include <memory>
 #include <optional>
@@ -87,12 +88,18 @@ struct micro_batched_plan {
   double peak_bytes = 0;
 };
 
-/// The divisors of n, ascending. divisors(12) == {1, 2, 3, 4, 6, 12}.
+/// The divisors of n that an int holds (micro-batch counts, axis sizes), ascending, found in
+/// O(sqrt n) steps: a batch of 2^32 takes 2^16 trial divisions, not 2^32.
+/// divisors(12) == {1, 2, 3, 4, 6, 12}.
 inline std::vector<int> divisors(std::int64_t n) {
-  std::vector<int> d;
-  for (std::int64_t k = 1; k <= n; ++k)
-    if (n % k == 0) d.push_back(int(k));
-  return d;
+  std::vector<int> low, high;  // k and n / k for each k <= sqrt(n)
+  for (std::int64_t k = 1; k <= n / k; ++k) {
+    if (n % k != 0) continue;
+    low.push_back(int(k));
+    if (const std::int64_t q = n / k; q != k && q <= std::numeric_limits<int>::max()) high.push_back(int(q));
+  }
+  low.insert(low.end(), high.rbegin(), high.rend());
+  return low;
 }
 
 /// The name of a plan's largest memory term: "activations", "optimizer state", ...

@@ -32,13 +32,17 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <limits>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <vector>
 
 #include "autoddl/error.hpp"
 #include "autoddl/index.hpp"
+#include "autoddl/json_input.hpp"
 #include "autoddl/models/model_file.hpp"
 #include "autoddl/ops/signatures.hpp"
 #include "autoddl/search/plan_boxing_file.hpp"
@@ -46,6 +50,7 @@
 #include "autoddl/search/planner.hpp"
 #include "autoddl/search/solve.hpp"
 #include "autoddl/search/step_memory.hpp"
+#include "autoddl/text_file.hpp"
 
 namespace autoddl {
 
@@ -168,11 +173,28 @@ struct plan_reader {
   template <class V>
   V get(const nlohmann::json& j, const std::string& field) const {
     const nlohmann::json& v = need(j, field);
-    try {
-      return v.get<V>();
-    } catch (const nlohmann::json::exception&) {
-      bad("field '" + field + "' has the wrong type (" + v.dump() + ")");
+    if constexpr (std::is_same_v<V, int>) {
+      return whole(v, field);
+    } else if constexpr (std::is_same_v<V, std::vector<int>>) {
+      if (!v.is_array()) bad("field '" + field + "' has the wrong type (" + json_excerpt(v) + "); give a list of whole numbers");
+      V r;
+      for (const nlohmann::json& e : v) r.push_back(whole(e, field));
+      return r;
+    } else {
+      try {
+        return v.get<V>();
+      } catch (const nlohmann::json::exception&) {
+        bad("field '" + field + "' has the wrong type (" + json_excerpt(v) + ")");
+      }
     }
+  }
+  /// A JSON integer an int holds (json_whole): 1.5 and 2^40 are refused, not truncated or wrapped.
+  int whole(const nlohmann::json& v, const std::string& field) const {
+    if (const std::optional<int> x = json_whole<int>(v)) return *x;
+    if (v.is_number_integer())
+      bad("field '" + field + "' is " + json_excerpt(v) + ", out of range; give a whole number up to " +
+          std::to_string(std::numeric_limits<int>::max()));
+    bad("field '" + field + "' is " + json_excerpt(v) + "; give a whole number");
   }
   const nlohmann::json& array(const nlohmann::json& j, const std::string& field) const {
     const nlohmann::json& v = need(j, field);
@@ -292,12 +314,7 @@ inline plan_prediction read_plan_prediction(const nlohmann::json& j) {
 /// Parses a plan file's text; `file` names it in errors. @throws parse_error naming the field.
 inline plan_file parse_plan_file(std::string_view text, const std::string& file) {
   const detail::plan_reader r{file};
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(text);
-  } catch (const nlohmann::json::exception& e) {
-    r.bad(std::string("is not valid JSON (") + e.what() + ")");
-  }
+  const nlohmann::json j = parse_json(text, "plan file " + file);
   plan_file p;
   detail::read_plan_header(r, j, p);
   detail::read_plan_schedule(r, j, p);
@@ -309,10 +326,9 @@ inline plan_file parse_plan_file(std::string_view text, const std::string& file)
 
 /// Reads and parses a plan file. @throws parse_error (or error when unreadable).
 inline plan_file read_plan_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) detail::fail<error>("cannot read plan file '" + path + "'");
-  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  plan_file f = parse_plan_file(text, path);
+  const std::optional<std::string> text = read_text_file(path, "plan file");
+  if (!text) detail::fail<error>("cannot read plan file '" + path + "'");
+  plan_file f = parse_plan_file(*text, path);
   f.path = path;
   return f;
 }
@@ -401,9 +417,10 @@ inline std::vector<int> pick_of(const plan_problem& problem, const plan_file& f)
   std::vector<int> pick(std::size_t(problem.untied().nodes()), -1);
   for (std::size_t i = 0; i < g.ops.size(); ++i) {
     const op_layouts& l = f.ops[i];
-    if (l.name != g.ops[i].name)
-      detail::fail<layout_error>("plan op " + std::to_string(i) + " is '" + l.name + "' but the model's op " + std::to_string(i) +
-                         " is '" + g.ops[i].name + "'");
+    if (l.name != g.ops[i].name || l.kind != to_string(g.ops[i].kind))
+      detail::fail<layout_error>("plan op " + std::to_string(i) + " is " + detail::excerpt(l.kind) + " '" + detail::excerpt(l.name) +
+                                 "' but the model's op " + std::to_string(i) + " is " + std::string(to_string(g.ops[i].kind)) +
+                                 " '" + g.ops[i].name + "'");
     const auto& cands = problem.op_candidates(int(i));
     for (std::size_t c = 0; c < cands.size() && pick[i] < 0; ++c)
       if (cands[c].inputs == l.inputs && cands[c].params == l.params && cands[c].outputs == l.outputs) pick[i] = int(c);

@@ -162,6 +162,16 @@ inline constexpr std::int64_t max_strategy_knob = 2147483647;
 
 namespace detail {
 
+// Whether knob `key` is among `knobs` ("tp=2,pp=2" holds tp and pp).
+constexpr bool knob_given_in(std::string_view knobs, std::string_view key) {
+  while (!knobs.empty()) {
+    const std::size_t comma = knobs.find(',');
+    if (knobs.substr(0, std::min(comma, knobs.find('='))) == key) return true;
+    knobs = comma == std::string_view::npos ? std::string_view{} : knobs.substr(comma + 1);
+  }
+  return false;
+}
+
 // The knobs of megatron strategy `text` ("tp=8,pp=2,recompute=full": what follows the colon).
 constexpr strategy::megatron parse_megatron_knobs(std::string_view text, std::string_view knobs) {
   strategy::megatron m;
@@ -169,10 +179,13 @@ constexpr strategy::megatron parse_megatron_knobs(std::string_view text, std::st
   while (!rest.empty()) {
     const std::size_t comma = rest.find(',');
     const std::string_view kv = rest.substr(0, comma);
+    const std::string_view given = knobs.substr(0, std::size_t(kv.data() - knobs.data()));  // the knobs before it
     rest = comma == std::string_view::npos ? std::string_view{} : rest.substr(comma + 1);
     const std::size_t eq = kv.find('=');
     const std::string_view key = kv.substr(0, eq);
     const std::string_view value = eq == std::string_view::npos ? std::string_view{} : kv.substr(eq + 1);
+    if (knob_given_in(given, key))  // the last would silently win
+      fail<parse_error>("knob '" + std::string(key) + "' is given twice in strategy '" + excerpt(text) + "'; give it once");
     if (key == "recompute") {
       m.recompute = parse_recompute(value);
       continue;
@@ -306,6 +319,11 @@ constexpr void check_strategy(const plan_strategy& s, const mesh_shape& mesh) {
     detail::fail<layout_error>("megatron pp=" + detail::itos(pp) + " must divide the outermost axis of mesh " +
                                to_string(mesh) + " (" + detail::itos(mesh[0]) +
                                " devices, where pipeline stages lie); choose a divisor of " + detail::itos(mesh[0]));
+  if (pp > 1 && mesh.size() == 1 && m->tp > 0 && (mesh[0] / pp) % m->tp != 0)  // a 1-D mesh: stages and tp share it
+    detail::fail<layout_error>("megatron tp=" + detail::itos(m->tp) + " must divide the devices of one pipeline stage: pp=" +
+                               detail::itos(pp) + " leaves " + detail::itos(mesh[0] / pp) + " of mesh " + to_string(mesh) +
+                               "'s " + detail::itos(mesh[0]) + " devices to each stage; choose tp dividing " +
+                               detail::itos(mesh[0] / pp) + " or a smaller pp");
   if (cp > 1) {
     // the cp devices lie just outside the tensor-parallel ones, within one pipeline stage
     const std::int64_t around = inner / tp > 1 ? inner / tp : (mesh.size() > 1 ? mesh[mesh.size() - 2] : 1);

@@ -221,7 +221,10 @@ try:
             ("a missing shard", lambda d: os.remove(os.path.join(d, "rank-00003.bin")), "rank-00003.bin is missing"),
             ("a corrupt shard", lambda d: flip_byte(os.path.join(d, "rank-00002.bin")), "rank-00002.bin is corrupt"),
             ("a manifest of another model", lambda d: other_model(os.path.join(d, "manifest.json")),
-             "was written for model 'gpt:layers=3")]:
+             "was written for model 'gpt:layers=3"),
+            ("a manifest nested 100,000 deep",
+             lambda d: open(os.path.join(d, "manifest.json"), "w").write("[" * 100000 + "]" * 100000),
+             "nests arrays and objects deeper than 256 levels")]:
         d = os.path.join(work, "damaged", "step-00000002")
         shutil.rmtree(os.path.join(work, "damaged"), ignore_errors=True)
         shutil.copytree(src, d)

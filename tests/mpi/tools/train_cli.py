@@ -61,7 +61,12 @@ for np, mesh, args, says, what in [
          "an interleaved pipeline"),
         (4, "2x2", ["--strategy", "megatron:tp=2,pp=2,dp=2"], "is 8 devices, but mesh 2x2 has 4",
          "tp x pp x dp not the device count"),
-        (4, "2x2", ["--strategy", "megatron:tp=2,pp=3"], "must divide", "pp not dividing the outermost axis")]:
+        (4, "2x2", ["--strategy", "megatron:tp=2,pp=3"], "must divide", "pp not dividing the outermost axis"),
+        (2, "2", ["--checkpoint-every", "0", "--checkpoint-dir", "unused"],
+         "--checkpoint-every takes a positive number of steps, got 0", "a checkpoint every 0 steps"),
+        (2, "2", ["--stratgy", "dp"], "unknown option --stratgy; did you mean --strategy?", "a misspelled option"),
+        (2, "2", ["--strategy", "megatron:tp=2,tp=1"], "knob 'tp' is given twice", "a strategy knob given twice"),
+        (2, "2", ["--data", "/"], "--data file '/' is a directory, not a file", "--data of a folder")]:
     r = run(np, "--model", model, "--mesh", mesh, "--steps", "1", *args)
     check(what + ": exit 2 and one sentence", r.returncode == 2 and says in r.stderr and
           r.stderr.count("autoddl-train:") == 1, r.stderr[-1000:])

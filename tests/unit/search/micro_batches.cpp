@@ -109,6 +109,19 @@ kept megatron_block_bytes(int tp, recompute_mode r, const std::string& spec = gp
 // count. The fused one (the default) keeps one log-sum-exp per row instead, in float:
 //   - 2 as^2b / t + 4 asb / t
 // and its output, which the output projection keeps anyway (one buffer, a share each).
+TEST_CASE("divisors are those of trial division, and a batch of 2^32 needs no 2^32 steps", "[search][microbatch]") {
+  for (std::int64_t n = 1; n <= 3000; ++n) {  // the oracle: every k from 1 to n tried
+    std::vector<int> brute;
+    for (std::int64_t k = 1; k <= n; ++k)
+      if (n % k == 0) brute.push_back(int(k));
+    REQUIRE(divisors(n) == brute);
+  }
+  std::vector<int> powers;  // 2^32's divisors an int holds: 2^0 .. 2^30
+  for (int e = 0; e <= 30; ++e) powers.push_back(1 << e);
+  CHECK(divisors(std::int64_t(1) << 32) == powers);
+  CHECK(divisors(2147483647) == std::vector<int>{1, 2147483647});  // a prime: sqrt(n) = 46341 trials
+}
+
 TEST_CASE("a transformer block keeps Korthikanti's activation bytes, with the executor's three differences",
           "[search][memory][recompute]") {
   const std::string unfused = std::string(gpt_spec) + ",attention=unfused";

@@ -73,10 +73,12 @@ expect_error("micro-batches not a number", ["--model", small, "--microbatches", 
 expect_error("unknown recomputation", ["--model", small, "--recompute", "some"], "unknown recomputation 'some'")
 expect_error("tp not dividing the innermost axis", ["--model", small, "--mesh", "2x4", "--strategy", "megatron:tp=3"],
              "must divide the innermost axis of mesh 2x4")
-# an expert whose rules the mesh does not fit is no such plan (megatron splits 3 ways on 3x3, the
-# GPT's 64-wide weights do not): one sentence naming the op, the weight and the mesh; its twin fits
-expect_error("megatron on a mesh its rules do not fit", ["--model", small, "--mesh", "3x3", "--strategy", "megatron"],
-             "the megatron rules do not fit mesh 3x3: op 'h0.attn.q' (input [8,32,64], weight [64,64])")
+# an expert whose rules the mesh does not fit is no such plan (megatron splits 3 ways on 3x3, this
+# 3-head GPT's batch of 8 and sequence of 32 do not): one sentence naming the op, the weight and the
+# mesh; its twin fits
+expect_error("megatron on a mesh its rules do not fit",
+             ["--model", "gpt:layers=2,hidden=48,heads=3,seq=32,batch=8,vocab=128", "--mesh", "3x3", "--strategy", "megatron"],
+             "the megatron rules do not fit mesh 3x3: op 'h0.attn.q' (input [8,32,48], weight [48,48])")
 expect_error("2d on a mesh its rules do not fit", ["--model", small, "--mesh", "3x3", "--strategy", "2d"],
              "the 2d rules do not fit mesh 3x3")
 r = run("--model", "gpt:layers=2,hidden=48,heads=3,seq=33,batch=9,vocab=129", "--mesh", "3x3", "--strategy", "megatron",

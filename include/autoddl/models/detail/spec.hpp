@@ -1,5 +1,6 @@
 #pragma once
 // Model specs: "name" or "name:key=value,key=value", e.g. "gpt:layers=2,hidden=64,heads=4".
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -32,7 +33,7 @@ inline model_spec parse_spec(std::string_view s) {
   model_spec r{std::string(s), {}, {}};
   std::size_t colon = s.find(':');
   r.model = std::string(s.substr(0, colon));
-  if (r.model.empty()) fail<parse_error>("model spec '" + r.text + "' has no model name; write e.g. gpt:layers=2,hidden=64");
+  if (r.model.empty()) fail<parse_error>("model spec '" + excerpt(r.text) + "' has no model name; write e.g. gpt:layers=2,hidden=64");
   if (colon == std::string_view::npos) return r;
   std::string_view rest = s.substr(colon + 1);
   while (!rest.empty()) {
@@ -40,12 +41,12 @@ inline model_spec parse_spec(std::string_view s) {
     std::string_view item = rest.substr(0, comma);
     std::size_t eq = item.find('=');
     if (eq == std::string_view::npos || eq == 0 || eq + 1 == item.size())
-      fail<parse_error>("model spec '" + r.text + "': expected key=value, got '" + std::string(item) +
+      fail<parse_error>("model spec '" + excerpt(r.text) + "': expected key=value, got '" + std::string(item) +
                         "'; write e.g. gpt:layers=2,hidden=64");
     r.kv.emplace_back(std::string(item.substr(0, eq)), std::string(item.substr(eq + 1)));
     if (comma == std::string_view::npos) break;
     rest = rest.substr(comma + 1);
-    if (rest.empty()) fail<parse_error>("model spec '" + r.text + "' ends with ','; remove it");
+    if (rest.empty()) fail<parse_error>("model spec '" + excerpt(r.text) + "' ends with ','; remove it");
   }
   return r;
 }
@@ -58,11 +59,11 @@ class spec_reader {
       bool known = false;
       for (const std::string& k : keys_) known = known || k == s_.kv[i].first;
       if (!known)
-        fail<parse_error>("model spec '" + s_.text + "': unknown key '" + s_.kv[i].first + "' for model " + s_.model +
+        fail<parse_error>("model spec '" + excerpt(s_.text) + "': unknown key '" + s_.kv[i].first + "' for model " + s_.model +
                           "; valid keys: " + join(keys_));
       for (std::size_t j = 0; j < i; ++j)
         if (s_.kv[j].first == s_.kv[i].first)
-          fail<parse_error>("model spec '" + s_.text + "': key '" + s_.kv[i].first + "' is given twice; give it once");
+          fail<parse_error>("model spec '" + excerpt(s_.text) + "': key '" + s_.kv[i].first + "' is given twice; give it once");
     }
   }
   const std::string* find(std::string_view key) const {
@@ -81,12 +82,12 @@ class spec_reader {
     if (!v) return dflt;
     const std::int64_t n = parse_number<std::int64_t>(*v, where(key));
     if (n < 0)
-      fail<parse_error>("model spec '" + s_.text + "': " + std::string(key) + "=" + *v +
-                        " is negative; write a size such as " + std::string(key) + "=" + itos(dflt));
+      fail<parse_error>("model spec '" + excerpt(s_.text) + "': " + std::string(key) + "=" + excerpt(*v) +
+                        " is negative; write a size such as " + std::string(key) + "=" + itos(std::max<std::int64_t>(dflt, 1)));
     if (n == 0)
-      fail<error>("model spec '" + s_.text + "': " + std::string(key) + "=0 makes no model; use a size of at least 1");
+      fail<error>("model spec '" + excerpt(s_.text) + "': " + std::string(key) + "=0 makes no model; use a size of at least 1");
     if (n > most)
-      fail<error>("model spec '" + s_.text + "': " + std::string(key) + "=" + itos(n) + " is more than autoddl builds; use " +
+      fail<error>("model spec '" + excerpt(s_.text) + "': " + std::string(key) + "=" + itos(n) + " is more than autoddl builds; use " +
                   std::string(key) + " of at most " + itos(most));
     return n;
   }
@@ -95,7 +96,7 @@ class spec_reader {
     const std::string* v = find(key);
     if (!v) return dflt;
     if (*v != "0" && *v != "1")
-      fail<parse_error>("model spec '" + s_.text + "': " + std::string(key) + "=" + *v + " is not 0 or 1; write " +
+      fail<parse_error>("model spec '" + excerpt(s_.text) + "': " + std::string(key) + "=" + excerpt(*v) + " is not 0 or 1; write " +
                         std::string(key) + "=1 or " + std::string(key) + "=0");
     return *v == "1";
   }
@@ -105,7 +106,7 @@ class spec_reader {
     if (!v) return dflt;
     const double x = parse_number<double>(*v, where(key));
     if (!(x >= 0) || !(x < 1))
-      fail<parse_error>("model spec '" + s_.text + "': " + std::string(key) + "=" + *v +
+      fail<parse_error>("model spec '" + excerpt(s_.text) + "': " + std::string(key) + "=" + excerpt(*v) +
                         " is not a probability below 1; write e.g. " + std::string(key) + "=0.1");
     return x;
   }
@@ -116,7 +117,7 @@ class spec_reader {
     if (!v) return dflt;
     const double x = parse_number<double>(*v, where(key));
     if (!(x >= 0))
-      fail<parse_error>("model spec '" + s_.text + "': " + std::string(key) + "=" + *v +
+      fail<parse_error>("model spec '" + excerpt(s_.text) + "': " + std::string(key) + "=" + excerpt(*v) +
                         " is not a non-negative decimal; write e.g. " + std::string(key) + "=1.25");
     return x;
   }
@@ -126,13 +127,13 @@ class spec_reader {
     if (!v) return dflt;
     for (const std::string& o : options)
       if (*v == o) return o;
-    fail<parse_error>("model spec '" + s_.text + "': " + std::string(key) + "=" + *v + " is not one of " + join(options) +
+    fail<parse_error>("model spec '" + excerpt(s_.text) + "': " + std::string(key) + "=" + excerpt(*v) + " is not one of " + join(options) +
                       "; write e.g. " + std::string(key) + "=" + options.front());
   }
   const model_spec& spec() const { return s_; }
 
  private:
-  std::string where(std::string_view key) const { return "model spec '" + s_.text + "': " + std::string(key); }
+  std::string where(std::string_view key) const { return "model spec '" + excerpt(s_.text) + "': " + std::string(key); }
 
   const model_spec& s_;
   std::vector<std::string> keys_;

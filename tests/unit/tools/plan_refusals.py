@@ -1,0 +1,120 @@
+#!/usr/bin/env python3
+"""autoddl-plan refusing what it cannot plan, as a user meets it: JSON nested past the limit,
+plan files a planner never writes, strategies and options Megatron-LM or the planner would not
+take, and misspelled or misplaced inputs. Each case is one sentence on stderr naming the rule,
+exit code 2, nothing on stdout (never a crash, a hang or a silent acceptance)."""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+plan = sys.argv[1]
+small = "gpt:layers=2,hidden=64,heads=4,seq=32,batch=8,vocab=128"
+moe = "llama:layers=1,hidden=64,heads=4,kv_heads=2,ffn=64,seq=16,batch=8,vocab=96,experts=4"
+failures = []
+
+
+def run(*args):
+    return subprocess.run([plan, *args], capture_output=True, text=True, timeout=120)
+
+
+def expect_error(what, args, needle, absent=None):
+    r = run(*args)
+    lines = [l for l in r.stderr.strip().splitlines() if l]
+    ok = (r.returncode == 2 and len(lines) == 1 and needle in r.stderr and r.stdout == "" and len(r.stderr) < 1000
+          and (absent is None or absent not in r.stderr))
+    print(("ok  " if ok else "FAIL") + f" {what}: exit {r.returncode}: {r.stderr.strip()[:400]}")
+    if not ok:
+        failures.append(what)
+
+
+tmp = tempfile.mkdtemp()
+
+
+def write(name, text):
+    path = os.path.join(tmp, name)
+    open(path, "w").write(text)
+    return path
+
+
+# JSON nested 100,000 deep: refused before it is parsed, in every file autoddl reads
+deep = "[" * 100000 + "]" * 100000
+nested = "nests arrays and objects deeper than 256 levels"
+expect_error("an hf config nested 100,000 deep", ["--model", "hf:" + write("hf_deep.json",
+             '{"model_type": "llama", "hidden_size": ' + deep + '}')], nested)
+expect_error("a hardware profile nested 100,000 deep", ["--model", small, "--hardware", write("hw_deep.json",
+             '{"name": "x", "devices_per_node": ' + deep + '}')], nested)
+plan_deep = write("plan_deep.json", '{"format": "autoddl-plan", "version": ' + deep + '}')
+expect_error("a plan file nested 100,000 deep (--check)", ["--check", plan_deep], nested)
+expect_error("a plan file nested 100,000 deep (--diff)", ["--diff", plan_deep, plan_deep], nested)
+expect_error("a model file nested 100,000 deep", ["--model", write("model_deep.json", deep)], nested)
+# 256 levels are read (a value of the wrong kind, named as such); quotes and escapes do not count
+expect_error("an hf config nested 255 deep is read and its field refused",
+             ["--model", "hf:" + write("hf_255.json", '{"model_type": "llama", "x": "[\\"[", "hidden_size": ' +
+                                       "[" * 255 + "]" * 255 + '}')], "field 'hidden_size' is [[[[")
+expect_error("a syntax error is a plain sentence", ["--model", small, "--hardware", write("bad.json", '{"name": "x",')],
+             "is not valid JSON (at line 1, column 14: unexpected end of input", absent="json.exception")
+expect_error("an echoed value is cut short", ["--model", "hf:" + write("long.json",
+             '{"model_type": "llama", "hidden_size": "' + "x" * 5000 + '"}')], 'x...; give a positive whole number')
+
+# directories where files are read
+os.makedirs(os.path.join(tmp, "hfdir"))
+write(os.path.join("hfdir", "config.json"), '{"model_type": "llama"}')
+os.makedirs(os.path.join(tmp, "empty"))
+expect_error("hf: a folder holding config.json", ["--model", "hf:" + os.path.join(tmp, "hfdir")],
+             "is a directory, not a file; did you mean hf:" + os.path.join(tmp, "hfdir", "config.json") + "?")
+expect_error("hf: a folder", ["--model", "hf:" + os.path.join(tmp, "empty")], "is a directory, not a file")
+expect_error("--hardware a folder", ["--model", small, "--hardware", os.path.join(tmp, "empty")],
+             "is a directory, not a file", absent="JSON")
+expect_error("--check a folder", ["--check", os.path.join(tmp, "empty")], "is a directory, not a file")
+expect_error("a config.json without hf:", ["--model", os.path.join(tmp, "hfdir", "config.json")],
+             "is a Hugging Face config (it has 'model_type'), not an autoddl model; did you mean hf:")
+
+# plan files the planner never writes
+good = os.path.join(tmp, "good.json")
+r = run("--model", small, "--mesh", "4", "--out", good)
+if r.returncode != 0:
+    failures.append("writing a plan file: " + r.stderr)
+else:
+    base = json.load(open(good))
+
+    def changed(name, change):
+        j = json.loads(json.dumps(base))
+        change(j)
+        return write(name, json.dumps(j))
+
+    mb15 = changed("mb15.json", lambda j: j["schedule"].__setitem__("microbatches", 1.5))
+    mb40 = changed("mb40.json", lambda j: j["schedule"].__setitem__("microbatches", 2 ** 40))
+    kind = changed("kind.json", lambda j: j["ops"][1].__setitem__("kind", "relu"))
+    nohash = changed("nohash.json", lambda j: j.pop("model_hash"))
+    expect_error("micro-batches 1.5 (--check)", ["--check", mb15], "field 'microbatches' is 1.5; give a whole number")
+    expect_error("micro-batches 1.5 (--diff)", ["--diff", good, mb15], "field 'microbatches' is 1.5")
+    expect_error("micro-batches 2^40", ["--check", mb40], "1099511627776, out of range")
+    expect_error("an op's kind changed (--check)", ["--check", kind],
+                 "plan op 1 is relu 'embed.drop' but the model's op 1 is dropout 'embed.drop'")
+    expect_error("an op's kind changed (--diff)", ["--diff", good, kind], "plan op 1 is relu")
+    expect_error("no model_hash", ["--check", nohash], "records no model_hash")
+
+# strategies Megatron-LM would not run
+expect_error("pp x vpp not dividing the layers", ["--model", small, "--mesh", "2", "--strategy", "megatron:pp=2,vpp=99999"],
+             "megatron pp=2 x vpp=99999 makes 199998 model chunks, which must split the model's 2 layers evenly")
+expect_error("tp not dividing the heads", ["--model", "gpt:layers=2,hidden=48,heads=4,seq=33,batch=9,vocab=129",
+                                           "--mesh", "3x3", "--strategy", "megatron"],
+             "megatron tp=3 (the innermost axis of mesh 3x3) must divide the 4 attention heads of op")
+expect_error("tp not dividing the devices a pipeline stage has", ["--model", small, "--mesh", "2", "--strategy",
+             "megatron:tp=2,pp=2"], "pp=2 leaves 1 of mesh 2's 2 devices to each stage", absent="mesh 1 ")
+expect_error("a strategy knob given twice", ["--model", small, "--strategy", "megatron:tp=2,tp=1"],
+             "knob 'tp' is given twice in strategy 'megatron:tp=2,tp=1'")
+expect_error("a model key given twice", ["--model", moe + ",topk=2,topk=1"], "key 'topk' is given twice")
+
+# values and options
+digits = "9" * 400
+expect_error("a 400-digit aux", ["--model", moe + ",aux=" + digits], "lies outside what a double holds")
+expect_error("a 400-digit capacity", ["--model", moe + ",capacity=" + digits], "...' lies outside")
+expect_error("a negative topk suggests a valid one", ["--model", moe + ",topk=-1"], "write a size such as topk=1")
+expect_error("an empty --memory-limit", ["--model", small, "--memory-limit", ""], "memory size '' is not a number")
+expect_error("a misspelled option", ["--model", small, "--stratgy", "auto"], "unknown option --stratgy; did you mean --strategy?")
+
+print(f"{len(failures)} failed" + (": " + ", ".join(failures) if failures else ""))
+sys.exit(1 if failures else 0)
