@@ -254,7 +254,8 @@ hardware measure_hardware(const mesh_shape& shape, const calibrate_options& o, i
   h.device.name = "cpu-rank";
   h.device.peak_flops = {flops, 0, 0, flops_fp64};
   h.device.efficiency = {1.0, kernel_efficiency("vgg11:image=32,classes=16,batch=8,fc=64", op_kind::conv2d, flops, 3),
-                         kernel_efficiency("gpt:layers=1,hidden=256,heads=4,seq=128,batch=8,vocab=256", op_kind::gelu, flops, 5)};
+                         kernel_efficiency("gpt:layers=1,hidden=256,heads=4,seq=128,batch=8,vocab=256", op_kind::gelu, flops, 5),
+                         1.0};  // attention at the gemm rate (its measured kernel prices, where taken, come first)
   h.device.memory_bytes = double(sysconf(_SC_PHYS_PAGES)) * double(sysconf(_SC_PAGESIZE)) / double(o.devices_per_node);
   h.device.memory_bandwidth = bandwidth;
   if (rank == 0)

@@ -22,7 +22,7 @@ struct device_spec {
   /// Peak FLOP/s per dtype (index = dtype); 0 = the device has no such arithmetic.
   std::array<double, dtype_count> peak_flops{};
   /// Achievable fraction of peak per work_kind (index = work_kind), in (0, 1].
-  std::array<double, work_kind_count> efficiency{1, 1, 1};
+  std::array<double, work_kind_count> efficiency{1, 1, 1, 1};
   double memory_bytes = 0;      ///< capacity of one device
   double memory_bandwidth = 0;  ///< bytes/s of streaming access (element-wise work)
 

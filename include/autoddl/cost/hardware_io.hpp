@@ -161,9 +161,13 @@ class profile_reader {
         h.device.peak_flops[std::size_t(t)] = positive(*it, "device.peak_flops." + std::string(to_string(t)), "FLOP/s");
     }
     const auto& eff = object(member(dev, "device", "efficiency"), "device.efficiency");
-    only_keys(eff, "device.efficiency", {"gemm", "conv", "elementwise"});
-    for (work_kind k : {work_kind::gemm, work_kind::conv, work_kind::elementwise}) {
+    only_keys(eff, "device.efficiency", {"gemm", "conv", "elementwise", "attention"});
+    for (work_kind k : {work_kind::gemm, work_kind::conv, work_kind::elementwise, work_kind::attention}) {
       std::string key(to_string(k));
+      if (k == work_kind::attention && !eff.contains(key)) {  // optional: the fused attention as a GEMM
+        h.device.efficiency[std::size_t(k)] = h.device.efficiency_of(work_kind::gemm);
+        continue;
+      }
       double e = positive(eff, "device.efficiency", key, "fraction of peak");
       if (e > 1) fail("device.efficiency." + key, "is " + json_excerpt(member(eff, "device.efficiency", key)) + "; give a fraction of peak in (0, 1]");
       h.device.efficiency[std::size_t(k)] = e;
@@ -328,8 +332,9 @@ inline std::string to_json(const hardware& h) {
   for (dtype t : all_dtypes)
     if (h.device.peak(t) > 0) peak[std::string(to_string(t))] = h.device.peak(t);
   nlohmann::ordered_json eff = nlohmann::ordered_json::object();
-  for (work_kind k : {work_kind::gemm, work_kind::conv, work_kind::elementwise})
-    eff[std::string(to_string(k))] = h.device.efficiency_of(k);
+  for (work_kind k : {work_kind::gemm, work_kind::conv, work_kind::elementwise, work_kind::attention})
+    if (k != work_kind::attention || h.device.efficiency_of(k) != h.device.efficiency_of(work_kind::gemm))
+      eff[std::string(to_string(k))] = h.device.efficiency_of(k);
   nlohmann::ordered_json j{
       {"name", h.name},
       {"description", h.description},

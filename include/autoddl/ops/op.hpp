@@ -213,7 +213,7 @@ template <> struct op_traits<op_kind::softmax> : detail::one_input_op {
 };
 template <> struct op_traits<op_kind::attention> {
   static constexpr std::string_view name = "attention";
-  static constexpr work_kind work = work_kind::gemm;
+  static constexpr work_kind work = work_kind::attention;
   static constexpr std::uint32_t index_inputs = 0;
   static constexpr bool accepts_partial = false;
   static constexpr tensor_names names(const op_attrs&) { return {{"q", "k", "v"}, {}}; }

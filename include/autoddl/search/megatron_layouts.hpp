@@ -15,8 +15,9 @@
 // at a time to the best neighbour (fitting first, then faster) while that improves; where that
 // stops, a neighbour that is faster but over the memory limit is tried with one more step of
 // cp, pp or recomputation, and single moves go on from a better point so found; all within
-// max_points plans (a value the mesh, the batch or the sequence does not take costs nothing and is
-// stepped over). Each point is an expert
+// max_points plans (a value the mesh, the batch, the sequence or Megatron-LM's rules on the model
+// (strategy_model.hpp: tp dividing the heads, pp x vpp the layers) do not take costs nothing and
+// is stepped over). Each point is an expert
 // plan (make_expert_plan), priced as autoddl-plan prices `--strategy megatron:...`: the search
 // cannot do worse than the best layout on that path, and Megatron-LM's published layouts (tp,
 // pp, cp, vpp and mbs as its users write them) are on it where the descent reaches them.
@@ -33,6 +34,7 @@
 #include "autoddl/search/micro_batches.hpp"
 #include "autoddl/search/pipeline.hpp"
 #include "autoddl/search/strategy.hpp"
+#include "autoddl/search/strategy_model.hpp"
 
 namespace autoddl {
 
@@ -198,6 +200,7 @@ class megatron_search {
     const strategy::megatron m = knobs(x);
     if (m.vpp > 0 && m.pp == 0) return;  // interleaving needs stages
     try {
+      check_strategy_on_model(m, build_(1), base_.mesh);  // whole heads per device, even model chunks
       slot = plan_of(m);
       ++priced_;
     } catch (const error&) {  // the mesh, the batch or the sequence does not split that way

@@ -1,8 +1,8 @@
 #pragma once
 // A megatron strategy held to the model it plans, as Megatron-LM holds its arguments: the
 // tensor-parallel size divides the attention heads (each device computes whole heads), and pp x
-// vpp model chunks split the layers evenly. Checked for the strategy a
-// user gives; the planner's own search of Megatron-LM layouts prices what the mesh splits.
+// vpp model chunks split the layers evenly. Checked for the strategy a user gives and for every
+// layout the planner's search of Megatron-LM layouts prices (megatron_layouts.hpp).
 #include <algorithm>
 #include <cstdint>
 #include <string>

@@ -19,7 +19,7 @@ constexpr hardware dgx_like() {
   h.inter_node = link{1e-5, 10e9, "ib"};
   h.device.name = "gpu";
   h.device.peak_flops = {10e12, 100e12, 100e12};
-  h.device.efficiency = {0.5, 0.5, 0.5};
+  h.device.efficiency = {0.5, 0.5, 0.5, 0.5};
   h.device.memory_bytes = 16e9;
   h.device.memory_bandwidth = 1e12;
   return h;

@@ -60,7 +60,18 @@ TEST_CASE("a valid profile parses field by field", "[cost][hardware]") {
   CHECK(h.device.peak(dtype::bf16) == 1e14);
   CHECK(h.device.peak(dtype::fp64) == 5e12);
   CHECK(h.device.efficiency_of(work_kind::conv) == 0.6);
+  CHECK(h.device.efficiency_of(work_kind::attention) == 0.7);  // not given: the fused attention at gemm's rate
   CHECK(h.device.memory_bandwidth == 1e12);
+}
+
+TEST_CASE("a profile's own attention efficiency is read, bounded and written back", "[cost][hardware]") {
+  const std::string with = replaced(good, "\"elementwise\": 0.5}", "\"elementwise\": 0.5, \"attention\": 0.55}");
+  const hardware h = parse_hardware(with, "p.json");
+  CHECK(h.device.efficiency_of(work_kind::attention) == 0.55);
+  CHECK(h.device.efficiency_of(work_kind::gemm) == 0.7);
+  CHECK(parse_hardware(to_json(h), "back.json").device.efficiency == h.device.efficiency);
+  CHECK(to_json(parse_hardware(good, "p.json")).find("attention") == std::string::npos);  // as gemm: left out
+  CHECK_THAT(error_of(replaced(with, "0.55", "1.5")), ContainsSubstring("device.efficiency.attention"));
 }
 
 TEST_CASE("each kind of invalid profile names the file and the field", "[cost][hardware]") {

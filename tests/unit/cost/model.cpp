@@ -18,7 +18,7 @@ device_spec gpu() {
   device_spec d;
   d.name = "g";
   d.peak_flops = {10e12, 100e12, 0};
-  d.efficiency = {0.8, 0.5, 0.25};
+  d.efficiency = {0.8, 0.5, 0.25, 0.8};
   d.memory_bytes = 16e9;
   d.memory_bandwidth = 1e12;
   return d;
