@@ -66,6 +66,8 @@ namespace autoddl {
 /// its backward:
 ///   linear, conv2d, max_pool, gelu, layernorm   X           matmul, batched_matmul  both inputs
 ///   silu, rmsnorm                               X           mul, swiglu             both inputs
+///   (swiglu's output, read by the down projection's backward, is recomputed from both inputs
+///   there rather than kept: output_recomputed_for_readers)
 ///   attention (fused)                           q, k, v, Y  relu, softmax           Y
 ///   attention (unfused_attention)               q, k, v
 ///   embedding                                   the ids     cross_entropy           logits, labels
@@ -417,6 +419,14 @@ constexpr backward_reads backward_reads_of(const op_node& op) {
   if (op.kind == op_kind::attention && op.attrs.unfused_attention) return {0b111, false};
   return visit_op_kind(op.kind, [](auto K) { return op_work_traits<K.value>::reads; });
 }
+
+/// Whether op's output is recomputed from its kept inputs for the backwards that read it in place
+/// rather than kept from forward: the fused SwiGLU's product silu(gate) * up, read by the down
+/// projection's weight gradient. SwiGLU's own backward keeps gate and up, so the product costs 5
+/// FLOPs per element again (its forward) and no kept bytes: the MLP keeps 2F per token, not 3F
+/// (F its width). plan/step_schedule.hpp says where the step reruns it.
+constexpr bool output_recomputed_for_readers(const op_node& op) { return op.kind == op_kind::swiglu; }
+static_assert(op_work_traits<op_kind::swiglu>::reads.inputs == 0b11, "a recomputed output's inputs must be kept for its rerun");
 
 namespace detail {
 /// Forward FLOPs from the shapes in `op` (global or local, same formula).

@@ -7,6 +7,11 @@
 // Rules (the planner prices the same, search/planner.hpp):
 //   selective  an attention op inside a repeated block reruns its forward before its backward;
 //   full       every op of a repeated block reruns, in order, before the block's backward.
+// Outside full recomputation, an op whose output is recomputed for its readers
+// (output_recomputed_for_readers: the fused SwiGLU's product) is not held for the backwards of
+// its block that read it in place: it reruns its forward, from the inputs its own backward keeps,
+// just before the first of those backwards (the down projection's), and its output then lives to
+// its own backward. Where something else holds the output it is kept and nothing reruns.
 // An op output is held from forward to backward by whoever reads it then:
 //   hold_all      any reader: its own backward (relu, softmax read their output), a consumer's
 //                 backward reading it in place, a fully recomputed consumer in another block
@@ -94,6 +99,10 @@ class step_schedule {
   const std::vector<int>& block_ops(int blk) const { return block_ops_.at(blk); }
   /// What op i's backward reads.
   const backward_reads& reads(int i) const { return at(reads_, i); }
+  /// The ops whose forward reruns just before op i's backward, in order: producers whose output
+  /// is recomputed for their readers (op i the first of those backwards), then op i itself where
+  /// it is selectively recomputed. Example: a LLaMA block's mlp.down lists mlp.swiglu.
+  const std::vector<int>& reruns_before(int i) const { return at(reruns_before_, i); }
   /// Per op: the input slots that read its output (all, and those of ops in its own block).
   const std::vector<int>& consumer_slots() const { return consumer_slots_; }
   const std::vector<int>& block_consumer_slots() const { return block_consumer_slots_; }
@@ -148,8 +157,14 @@ class step_schedule {
         if (r.op >= 0 && at(g_.block, r.op) != at(g_.block, i)) at(read_outside_block_, r.op) = 1;
   }
 
+  // Whether op p's output, read in place by op i's backward over slot j, is recomputed for it.
+  bool recomputed_for(int p, int i, std::size_t j) const {
+    return output_recomputed_for_readers(at(g_.ops, p)) && mode_ != recompute_mode::full && inside_block(i, j);
+  }
+
   void index_reads() {
     const int nops = int(g_.ops.size());
+    std::vector<int> first_reader(static_cast<std::size_t>(nops), -1);  // of a recomputed output, in backward order
     for (int i = 0; i < nops; ++i) reads_.push_back(backward_reads_of(at(g_.ops, i)));
     assign(consumer_slots_, nops, 0);
     assign(block_consumer_slots_, nops, 0);
@@ -166,13 +181,27 @@ class step_schedule {
         if (same_block) ++at(block_consumer_slots_, p);
         const bool direct = copy_read(i, j).op < 0;
         const bool bwd_reads = direct && at(reads_, i).input(j);
+        const bool recomputed = bwd_reads && recomputed_for(p, i, j);
+        if (recomputed) at(first_reader, p) = std::max(at(first_reader, p), i);
         const bool rerun_reads = direct && reruns_from(i, j);
         const bool regathers_from = regathered(i, j) && source_copy(i, j).op < 0;  // boxed from p's output again
-        if (!bwd_reads && !rerun_reads && !regathers_from) continue;
+        if ((!bwd_reads || recomputed) && !rerun_reads && !regathers_from) continue;
         at(hold_all_, p) = 1;
         (same_block ? at(hold_inside_, p) : at(hold_outside_, p)) = 1;
       }
     }
+    index_reruns(first_reader);
+  }
+
+  // reruns_before: each output recomputed for its readers (first_reader[p] >= 0) that no one holds
+  // before the first backward reading it, then each selectively recomputed op before its own.
+  void index_reruns(const std::vector<int>& first_reader) {
+    const int nops = int(g_.ops.size());
+    reruns_before_.resize(static_cast<std::size_t>(nops));
+    for (int p = 0; p < nops; ++p)
+      if (at(first_reader, p) >= 0 && !at(hold_all_, p)) at(reruns_before_, at(first_reader, p)).push_back(p);
+    for (int i = 0; i < nops; ++i)
+      if (selectively_recomputed(i)) at(reruns_before_, i).push_back(i);
   }
 
   // copies_done: each slot's copy goes after its last forward reader unless a backward reads it.
@@ -217,6 +246,11 @@ class step_schedule {
       for (std::size_t j = 0; j < at(g_.op_inputs, i).size(); ++j)
         if (const input_slot c = copy_read(i, j); c.op >= 0 && at(reads_, i).input(j) && regathered(c.op, std::size_t(c.input)))
           at(first, c.op)[std::size_t(c.input)] = std::max(at(first, c.op)[std::size_t(c.input)], i);
+    for (int r = 0; r < nops; ++r)  // a rerun before op r's backward reads its op's copies then
+      for (const int p : at(reruns_before_, r))
+        for (std::size_t j = 0; j < at(g_.op_inputs, p).size(); ++j)
+          if (const input_slot c = copy_read(p, j); c.op >= 0 && regathered(c.op, std::size_t(c.input)))
+            at(first, c.op)[std::size_t(c.input)] = std::max(at(first, c.op)[std::size_t(c.input)], r);
     reboxed_before_.resize(static_cast<std::size_t>(nops));
     for (int i = 0; i < nops; ++i)
       for (std::size_t j = 0; j < at(g_.op_inputs, i).size(); ++j) {
@@ -233,6 +267,7 @@ class step_schedule {
   std::vector<std::vector<input_slot>> chained_;
   std::vector<std::vector<bool>> regathered_;
   std::vector<std::vector<input_slot>> copies_done_, reboxed_before_;
+  std::vector<std::vector<int>> reruns_before_;
   std::vector<char> recomputes_, last_of_block_, read_outside_block_;
   std::map<int, std::vector<int>> block_ops_;
   std::vector<backward_reads> reads_;

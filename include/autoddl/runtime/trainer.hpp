@@ -432,7 +432,7 @@ class trainer : detail::device_buffers<T, D> {
   // Micro-batch k's ops in reverse: each op's input gradients go back to their producers, boxed
   // dual(input) -> dual(output), a chained slot's to its first reader's input gradient first
   // (chained_gradient); its parameter gradients are accumulated (add_param_gradient).
-  // A recomputed op's forward reruns first; after its backward an op's buffers are freed.
+  // Recomputed forwards (reruns_before) run first; after its backward an op's buffers are freed.
   void backward(step_buffers& b, int k) {
     const int nops = int(model_.ops.size());
     const bool last = k == microbatches() - 1;
@@ -451,8 +451,8 @@ class trainer : detail::device_buffers<T, D> {
         if (at(b.inputs, s.op)[std::size_t(s.input)].empty()) box_input(b, s.op, std::size_t(s.input));
       if (plan_.reshard_after_forward) gather_params(i);
       at(profile_.boxing_s, i) += lap(t);
-      if (schedule().selectively_recomputed(i))
-        at(b.fwd, i) = kernel_forward(i, at(b.ctx, i), make_operands(b, i));
+      for (const int o : schedule().reruns_before(i))  // selectively recomputed, or recomputed for i (swiglu's product)
+        at(b.fwd, o) = kernel_forward(o, at(b.ctx, o), make_operands(b, o));
       auto grads = kernel_backward(i, at(b.ctx, i), make_operands(b, i), at(b.fwd, i), view(std::as_const(at(dy, i))));
       at(profile_.kernel_s, i) += lap(t);
       sample_memory();

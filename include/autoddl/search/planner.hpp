@@ -43,6 +43,9 @@
 //              inside the block (time in comm_bwd, bytes counted again). While a block is
 //              recomputed its activations live: each block op's kept bytes are priced divided by
 //              the number of blocks (one block's worth when the blocks are alike).
+//   otherwise  an output recomputed for its readers (output_recomputed_for_readers: the SwiGLU
+//              product) is not kept for a backward of its block reading it in place over an
+//              edge that does not box; that edge prices the producer's forward again (compute_bwd).
 // Memory by purpose: memory_of(pick) (params, grads, optimizer, activations, transient).
 #include <algorithm>
 #include <cstdint>

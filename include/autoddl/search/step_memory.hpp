@@ -15,7 +15,8 @@
 // What lives, as the executor holds it:
 //   stored      parameter shards and optimizer state, between steps (param_memory);
 //   per micro-batch: boxed input copies, model inputs (token ids and labels are int64), op
-//               outputs until their last reader, saved products (attention probabilities) and
+//               outputs until their last reader (or rerun for a reader's backward: swiglu's
+//               product, step_schedule::reruns_before), saved products (attention probabilities) and
 //               row statistics (layernorm, cross-entropy: statistic_t), output gradients (dy);
 //   per step:   gathered parameters (boxed at micro-batch 0, freed at the last one's backward;
 //               where the plan reshards after forward, an op's are gathered for its forward and
@@ -308,7 +309,7 @@ class step_memory_replay {
       for (const input_slot s : schedule_->reboxed_before(i))
         if (std::int64_t& copy = at(b.inputs, s.op)[std::size_t(s.input)]; copy == 0) add(copy = input_bytes(s.op, std::size_t(s.input)));
       if (paths_.reshard_after_forward) gather_params(i);
-      if (schedule_->selectively_recomputed(i)) run_forward(b, i);
+      for (const int o : schedule_->reruns_before(i)) run_forward(b, o);  // as the trainer's reruns
       backward_op(b, i, last);
     }
     // The gradients sent back live until their sends complete, which the trainer checks after each

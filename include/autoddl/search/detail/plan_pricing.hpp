@@ -320,7 +320,21 @@ class plan_pricing : public plan_candidates {
     }
     if (regathers(e, cu, cv)) t.transient = std::max(t.transient, double(compute_bytes(e, cv)));
     scale_per_micro_batch(t);
+    // the producer's forward again before the consumer's backward (op_terms: already per step)
+    if (recomputed_for_reader(e, fwd.steps > 0)) t.compute_bwd += op_terms(ei.producer, cu).compute_fwd;
     return t;
+  }
+
+  // Whether the step recomputes activation edge e's tensor for its consumer's backward instead of
+  // keeping it (plan/step_schedule.hpp, output_recomputed_for_readers: the SwiGLU product read in
+  // place by the down projection): the producer's first reader over an edge that does not box,
+  // inside one block, outside full recomputation, its backward reading the input.
+  bool recomputed_for_reader(int e, bool fwd_boxes) const {
+    const edge_info& ei = at(edges_, e);
+    if (ei.param || fwd_boxes || ei.from_input >= 0 || options_.recompute == recompute_mode::full) return false;
+    const int block = at(model_->block, ei.to_node);
+    return output_recomputed_for_readers(at(model_->ops, ei.producer)) && block >= 0 && at(model_->block, ei.producer) == block &&
+           backward_reads_of(at(model_->ops, ei.to_node)).input(std::size_t(ei.tensor_index));
   }
 
   // Bytes of edge e's tensor on one device in its consumer's layout under pick cv (the copy, or
@@ -365,8 +379,9 @@ class plan_pricing : public plan_candidates {
       m.activations = local_shape(at(at(model_->ops, ei.from_node).outputs, ei.producer_output), layout{in, options_.mesh}).elements() * element_bytes_;
     }
     // the consumer's share of what it keeps of this input: the copy, or where it regathers its source
+    // (none where the step recomputes it for the consumer's backward)
     const nd_sbp& kept = regathers(e, cu, cv) ? source_layout(e, cu) : at(op_candidate(ei.to_node, cv).inputs, ei.tensor_index);
-    m.activations += kept_input_bytes(ei.to_node, std::size_t(ei.tensor_index), kept);
+    if (!recomputed_for_reader(e, fwd_boxes)) m.activations += kept_input_bytes(ei.to_node, std::size_t(ei.tensor_index), kept);
     return m;
   }
 
