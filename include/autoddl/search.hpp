@@ -15,7 +15,6 @@
 #include "autoddl/search/problem.hpp"
 #include "autoddl/search/report.hpp"
 #include "autoddl/search/solve.hpp"
-#include "autoddl/search/strategy_model.hpp"
 #include "autoddl/search/svg.hpp"
 #include "autoddl/search/terms.hpp"
 #include "autoddl/search/typed.hpp"
