@@ -330,6 +330,7 @@ class basic_opaque_device {
   AUTODDL_OPAQUE_PRIMITIVE(xent_bwd)
   AUTODDL_OPAQUE_PRIMITIVE(sgd_momentum)
   AUTODDL_OPAQUE_PRIMITIVE(adam)
+  AUTODDL_OPAQUE_PRIMITIVE(topk_experts)
   AUTODDL_OPAQUE_PRIMITIVE(topk_gates)
   AUTODDL_OPAQUE_PRIMITIVE(topk_gates_bwd)
   AUTODDL_OPAQUE_PRIMITIVE(balance_loss)

@@ -254,20 +254,24 @@ concept DeviceFor = requires(D& d, const D& cd, std::size_t n, std::int64_t i, T
   d.xent_stats(i, i, x, ids, i, cst, st);         // (rows, cols, x, labels, lo, max, stats)
   d.xent_loss(i, cst, cst, a, y);                 // (rows, max, stats, scale, out)
   d.xent_bwd(i, i, x, ids, i, cst, cst, x, a, y);  // (rows, cols, x, labels, lo, max, stats, dloss, scale, dx)
-  // mixture of experts (ops/moe.hpp), tokens as rows of e experts' probabilities p or gates g.
-  // topk_gates: g keeps the k largest p of each row (ties to the lower column), scaled to sum
-  // to 1 where `renormalize`, the rest 0; topk_gates_bwd: dp = (dg/dp)^T dg.
-  d.topk_gates(i, i, i, true, x, y);         // (rows, e, k, renormalize, p, g)
-  d.topk_gates_bwd(i, i, i, true, x, x, y);  // (rows, e, k, renormalize, p, dg, dp)
+  // mixture of experts (ops/moe.hpp), tokens as rows of e experts' probabilities p or gates g,
+  // and their picks [rows, k] (index tensors): every routing decision reads the picks, never
+  // whether a gate is 0, so a picked probability that underflows to 0 is still routed.
+  // topk_experts: picks[r k + j] = the j-th of row r's k largest columns, ascending (ties to the
+  // lower column); topk_gates: g keeps p at the picks, scaled to sum to 1 where `renormalize`,
+  // the rest 0; topk_gates_bwd: dp = (dg/dp)^T dg.
+  d.topk_experts(i, i, i, x, slots);                 // (rows, e, k, p, picks)
+  d.topk_gates(i, i, i, true, x, ids, y);         // (rows, e, k, renormalize, p, picks, g)
+  d.topk_gates_bwd(i, i, i, true, x, ids, x, y);  // (rows, e, k, renormalize, p, picks, dg, dp)
   // balance_loss over b sequences of s tokens: out[0] = scale sum_seq E / (k s^2) sum_c
-  // count_c sum_t p_tc, count_c = the sequence's tokens whose top k hold c; dp = its gradient
+  // count_c sum_t p_tc, count_c = the sequence's tokens whose picks hold c; dp = its gradient
   // (the counts held constant)
-  d.balance_loss(i, i, i, i, x, a, y);         // (b, s, e, k, p, scale, out)
-  d.balance_loss_bwd(i, i, i, i, x, x, a, y);  // (b, s, e, k, p, dloss, scale, dp)
-  // moe_slots: the slot map of gates g [b, s, e], `capacity` slots per expert per sequence in
-  // token order: src[(seq e + c) capacity + slot] = token row (seq s + t) or -1; dst[row e + c] =
-  // the slot row of that token at expert c, or -1 (not routed, or past capacity)
-  d.moe_slots(i, i, i, i, x, slots, slots);  // (b, s, e, capacity, g, src, dst)
+  d.balance_loss(i, i, i, i, x, ids, a, y);      // (b, s, e, k, p, picks, scale, out)
+  d.balance_loss_bwd(i, i, i, i, ids, x, a, y);  // (b, s, e, k, picks, dloss, scale, dp)
+  // moe_slots: the slot map of picks [b s, k], `capacity` slots per expert per sequence in token
+  // order: src[(seq e + c) capacity + slot] = token row (seq s + t) or -1; dst[row e + c] = the
+  // slot row of that token at expert c, or -1 (not picked, or past capacity)
+  d.moe_slots(i, i, i, i, i, ids, slots, slots);  // (b, s, e, k, capacity, picks, src, dst)
   // combine_rows: y[r, :] = sum_c g[r, c] x[dst[r, c], :]; its backward writes dx (0 in unused
   // slots) and dg[r, c] = dy[r, :] . x[dst[r, c], :]
   d.combine_rows(i, i, ids, x, x, y);            // (rows, e, dst, g, x, y)

@@ -148,8 +148,24 @@ inline const tensor_shape& shape_of(const graph& g, tensor_ref t) {
   return t.op < 0 ? at(g.inputs, t.index) : at(at(g.ops, t.op).outputs, t.index);
 }
 
+namespace detail {
+/// A dispatch or combine routes by the top attrs.topk of its gates: where a router makes them,
+/// its topk. @pre op i's input edges are valid.
+inline void check_router_topk(const graph& g, std::size_t i, const std::string& who) {
+  const op_node& op = g.ops[i];
+  if ((op.kind != op_kind::dispatch && op.kind != op_kind::combine) || op.inputs.size() < 2) return;
+  const tensor_ref gates = g.op_inputs[i][1];
+  if (gates.op < 0 || at(g.ops, gates.op).kind != op_kind::router) return;
+  const op_node& r = at(g.ops, gates.op);
+  if (r.attrs.topk != op.attrs.topk)
+    fail<layout_error>("graph '" + g.name + "': " + who + " routes by topk=" + itos(op.attrs.topk) + " but its router '" +
+                       r.name + "' picks topk=" + itos(r.attrs.topk) + "; give it the router's topk");
+}
+}  // namespace detail
+
 /// Checks that shapes agree along every edge, parameters match their ids, every op's outputs
-/// are what its operands imply, blocks repeat, and the loss is a scalar. Throws layout_error
+/// are what its operands imply, dispatch and combine route by their router's topk, blocks repeat,
+/// and the loss is a scalar. Throws layout_error
 /// naming the op, the edge and the shapes otherwise.
 inline void validate(const graph& g) {
   auto fail = [&](const std::string& what) { detail::fail<layout_error>("graph '" + g.name + "': " + what); };
@@ -183,6 +199,7 @@ inline void validate(const graph& g) {
              at(g.params, id).name + "' is " + to_string(at(g.params, id).shape));
     }
     check_shapes(op);
+    detail::check_router_topk(g, i, who);
     if ((g.block[i] < 0) != (g.block_pos[i] < 0)) fail(who + " has a block without a position or the reverse");
   }
   std::map<int, std::size_t> first_at;  // block_pos -> first op holding it

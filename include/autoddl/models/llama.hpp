@@ -171,12 +171,15 @@ inline tensor_ref moe_mlp(graph_builder& b, const std::string& pre, tensor_ref x
   tensor_ref gates = b.op(pre + "moe.gates", op_kind::router, r, {logits});
   if (c.aux_coef > 0) aux.push_back(b.op(pre + "moe.balance", op_kind::load_balance, r, {logits}));
   op_attrs d;
+  d.topk = int(c.topk);
   d.capacity = capacity_slots(int(c.seq), int(e), int(c.topk), c.capacity);
   tensor_ref buf = b.op(pre + "moe.dispatch", op_kind::dispatch, d, {x, gates});
   tensor_ref out = b.op(pre + "moe.experts", op_kind::experts, {}, {buf},
                         {b.param(pre + "moe.W_gate", {e, c.hidden, f}), b.param(pre + "moe.W_up", {e, c.hidden, f}),
                          b.param(pre + "moe.W_down", {e, f, c.hidden})});
-  tensor_ref y = b.op(pre + "moe.combine", op_kind::combine, {}, {out, gates});
+  op_attrs k;
+  k.topk = int(c.topk);
+  tensor_ref y = b.op(pre + "moe.combine", op_kind::combine, k, {out, gates});
   if (c.shared_experts == 0) return y;
   llama_config sc = c;
   sc.ffn = c.shared_experts * f;

@@ -11,7 +11,11 @@
 // tokens of its sequence went to e; with c >= C it is dropped for that expert (Switch
 // Transformer's drop; Megatron-Core's "position" drop policy). Capacity per sequence keeps the
 // drops the same under every split of the batch, so every plan computes what serial training
-// does. The slot map is a function of G's non-zero pattern alone.
+// does. The slot map is a function of each token's picks alone: the top attrs.topk columns of
+// its row of G, ties to the lower column, which for the router's G are the router's own picks
+// (a picked gate is never below an unpicked 0, and ties break alike). A picked gate that
+// underflows to 0 keeps its slot (its contribution to combine is 0); a non-zero gate outside the
+// top k is not routed. dispatch and combine carry the router's topk (validate checks it).
 //
 //   router        S(0) -> S(0), S(1) -> S(1), B -> B (top-k needs a token's E logits whole)
 //   load_balance  S(0) -> P (a sum over sequences), B -> B

@@ -89,7 +89,7 @@ struct op_attrs {
   tensor_shape target{};     ///< reshape: the global output shape
   double eps = 1e-5;         ///< rmsnorm: added to the mean square
   double rope_theta = 10000; ///< rotary: the base of the angles, theta^(-2i/d) per position
-  int topk = 1;              ///< router, load_balance: experts per token
+  int topk = 1;              ///< router, load_balance, dispatch, combine: experts per token (the router's)
   int capacity = 0;          ///< dispatch: slots per expert per sequence (ops/moe.hpp, capacity_slots)
   bool renormalize = false;  ///< router: the top-k weights are scaled to sum to 1 (Mixtral, Qwen3-MoE)
   double aux_coef = 0.01;    ///< load_balance: the loss's coefficient

@@ -256,6 +256,7 @@ inline tensor_shape dispatch_output(const op_node& op) {
   expect_rank(op, in[0], "X", 3, 3);
   expect_rank(op, in[1], "G", 3, 3);
   expect_shape(op, in[1], tensor_shape{in[0][0], in[0][1], in[1][2]}, "G");
+  check_topk(op, in[1][2]);
   if (a.capacity < 1 || a.capacity > in[0][1])
     shape_fail(op, "capacity=" + itos(a.capacity) + " slots per expert must lie in [1, seq=" + itos(in[0][1]) + "]");
   return tensor_shape{in[0][0], in[1][2], a.capacity, in[0][2]};
@@ -282,6 +283,7 @@ inline tensor_shape combine_output(const op_node& op) {
   if (in[1][0] != in[0][0] || in[1][2] != in[0][1] || in[0][2] > in[1][1])
     shape_fail(op, "X " + to_string(in[0]) + " does not match G " + to_string(in[1]) +
                        ": X is [batch, experts, slots <= seq, hidden] of G's [batch, seq, experts]");
+  check_topk(op, in[1][2]);
   return tensor_shape{in[0][0], in[1][1], in[0][3]};
 }
 

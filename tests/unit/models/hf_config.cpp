@@ -125,6 +125,13 @@ TEST_CASE("mixture-of-experts specs and configs refuse what autoddl cannot build
   CHECK_THROWS_WITH(build_model(tiny + ",experts=4,capacity=-1"),
                     ContainsSubstring("capacity=-1 is not a non-negative decimal"));
   CHECK_THROWS_WITH(build_model(tiny + ",topk=2"), ContainsSubstring("need experts=E"));
+  // dispatch and combine route by the router's topk: a graph whose dispatch says otherwise is
+  // refused by validate, and its twin with the router's topk passes
+  graph g = build_model(tiny + ",experts=4,topk=2");
+  REQUIRE_NOTHROW(validate(g));
+  for (op_node& op : g.ops)
+    if (op.kind == op_kind::dispatch) op.attrs.topk = 1;
+  CHECK_THROWS_WITH(validate(g), ContainsSubstring("routes by topk=1 but its router 'h0.moe.gates' picks topk=2"));
   std::string dense = qwen3_30b_a3b;
   dense.replace(dense.find("\"mlp_only_layers\": []"), 21, "\"mlp_only_layers\": [3]");
   CHECK_THROWS_WITH(parse_hf_config(dense, "q.json"), ContainsSubstring("layer 3 has a dense MLP"));

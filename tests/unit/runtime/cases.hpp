@@ -100,8 +100,9 @@ inline std::vector<op_node> op_cases() {
   a.causal = true;
   r.push_back(make_op("attention.grouped.causal", op_kind::attention, {{4, 8, 16}, {4, 8, 8}, {4, 8, 8}}, {}, a));
   // mixture of experts (4 experts): top-2 gates with and without renormalisation, the balancing
-  // loss, and dispatch, experts and combine at 3 slots of 4 tokens (random gates route every
-  // token everywhere, so the fourth token of each sequence is dropped at each expert)
+  // loss, and dispatch, experts and combine at 3 slots of 4 tokens (they route by the top 4 of
+  // the random gates, every token everywhere, so the fourth token of each sequence is dropped at
+  // each expert)
   a = {};
   a.topk = 2;
   a.renormalize = true;
@@ -111,10 +112,12 @@ inline std::vector<op_node> op_cases() {
   a.renormalize = false;
   r.push_back(make_op("router", op_kind::router, {{4, 4, 4}}, {}, a));
   a = {};
+  a.topk = 4;
   a.capacity = 3;
   r.push_back(make_op("dispatch", op_kind::dispatch, {{4, 4, 8}, {4, 4, 4}}, {}, a));
   r.push_back(make_op("experts", op_kind::experts, {{4, 4, 3, 8}}, {{4, 8, 6}, {4, 8, 6}, {4, 6, 8}}));
-  r.push_back(make_op("combine", op_kind::combine, {{4, 4, 3, 8}, {4, 4, 4}}));
+  a.capacity = 0;
+  r.push_back(make_op("combine", op_kind::combine, {{4, 4, 3, 8}, {4, 4, 4}}, {}, a));
   return r;
 }
 

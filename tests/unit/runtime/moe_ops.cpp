@@ -6,6 +6,9 @@
 //   routed to expert 0 at 2 slots keep tokens 0 and 1, drop 2 and 3;
 // - combine of the dispatched buffer (identity experts) is each token times the sum of its kept
 //   gates; the balancing loss against its closed form on a hand-made batch;
+// - routing by the top-k picks: a picked gate that underflows to 0 (a softmax of -1e4) keeps its
+//   slot and counts in the balancing loss, a non-zero gate outside the top k is not routed, and
+//   on random logits the loss's counts and the slot map's both match a brute-force top-k;
 // - capacity_slots against ceil(factor * seq * k / E).
 #include <algorithm>
 #include <cmath>
@@ -77,7 +80,7 @@ TEST_CASE("dispatch fills each expert's slots in token order and drops past capa
   SECTION("hand-worked: four tokens to expert 0 at 2 slots") {
     op_attrs a;
     a.capacity = 2;
-    const op_node d = sim::make_op("dispatch", op_kind::dispatch, {{1, 4, 2}, {1, 4, 2}}, {}, a);
+    const op_node d = sim::make_op("dispatch", op_kind::dispatch, {{1, 4, 2}, {1, 4, 2}}, {}, a);  // top 1
     sim::global_operands g;
     g.inputs.push_back({d.inputs[0], {1, 10, 2, 20, 3, 30, 4, 40}});
     g.inputs.push_back({d.inputs[1], {0.5, 0, 0.25, 0, 1, 0, 0.75, 0}});
@@ -85,7 +88,7 @@ TEST_CASE("dispatch fills each expert's slots in token order and drops past capa
     // [1, expert 2, slot 2, h 2]: expert 0 holds tokens 0 and 1; expert 1 nothing
     CHECK(buf.v == std::vector<double>{1, 10, 2, 20, 0, 0, 0, 0});
     // combine of the buffer as it came (identity experts): kept tokens weighted, dropped ones 0
-    const op_node c = sim::make_op("combine", op_kind::combine, {{1, 2, 2, 2}, {1, 4, 2}});
+    const op_node c = sim::make_op("combine", op_kind::combine, {{1, 2, 2, 2}, {1, 4, 2}}, {}, op_attrs{});
     sim::global_operands gc;
     gc.inputs.push_back(buf);
     gc.inputs.push_back(g.inputs[1]);
@@ -95,9 +98,11 @@ TEST_CASE("dispatch fills each expert's slots in token order and drops past capa
     const std::int64_t b = 3, s = 8, e = 4, h = 3, cap = 3;
     std::mt19937_64 rng(9);
     op_attrs a;
+    a.topk = 2;
     a.capacity = int(cap);
     const op_node d = sim::make_op("dispatch", op_kind::dispatch, {{b, s, h}, {b, s, e}}, {}, a);
     sim::global_operands g = sim::random_operands(d, rng);
+    for (double& v : g.inputs[1].v) v = std::abs(v) + 1e-3;  // gates are probabilities: positive
     for (std::int64_t t = 0; t < b * s; ++t) {  // keep two random experts per token
       std::vector<int> keep(static_cast<std::size_t>(e));
       std::iota(keep.begin(), keep.end(), 0);
@@ -123,6 +128,106 @@ TEST_CASE("dispatch fills each expert's slots in token order and drops past capa
       }
     CHECK(buf.v == want);
     CHECK(dropped > 0);  // seed 9 overfills some expert of some sequence
+  }
+}
+
+TEST_CASE("routing follows the top-k picks: a picked gate that underflows to 0 keeps its slot",
+          "[runtime][kernels][moe]") {
+  // k = 2 of 3 experts; token 0's logits (0, -1e4, -1e4) give p = (1, 0, 0) in double (exp(-1e4)
+  // underflows), so its top 2 are experts 0 and 1 (the tie to the lower column) with gates (1, 0).
+  // Token 1's p = (0, 1, 0) picks experts 0 and 1 as well. At one slot per expert token 0 takes
+  // both slots and token 1 is dropped at both; routing by non-zero gates would instead send
+  // token 1 to expert 1.
+  const std::int64_t b = 1, s = 2, e = 3, h = 2;
+  op_attrs a;
+  a.topk = 2;
+  a.renormalize = true;
+  const op_node router = sim::make_op("gates", op_kind::router, {{b, s, e}}, {}, a);
+  sim::global_operands gl;
+  gl.inputs.push_back({router.inputs[0], {0, -1e4, -1e4, -1e4, 0, -1e4}});
+  const sim::host_tensor gates = sim::forward_serial(router, gl);
+  REQUIRE(gates.v == std::vector<double>{1, 0, 0, 0, 1, 0});  // the picked gates (0, 1) of token 0 read 0
+  a.capacity = 1;
+  const op_node d = sim::make_op("dispatch", op_kind::dispatch, {{b, s, h}, {b, s, e}}, {}, a);
+  sim::global_operands gd;
+  gd.inputs.push_back({d.inputs[0], {1, 10, 2, 20}});
+  gd.inputs.push_back(gates);
+  sim::host_tensor buf = sim::forward_serial(d, gd);
+  CHECK(buf.v == std::vector<double>{1, 10, 1, 10, 0, 0});  // experts 0 and 1 hold token 0; 2 is empty
+  // combine (identity experts, expert 1's slot overwritten): token 0 is 1 x its row plus 0 x
+  // what expert 1 returned; token 1 was dropped at both experts
+  buf.v[2] = 100;
+  buf.v[3] = 1000;
+  const op_node c = sim::make_op("combine", op_kind::combine, {{b, e, 1, h}, {b, s, e}}, {}, a);
+  sim::global_operands gc;
+  gc.inputs.push_back(buf);
+  gc.inputs.push_back(gates);
+  CHECK(sim::forward_serial(c, gc).v == std::vector<double>{1, 10, 0, 0});
+  // the balancing loss counts the same picks: counts (2, 2, 0), mass (1, 1, 0), E / (k s^2) = 3/8
+  a.aux_coef = 1;
+  const op_node lb = sim::make_op("balance", op_kind::load_balance, {{b, s, e}}, {}, a);
+  CHECK(std::abs(sim::forward_serial(lb, gl).v[0] - 3.0 / 8 * (2 * 1 + 2 * 1)) <= 1e-15);
+}
+
+TEST_CASE("routing follows the top-k picks: a non-zero gate outside them is not dispatched", "[runtime][kernels][moe]") {
+  // top 1 of 2 experts: token 0's gates (0.3, 0.7) pick expert 1, token 1's (0.6, 0.4) expert 0
+  op_attrs a;
+  a.topk = 1;
+  a.capacity = 2;
+  const op_node d = sim::make_op("dispatch", op_kind::dispatch, {{1, 2, 2}, {1, 2, 2}}, {}, a);
+  sim::global_operands g;
+  g.inputs.push_back({d.inputs[0], {1, 10, 2, 20}});
+  g.inputs.push_back({d.inputs[1], {0.3, 0.7, 0.6, 0.4}});
+  const sim::host_tensor buf = sim::forward_serial(d, g);
+  CHECK(buf.v == std::vector<double>{2, 20, 0, 0, 1, 10, 0, 0});
+  const op_node c = sim::make_op("combine", op_kind::combine, {{1, 2, 2, 2}, {1, 2, 2}}, {}, a);
+  sim::global_operands gc;
+  gc.inputs.push_back(buf);
+  gc.inputs.push_back(g.inputs[1]);
+  const std::vector<double> y = sim::forward_serial(c, gc).v, want{0.7, 7, 1.2, 12};
+  for (std::size_t j = 0; j < want.size(); ++j) CHECK(std::abs(y[j] - want[j]) <= 1e-14);
+}
+
+TEST_CASE("the balancing loss counts what the slot map routes, underflowing gates included", "[runtime][kernels][moe]") {
+  // random logits with some far below the rest (their probabilities underflow to 0, some of them
+  // picked); the counts of a brute-force top-k on p are the oracle for both the loss's counts (its
+  // gradient is f count) and the dropless slot map built from the router's gates
+  const std::int64_t b = 3, s = 8, e = 5, k = 3;
+  for (const std::uint64_t seed : {11u, 12u, 13u}) {
+    INFO("seed " << seed);
+    std::mt19937_64 rng(seed);
+    std::vector<double> logits = sim::random_tensor({b, s, e}, rng).v;
+    std::bernoulli_distribution far(0.5);
+    for (double& v : logits) v = far(rng) ? v - 1e4 : v;
+    cpu_device d;
+    std::vector<double> p(logits.size()), g(logits.size()), dp(logits.size());
+    d.softmax_fwd(b * s, e, std::span<const double>(logits), std::span<double>(p));
+    std::vector<double> want(std::size_t(b * e), 0.0);
+    int underflowed_picks = 0;
+    for (std::int64_t r = 0; r < b * s; ++r)
+      for (int c : brute_top_k(std::vector<double>(p.begin() + r * e, p.begin() + (r + 1) * e), int(k))) {
+        want[std::size_t(r / s * e + c)] += 1;
+        underflowed_picks += p[std::size_t(r * e + c)] == 0;
+      }
+    REQUIRE(underflowed_picks > 0);
+    std::vector<std::int64_t> picks(std::size_t(b * s * k)), src(std::size_t(b * e * s)), dst(std::size_t(b * s * e));
+    d.topk_experts(b * s, e, k, std::span<const double>(p), std::span<std::int64_t>(picks));
+    d.topk_gates(b * s, e, k, true, std::span<const double>(p), std::span<const std::int64_t>(picks), std::span<double>(g));
+    const std::vector<double> dloss{1.0};
+    d.balance_loss_bwd(b, s, e, k, std::span<const std::int64_t>(picks), std::span<const double>(dloss), 1.0,
+                       std::span<double>(dp));
+    const double f = double(e) / double(k * s * s);
+    // the slot map as dispatch builds it: from the gates' own top k
+    d.topk_experts(b * s, e, k, std::span<const double>(g), std::span<std::int64_t>(picks));
+    d.moe_slots(b, s, e, k, s, std::span<const std::int64_t>(picks), std::span<std::int64_t>(src), std::span<std::int64_t>(dst));
+    for (std::int64_t i = 0; i < b; ++i)
+      for (std::int64_t c = 0; c < e; ++c) {
+        const std::int64_t o = i * e + c;
+        CAPTURE(i, c);
+        CHECK(std::count_if(src.begin() + o * s, src.begin() + (o + 1) * s, [](std::int64_t x) { return x >= 0; }) ==
+              std::int64_t(want[std::size_t(o)]));
+        CHECK(std::abs(dp[std::size_t(i * s * e + c)] - f * want[std::size_t(o)]) <= 1e-15);
+      }
   }
 }
 

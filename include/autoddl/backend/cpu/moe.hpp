@@ -1,7 +1,9 @@
 #pragma once
 // The mixture-of-experts primitives of the CPU device (their contracts: backend/device.hpp):
-// top-k gates, the balancing loss, the slot map, and combine. Tokens are rows; a token's
-// experts are the columns of its row of probabilities p or gates g.
+// top-k picks and gates, the balancing loss, the slot map, and combine. Tokens are rows; a
+// token's experts are the columns of its row of probabilities p or gates g, and its picks are
+// the k columns its routing chose: every routing decision reads the picks, so a picked gate
+// that underflows to 0 still takes its slot and counts in the balancing loss.
 #include <algorithm>
 #include <cstdint>
 #include <span>
@@ -28,14 +30,24 @@ struct cpu_moe_primitives {
     std::sort(out.begin(), out.end());
   }
 
+  /// picks[r k + j] = the j-th of row r's k largest columns of p, ascending (top_k's order).
+  template <class T>
+  void topk_experts(std::int64_t rows, std::int64_t e, std::int64_t k, std::span<const T> p,
+                    std::span<std::int64_t> picks) {
+    std::vector<std::int64_t> sel;
+    for (std::int64_t r = 0; r < rows; ++r) {
+      top_k(p.data() + r * e, e, k, sel);
+      std::copy(sel.begin(), sel.end(), picks.begin() + r * k);
+    }
+  }
+
   template <class T>
   void topk_gates(std::int64_t rows, std::int64_t e, std::int64_t k, bool renormalize, std::span<const T> p,
-                  std::span<T> g) {
-    std::vector<std::int64_t> sel;
+                  std::span<const std::int64_t> picks, std::span<T> g) {
     for (std::int64_t r = 0; r < rows; ++r) {
       const T* pr = p.data() + r * e;
       T* gr = g.data() + r * e;
-      top_k(pr, e, k, sel);
+      const std::span<const std::int64_t> sel = picks.subspan(std::size_t(r * k), std::size_t(k));
       T sum{};
       for (std::int64_t c : sel) sum += pr[c];
       std::fill(gr, gr + e, T{});
@@ -47,13 +59,12 @@ struct cpu_moe_primitives {
   /// g_j = p_j / S over the selected, so dp_j = (dg_j - sum_sel g dg) / S there; 0 elsewhere.
   template <class T>
   void topk_gates_bwd(std::int64_t rows, std::int64_t e, std::int64_t k, bool renormalize, std::span<const T> p,
-                      std::span<const T> dg, std::span<T> dp) {
-    std::vector<std::int64_t> sel;
+                      std::span<const std::int64_t> picks, std::span<const T> dg, std::span<T> dp) {
     for (std::int64_t r = 0; r < rows; ++r) {
       const T* pr = p.data() + r * e;
       const T* dgr = dg.data() + r * e;
       T* dpr = dp.data() + r * e;
-      top_k(pr, e, k, sel);
+      const std::span<const std::int64_t> sel = picks.subspan(std::size_t(r * k), std::size_t(k));
       std::fill(dpr, dpr + e, T{});
       if (!renormalize) {
         for (std::int64_t c : sel) dpr[c] = dgr[c];
@@ -66,24 +77,22 @@ struct cpu_moe_primitives {
     }
   }
 
-  /// Tokens of each sequence routed to each expert: counts[i e + c] for b sequences of s tokens.
+  /// Tokens of each sequence routed to each expert: counts[i e + c] for b sequences of s tokens,
+  /// from their picks [b s, k].
   template <class T>
-  static std::vector<T> routed_counts(std::int64_t b, std::int64_t s, std::int64_t e, std::int64_t k, std::span<const T> p) {
+  static std::vector<T> routed_counts(std::int64_t b, std::int64_t s, std::int64_t e, std::int64_t k,
+                                      std::span<const std::int64_t> picks) {
     std::vector<T> counts(std::size_t(b * e), T{});
-    std::vector<std::int64_t> sel;
     for (std::int64_t i = 0; i < b; ++i)
-      for (std::int64_t t = 0; t < s; ++t) {
-        top_k(p.data() + (i * s + t) * e, e, k, sel);
-        for (std::int64_t c : sel) counts[std::size_t(i * e + c)] += T(1);
-      }
+      for (std::int64_t j = 0; j < s * k; ++j) counts[std::size_t(i * e + picks[std::size_t(i * s * k + j)])] += T(1);
     return counts;
   }
 
   /// out[0] = scale sum_i E / (k s^2) sum_c count_ic sum_t p_itc.
   template <class T>
-  void balance_loss(std::int64_t b, std::int64_t s, std::int64_t e, std::int64_t k, std::span<const T> p, T scale,
-                    std::span<T> out) {
-    const std::vector<T> counts = routed_counts(b, s, e, k, p);
+  void balance_loss(std::int64_t b, std::int64_t s, std::int64_t e, std::int64_t k, std::span<const T> p,
+                    std::span<const std::int64_t> picks, T scale, std::span<T> out) {
+    const std::vector<T> counts = routed_counts<T>(b, s, e, k, picks);
     T total{};
     for (std::int64_t i = 0; i < b; ++i)
       for (std::int64_t c = 0; c < e; ++c) {
@@ -96,34 +105,33 @@ struct cpu_moe_primitives {
 
   /// dp[i, t, c] = dloss scale E / (k s^2) count_ic (the counts are not differentiable).
   template <class T>
-  void balance_loss_bwd(std::int64_t b, std::int64_t s, std::int64_t e, std::int64_t k, std::span<const T> p,
-                        std::span<const T> dloss, T scale, std::span<T> dp) {
-    const std::vector<T> counts = routed_counts(b, s, e, k, p);
+  void balance_loss_bwd(std::int64_t b, std::int64_t s, std::int64_t e, std::int64_t k,
+                        std::span<const std::int64_t> picks, std::span<const T> dloss, T scale, std::span<T> dp) {
+    const std::vector<T> counts = routed_counts<T>(b, s, e, k, picks);
     const T f = dloss[0] * scale * T(e) / (T(k) * T(s) * T(s));
     for (std::int64_t i = 0; i < b; ++i)
       for (std::int64_t t = 0; t < s; ++t)
         for (std::int64_t c = 0; c < e; ++c) dp[std::size_t((i * s + t) * e + c)] = f * counts[std::size_t(i * e + c)];
   }
 
-  /// The slot map of gates g [b, s, e] at `capacity` slots per expert per sequence: src[(i e + c)
-  /// capacity + slot] = the token row i s + t in that slot (-1: empty), dst[(i s + t) e + c] = the
-  /// slot row token t has at expert c (-1: not routed there, or dropped).
-  template <class T>
-  void moe_slots(std::int64_t b, std::int64_t s, std::int64_t e, std::int64_t capacity, std::span<const T> g,
-                 std::span<std::int64_t> src, std::span<std::int64_t> dst) {
+  /// The slot map of picks [b s, k] (each token's k experts, ascending) at `capacity` slots per
+  /// expert per sequence: src[(i e + c) capacity + slot] = the token row i s + t in that slot (-1:
+  /// empty), dst[(i s + t) e + c] = the slot row token t has at expert c (-1: not picked there, or
+  /// dropped).
+  void moe_slots(std::int64_t b, std::int64_t s, std::int64_t e, std::int64_t k, std::int64_t capacity,
+                 std::span<const std::int64_t> picks, std::span<std::int64_t> src, std::span<std::int64_t> dst) {
     std::fill(src.begin(), src.end(), std::int64_t(-1));
+    std::fill(dst.begin(), dst.end(), std::int64_t(-1));
     std::vector<std::int64_t> used(static_cast<std::size_t>(e), 0);
     for (std::int64_t i = 0; i < b; ++i) {
       std::fill(used.begin(), used.end(), std::int64_t(0));
       for (std::int64_t t = 0; t < s; ++t)
-        for (std::int64_t c = 0; c < e; ++c) {
-          const std::int64_t row = i * s + t;
-          std::int64_t& d = dst[std::size_t(row * e + c)];
-          d = -1;
-          if (g[std::size_t(row * e + c)] == T{}) continue;
+        for (std::int64_t j = 0; j < k; ++j) {
+          const std::int64_t row = i * s + t, c = picks[std::size_t(row * k + j)];
           const std::int64_t slot = used[std::size_t(c)]++;
           if (slot >= capacity) continue;
-          d = (i * e + c) * capacity + slot;
+          const std::int64_t d = (i * e + c) * capacity + slot;
+          dst[std::size_t(row * e + c)] = d;
           src[std::size_t(d)] = row;
         }
     }

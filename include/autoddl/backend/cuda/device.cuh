@@ -263,20 +263,23 @@ class cuda_device {
 
   // ---- mixture of experts (backend/cuda/moe_kernels.cuh) -------------------------------------
   template <class T>
+  void topk_experts(std::int64_t rows, std::int64_t e, std::int64_t k, std::span<const T> p,
+                    std::span<std::int64_t> picks);
+  template <class T>
   void topk_gates(std::int64_t rows, std::int64_t e, std::int64_t k, bool renormalize, std::span<const T> p,
-                  std::span<T> g);
+                  std::span<const std::int64_t> picks, std::span<T> g);
   template <class T>
   void topk_gates_bwd(std::int64_t rows, std::int64_t e, std::int64_t k, bool renormalize, std::span<const T> p,
-                      std::span<const T> dg, std::span<T> dp);
+                      std::span<const std::int64_t> picks, std::span<const T> dg, std::span<T> dp);
   template <class T>
-  void balance_loss(std::int64_t b, std::int64_t s, std::int64_t e, std::int64_t k, std::span<const T> p, T scale,
-                    std::span<T> out);
+  void balance_loss(std::int64_t b, std::int64_t s, std::int64_t e, std::int64_t k, std::span<const T> p,
+                    std::span<const std::int64_t> picks, T scale, std::span<T> out);
   template <class T>
-  void balance_loss_bwd(std::int64_t b, std::int64_t s, std::int64_t e, std::int64_t k, std::span<const T> p,
-                        std::span<const T> dloss, T scale, std::span<T> dp);
-  template <class T>
-  void moe_slots(std::int64_t b, std::int64_t s, std::int64_t e, std::int64_t capacity, std::span<const T> g,
-                 std::span<std::int64_t> src, std::span<std::int64_t> dst);
+  void balance_loss_bwd(std::int64_t b, std::int64_t s, std::int64_t e, std::int64_t k,
+                        std::span<const std::int64_t> picks, std::span<const T> dloss, T scale, std::span<T> dp);
+  /// I is std::int64_t (instantiated once, by AUTODDL_CUDA_INSTANTIATE_INDEX_PRIMITIVES).
+  template <class I>
+  void moe_slots(I b, I s, I e, I k, I capacity, std::span<const I> picks, std::span<I> src, std::span<I> dst);
   template <class T>
   void combine_rows(std::int64_t rows, std::int64_t e, std::span<const std::int64_t> dst, std::span<const T> g,
                     std::span<const T> x, std::span<T> y);

@@ -248,38 +248,50 @@ void cuda_device::scatter_add_rows(std::span<const std::int64_t> ids, std::int64
 
 // ---- mixture of experts ----------------------------------------------------------------------
 template <class T>
+void cuda_device::topk_experts(std::int64_t rows, std::int64_t e, std::int64_t k, std::span<const T> p,
+                               std::span<std::int64_t> picks) {
+  AUTODDL_CUDA_ELEMENTWISE(detail::topk_experts_kernel<T>, rows, rows, e, k, p.data(), picks.data());
+}
+template <class T>
 void cuda_device::topk_gates(std::int64_t rows, std::int64_t e, std::int64_t k, bool renormalize, std::span<const T> p,
-                             std::span<T> g) {
-  AUTODDL_CUDA_ELEMENTWISE(detail::topk_gates_kernel<T>, rows, rows, e, k, renormalize, p.data(), g.data());
+                             std::span<const std::int64_t> picks, std::span<T> g) {
+  AUTODDL_CUDA_ELEMENTWISE(detail::topk_gates_kernel<T>, rows, rows, e, k, renormalize, p.data(), picks.data(),
+                           g.data());
 }
 template <class T>
 void cuda_device::topk_gates_bwd(std::int64_t rows, std::int64_t e, std::int64_t k, bool renormalize,
-                                 std::span<const T> p, std::span<const T> dg, std::span<T> dp) {
-  AUTODDL_CUDA_ELEMENTWISE(detail::topk_gates_bwd_kernel<T>, rows, rows, e, k, renormalize, p.data(), dg.data(),
-                           dp.data());
+                                 std::span<const T> p, std::span<const std::int64_t> picks, std::span<const T> dg,
+                                 std::span<T> dp) {
+  AUTODDL_CUDA_ELEMENTWISE(detail::topk_gates_bwd_kernel<T>, rows, rows, e, k, renormalize, p.data(), picks.data(),
+                           dg.data(), dp.data());
 }
 template <class T>
 void cuda_device::balance_loss(std::int64_t b, std::int64_t s, std::int64_t e, std::int64_t k, std::span<const T> p,
-                               T scale, std::span<T> out) {
+                               std::span<const std::int64_t> picks, T scale, std::span<T> out) {
   using A = acc_t<T>;
   buffer<A> count = alloc<A>(std::size_t(b * e)), mass = alloc<A>(std::size_t(b * e));
-  AUTODDL_CUDA_ELEMENTWISE(detail::routed_counts_kernel<T>, b * e, b, s, e, k, p.data(), count.data(), mass.data());
+  AUTODDL_CUDA_ELEMENTWISE(detail::routed_counts_kernel<T>, b * e, b, s, e, k, p.data(), picks.data(), count.data(),
+                           mass.data());
   const A f = detail::to_acc(scale) * A(e) / (A(k) * A(s) * A(s));
   AUTODDL_CUDA_ONE_BLOCK(detail::balance_sum_kernel<T>, b * e, count.data(), mass.data(), f, out.data());
 }
+/// The counts alone: routed_counts_kernel skips the mass where p is null.
 template <class T>
-void cuda_device::balance_loss_bwd(std::int64_t b, std::int64_t s, std::int64_t e, std::int64_t k, std::span<const T> p,
-                                   std::span<const T> dloss, T scale, std::span<T> dp) {
+void cuda_device::balance_loss_bwd(std::int64_t b, std::int64_t s, std::int64_t e, std::int64_t k,
+                                   std::span<const std::int64_t> picks, std::span<const T> dloss, T scale,
+                                   std::span<T> dp) {
   using A = acc_t<T>;
   buffer<A> count = alloc<A>(std::size_t(b * e)), mass = alloc<A>(std::size_t(b * e));
-  AUTODDL_CUDA_ELEMENTWISE(detail::routed_counts_kernel<T>, b * e, b, s, e, k, p.data(), count.data(), mass.data());
+  AUTODDL_CUDA_ELEMENTWISE(detail::routed_counts_kernel<T>, b * e, b, s, e, k, static_cast<const T*>(nullptr),
+                           picks.data(), count.data(), mass.data());
   const A f = detail::to_acc(scale) * A(e) / (A(k) * A(s) * A(s));
   AUTODDL_CUDA_ELEMENTWISE(detail::balance_bwd_kernel<T>, b * s * e, b, s, e, count.data(), dloss.data(), f, dp.data());
 }
-template <class T>
-void cuda_device::moe_slots(std::int64_t b, std::int64_t s, std::int64_t e, std::int64_t capacity, std::span<const T> g,
-                            std::span<std::int64_t> src, std::span<std::int64_t> dst) {
-  AUTODDL_CUDA_ELEMENTWISE(detail::moe_slots_kernel<T>, b * e, b, s, e, capacity, g.data(), src.data(), dst.data());
+template <class I>
+void cuda_device::moe_slots(I b, I s, I e, I k, I capacity, std::span<const I> picks, std::span<I> src,
+                            std::span<I> dst) {
+  AUTODDL_CUDA_ELEMENTWISE(detail::moe_slots_kernel<I>, b * e, b, s, e, k, capacity, picks.data(), src.data(),
+                           dst.data());
 }
 template <class T>
 void cuda_device::combine_rows(std::int64_t rows, std::int64_t e, std::span<const std::int64_t> dst,
@@ -491,16 +503,16 @@ void cuda_device::attention_bwd(const attention_desc& d, std::span<const T> q, s
                                             std::span<T>);                                                              \
   template void cuda_device::scatter_add_rows<T>(std::span<const std::int64_t>, std::int64_t, std::span<const T>,       \
                                                  std::span<T>);                                                         \
+  template void cuda_device::topk_experts<T>(std::int64_t, std::int64_t, std::int64_t, std::span<const T>,              \
+                                             std::span<std::int64_t>);                                                  \
   template void cuda_device::topk_gates<T>(std::int64_t, std::int64_t, std::int64_t, bool, std::span<const T>,           \
-                                           std::span<T>);                                                               \
+                                           std::span<const std::int64_t>, std::span<T>);                                \
   template void cuda_device::topk_gates_bwd<T>(std::int64_t, std::int64_t, std::int64_t, bool, std::span<const T>,       \
-                                               std::span<const T>, std::span<T>);                                       \
+                                               std::span<const std::int64_t>, std::span<const T>, std::span<T>);        \
   template void cuda_device::balance_loss<T>(std::int64_t, std::int64_t, std::int64_t, std::int64_t, std::span<const T>, \
-                                             T, std::span<T>);                                                          \
+                                             std::span<const std::int64_t>, T, std::span<T>);                           \
   template void cuda_device::balance_loss_bwd<T>(std::int64_t, std::int64_t, std::int64_t, std::int64_t,                \
-                                                 std::span<const T>, std::span<const T>, T, std::span<T>);              \
-  template void cuda_device::moe_slots<T>(std::int64_t, std::int64_t, std::int64_t, std::int64_t, std::span<const T>,    \
-                                          std::span<std::int64_t>, std::span<std::int64_t>);                            \
+                                                 std::span<const std::int64_t>, std::span<const T>, T, std::span<T>);   \
   template void cuda_device::combine_rows<T>(std::int64_t, std::int64_t, std::span<const std::int64_t>,                 \
                                              std::span<const T>, std::span<const T>, std::span<T>);                     \
   template void cuda_device::combine_rows_bwd<T>(std::int64_t, std::int64_t, std::span<const std::int64_t>,             \
@@ -521,4 +533,13 @@ void cuda_device::attention_bwd(const attention_desc& d, std::span<const T> q, s
                                          std::span<const statistic_t<T>>, std::span<const T>, T, std::span<T>);         \
   template void cuda_device::sgd_momentum<T>(const optimizer_step&, std::span<const T>, std::span<T>, std::span<T>);    \
   template void cuda_device::adam<T>(const optimizer_step&, std::span<const T>, std::span<T>, std::span<T>, std::span<T>); \
+  }
+
+/// Explicit instantiation of cuda_device's primitives over index buffers alone (at namespace
+/// scope, in exactly one nvcc translation unit that includes this header).
+#define AUTODDL_CUDA_INSTANTIATE_INDEX_PRIMITIVES()                                                                    \
+  namespace autoddl::cuda {                                                                                            \
+  template void cuda_device::moe_slots<std::int64_t>(std::int64_t, std::int64_t, std::int64_t, std::int64_t,           \
+                                                     std::int64_t, std::span<const std::int64_t>,                      \
+                                                     std::span<std::int64_t>, std::span<std::int64_t>);               \
   }

@@ -1,7 +1,8 @@
 #pragma once
 // The mixture-of-experts kernels of the CUDA back end, mirroring backend/cpu/moe.hpp (contracts:
 // backend/device.hpp). Routing runs one thread per token or per (sequence, expert): the slot
-// map is sequential in token order within a sequence, as the CPU's. nvcc only.
+// map is sequential in token order within a sequence, as the CPU's. Every routing decision
+// reads the picks (topk_experts_kernel), never whether a gate is 0. nvcc only.
 #include "autoddl/backend/cuda/kernels.cuh"
 
 namespace autoddl::cuda::detail {
@@ -18,49 +19,68 @@ __device__ inline bool in_top_k(const T* p, idx e, idx k, idx c) {
   return before < k;
 }
 
+/// picks[r k + j] = the j-th of row r's k largest columns, ascending.
 template <class T>
-__global__ void topk_gates_kernel(idx rows, idx e, idx k, bool renormalize, const T* p, T* g) {
+__global__ void topk_experts_kernel(idx rows, idx e, idx k, const T* p, idx* picks) {
+  for (idx r = grid_start(); r < rows; r += grid_step()) {
+    idx j = 0;
+    for (idx c = 0; c < e; ++c)
+      if (in_top_k(p + r * e, e, k, c)) picks[r * k + j++] = c;
+  }
+}
+
+template <class T>
+__global__ void topk_gates_kernel(idx rows, idx e, idx k, bool renormalize, const T* p, const idx* picks, T* g) {
   using A = acc_t<T>;
   for (idx r = grid_start(); r < rows; r += grid_step()) {
     const T* pr = p + r * e;
+    const idx* sel = picks + r * k;
     A sum = 0;
-    for (idx c = 0; c < e; ++c)
-      if (in_top_k(pr, e, k, c)) sum += to_acc(pr[c]);
-    for (idx c = 0; c < e; ++c) {
-      const A v = in_top_k(pr, e, k, c) ? to_acc(pr[c]) : A(0);
-      g[r * e + c] = from_acc<T>(renormalize ? v / sum : v);
+    for (idx j = 0; j < k; ++j) sum += to_acc(pr[sel[j]]);
+    for (idx c = 0; c < e; ++c) g[r * e + c] = from_acc<T>(A(0));
+    for (idx j = 0; j < k; ++j) {
+      const A v = to_acc(pr[sel[j]]);
+      g[r * e + sel[j]] = from_acc<T>(renormalize ? v / sum : v);
     }
   }
 }
 
 template <class T>
-__global__ void topk_gates_bwd_kernel(idx rows, idx e, idx k, bool renormalize, const T* p, const T* dg, T* dp) {
+__global__ void topk_gates_bwd_kernel(idx rows, idx e, idx k, bool renormalize, const T* p, const idx* picks,
+                                      const T* dg, T* dp) {
   using A = acc_t<T>;
   for (idx r = grid_start(); r < rows; r += grid_step()) {
     const T* pr = p + r * e;
+    const idx* sel = picks + r * k;
     A sum = 0, dot = 0;
-    for (idx c = 0; c < e; ++c)
-      if (in_top_k(pr, e, k, c)) sum += to_acc(pr[c]);
-    for (idx c = 0; c < e; ++c)
-      if (in_top_k(pr, e, k, c)) dot += to_acc(pr[c]) / sum * to_acc(dg[r * e + c]);
-    for (idx c = 0; c < e; ++c) {
-      const A d = to_acc(dg[r * e + c]);
-      dp[r * e + c] = from_acc<T>(!in_top_k(pr, e, k, c) ? A(0) : renormalize ? (d - dot) / sum : d);
+    for (idx j = 0; j < k; ++j) sum += to_acc(pr[sel[j]]);
+    for (idx j = 0; j < k; ++j) dot += to_acc(pr[sel[j]]) / sum * to_acc(dg[r * e + sel[j]]);
+    for (idx c = 0; c < e; ++c) dp[r * e + c] = from_acc<T>(A(0));
+    for (idx j = 0; j < k; ++j) {
+      const A d = to_acc(dg[r * e + sel[j]]);
+      dp[r * e + sel[j]] = from_acc<T>(renormalize ? (d - dot) / sum : d);
     }
   }
 }
 
-/// Per (sequence i, expert c): count[i e + c] = tokens routed to c, mass[i e + c] = sum_t p.
+/// Whether expert c is among picks[0..k) of one token.
+__device__ inline bool picked(const idx* sel, idx k, idx c) {
+  for (idx j = 0; j < k; ++j)
+    if (sel[j] == c) return true;
+  return false;
+}
+
+/// Per (sequence i, expert c): count[i e + c] = tokens whose picks hold c, mass[i e + c] = sum_t p.
 template <class T>
-__global__ void routed_counts_kernel(idx b, idx s, idx e, idx k, const T* p, acc_t<T>* count, acc_t<T>* mass) {
+__global__ void routed_counts_kernel(idx b, idx s, idx e, idx k, const T* p, const idx* picks, acc_t<T>* count,
+                                     acc_t<T>* mass) {
   using A = acc_t<T>;
   for (idx o = grid_start(); o < b * e; o += grid_step()) {
     const idx i = o / e, c = o % e;
     A n = 0, m = 0;
     for (idx t = 0; t < s; ++t) {
-      const T* pr = p + (i * s + t) * e;
-      if (in_top_k(pr, e, k, c)) n += A(1);
-      m += to_acc(pr[c]);
+      if (picked(picks + (i * s + t) * k, k, c)) n += A(1);
+      if (p) m += to_acc(p[(i * s + t) * e + c]);
     }
     count[o] = n;
     mass[o] = m;
@@ -84,9 +104,9 @@ __global__ void balance_bwd_kernel(idx b, idx s, idx e, const acc_t<T>* count, c
   }
 }
 
-/// One thread per (sequence i, expert c) walks the sequence's tokens in order.
-template <class T>
-__global__ void moe_slots_kernel(idx b, idx s, idx e, idx capacity, const T* g, idx* src, idx* dst) {
+/// One thread per (sequence i, expert c) walks the sequence's tokens in order (I: the index type).
+template <class I>
+__global__ void moe_slots_kernel(I b, I s, I e, I k, I capacity, const I* picks, I* src, I* dst) {
   for (idx o = grid_start(); o < b * e; o += grid_step()) {
     const idx i = o / e, c = o % e;
     for (idx slot = 0; slot < capacity; ++slot) src[o * capacity + slot] = -1;
@@ -95,7 +115,7 @@ __global__ void moe_slots_kernel(idx b, idx s, idx e, idx capacity, const T* g, 
       const idx row = i * s + t;
       idx& d = dst[row * e + c];
       d = -1;
-      if (to_acc(g[row * e + c]) == acc_t<T>(0)) continue;
+      if (!picked(picks + row * k, k, c)) continue;
       const idx slot = used++;
       if (slot >= capacity) continue;
       d = o * capacity + slot;

@@ -1,11 +1,15 @@
 #pragma once
 // Kernels of the mixture-of-experts ops (ops/moe.hpp) on local shards:
 // - router: g = top-k of softmax(logits); backward recomputes the softmax from the logits.
+//   Routing reads each token's picks (topk_experts, [rows, k] int64, freed inside the kernel),
+//   never which gates are non-zero: a picked probability that underflows to 0 is still routed.
 // - load_balance: Switch Transformer's loss per sequence, coef E / (k s^2) sum_e count_e
 //   sum_t p_te, over the batch's sequences divided by the op's global batch; a batch split
 //   leaves each device its sequences' share (P).
-// - dispatch and combine: the slot map from the gates (moe_slots), then a gather of token rows
-//   into slots and a weighted sum back; both recompute the map in backward.
+// - dispatch and combine: the slot map (moe_slots) from the picks of the gates, the top
+//   attrs.topk of each row (the router's picks: a picked gate is p or p / S, never below an
+//   unpicked one, and ties go to the lower column in both), then a gather of token rows into
+//   slots and a weighted sum back; both recompute the map in backward.
 // - experts: per sequence of the local block, one strided batched GEMM over the local experts
 //   for each of a = X W_gate, u = X W_up (kept for backward) and Y = (silu(a) u) W_down.
 #include <cstdint>
@@ -15,6 +19,14 @@
 #include "autoddl/runtime/kernels/context.hpp"
 
 namespace autoddl::detail {
+
+/// Each row's k largest columns of `values` [rows, e], ascending: the experts it routes to.
+template <class T, class D>
+buffer_t<D, std::int64_t> expert_picks(D& d, std::int64_t rows, std::int64_t e, std::int64_t k, std::span<const T> values) {
+  buffer_t<D, std::int64_t> picks = d.template alloc<std::int64_t>(std::size_t(rows * k));
+  d.topk_experts(rows, e, k, values, d.view(picks));
+  return picks;
+}
 
 /// The local slot map of a dispatch or combine: gates [b, s, e] local, `capacity` slots.
 template <class D>
@@ -26,10 +38,12 @@ struct moe_slot_map {
 template <class T, class D>
 moe_slot_map<D> slot_map(D& d, const kernel_context<T>& c, std::span<const T> gates, std::int64_t capacity) {
   const tensor_shape& g = c.shards.inputs[1].local;
+  const std::int64_t k = c.op.attrs.topk;
   moe_slot_map<D> m{{}, {}, g[0], g[1], g[2], capacity};
+  const buffer_t<D, std::int64_t> picks = expert_picks(d, m.b * m.s, m.e, k, gates);
   m.src = d.template alloc<std::int64_t>(std::size_t(m.b * m.e * capacity));
   m.dst = d.template alloc<std::int64_t>(std::size_t(m.b * m.s * m.e));
-  d.moe_slots(m.b, m.s, m.e, capacity, gates, d.view(m.src), d.view(m.dst));
+  d.moe_slots(m.b, m.s, m.e, k, capacity, std::as_const(d).view(picks), d.view(m.src), d.view(m.dst));
   return m;
 }
 
@@ -46,9 +60,11 @@ template <class T, class D>
 forward_result<D, T> router_fwd(D& d, const kernel_context<T>& c, const operands<T>& in) {
   const tensor_shape& x = c.shards.inputs[0].local;
   buffer_t<D, T> p = router_probs(d, c, in.inputs[0]);
+  const std::int64_t rows = x[0] * x[1], k = c.op.attrs.topk;
+  const buffer_t<D, std::int64_t> picks = expert_picks(d, rows, x[2], k, cview<T>(d, p));
   forward_result<D, T> r;
   r.outputs.push_back(alloc_like<T>(d, c.shards.outputs[0]));
-  d.topk_gates(x[0] * x[1], x[2], c.op.attrs.topk, c.op.attrs.renormalize, cview<T>(d, p), d.view(r.outputs[0]));
+  d.topk_gates(rows, x[2], k, c.op.attrs.renormalize, cview<T>(d, p), std::as_const(d).view(picks), d.view(r.outputs[0]));
   return r;
 }
 
@@ -57,8 +73,10 @@ gradients<D, T> router_bwd(D& d, const kernel_context<T>& c, const operands<T>& 
   const tensor_shape& x = c.shards.inputs[0].local;
   const std::int64_t rows = x[0] * x[1];
   buffer_t<D, T> p = router_probs(d, c, in.inputs[0]);
+  const buffer_t<D, std::int64_t> picks = expert_picks(d, rows, x[2], std::int64_t(c.op.attrs.topk), cview<T>(d, p));
   buffer_t<D, T> dp = alloc_like<T>(d, c.shards.inputs[0]);
-  d.topk_gates_bwd(rows, x[2], c.op.attrs.topk, c.op.attrs.renormalize, cview<T>(d, p), dg, d.view(dp));
+  d.topk_gates_bwd(rows, x[2], c.op.attrs.topk, c.op.attrs.renormalize, cview<T>(d, p), std::as_const(d).view(picks), dg,
+                   d.view(dp));
   gradients<D, T> g;
   g.inputs.push_back(alloc_like<T>(d, c.shards.inputs[0]));
   d.softmax_bwd(rows, x[2], cview<T>(d, p), cview<T>(d, dp), d.view(g.inputs[0]));
@@ -75,9 +93,12 @@ template <class T, class D>
 forward_result<D, T> load_balance_fwd(D& d, const kernel_context<T>& c, const operands<T>& in) {
   const tensor_shape& x = c.shards.inputs[0].local;
   buffer_t<D, T> p = router_probs(d, c, in.inputs[0]);
+  const std::int64_t k = c.op.attrs.topk;
+  const buffer_t<D, std::int64_t> picks = expert_picks(d, x[0] * x[1], x[2], k, cview<T>(d, p));
   forward_result<D, T> r;
   r.outputs.push_back(d.template alloc<T>(1));
-  d.balance_loss(x[0], x[1], x[2], c.op.attrs.topk, cview<T>(d, p), balance_scale(c), d.view(r.outputs[0]));
+  d.balance_loss(x[0], x[1], x[2], k, cview<T>(d, p), std::as_const(d).view(picks), balance_scale(c),
+                 d.view(r.outputs[0]));
   return r;
 }
 
@@ -85,8 +106,10 @@ template <class T, class D>
 gradients<D, T> load_balance_bwd(D& d, const kernel_context<T>& c, const operands<T>& in, std::span<const T> dloss) {
   const tensor_shape& x = c.shards.inputs[0].local;
   buffer_t<D, T> p = router_probs(d, c, in.inputs[0]);
+  const std::int64_t k = c.op.attrs.topk;
+  const buffer_t<D, std::int64_t> picks = expert_picks(d, x[0] * x[1], x[2], k, cview<T>(d, p));
   buffer_t<D, T> dp = alloc_like<T>(d, c.shards.inputs[0]);
-  d.balance_loss_bwd(x[0], x[1], x[2], c.op.attrs.topk, cview<T>(d, p), dloss, balance_scale(c), d.view(dp));
+  d.balance_loss_bwd(x[0], x[1], x[2], k, std::as_const(d).view(picks), dloss, balance_scale(c), d.view(dp));
   gradients<D, T> g;
   g.inputs.push_back(alloc_like<T>(d, c.shards.inputs[0]));
   d.softmax_bwd(x[0] * x[1], x[2], cview<T>(d, p), cview<T>(d, dp), d.view(g.inputs[0]));
