@@ -17,6 +17,7 @@
 
 #include "cases.hpp"
 #include "sim.hpp"
+#include "tile_counts.hpp"
 
 using namespace autoddl;
 
@@ -64,30 +65,8 @@ signature sequence_split(const op_node& op, const mesh_shape& mesh, int axis) {
   return s;
 }
 
-/// Multiply-adds and scores the CPU device counted in one device's forward and backward.
-struct tile_counts {
-  std::int64_t fwd_macs = 0, fwd_scores = 0, bwd_macs = 0, bwd_scores = 0;
-};
-tile_counts count_tiles(const op_node& op, const signature& sig, const mesh_shape& mesh, const mesh_coord& coord,
-                        const token_order& order) {
-  cpu_device dev;
-  const kernel_context<double> ctx = make_kernel_context<double>(op, sig, mesh, coord, 5, 7, order);
-  std::vector<std::vector<double>> local;
-  operands<double> in;
-  for (const shard_info& s : ctx.shards.inputs) local.emplace_back(std::size_t(s.local.elements()), 0.5);
-  for (const auto& v : local) in.inputs.push_back(std::span<const double>(v));
-  const std::vector<double> dy(std::size_t(ctx.shards.outputs[0].local.elements()), 1.0);
-  tile_counts c;
-  const std::int64_t m0 = dev.attention_tile_macs(), s0 = dev.attention_tile_scores();
-  const auto f = op_forward(dev, ctx, in);
-  const std::int64_t m1 = dev.attention_tile_macs(), s1 = dev.attention_tile_scores();
-  (void)op_backward(dev, ctx, in, f, std::span<const double>(dy));
-  c.fwd_macs = m1 - m0;
-  c.fwd_scores = s1 - s0;
-  c.bwd_macs = dev.attention_tile_macs() - m1;
-  c.bwd_scores = dev.attention_tile_scores() - s1;
-  return c;
-}
+using tile_counting::count_tiles;
+using tile_counting::tile_counts;
 }  // namespace
 
 TEST_CASE("the balanced order's split into q parts, q dividing p, gives part d chunks d and 2q-1-d",

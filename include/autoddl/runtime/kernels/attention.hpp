@@ -20,6 +20,7 @@
 #include <algorithm>
 #include <cmath>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "autoddl/index.hpp"
@@ -276,15 +277,24 @@ inline run_spans run_spans_of(const attention_desc& a, std::int64_t n, const tok
           std::size_t(a.sk * a.ldkv()), std::size_t(n * a.heads * a.sq + a.heads * r.row), std::size_t(a.heads * r.length)};
 }
 
+// The gathered keys and values of `in` copied into natural token order (the balanced order's
+// kernels run on them), forward and again in backward.
+template <class T, class D>
+std::pair<buffer_t<D, T>, buffer_t<D, T>> natural_keys(D& d, const kernel_context<T>& c, const attention_desc& a,
+                                                       const operands<T>& in) {
+  const auto nkv = std::size_t(a.b * a.sk * a.ldkv());
+  buffer_t<D, T> k = alloc_for_overwrite<T>(d, nkv), v = alloc_for_overwrite<T>(d, nkv);
+  reorder_keys(d, c.order, a.b, a.ldkv(), in.inputs[1], d.view(k), true);
+  reorder_keys(d, c.order, a.b, a.ldkv(), in.inputs[2], d.view(v), true);
+  return {std::move(k), std::move(v)};
+}
+
 template <class T, class D>
 forward_result<D, T> balanced_attention_fwd(D& d, const kernel_context<T>& c, const operands<T>& in) {
   if (c.op.attrs.unfused_attention) fail<error>("attention '" + c.op.name + "': the unfused kernel runs in the natural token order only");
   const attention_desc a = attention_desc_of(c);
   const std::vector<token_run> runs = local_runs(c.order, c.shards.inputs[0]);
-  const auto nkv = std::size_t(a.b * a.sk * a.ldkv());
-  buffer_t<D, T> k = alloc_for_overwrite<T>(d, nkv), v = alloc_for_overwrite<T>(d, nkv);
-  reorder_keys(d, c.order, a.b, a.ldkv(), in.inputs[1], d.view(k), true);
-  reorder_keys(d, c.order, a.b, a.ldkv(), in.inputs[2], d.view(v), true);
+  auto [k, v] = natural_keys(d, c, a, in);
   forward_result<D, T> f;
   f.outputs.push_back(alloc_for_overwrite<T>(d, std::size_t(c.shards.outputs[0].local.elements())));
   f.statistics.push_back(d.template alloc<statistic_t<T>>(std::size_t(a.b * a.heads * a.sq)));
@@ -304,9 +314,7 @@ gradients<D, T> balanced_attention_bwd(D& d, const kernel_context<T>& c, const o
   const attention_desc a = attention_desc_of(c);
   const std::vector<token_run> runs = local_runs(c.order, c.shards.inputs[0]);
   const auto nkv = std::size_t(a.b * a.sk * a.ldkv());
-  buffer_t<D, T> k = alloc_for_overwrite<T>(d, nkv), v = alloc_for_overwrite<T>(d, nkv);
-  reorder_keys(d, c.order, a.b, a.ldkv(), in.inputs[1], d.view(k), true);
-  reorder_keys(d, c.order, a.b, a.ldkv(), in.inputs[2], d.view(v), true);
+  auto [k, v] = natural_keys(d, c, a, in);
   buffer_t<D, T> dk = alloc_for_overwrite<T>(d, nkv), dv = alloc_for_overwrite<T>(d, nkv);
   const std::size_t extra = runs.size() > 1 ? std::size_t(a.sk * a.ldkv()) : 0;  // a later run's dK, dV
   buffer_t<D, T> dk_run = alloc_for_overwrite<T>(d, extra), dv_run = alloc_for_overwrite<T>(d, extra);
