@@ -7,6 +7,7 @@
 // - closed forms of the tile products a causal or full attention computes, against both what the
 //   CPU device counted and what ops/work.hpp prices (device_work), per device of a query split;
 // - the device's counting allocator: the forward keeps O(s), the output and one lse per row.
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <random>
@@ -209,6 +210,32 @@ TEST_CASE("the fused attention keeps its output and one statistic per row, the u
     const std::int64_t priced = device_work(op, all_broadcast(op, 1), mesh_shape{1}, 8).activation_bytes;
     CHECK(priced == 3 * out * 8 + kept - (unfused ? out * 8 : 0));
   }
+}
+
+TEST_CASE("the closed-form tile count equals the kernel's loop over query tiles", "[attention][tiles]") {
+  // the oracle: the kernel's own loop, query tile by query tile (backend/cpu/attention.hpp)
+  const auto loop = [](std::int64_t sq, std::int64_t sk, std::int64_t q_offset, bool causal) {
+    double n = 0;
+    for (std::int64_t r0 = 0; r0 < sq; r0 += attention_query_tile) {
+      const std::int64_t rows = std::min(attention_query_tile, sq - r0);
+      n += double(rows) * double(attention_tile_keys(r0, rows, sk, q_offset, causal));
+    }
+    return n;
+  };
+  int checked = 0;
+  for (std::int64_t sq = 0; sq <= 260; sq += 3)
+    for (std::int64_t sk = 1; sk <= 400; sk += 11)
+      for (std::int64_t q_offset = -150; q_offset <= 300; q_offset += 17)
+        for (bool causal : {false, true}) {
+          INFO("sq " << sq << ", sk " << sk << ", q_offset " << q_offset << ", causal " << causal);
+          REQUIRE(attention_tile_scores(sq, sk, q_offset, causal) == loop(sq, sk, q_offset, causal));
+          ++checked;
+        }
+  CHECK(checked > 50000);
+  // and a sequence of 10^10 tokens prices without looping over its tiles: 64 (1 + ... + n) 64 + the rest
+  const std::int64_t n = 10'000'000'000 / 64;
+  const double expected = 64.0 * 64.0 * (double(n) * double(n + 1) / 2);  // past 2^53: equal to double rounding
+  CHECK(std::abs(attention_tile_scores(n * 64, n * 64, 0, true) - expected) <= 1e-12 * expected);
 }
 
 }  // namespace fused_attention_cases
