@@ -67,7 +67,7 @@ struct plan_cli {
   std::optional<std::string> memory;  ///< --memory-limit as given ("" is refused, not ignored)
   std::vector<std::string> diff;
   std::string check;
-  bool json = false, no_overlap = false, all_ops = false;
+  bool json = false, no_overlap = false, all_ops = false, allow_over_limit = false;
   bool hardware_given = false, mesh_given = false;  ///< --hardware, --mesh on the command line
   std::uint64_t seed = 1;
   std::optional<std::int64_t> seq, batch;
@@ -100,6 +100,9 @@ void add_options(CLI::App& app, plan_cli& c) {
   app.add_option("--seed", c.seed, "seed of the random starts");
   app.add_flag("--no-overlap", c.no_overlap, "price gradient sync without overlapping backward compute");
   app.add_flag("--json", c.json, "print one JSON object");
+  app.add_flag("--allow-over-limit", c.allow_over_limit,
+               "exit 0 for a pinned strategy whose plan does not fit the memory limit (by default it is printed, "
+               "then exit 1 with the nearest change that fits)");
   app.add_flag("--all-ops", c.all_ops, "print every op (by default repeated blocks laid out alike print once)");
   app.add_option("--svg", c.svg, "write a picture of the plan to this file");
   app.add_option("--out", c.out, "write the plan to this file (JSON: layouts of every op and parameter, schedule, predictions)");
@@ -221,7 +224,12 @@ nlohmann::json file_parallelism(const std::string& path) {
   return j.is_object() && j.contains("parallelism") ? j["parallelism"] : nlohmann::json(nullptr);
 }
 
-// "dp=64 tp=1 pp=1 cp=1 ep=1, ZeRO stage 3, 1 sequence per device per micro-batch", or "not recorded".
+// "4x2x4 per stage x 2 stages" or "2x4".
+std::string layout_mesh_text(const plan_file& f) {
+  return f.stages > 1 ? to_string(f.mesh) + " per stage x " + std::to_string(f.stages) + " stages" : to_string(f.mesh);
+}
+
+// "dp=64 tp=1 cp=1 ep=1, ZeRO stage 3, 1 sequence per device per micro-batch", or "not recorded".
 std::string parallelism_text(const nlohmann::json& x) {
   if (!x.is_object()) return "not recorded";
   const double n = x.value("sequences_per_device_per_microbatch", 0.0);
@@ -267,12 +275,7 @@ repriced_file reprice(const plan_cli& c, const std::string& path) {
   const plan_problem& problem = *r.plan.plan.problem;
   const plan_result& res = r.plan.plan.result;
   r.peak = autoddl::tools::peak_of(problem, res, r.plan.pipeline, o);
-  double bytes = res.totals.bytes;
-  if (r.plan.pipeline) {  // a pipeline's: the most of any stage
-    bytes = 0;
-    for (const stage_figures& f : r.plan.pipeline->stages) bytes = std::max(bytes, f.bytes);
-  }
-  r.now = {res.time, res.totals.compute(), res.totals.comm(), bytes, r.peak.bytes};
+  r.now = {res.time, r.peak.compute_s, r.peak.comm_s, r.peak.sent_bytes, r.peak.bytes};  // per device, as --out writes them
   return r;
 }
 
@@ -321,9 +324,11 @@ void diff_plans(const plan_cli& c, const std::string& a_path, const std::string&
   const repriced_file ra = reprice(c, a_path), rb = reprice(c, b_path);
   const plan_file &a = ra.file, &b = rb.file;
   const nlohmann::json par_a = file_parallelism(a_path), par_b = file_parallelism(b_path);
-  if (a.model != b.model || !(a.mesh == b.mesh))
-    throw error("plan files " + a_path + " and " + b_path + " are for different models or meshes ('" + a.model + "' on " +
-                to_string(a.mesh) + ", '" + b.model + "' on " + to_string(b.mesh) + "); --diff compares plans of one model and mesh");
+  // the same devices however the mesh is written (8, 2x4, 2x2x2) or split into pipeline stages
+  if (a.model != b.model || a.pipeline_mesh.devices() != b.pipeline_mesh.devices())
+    throw error("plan files " + a_path + " and " + b_path + " are for different models or device counts ('" + a.model + "' on " +
+                std::to_string(a.pipeline_mesh.devices()) + " devices, '" + b.model + "' on " +
+                std::to_string(b.pipeline_mesh.devices()) + "); --diff compares plans of one model on the same devices");
   if (a.ops.size() != b.ops.size()) throw error("plan files " + a_path + " and " + b_path + " have different op lists");
   nlohmann::json ops = nlohmann::json::array(), params = nlohmann::json::array();
   for (std::size_t i = 0; i < a.ops.size(); ++i) {
@@ -357,6 +362,9 @@ void diff_plans(const plan_cli& c, const std::string& a_path, const std::string&
              a.microbatches, a.microbatches == 1 ? "" : "es", to_string(a.recompute), b_path, b.strategy, b.microbatches,
              b.microbatches == 1 ? "" : "es", to_string(b.recompute));
   fmt::print("both valid, priced again with hardware {} and {}\n", ra.hardware, rb.hardware);
+  if (!(a.mesh == b.mesh))
+    fmt::print("meshes: a lays its {} devices out as {}, b as {} (each op's layouts below are per axis of its own mesh)\n",
+               a.pipeline_mesh.devices(), layout_mesh_text(a), layout_mesh_text(b));
   fmt::print("parallel a: {}\n         b: {}\n", parallelism_text(par_a), parallelism_text(par_b));
   fmt::print("{} of {} ops and {} of {} parameters differ\n", ops.size(), a.ops.size(), params.size(), a.params.size());
   for (const auto& o : ops)
@@ -374,8 +382,41 @@ void diff_plans(const plan_cli& c, const std::string& a_path, const std::string&
              pct(pa.peak_bytes, pb.peak_bytes));
 }
 
-// Plans c.model as asked, writes the files asked for and prints the plan.
-void plan_model(plan_cli c) {
+// Auto on a one-axis mesh across nodes (64 for 8 nodes of 8): the search reads the axis as one
+// link, so it pipelines nowhere and may cut tensor parallelism across nodes; the same devices
+// written node by node (8x8) are searched with both. A note says so.
+void add_one_axis_note(plan_result& r, const plan_options& o) {
+  const int per_node = o.hw.devices_per_node;
+  const std::int64_t n = o.mesh.devices();
+  if (o.mesh.size() != 1 || per_node <= 1 || n <= per_node || n % per_node != 0) return;
+  r.notes.push_back(fmt::format("mesh {} spans {} nodes of {} devices as one axis, priced at the slowest link, so auto "
+                                "neither pipelines over the nodes nor keeps tensor parallelism within one; --mesh {}x{} "
+                                "names the same devices node by node, where auto searches pipelines and tensor parallelism within a node",
+                                n, n / per_node, per_node, n / per_node, per_node));
+}
+
+// A pinned strategy's plan over the memory limit (printed already): one sentence on stderr with
+// what fits instead (auto with the same settings, else the smallest mesh like c.mesh on which
+// auto fits), and exit status 1.
+int over_limit(const plan_cli& c, const std::string& strategy, double peak, double limit, const graph_builder& build,
+               std::int64_t batch, const plan_options& o, const step_settings& pin) {
+  std::string instead;
+  const autoddl::tools::chosen_plan a = autoddl::tools::plan_with_pipelines(build, batch, o, strategy::automatic{}, pin, c.seed);
+  if (a.plan.result.feasible)
+    instead = "--strategy auto fits (predicted step " + seconds(a.plan.result.time) + ", peak " +
+              si(autoddl::tools::peak_of(*a.plan.problem, a.plan.result, a.pipeline, o).bytes, "B") + ")";
+  else if (const std::optional<mesh_shape> m = smallest_fitting_mesh(build, batch, o, pin, c.seed))
+    instead = "auto fits on mesh " + to_string(*m);
+  else
+    instead = "raise --memory-limit, use a larger mesh or a smaller model";
+  std::fprintf(stderr, "autoddl-plan: the %s plan peaks at %s per device, over the limit of %s; %s (--allow-over-limit "
+               "accepts the plan as it is)\n", strategy.c_str(), si(peak, "B").c_str(), si(limit, "B").c_str(), instead.c_str());
+  return 1;
+}
+
+// Plans c.model as asked, writes the files asked for and prints the plan. The exit status: 0, or
+// 1 for a pinned strategy over the memory limit without --allow-over-limit.
+int plan_model(plan_cli c) {
   c.model = resize_model_spec(c.model, c.seq, c.batch);  // --seq, --batch
   if (!c.export_model.empty()) write_file(c.export_model, "the model", model_file_json(load_model(c.model)).dump(1) + "\n");
   const plan_strategy chosen = parse_strategy(c.strategy);
@@ -384,7 +425,8 @@ void plan_model(plan_cli c) {
   const std::int64_t batch = graph_batch(load_model(c.model));
   const graph_builder build = [&](int m) { return load_model(c.model, m); };
   // pipelines: megatron pp > 1, and auto across nodes (pipeline_report.hpp)
-  const autoddl::tools::chosen_plan chosen_plan = autoddl::tools::plan_with_pipelines(build, batch, o, chosen, pin, c.seed);
+  autoddl::tools::chosen_plan chosen_plan = autoddl::tools::plan_with_pipelines(build, batch, o, chosen, pin, c.seed);
+  if (std::holds_alternative<strategy::automatic>(chosen)) add_one_axis_note(chosen_plan.plan.result, o);
   const micro_batched_plan& best = chosen_plan.plan;
   if (!best.result.feasible && std::holds_alternative<strategy::automatic>(chosen)) no_plan_fits(best, build, batch, o, pin, c);
   const compared_plans cmp = compare_plans(c, build, batch, o);
@@ -400,6 +442,9 @@ void plan_model(plan_cli c) {
     write_file(c.svg, "the picture",
                plan_svg(problem, best.result, rows, cmp.plans, autoddl::tools::svg_stages_of(chosen_plan.pipeline), peak.bytes));
   print_plan(c, problem, best.result, chosen_plan.pipeline, peak, rows, cmp);
+  std::fflush(stdout);
+  if (best.result.feasible || c.allow_over_limit) return 0;
+  return over_limit(c, to_string(chosen), peak.bytes, peak.limit, build, batch, o, pin);
 }
 
 }  // namespace
@@ -418,7 +463,8 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "autoddl-plan: %s\n", autoddl::tools::command_line_error(app, e).c_str());
     return 2;
   }
-  return autoddl::tools::guarded("autoddl-plan", [&] {
+  int status = 0;  // plan_model's: 1 for a pinned plan over the memory limit
+  const int refused = autoddl::tools::guarded("autoddl-plan", [&] {
     c.hardware_given = app.count("--hardware") > 0;
     c.mesh_given = app.count("--mesh") > 0;
     if (!c.diff.empty())
@@ -426,6 +472,7 @@ int main(int argc, char** argv) {
     else if (!c.check.empty())
       check_plan(c);
     else
-      plan_model(c);
+      status = plan_model(c);
   });
+  return refused != 0 ? refused : status;
 }

@@ -48,7 +48,7 @@ inline chosen_plan from_pipeline(pipeline_plan&& p) {
   r.memory_limit = c.plan.problem->make_objective().memory_limit / p.shape.stages;
   r.notes.push_back(fmt::format(
       "pipeline of {} stages x {} micro-batches: the table shows one stage's layouts on the stage mesh {} (each stage "
-      "runs its range of ops, see the pipeline section); compute and communication are the whole model's on that "
+      "runs its range of ops, see the pipeline section); the table prices every op on that "
       "mesh, whose layout search saw {} times the memory limit (a stage keeps about 1/{} of the model; the cuts hold "
       "each stage to the limit)",
       p.shape.stages, p.shape.microbatches, to_string(c.plan.problem->options().mesh), p.shape.stages, p.shape.stages));
@@ -174,16 +174,29 @@ inline plan_peak peak_of(const plan_problem& problem, const plan_result& r, cons
   k.bytes = double(m.peak());
   k.where = peak_where(problem, m) + fmt::format(", stage {} of {}", top, p->shape.stages);
   k.stages = p->shape.stages;
+  int slowest = 0;
+  k.sent_bytes = 0;
+  for (int i = 0; i < int(p->stages.size()); ++i) {
+    if (at(p->stages, i).slot_s > at(p->stages, slowest).slot_s) slowest = i;
+    k.sent_bytes = std::max(k.sent_bytes, at(p->stages, i).bytes);
+  }
+  const stage_figures& f = at(p->stages, slowest);
+  const double mb = p->shape.microbatches, busy = mb * f.slot_s + 2 * p->shape.chunks * mb * f.send_s + f.step_s;
+  k.busiest_stage = slowest;
+  k.compute_s = f.compute_s;
+  k.comm_s = std::max(0.0, busy - f.compute_s);
   return k;
 }
 
 /// The pipeline a plan file describes: its stage layouts (`layouts`, on the file's stage mesh)
 /// priced at the file's cuts on `base` (the whole mesh). Throws error when a cut is not at a
-/// layer boundary (pipeline_units) or the whole mesh does not split into the file's stages.
+/// layer boundary (pipeline_units) or the whole mesh does not split into the file's stages (the
+/// stage mesh may lay a stage's devices out differently, as a Megatron-LM layout does).
 inline chosen_plan file_pipeline(micro_batched_plan&& layouts, const plan_file& f, const plan_options& base) {
-  if (!(stage_mesh(base.mesh, f.stages) == f.mesh))
-    throw error("the plan file's stage mesh " + to_string(f.mesh) + " is not " + std::to_string(f.stages) + " stages of mesh " +
-                to_string(base.mesh));
+  // a Megatron-LM layout lays a stage's devices out as its own axes (dp x cp x tp: 4x8 as 4x2x4)
+  if (stage_mesh(base.mesh, f.stages).devices() != f.mesh.devices())
+    throw error("the plan file's stage mesh " + to_string(f.mesh) + " is not one of " + std::to_string(f.stages) +
+                " stages of mesh " + to_string(base.mesh));
   const std::vector<int> first = pipeline_units(layouts.problem->model());
   std::vector<int> units;
   for (int op : f.cuts) {
@@ -296,6 +309,9 @@ inline nlohmann::json plan_file_of(const plan_problem& problem, const plan_resul
                                    const mesh_shape& mesh) {
   nlohmann::json f = plan_file_json(problem, r, model, hardware);
   f["predicted"]["peak_bytes_per_device"] = peak.bytes;  // the replayed step's (a pipeline's highest stage)
+  f["predicted"]["compute_s"] = peak.compute_s;          // per device (a pipeline's slowest stage)
+  f["predicted"]["comm_s"] = peak.comm_s;
+  f["predicted"]["comm_bytes_per_device"] = peak.sent_bytes;
   f["parallelism"] = parallelism_json(parallelism_of(problem, r.pick, peak.stages));  // for a reader: not read back
   if (p) add_pipeline_schedule(f, mesh, p->shape.stages, p->shape.chunks, p->cut_ops);
   return f;

@@ -46,7 +46,8 @@ inline std::string kernel_prices_line(const plan_problem& problem, const std::st
 }
 
 /// The one memory figure of a plan: the step's replayed peak per device (search/step_memory.hpp;
-/// a pipeline's highest stage's), where it falls, and the limit it is held to.
+/// a pipeline's highest stage's), where it falls, and the limit it is held to; and what a device
+/// computes and sends per step (a pipeline's devices run one stage each: the stage figures).
 struct plan_peak {
   double bytes = 0;
   std::string where;         ///< "the backward of h3.mlp.fc1" (a pipeline's: ", stage 1 of 2" after it)
@@ -54,6 +55,10 @@ struct plan_peak {
   double device_memory = 0;  ///< the hardware profile's memory per device
   bool reserve = true;       ///< the limit is the device's memory less memory_reserve_fraction (no --memory-limit)
   int stages = 1;            ///< the plan's pipeline stages (1: none)
+  double compute_s = 0;      ///< a device's compute per step (a pipeline's: the stage with the slowest slot)
+  double comm_s = 0;         ///< the rest of that device's busy time: communication not overlapped
+  double sent_bytes = 0;     ///< bytes a device sends per step (a pipeline's: the stage that sends most)
+  int busiest_stage = 0;     ///< the stage compute_s and comm_s are of
 };
 
 /// Where replay m peaks: "the backward of h3.mlp.fc1", "the gradient synchronisation".
@@ -66,7 +71,11 @@ inline std::string peak_where(const plan_problem& problem, const step_memory& m)
 /// the device's memory less the reserve).
 inline plan_peak flat_peak(const plan_problem& problem, const plan_result& r, const plan_options& base) {
   const step_memory m = replay_step_memory(problem, r.pick);
-  return {double(m.peak()), peak_where(problem, m), memory_limit_of(base), base.hw.device.memory_bytes, !(base.memory_limit > 0)};
+  plan_peak k{double(m.peak()), peak_where(problem, m), memory_limit_of(base), base.hw.device.memory_bytes, !(base.memory_limit > 0)};
+  k.compute_s = r.totals.compute();
+  k.comm_s = r.totals.comm();
+  k.sent_bytes = r.totals.bytes;
+  return k;
 }
 
 /// "77.3 GB allowed (the device's 85.9 GB less a 10 % reserve ...)" or "32 GB allowed (--memory-limit)".
@@ -159,9 +168,9 @@ inline nlohmann::json plan_json(const plan_problem& problem, const plan_result& 
   j["regather_inputs"] = problem.options().regather_inputs;
   j["reshard_after_forward"] = problem.options().reshard_after_forward;
   j["predicted_step_s"] = r.time;
-  j["compute_s"] = r.totals.compute();
-  j["comm_s"] = r.totals.comm();
-  j["comm_bytes_per_device"] = r.totals.bytes;
+  j["compute_s"] = peak.compute_s;  // per device: a pipeline's slowest stage
+  j["comm_s"] = peak.comm_s;
+  j["comm_bytes_per_device"] = peak.sent_bytes;
   j["peak_bytes_per_device"] = peak.bytes;
   j["peak_at"] = peak.where;
   j["memory_limit_bytes"] = peak.limit;
@@ -234,8 +243,12 @@ inline void print_plan_heading(const plan_problem& problem, const plan_result& r
   fmt::print("step      {} micro-batch{} of {}, recompute {}{}\n", o.microbatches, o.microbatches == 1 ? "" : "es",
              g.inputs.empty() ? 0 : g.inputs[0][0], to_string(o.recompute), gathered_again_text(problem, r));
   if (const std::string moe = experts_line(g); !moe.empty()) fmt::print("experts   {}\n", moe);
-  fmt::print("mesh      {}  ({} devices)   hardware {}   dtype {}\n", to_string(problem.options().mesh),
-             problem.options().mesh.devices(), hw_name, to_string(problem.options().type));
+  if (peak.stages > 1)  // one stage's mesh in the table; the job's devices are every stage's
+    fmt::print("mesh      {} per stage x {} stages  ({} devices)   hardware {}   dtype {}\n", to_string(o.mesh), peak.stages,
+               o.mesh.devices() * peak.stages, hw_name, to_string(o.type));
+  else
+    fmt::print("mesh      {}  ({} devices)   hardware {}   dtype {}\n", to_string(o.mesh), o.mesh.devices(), hw_name,
+               to_string(o.type));
   fmt::print("strategy  {}   search {}{}\n", to_string(r.strategy), seconds(r.search_s), search_parts_text(r));
   fmt::print("parallel  {}\n\n", parallelism_line(parallelism_of(problem, r.pick, peak.stages), problem.options().mesh));
 }
@@ -283,10 +296,15 @@ inline void print_op_table(const plan_problem& problem, const std::vector<plan_r
 
 // The lines below the table: the predicted step, bytes, memory, prices, gap and notes.
 inline void print_plan_totals(const plan_problem& problem, const plan_result& r, const plan_peak& peak, const std::string& hw_name) {
-  fmt::print("\npredicted step {}  = compute {} + communication {} (gradient sync overlaps backward: {})\n",
-             seconds(r.time), seconds(r.totals.compute()), seconds(r.totals.comm()),
-             problem.overlap() == overlap_rule::none ? "no" : "yes");
-  fmt::print("per device: sends {} per step\n", si(r.totals.bytes, "B"));
+  const char* overlaps = problem.overlap() == overlap_rule::none ? "no" : "yes";
+  if (peak.stages > 1)  // the step is the schedule's (see the pipeline section); a device runs one stage
+    fmt::print("\npredicted step {}  = the pipeline's schedule (see below); a device of stage {}, the slowest: compute {} + "
+               "communication {} (gradient sync overlaps backward: {})\n",
+               seconds(r.time), peak.busiest_stage, seconds(peak.compute_s), seconds(peak.comm_s), overlaps);
+  else
+    fmt::print("\npredicted step {}  = compute {} + communication {} (gradient sync overlaps backward: {})\n",
+               seconds(r.time), seconds(peak.compute_s), seconds(peak.comm_s), overlaps);
+  fmt::print("per device: sends {} per step{}\n", si(peak.sent_bytes, "B"), peak.stages > 1 ? " (the stage that sends most)" : "");
   fmt::print("peak memory per device {} at {} (the step replayed), of {}{}\n", si(peak.bytes, "B"), peak.where,
              limit_text(peak), r.feasible ? "" : "  (OVER THE LIMIT)");
   const memory_breakdown mem = problem.memory_of(r.pick);

@@ -56,6 +56,7 @@ inline std::vector<int> pipeline_units(const graph& g) {
 /// What each unit costs per device on the stage's sub-mesh (see the header).
 struct unit_costs {
   std::vector<double> slot_s;
+  std::vector<double> compute_s;    ///< per unit: the compute part of m x slot_s + step_s (per step)
   std::vector<double> step_s;
   std::vector<double> state_bytes;
   std::vector<double> activation_bytes;
@@ -69,6 +70,7 @@ struct unit_costs {
     double state_bytes = 0;  ///< parameters, gradients, optimizer state of the copy
     double param_bytes = 0;  ///< the gradient all-reduced between the two stages (its update layout's shard)
     double step_s = 0;       ///< the copy's synchronisation and update
+    double compute_s = 0;    ///< the compute part of step_s (the copy's update)
     double bytes = 0;        ///< the copy's synchronisation bytes on the stage mesh
   };
   std::vector<tied_weight> tied;
@@ -81,6 +83,7 @@ struct stage_figures {
   double slot_s = 0;    ///< forward + backward of one micro-batch
   double send_s = 0;    ///< activations of one micro-batch to the next stage (0 for the last)
   double step_s = 0;    ///< once per step: gradient synchronisation and the update
+  double compute_s = 0; ///< per step: the compute part of m x slot_s + step_s (the rest is communication)
   double memory = 0;    ///< the additive bound: state + in-flight activations + transient (stage_memory)
   double peak = 0;      ///< the replayed step's peak per device (replay_stage_memory): what the limit holds
   /// Bytes each device sends per step: its units' boxings and collectives on the stage mesh, m
@@ -114,6 +117,7 @@ inline std::vector<stage_figures> stage_figures_of(const unit_costs& u, const pi
     for (int k = f.first_unit; k < f.end_unit; ++k) {
       f.slot_s += at(u.slot_s, k);
       f.step_s += at(u.step_s, k);
+      if (k < std::ssize(u.compute_s)) f.compute_s += at(u.compute_s, k);
       if (k < std::ssize(u.bytes)) f.bytes += at(u.bytes, k);  // (figures built by hand may leave bytes out)
     }
     if (f.end_unit < u.units()) f.send_s = stage_link.time(1, at(u.send_bytes, f.end_unit));
@@ -134,6 +138,7 @@ inline std::vector<stage_figures> stage_figures_of(const unit_costs& u, const pi
     if (a == b) continue;
     at(r, a).step_s += stage_link.time(2, t.param_bytes);
     at(r, b).step_s += stage_link.time(2, t.param_bytes) + t.step_s;
+    at(r, b).compute_s += t.compute_s;
     at(r, a).bytes += t.param_bytes;
     at(r, b).bytes += t.param_bytes + t.bytes;
   }
@@ -234,6 +239,7 @@ inline void add_op_costs(const plan_problem& problem, const std::vector<int>& pi
     const int c = at(pick, i), k = at(unit, i);
     const cost_terms& t = problem.untied().unary(i, c);
     at(u.slot_s, k) += (t.compute() + t.comm()) / m;
+    at(u.compute_s, k) += t.compute();
     at(u.bytes, k) += t.bytes;
     const op_work w = device_work(at(g.ops, i), problem.op_candidate(i, c), problem.options().mesh, bytes_of(problem.options().type));
     const memory_breakdown mem = problem.op_memory(i, c, w);
@@ -256,6 +262,7 @@ inline std::vector<std::set<int>> add_edge_costs(const plan_problem& problem, co
     const cost_terms& t = cp.pair(e, cu, cv);
     const memory_breakdown mem = problem.edge_memory(e, cu, cv);
     at(u.bytes, k) += t.bytes;
+    at(u.compute_s, k) += t.compute();
     if (info.param) {
       at(param_units, info.from_node - ops).insert(k);
       at(u.step_s, k) += t.compute() + t.comm();
@@ -280,13 +287,15 @@ inline void add_param_costs(const plan_problem& problem, const std::vector<int>&
     const memory_breakdown mem = problem.param_memory(p, c);
     const int k = *us.begin();
     at(u.step_s, k) += t.compute() + t.comm();
+    at(u.compute_s, k) += t.compute();
     at(u.bytes, k) += t.bytes;
     at(u.state_bytes, k) += state_of(mem);
     at(u.transient_bytes, k) = std::max(at(u.transient_bytes, k), t.transient);
     const param_choice& pc = problem.param_candidate(p, c);
     const double update_bytes = double(local_shape(at(problem.model().params, p).shape, layout{pc.update, problem.options().mesh}).elements() *
                                        bytes_of(problem.options().type));
-    if (us.size() > 1) u.tied.push_back({k, *us.rbegin(), state_of(mem), update_bytes, t.compute() + t.comm(), t.bytes});
+    if (us.size() > 1)
+      u.tied.push_back({k, *us.rbegin(), state_of(mem), update_bytes, t.compute() + t.comm(), t.compute(), t.bytes});
   }
 }
 
@@ -299,7 +308,7 @@ inline unit_costs pipeline_unit_costs(const plan_problem& problem, const std::ve
   const std::vector<int> unit = detail::unit_of_ops(problem.model());
   const int n = int(pipeline_units(problem.model()).size());
   unit_costs u;
-  for (auto* v : {&u.slot_s, &u.step_s, &u.state_bytes, &u.activation_bytes, &u.transient_bytes, &u.bytes})
+  for (auto* v : {&u.slot_s, &u.compute_s, &u.step_s, &u.state_bytes, &u.activation_bytes, &u.transient_bytes, &u.bytes})
     v->assign(std::size_t(n), 0.0);
   detail::add_op_costs(problem, pick, unit, u);
   detail::add_param_costs(problem, pick, detail::add_edge_costs(problem, pick, unit, u), u);

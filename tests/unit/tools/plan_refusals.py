@@ -2,7 +2,8 @@
 """autoddl-plan refusing what it cannot plan, as a user meets it: JSON nested past the limit,
 plan files a planner never writes, strategies and options Megatron-LM or the planner would not
 take, and misspelled or misplaced inputs. Each case is one sentence on stderr naming the rule,
-exit code 2, nothing on stdout (never a crash, a hang or a silent acceptance)."""
+exit code 2, nothing on stdout (never a crash, a hang or a silent acceptance); a pinned plan over
+the memory limit is printed, then refused with exit code 1 unless --allow-over-limit."""
 import json
 import os
 import subprocess
@@ -115,6 +116,20 @@ expect_error("a 400-digit capacity", ["--model", moe + ",capacity=" + digits], "
 expect_error("a negative topk suggests a valid one", ["--model", moe + ",topk=-1"], "write a size such as topk=1")
 expect_error("an empty --memory-limit", ["--model", small, "--memory-limit", ""], "memory size '' is not a number")
 expect_error("a misspelled option", ["--model", small, "--stratgy", "auto"], "unknown option --stratgy; did you mean --strategy?")
+
+# a pinned strategy over the memory limit: the plan printed, then one sentence with what fits and exit 1
+r = run("--model", small, "--mesh", "4", "--strategy", "dp", "--memory-limit", "1MB")
+ok = (r.returncode == 1 and "peak memory per device" in r.stdout and "(OVER THE LIMIT)" in r.stdout
+      and r.stderr.count("\n") == 1 and "the dp plan peaks at" in r.stderr and "over the limit of 1 MB" in r.stderr
+      and "--strategy auto fits (predicted step" in r.stderr)
+print(("ok  " if ok else "FAIL") + f" a pinned plan over the limit exits 1: exit {r.returncode}: {r.stderr.strip()[:300]}")
+if not ok:
+    failures.append("a pinned plan over the limit")
+r = run("--model", small, "--mesh", "4", "--strategy", "dp", "--memory-limit", "1MB", "--allow-over-limit", "--json")
+ok = r.returncode == 0 and json.loads(r.stdout)["feasible"] is False and r.stderr == ""
+print(("ok  " if ok else "FAIL") + f" --allow-over-limit accepts it: exit {r.returncode}")
+if not ok:
+    failures.append("--allow-over-limit")
 
 print(f"{len(failures)} failed" + (": " + ", ".join(failures) if failures else ""))
 sys.exit(1 if failures else 0)
