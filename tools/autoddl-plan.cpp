@@ -68,7 +68,7 @@ struct plan_cli {
   std::vector<std::string> diff;
   std::string check;
   bool json = false, no_overlap = false, all_ops = false, allow_over_limit = false;
-  bool hardware_given = false, mesh_given = false;  ///< --hardware, --mesh on the command line
+  bool hardware_given = false, mesh_given = false, dtype_given = false;  ///< --hardware, --mesh, --dtype given
   std::uint64_t seed = 1;
   std::optional<std::int64_t> seq, batch;
 };
@@ -86,7 +86,7 @@ void add_options(CLI::App& app, plan_cli& c) {
   app.add_option("--hardware", c.hardware,
                  "a preset name or a hardware JSON file (default " + std::string(autoddl::tools::default_hardware) +
                      ", as autoddl-train's)");
-  app.add_option("--dtype", c.dtype, "fp32, fp16, bf16 or fp64");
+  app.add_option("--dtype", c.dtype, "fp32, fp16, bf16 or fp64 (default fp32; an hf config's torch_dtype where it gives one)");
   app.add_option("--memory-limit", c.memory, "bytes per device, e.g. 32GiB (default: the device's memory less a 10 % reserve)");
   app.add_option("--strategy", c.strategy,
                  std::string(autoddl::tools::strategies_help) + ", exact or exhaustive");
@@ -414,10 +414,34 @@ int over_limit(const plan_cli& c, const std::string& strategy, double peak, doub
   return 1;
 }
 
+// An hf config's defaults taken: its saved dtype unless --dtype is given (c.dtype set), and the
+// batch and sequence it leaves to autoddl's defaults. One note per default taken.
+std::vector<std::string> hf_input_notes(plan_cli& c) {
+  if (!is_hf_spec(c.model)) return {};
+  const hf_defaults d = hf_defaults_of(c.model);
+  std::vector<std::string> notes;
+  if (!c.dtype_given && !d.saved_dtype.empty() && d.saved_dtype != c.dtype) {
+    if (load_hardware(c.hardware).device.peak(parse_dtype(d.saved_dtype)) > 0) {
+      c.dtype = d.saved_dtype;
+      notes.push_back("dtype " + d.saved_dtype + " from the config's torch_dtype '" + d.saved_as + "' (--dtype sets another)");
+    } else {
+      notes.push_back("dtype " + c.dtype + ": the config's torch_dtype '" + d.saved_as + "' has no peak in hardware '" +
+                      c.hardware + "' (--dtype sets another)");
+    }
+  }
+  if (d.batch_default)
+    notes.push_back("batch " + std::to_string(d.batch) + ": the config names no batch, so " + std::to_string(d.batch) +
+                    " sequences per step are planned (--batch sets the global batch)");
+  if (d.seq_default)
+    notes.push_back("seq " + std::to_string(d.seq) + " from the config's max_position_embeddings, at most 8192 (--seq sets it)");
+  return notes;
+}
+
 // Plans c.model as asked, writes the files asked for and prints the plan. The exit status: 0, or
 // 1 for a pinned strategy over the memory limit without --allow-over-limit.
 int plan_model(plan_cli c) {
   c.model = resize_model_spec(c.model, c.seq, c.batch);  // --seq, --batch
+  const std::vector<std::string> input_notes = hf_input_notes(c);
   if (!c.export_model.empty()) write_file(c.export_model, "the model", model_file_json(load_model(c.model)).dump(1) + "\n");
   const plan_strategy chosen = parse_strategy(c.strategy);
   const plan_options o = options_of(c);
@@ -427,6 +451,7 @@ int plan_model(plan_cli c) {
   // pipelines: megatron pp > 1, and auto across nodes (pipeline_report.hpp)
   autoddl::tools::chosen_plan chosen_plan = autoddl::tools::plan_with_pipelines(build, batch, o, chosen, pin, c.seed);
   if (std::holds_alternative<strategy::automatic>(chosen)) add_one_axis_note(chosen_plan.plan.result, o);
+  chosen_plan.plan.result.notes.insert(chosen_plan.plan.result.notes.begin(), input_notes.begin(), input_notes.end());
   const micro_batched_plan& best = chosen_plan.plan;
   if (!best.result.feasible && std::holds_alternative<strategy::automatic>(chosen)) no_plan_fits(best, build, batch, o, pin, c);
   const compared_plans cmp = compare_plans(c, build, batch, o);
@@ -467,6 +492,7 @@ int main(int argc, char** argv) {
   const int refused = autoddl::tools::guarded("autoddl-plan", [&] {
     c.hardware_given = app.count("--hardware") > 0;
     c.mesh_given = app.count("--mesh") > 0;
+    c.dtype_given = app.count("--dtype") > 0;
     if (!c.diff.empty())
       diff_plans(c, c.diff.at(0), c.diff.at(1));
     else if (!c.check.empty())

@@ -208,6 +208,35 @@ inline llama_config load_hf_config(const hf_spec& h) {
   return c;
 }
 
+/// What an hf spec leaves to defaults and what its config says beyond the model: the element
+/// type the weights were saved in (`torch_dtype`, or `dtype` as transformers 4.56 on writes it;
+/// "bf16", "fp16", "fp32" or "fp64", empty when absent or another type), and whether the
+/// sequence and the batch were set (seq=, batch=) or taken by default.
+struct hf_defaults {
+  std::string saved_dtype;
+  std::string saved_as;  ///< the config's own text ("bfloat16"), for messages
+  bool seq_default = true, batch_default = true;
+  std::int64_t seq = 0, batch = 0;  ///< what the model is planned with
+};
+inline hf_defaults hf_defaults_of(std::string_view spec) {
+  const hf_spec h = parse_hf_spec(spec);
+  const llama_config c = load_hf_config(h);
+  hf_defaults d;
+  d.seq_default = !h.seq;
+  d.batch_default = !h.batch;
+  d.seq = c.seq;
+  d.batch = c.batch;
+  const nlohmann::json j = parse_json(*read_text_file(h.path, "hf config"), "hf config " + h.path);
+  for (const char* key : {"torch_dtype", "dtype"})
+    if (j.contains(key) && j[key].is_string()) {
+      d.saved_as = j[key].get<std::string>();
+      break;
+    }
+  for (auto [torch, ours] : {std::pair{"bfloat16", "bf16"}, {"float16", "fp16"}, {"float32", "fp32"}, {"float64", "fp64"}})
+    if (d.saved_as == torch) d.saved_dtype = ours;
+  return d;
+}
+
 /// The model an hf spec names, with `microbatches` micro-batches (the graph is one of them).
 inline graph build_hf_model(std::string_view spec, int microbatches = 1) {
   llama_config c = load_hf_config(parse_hf_spec(spec));

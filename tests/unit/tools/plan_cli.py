@@ -242,6 +242,28 @@ def check(what, ok, detail=""):
         failures.append(what)
 
 
+# defaults from the input: the dtype an hf config was saved in (where the hardware prices it),
+# and a note for each default taken (batch, sequence)
+tiny_hf = "hf:" + os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "examples", "models",
+                               "tiny-llama-config.json")
+for what, extra, dtype, needles in [
+        ("an hf config's torch_dtype is the default dtype", [], "bf16",
+         ["dtype bf16 from the config's torch_dtype 'bfloat16'", "batch 8: the config names no batch",
+          "seq 16 from the config's max_position_embeddings"]),
+        ("--dtype overrides torch_dtype; --batch and --seq leave no note", ["--dtype", "fp32", "--batch", "8", "--seq", "16"],
+         "fp32", [])]:
+    r = run("--model", tiny_hf, "--mesh", "8", "--hardware", "dgx-h100", "--json", *extra)
+    j = json.loads(r.stdout) if r.returncode == 0 else {}
+    notes = " | ".join(j.get("notes", []))
+    check(what, j.get("dtype") == dtype and all(n in notes for n in needles)
+          and (needles or ("torch_dtype" not in notes and "names no batch" not in notes and "max_position" not in notes)),
+          r.stderr + notes)
+r = run("--model", tiny_hf, "--mesh", "2", "--json")
+j = json.loads(r.stdout) if r.returncode == 0 else {}
+check("a torch_dtype the hardware has no peak for keeps fp32, with a note",
+      j.get("dtype") == "fp32" and any("torch_dtype 'bfloat16' has no peak in hardware 'cpu-local'" in n for n in j.get("notes", [])),
+      r.stderr)
+
 # --compare with a plan the model cannot take (dp cannot split a batch of 2 over 4 devices):
 # reported as not applicable, the rest of the comparison stands
 r = run("--model", small.replace("batch=8", "batch=2"), "--mesh", "4", "--compare", "dp,megatron", "--json")
