@@ -60,7 +60,12 @@ inline nlohmann::json report_json(const settings& s, const prepared& p, const ru
     j["rel_err_vs_serial"] = {{"loss_all_steps", check->err_loss}, {"gradients_step1", check->err_grads},
                               {"gradients_step1_worst", check->worst_grad_name},
                               {"parameters_after_step1", check->err_params},
-                              {"parameters_after_step1_worst", check->worst_param_name}};
+                              {"parameters_after_step1_worst", check->worst_param_name},
+                              {"equal", check->within()},
+                              {"verdict", check->verdict()},
+                              {"tolerance", {{"loss", check->tolerance.loss}, {"gradients", check->tolerance.gradients},
+                                             {"parameters", check->tolerance.parameters}}},
+                              {"adam_round_off_elements_not_compared", check->not_compared}};
   j["ranks"] = ranks;
   j["optimizer"] = std::string(to_string(p.to.opt));
   j["hardware"] = s.hardware;
@@ -104,6 +109,7 @@ inline void print_report(const settings& s, const prepared& p, const run_record&
                "of step 1 {:.2e} at {}, parameters after step 1 {:.2e} at {})\n",
                check->worst(), check->err_loss, check->err_grads, check->worst_grad_name, check->err_params,
                check->worst_param_name);
+  if (check) fmt::print("{}\n", check->verdict());
 }
 
 // Rank 0's report: one JSON object (--json), or a few lines for a person.

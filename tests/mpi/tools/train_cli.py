@@ -5,6 +5,7 @@ one sentence and exit code 2 on every rank; a rank that fails mid-training abort
 hang)."""
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -19,6 +20,12 @@ t = cli_test(mpirun, train)
 run, check, failures, base = t.run, t.check, t.failures, t.base
 
 
+# Adam: parameters whose gradient is round-off move by +-lr in either run; the verdict leaves them out
+r = run(4, "--model", model, "--mesh", "2x2", "--steps", "3", "--check-serial", "--optimizer", "adam")
+check("Adam: --check-serial ends with a verdict of equality, round-off elements counted",
+      r.returncode == 0 and re.search(r"verdict: equal to serial training within fp32 round-off \(.*; [1-9]\d* parameter "
+                                      r"elements whose gradients are round-off differ", r.stdout) is not None,
+      r.stdout[-600:] + r.stderr[-600:])
 r = run(4, "--model", model, "--mesh", "2x2", "--steps", "3", "--check-serial", "--optimizer", "sgd", "--json")
 check("a 2x2 training run succeeds", r.returncode == 0, r.stderr[-2000:])
 if r.returncode == 0:
@@ -30,6 +37,11 @@ if r.returncode == 0:
     check("bytes sent equal the predicted bytes", j["bytes_sent_per_device"] == j["predicted_bytes_per_device"],
           f'{j["bytes_sent_per_device"]} vs {j["predicted_bytes_per_device"]}')
     check("training equals serial within 1e-4", j["max_rel_err_vs_serial"] <= 1e-4, str(j["max_rel_err_vs_serial"]))
+    e = j["rel_err_vs_serial"]
+    check("--check-serial's verdict agrees with its figures and tolerances",
+          e["equal"] is True and e["verdict"].startswith("verdict: equal to serial training within fp32 round-off")
+          and e["loss_all_steps"] <= e["tolerance"]["loss"] and e["gradients_step1"] <= e["tolerance"]["gradients"]
+          and e["parameters_after_step1"] <= e["tolerance"]["parameters"], str(e))
     check("the plan is autoddl-plan's JSON", j["plan"]["mesh"] == [2, 2] and len(j["plan"]["layers"]) > 10
           and j["plan"]["parallelism"]["dp"] * j["plan"]["parallelism"]["tp"] * j["plan"]["parallelism"]["cp"] <= 4)
     check("SGD: the measured peak is the replayed one (priced with SGD's one moment) within 2 %",
