@@ -91,6 +91,23 @@ bool same_model(const std::string& a, const std::string& b) {
   }
 }
 
+// The manifest's record of the layouts it was written with (plan.pick): one choice per node of
+// the model's plan (every op and parameter), none negative; where this run's plan is the same
+// strategy on the same stage mesh, each within the layouts this run's planner offers there.
+// (The shards are read by each parameter's stored layout, so a resume may change the plan.)
+void check_manifest_pick(const checkpoint_manifest& m, const prepared& p, const std::string& manifest) {
+  const choice_problem& c = p.problem->untied();
+  if (int(m.pick.size()) != c.nodes())
+    throw error("checkpoint " + manifest + ": field 'plan.pick' holds " + std::to_string(m.pick.size()) +
+                " layout choices; the model's plan has " + std::to_string(c.nodes()) + " (one per op and parameter)");
+  const bool same_plan = m.stage_mesh == to_string(p.o.mesh) && m.strategy == to_string(p.plan.strategy);
+  for (int n = 0; n < c.nodes(); ++n)
+    if (at(m.pick, n) < 0 || (same_plan && at(m.pick, n) >= c.candidates(n)))
+      throw error("checkpoint " + manifest + ": field 'plan.pick' gives node " + std::to_string(n) + " layout " +
+                  std::to_string(at(m.pick, n)) + ", but it has layouts 0 to " + std::to_string(c.candidates(n) - 1) +
+                  " on mesh " + to_string(p.o.mesh) + "; the manifest is damaged");
+}
+
 void check_resume(const settings& s, prepared& p) {
   p.resume_folder = resume_folder_of(s.resume);
   checkpoint_manifest m = read_manifest(p.resume_folder);
@@ -117,6 +134,7 @@ void check_resume(const settings& s, prepared& p) {
       throw error("checkpoint shard file " + f.string() + " is truncated or damaged (" + std::to_string(size) +
                   " bytes; the manifest says " + std::to_string(rf.bytes) + ")");
   }
+  check_manifest_pick(m, p, manifest);
   if (m.steps_done >= s.steps)
     throw error("checkpoint " + manifest + " has " + std::to_string(m.steps_done) + " steps done already; --steps (" +
                 std::to_string(s.steps) + ") counts all steps, give more");

@@ -86,6 +86,33 @@ inline std::string limit_text(const plan_peak& p) {
                      si(p.limit, "B"), si(p.device_memory, "B"), 100 * memory_reserve_fraction);
 }
 
+/// A step's throughput as training runs report it: tokens per second per device and the model
+/// FLOPs utilisation (model_flops_per_token: PaLM's count) against the device's peak in the
+/// plan's dtype. Zero for a model without tokens.
+struct throughput {
+  double tokens_per_s_per_device = 0, model_flops_per_token = 0, mfu = 0;
+};
+inline throughput throughput_of(const plan_problem& problem, double step_s, int stages) {
+  const plan_options& o = problem.options();
+  throughput t;
+  const double tokens = tokens_per_step(problem.model(), o.microbatches), devices = double(o.mesh.devices()) * stages;
+  if (tokens == 0 || !(step_s > 0)) return t;
+  t.tokens_per_s_per_device = tokens / step_s / devices;
+  t.model_flops_per_token = model_flops_per_token(problem.model());
+  const double peak = o.hw.device.peak(o.type);
+  t.mfu = peak > 0 ? t.tokens_per_s_per_device * t.model_flops_per_token / peak : 0;
+  return t;
+}
+
+/// "predicted throughput 2.41 K tokens/s per device, MFU 41.2 % (...)" or "" for a model without tokens.
+inline std::string throughput_line(const plan_problem& problem, const throughput& t, const char* what) {
+  if (t.tokens_per_s_per_device == 0) return "";
+  return fmt::format("{} throughput {} tokens/s per device, MFU {:.1f} % ({} model FLOPs per token as published MFU "
+                     "figures count them, 6 x non-embedding parameters + attention, of the {} peak {})",
+                     what, si(t.tokens_per_s_per_device, ""), 100 * t.mfu, si(t.model_flops_per_token, ""),
+                     to_string(problem.options().type), si(problem.options().hw.device.peak(problem.options().type), "FLOP/s"));
+}
+
 /// "dp=64 tp=1 pp=1 cp=1 ep=1, ZeRO stage 3, 1 sequence per device per micro-batch (mesh axes: dp dp)".
 inline std::string parallelism_line(const plan_parallelism& x, const mesh_shape& mesh) {
   std::string axes;
@@ -171,6 +198,10 @@ inline nlohmann::json plan_json(const plan_problem& problem, const plan_result& 
   j["compute_s"] = peak.compute_s;  // per device: a pipeline's slowest stage
   j["comm_s"] = peak.comm_s;
   j["comm_bytes_per_device"] = peak.sent_bytes;
+  const throughput tp = throughput_of(problem, r.time, peak.stages);
+  j["tokens_per_s_per_device"] = tp.tokens_per_s_per_device;  // 0 for a model without tokens
+  j["model_flops_per_token"] = tp.model_flops_per_token;
+  j["mfu"] = tp.mfu;
   j["peak_bytes_per_device"] = peak.bytes;
   j["peak_at"] = peak.where;
   j["memory_limit_bytes"] = peak.limit;
@@ -305,6 +336,8 @@ inline void print_plan_totals(const plan_problem& problem, const plan_result& r,
     fmt::print("\npredicted step {}  = compute {} + communication {} (gradient sync overlaps backward: {})\n",
                seconds(r.time), seconds(peak.compute_s), seconds(peak.comm_s), overlaps);
   fmt::print("per device: sends {} per step{}\n", si(peak.sent_bytes, "B"), peak.stages > 1 ? " (the stage that sends most)" : "");
+  if (const std::string t = throughput_line(problem, throughput_of(problem, r.time, peak.stages), "predicted"); !t.empty())
+    fmt::print("{}\n", t);
   fmt::print("peak memory per device {} at {} (the step replayed), of {}{}\n", si(peak.bytes, "B"), peak.where,
              limit_text(peak), r.feasible ? "" : "  (OVER THE LIMIT)");
   const memory_breakdown mem = problem.memory_of(r.pick);

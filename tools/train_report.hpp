@@ -47,6 +47,10 @@ inline nlohmann::json report_json(const settings& s, const prepared& p, const ru
   j["step_s"] = run.secs;
   j["step_s_median"] = med;
   j["predicted_step_s"] = plan.time;
+  const tools::throughput tp = tools::throughput_of(problem, med, p.stages());
+  j["tokens_per_s_per_device"] = tp.tokens_per_s_per_device;  // measured (0 for a model without tokens)
+  j["model_flops_per_token"] = tp.model_flops_per_token;
+  j["mfu"] = tp.mfu;
   j["bytes_sent_per_device"] = fig.bytes;
   j["predicted_bytes_per_device"] = fig.predicted_bytes;
   j["microbatches"] = p.o.microbatches;
@@ -99,6 +103,8 @@ inline void print_report(const settings& s, const prepared& p, const run_record&
                run.checkpoints.back());
   fmt::print("step time: measured median {}  predicted {}  (measured/predicted {:.2f})\n", tools::seconds(med),
              tools::seconds(plan.time), med / plan.time);
+  if (const std::string t = tools::throughput_line(problem, tools::throughput_of(problem, med, p.stages()), "measured"); !t.empty())
+    fmt::print("{}\n", t);
   fmt::print("bytes sent per device per step: {:.0f} (predicted {:.0f}{}){}\n", fig.bytes, fig.predicted_bytes,
              fig.bytes == fig.predicted_bytes ? ", equal" : ", DIFFERENT", p.pipeline ? ", the most of any stage" : "");
   fmt::print("peak memory per device: measured {}  predicted {}  (measured/predicted {:.2f})\n",

@@ -123,6 +123,38 @@ inline std::int64_t active_param_count(const graph& g) {
   return n;
 }
 
+/// Tokens one step trains: the batch x the sequence of each of `microbatches` micro-batches, for a
+/// model whose first op embeds token ids [batch, seq]; 0 for any other model.
+inline double tokens_per_step(const graph& g, int microbatches) {
+  if (g.inputs.empty() || g.ops.empty() || g.ops.front().kind != op_kind::embedding || g.inputs[0].rank() != 2) return 0;
+  return double(g.inputs[0][0]) * double(g.inputs[0][1]) * microbatches;
+}
+
+/// Model FLOPs per token of a training step as published MFU figures count them (PaLM,
+/// Chowdhery et al. 2022, appendix B; torchtitan's throughput logs): 6 x the active parameters
+/// a token passes through other than the input embedding's (a table only embedding ops use; a
+/// tied output head's weight counts), plus for each attention core 12 x its query width (heads x
+/// head size) x its keys: both products of scores and values, forward and backward, with no
+/// discount for the causal mask and nothing for recomputation. 0 for a model without tokens.
+inline double model_flops_per_token(const graph& g) {
+  if (tokens_per_step(g, 1) == 0) return 0;
+  std::vector<char> embedding_only(g.params.size(), 0), other(g.params.size(), 0);
+  for (const op_node& op : g.ops)
+    for (int p : op.param_ids) (op.kind == op_kind::embedding ? at(embedding_only, p) : at(other, p)) = 1;
+  double n = double(active_param_count(g));
+  for (std::size_t p = 0; p < g.params.size(); ++p)
+    if (embedding_only[p] && !other[p]) n -= double(g.params[p].shape.elements());
+  double attention = 0;
+  for (std::size_t i = 0; i < g.ops.size(); ++i)
+    if (g.ops[i].kind == op_kind::attention) {
+      const tensor_ref q = at(at(g.op_inputs, i), 0), k = at(at(g.op_inputs, i), 1);
+      const tensor_shape &qs = q.op < 0 ? at(g.inputs, q.index) : at(at(g.ops, q.op).outputs, q.index),
+                         &ks = k.op < 0 ? at(g.inputs, k.index) : at(at(g.ops, k.op).outputs, k.index);
+      attention += 12.0 * double(qs[2]) * double(ks[1]);
+    }
+  return 6 * n + attention;
+}
+
 /// Checks that `microbatches` micro-batches split a step's batch of `batch` rows evenly; throws
 /// error in one sentence otherwise (autoddl-plan and autoddl-train say it for --microbatches).
 inline void check_microbatches(int microbatches, std::int64_t batch) {

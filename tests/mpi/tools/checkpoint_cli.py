@@ -96,6 +96,12 @@ def flip_byte(path):
         f.write(bytes([b[0] ^ 0xFF]))
 
 
+def set_pick(path, node, value):
+    m = json.load(open(path))
+    m["plan"]["pick"][node] = value
+    json.dump(m, open(path, "w"))
+
+
 def other_model(path):
     m = json.load(open(path))
     m["model"] = gpt.replace("layers=2", "layers=3")
@@ -222,6 +228,10 @@ try:
             ("a corrupt shard", lambda d: flip_byte(os.path.join(d, "rank-00002.bin")), "rank-00002.bin is corrupt"),
             ("a manifest of another model", lambda d: other_model(os.path.join(d, "manifest.json")),
              "was written for model 'gpt:layers=3"),
+            ("a manifest whose pick is out of range", lambda d: set_pick(os.path.join(d, "manifest.json"), 0, 99999),
+             "field 'plan.pick' gives node 0 layout 99999, but it has layouts 0 to"),
+            ("a manifest whose pick is negative", lambda d: set_pick(os.path.join(d, "manifest.json"), 3, -1),
+             "field 'plan.pick' gives node 3 layout -1"),
             ("a manifest nested 100,000 deep",
              lambda d: open(os.path.join(d, "manifest.json"), "w").write("[" * 100000 + "]" * 100000),
              "nests arrays and objects deeper than 256 levels")]:

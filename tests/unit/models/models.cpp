@@ -131,6 +131,23 @@ TEST_CASE("forward FLOPs match the published formulas", "[models][flops]") {
   }
 }
 
+TEST_CASE("model FLOPs per token are PaLM's count, as published MFU figures use it", "[models][flops]") {
+  // Llama 3 8B at seq 8192: 6 x (the published 8,030,261,248 parameters less the 128,256 x 4,096
+  // input table; the untied head counts) + 12 x 32 layers x 4,096 query width x 8,192 keys
+  const double n = 8030261248.0 - 128256.0 * 4096.0;
+  CHECK(near(model_flops_per_token(build_model("llama:size=llama3-8b,seq=8192,batch=1")), 6 * n + 12.0 * 32 * 4096 * 8192, 1e-12));
+  // GPT-2 (tied head: wte counts through the head; wpe, used only by the embedding, does not):
+  // 12 layers of 12 h^2 + 13 h, the final norm's 2 h, the 50,257 x h table; 12 x 12 x h x s
+  const double h = 768, s = 1024, gpt2 = 12 * (12 * h * h + 13 * h) + 2 * h + 50257 * h;
+  CHECK(near(model_flops_per_token(build_model("gpt:size=gpt2,batch=4")), 6 * gpt2 + 12.0 * 12 * h * s, 1e-12));
+  // Mixtral: 6 x the active parameters (2 of 8 experts) less the input table
+  const graph mix = build_model("llama:size=mixtral-8x7b,seq=4096,batch=1");
+  CHECK(near(model_flops_per_token(mix), 6 * (double(active_param_count(mix)) - 32000.0 * 4096) + 12.0 * 32 * 4096 * 4096, 1e-12));
+  CHECK(tokens_per_step(build_model("llama:size=llama3-8b,seq=8192,batch=4"), 3) == 4.0 * 8192 * 3);
+  CHECK(model_flops_per_token(build_model("vgg11:batch=1")) == 0);
+  CHECK(tokens_per_step(build_model("mlp"), 1) == 0);
+}
+
 TEST_CASE("GPT-3 175B builds without allocating tensors", "[models]") {
   auto t0 = std::chrono::steady_clock::now();
   graph g = build_model("gpt:size=gpt3-175b,batch=1536");
