@@ -267,6 +267,7 @@ inline void read_plan_schedule(const plan_reader& r, const nlohmann::json& j, pl
   p.pipeline_mesh = p.mesh;
   if (p.stages == 1) return;
   p.chunks = r.get<int>(sc, "chunks");
+  if (p.chunks < 1) r.bad("field 'schedule.chunks' must be at least 1 (model chunks per stage)");
   p.cuts = r.get<std::vector<int>>(sc, "cuts");
   if (int(p.cuts.size()) != p.stages || p.cuts.front() != 0 || !std::is_sorted(p.cuts.begin(), p.cuts.end()) ||
       std::adjacent_find(p.cuts.begin(), p.cuts.end()) != p.cuts.end())
