@@ -381,6 +381,9 @@ inline checkpoint_manifest parse_manifest(std::string_view text, const std::file
   m.model = r.get<std::string>(j, "model");
   m.dtype = r.get<std::string>(j, "dtype");
   m.steps_done = r.get<std::int64_t>(j, "steps_done");
+  if (m.steps_done < 0)
+    detail::fail<error>("checkpoint manifest " + path.string() + ": field 'steps_done' is " + std::to_string(m.steps_done) +
+                        "; a checkpoint is written after 0 or more steps");
   const nlohmann::json& opt = r.need(j, "optimizer");
   m.optimizer = r.get<std::string>(opt, "kind");
   m.lr = r.get<double>(opt, "lr");

@@ -230,6 +230,11 @@ try:
              "was written for model 'gpt:layers=3"),
             ("a manifest whose pick is out of range", lambda d: set_pick(os.path.join(d, "manifest.json"), 0, 99999),
              "field 'plan.pick' gives node 0 layout 99999, but it has layouts 0 to"),
+            ("a manifest with negative steps done",
+             lambda d: json.dump(dict(json.load(open(os.path.join(d, "manifest.json"))), steps_done=-1),
+                                 open(os.path.join(d, "manifest.json") + ".new", "w")) or
+             os.replace(os.path.join(d, "manifest.json") + ".new", os.path.join(d, "manifest.json")),
+             "field 'steps_done' is -1"),
             ("a manifest whose pick is negative", lambda d: set_pick(os.path.join(d, "manifest.json"), 3, -1),
              "field 'plan.pick' gives node 3 layout -1"),
             ("a manifest nested 100,000 deep",
