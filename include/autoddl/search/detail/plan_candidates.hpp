@@ -80,14 +80,19 @@ class plan_candidates {
   // Per op output: the backwards that read it (at least 1) and whether an op of another block
   // reads it; the number of repeated blocks.
   void find_readers() {
-    std::vector<int> seen;
+    // the distinct block indices, marked in a table (a search of a list per op is quadratic in layers)
+    const int top = model_->block.empty() ? -1 : *std::max_element(model_->block.begin(), model_->block.end());
+    std::vector<char> seen(std::size_t(top + 1), 0);
+    int distinct = 0;
     read_by_other_block_.resize(model_->ops.size());
     for (std::size_t i = 0; i < model_->ops.size(); ++i) {
       at(read_by_other_block_, i).assign(at(model_->ops, i).outputs.size(), 0);
-      if (at(model_->block, i) >= 0 && std::find(seen.begin(), seen.end(), at(model_->block, i)) == seen.end())
-        seen.push_back(at(model_->block, i));
+      if (const int b = at(model_->block, i); b >= 0 && !at(seen, b)) {
+        at(seen, b) = 1;
+        ++distinct;
+      }
     }
-    blocks_ = std::max<int>(1, int(seen.size()));
+    blocks_ = std::max<int>(1, distinct);
     readers_.resize(model_->ops.size());
     for (std::size_t i = 0; i < model_->ops.size(); ++i)
       at(readers_, i).assign(at(model_->ops, i).outputs.size(), backward_reads_of(at(model_->ops, i)).output ? 1 : 0);
