@@ -8,7 +8,7 @@
 //   4. dispatch an all-to-all with variable counts, exactly the routed rows; what arrives is
 //               sorted by source rank, then by local expert, and is regrouped by local expert
 //   5. experts  per local expert e, on its n_e rows: a = X W_gate, u = X W_up, Y = (silu(a) u) W_down,
-//               one GEMM per matrix and expert (none for an expert without tokens)
+//               one GEMM per matrix and expert (none for an expert without tokens; kernels/grouped_experts.hpp)
 //   6. return   the reverse regroup and all-to-all, then combine_rows: y_t = sum_e G[t, e] Y[row_of(t, e)]
 // Backward runs the same exchanges on the gradients (dY rows out, dX rows back) and scatters dX
 // onto the tokens; dG[t, e] = dy_t . Y[row_of(t, e)] at the picks. The routing is piecewise
@@ -25,6 +25,7 @@
 #include "autoddl/error.hpp"
 #include "autoddl/runtime/expert_routes.hpp"
 #include "autoddl/runtime/kernels/context.hpp"
+#include "autoddl/runtime/kernels/grouped_experts.hpp"
 
 namespace autoddl {
 
@@ -54,12 +55,6 @@ struct dropless_state {
   buffer_t<D, T> xe, a, u;  ///< received rows grouped by local expert, and the SwiGLU's two products
   buffer_t<D, T> ys;        ///< the experts' outputs back in this rank's routed order
   std::int64_t bytes_sent = 0, bytes_predicted = 0;
-};
-
-/// The local experts' weights: W_gate, W_up [E/p, h, F] and W_down [E/p, F, h].
-template <class T>
-struct dropless_weights {
-  std::span<const T> w_gate, w_up, w_down;
 };
 
 template <class T, class D>
@@ -128,12 +123,6 @@ buffer_t<D, T> return_rows(D& d, C& comm, dropless_state<T, D>& st, std::int64_t
   return back;
 }
 
-/// The block of expert l among rows grouped by local expert: rows [off, off + n) of width w.
-template <class T>
-std::span<T> group_block(std::span<T> v, std::int64_t off, std::int64_t n, std::int64_t w) {
-  return v.subspan(std::size_t(off * w), std::size_t(n * w));
-}
-
 /// Routes, exchanges the counts and fills the state's row counts, regroup maps and prediction.
 template <class T, class D, class C>
 void plan_routes(D& d, C& comm, const dropless_geometry& g, std::span<const std::int64_t> picks_host,
@@ -194,31 +183,11 @@ buffer_t<D, T> dropless_moe_forward(D& d, C& comm, const dropless_geometry& g, s
   buffer_t<D, T> xs = d.template alloc<T>(std::size_t(routed * h));
   if (routed > 0) d.gather_rows(std::as_const(d).view(st.order), std::int64_t(0), x, d.view(xs));
   st.xe = detail::dispatch_rows(d, comm, st, h, cview<T>(d, xs));
-  std::int64_t rows = 0;
-  for (const std::int64_t n : st.group_rows) rows += n;
-  st.a = d.template alloc<T>(std::size_t(rows * f));
-  st.u = d.template alloc<T>(std::size_t(rows * f));
-  buffer_t<D, T> m = d.template alloc<T>(std::size_t(rows * f)), ye = d.template alloc<T>(std::size_t(rows * h));
-  std::int64_t off = 0;
-  for (std::size_t l = 0; l < st.group_rows.size(); off += st.group_rows[l], ++l) {
-    const std::int64_t n = st.group_rows[l];
-    if (n == 0) continue;
-    const auto xl = detail::group_block(cview<T>(d, st.xe), off, n, h);
-    const gemm_desc up{false, false, n, f, h, h, f, f};
-    d.gemm(up, T(1), xl, w.w_gate.subspan(l * std::size_t(h * f)), T(0), detail::group_block(d.view(st.a), off, n, f));
-    d.gemm(up, T(1), xl, w.w_up.subspan(l * std::size_t(h * f)), T(0), detail::group_block(d.view(st.u), off, n, f));
-  }
-  if (rows > 0) {
-    d.silu_fwd(cview<T>(d, st.a), d.view(m));
-    d.mul(cview<T>(d, m), cview<T>(d, st.u), d.view(m));
-  }
-  off = 0;
-  for (std::size_t l = 0; l < st.group_rows.size(); off += st.group_rows[l], ++l) {
-    const std::int64_t n = st.group_rows[l];
-    if (n == 0) continue;
-    d.gemm(gemm_desc{false, false, n, h, f, f, h, h}, T(1), detail::group_block(cview<T>(d, m), off, n, f),
-           w.w_down.subspan(l * std::size_t(f * h)), T(0), detail::group_block(d.view(ye), off, n, h));
-  }
+  const std::size_t rows = st.xe.size() / std::size_t(h);
+  st.a = d.template alloc<T>(rows * std::size_t(f));
+  st.u = d.template alloc<T>(rows * std::size_t(f));
+  buffer_t<D, T> ye = d.template alloc<T>(rows * std::size_t(h));
+  detail::grouped_swiglu_fwd(d, st.group_rows, h, f, cview<T>(d, st.xe), w, d.view(st.a), d.view(st.u), d.view(ye));
   st.ys = detail::return_rows(d, comm, st, h, cview<T>(d, ye));
   buffer_t<D, T> y = d.template alloc<T>(std::size_t(g.tokens * h));
   if (g.tokens > 0)
@@ -226,9 +195,8 @@ buffer_t<D, T> dropless_moe_forward(D& d, C& comm, const dropless_geometry& g, s
   return y;
 }
 
-/// Backward from dy [t, h]: dx [t, h], dG [t, E] and the local experts' weight gradients.
-/// m = silu(a) u; dW_down = m^T dY; dm = dY W_down^T; du = dm silu(a); da = silu'(a) (dm u);
-/// dW_gate = X^T da, dW_up = X^T du; dX = da W_gate^T + du W_up^T (per local expert).
+/// Backward from dy [t, h]: dx [t, h], dG [t, E] and the local experts' weight gradients
+/// (kernels/grouped_experts.hpp states the products).
 template <class T, class D, class C>
   requires VariableAllToAll<C, T>
 dropless_gradients<T, D> dropless_moe_backward(D& d, C& comm, const dropless_geometry& g, std::span<const T> gates,
@@ -242,47 +210,13 @@ dropless_gradients<T, D> dropless_moe_backward(D& d, C& comm, const dropless_geo
     d.combine_rows_bwd(g.tokens, g.experts, std::as_const(d).view(st.row_of), gates, cview<T>(d, st.ys), dy, d.view(dys),
                        d.view(r.dgates));
   const buffer_t<D, T> dye = detail::dispatch_rows(d, comm, st, h, cview<T>(d, dys));
-  std::int64_t rows = 0;
-  for (const std::int64_t n : st.group_rows) rows += n;
-  const std::size_t rf = std::size_t(rows * f), local = st.group_rows.size();
-  buffer_t<D, T> s = d.template alloc<T>(rf), m = d.template alloc<T>(rf), dm = d.template alloc<T>(rf), du = d.template alloc<T>(rf);
-  buffer_t<D, T> dxe = d.template alloc<T>(std::size_t(rows * h));
-  r.dw_gate = d.template alloc<T>(local * std::size_t(h * f));
-  r.dw_up = d.template alloc<T>(local * std::size_t(h * f));
-  r.dw_down = d.template alloc<T>(local * std::size_t(f * h));
-  if (rows > 0) {
-    d.silu_fwd(cview<T>(d, st.a), d.view(s));
-    d.mul(cview<T>(d, s), cview<T>(d, st.u), d.view(m));
-  }
-  std::int64_t off = 0;
-  for (std::size_t l = 0; l < local; off += st.group_rows[l], ++l) {  // dW_down and dm
-    const std::int64_t n = st.group_rows[l];
-    if (n == 0) continue;
-    const auto dyl = detail::group_block(cview<T>(d, dye), off, n, h);
-    d.gemm(gemm_desc{true, false, f, h, n, f, h, h}, T(1), detail::group_block(cview<T>(d, m), off, n, f), dyl, T(0),
-           d.view(r.dw_down).subspan(l * std::size_t(f * h), std::size_t(f * h)));
-    d.gemm(gemm_desc{false, true, n, f, h, h, h, f}, T(1), dyl, w.w_down.subspan(l * std::size_t(f * h)), T(0),
-           detail::group_block(d.view(dm), off, n, f));
-  }
-  if (rows > 0) {
-    d.mul(cview<T>(d, dm), cview<T>(d, s), d.view(du));
-    d.mul(cview<T>(d, dm), cview<T>(d, st.u), d.view(m));
-    d.silu_bwd(cview<T>(d, st.a), cview<T>(d, m), d.view(s));  // s becomes da
-  }
-  off = 0;
-  for (std::size_t l = 0; l < local; off += st.group_rows[l], ++l) {  // dW_gate, dW_up and dX
-    const std::int64_t n = st.group_rows[l];
-    if (n == 0) continue;
-    const auto xl = detail::group_block(cview<T>(d, st.xe), off, n, h);
-    const auto dal = detail::group_block(cview<T>(d, s), off, n, f), dul = detail::group_block(cview<T>(d, du), off, n, f);
-    const std::size_t wo = l * std::size_t(h * f), ws = std::size_t(h * f);
-    const gemm_desc dw{true, false, h, f, n, h, f, f}, dx{false, true, n, h, f, f, f, h};
-    d.gemm(dw, T(1), xl, dal, T(0), d.view(r.dw_gate).subspan(wo, ws));
-    d.gemm(dw, T(1), xl, dul, T(0), d.view(r.dw_up).subspan(wo, ws));
-    const auto dxl = detail::group_block(d.view(dxe), off, n, h);
-    d.gemm(dx, T(1), dal, w.w_gate.subspan(wo), T(0), dxl);
-    d.gemm(dx, T(1), dul, w.w_up.subspan(wo), T(1), dxl);
-  }
+  const std::size_t local = st.group_rows.size(), wsize = std::size_t(h * f);
+  buffer_t<D, T> dxe = d.template alloc<T>(st.xe.size());
+  r.dw_gate = d.template alloc<T>(local * wsize);
+  r.dw_up = d.template alloc<T>(local * wsize);
+  r.dw_down = d.template alloc<T>(local * wsize);
+  detail::grouped_swiglu_bwd(d, st.group_rows, h, f, cview<T>(d, st.xe), cview<T>(d, st.a), cview<T>(d, st.u), cview<T>(d, dye), w,
+                             detail::grouped_grads<T>{d.view(dxe), d.view(r.dw_gate), d.view(r.dw_up), d.view(r.dw_down)});
   const buffer_t<D, T> dxs = detail::return_rows(d, comm, st, h, cview<T>(d, dxe));
   r.dx = d.template alloc<T>(std::size_t(g.tokens * h));
   if (routed > 0) d.scatter_add_rows(std::as_const(d).view(st.order), std::int64_t(0), cview<T>(d, dxs), d.view(r.dx));
