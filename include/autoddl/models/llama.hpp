@@ -159,7 +159,8 @@ inline tensor_ref swiglu(graph_builder& b, const std::string& pre, tensor_ref x,
 }
 
 /// A routed MLP (ops/moe.hpp): router logits, top-k gates, the balancing loss (into `aux`
-/// where its coefficient is positive), dispatch, the experts, combine, and the shared experts.
+/// where its coefficient is positive), dispatch, the experts, combine (dropless, capacity 0: one
+/// routed_experts op instead of the three), and the shared experts.
 inline tensor_ref moe_mlp(graph_builder& b, const std::string& pre, tensor_ref x, const llama_config& c,
                           std::vector<tensor_ref>& aux) {
   const std::int64_t f = c.expert_ffn(), e = c.experts;
@@ -172,14 +173,21 @@ inline tensor_ref moe_mlp(graph_builder& b, const std::string& pre, tensor_ref x
   if (c.aux_coef > 0) aux.push_back(b.op(pre + "moe.balance", op_kind::load_balance, r, {logits}));
   op_attrs d;
   d.topk = int(c.topk);
-  d.capacity = capacity_slots(int(c.seq), int(e), int(c.topk), c.capacity);
-  tensor_ref buf = b.op(pre + "moe.dispatch", op_kind::dispatch, d, {x, gates});
-  tensor_ref out = b.op(pre + "moe.experts", op_kind::experts, {}, {buf},
-                        {b.param(pre + "moe.W_gate", {e, c.hidden, f}), b.param(pre + "moe.W_up", {e, c.hidden, f}),
-                         b.param(pre + "moe.W_down", {e, f, c.hidden})});
-  op_attrs k;
-  k.topk = int(c.topk);
-  tensor_ref y = b.op(pre + "moe.combine", op_kind::combine, k, {out, gates});
+  const auto weights = [&] {
+    return std::vector<int>{b.param(pre + "moe.W_gate", {e, c.hidden, f}), b.param(pre + "moe.W_up", {e, c.hidden, f}),
+                            b.param(pre + "moe.W_down", {e, f, c.hidden})};
+  };
+  tensor_ref y;
+  if (c.capacity == 0) {  // dropless: the routed rows only, no slots
+    y = b.op(pre + "moe.experts", op_kind::routed_experts, d, {x, gates}, weights());
+  } else {
+    d.capacity = capacity_slots(int(c.seq), int(e), int(c.topk), c.capacity);
+    tensor_ref buf = b.op(pre + "moe.dispatch", op_kind::dispatch, d, {x, gates});
+    tensor_ref out = b.op(pre + "moe.experts", op_kind::experts, {}, {buf}, weights());
+    op_attrs k;
+    k.topk = int(c.topk);
+    y = b.op(pre + "moe.combine", op_kind::combine, k, {out, gates});
+  }
   if (c.shared_experts == 0) return y;
   llama_config sc = c;
   sc.ffn = c.shared_experts * f;

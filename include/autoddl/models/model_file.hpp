@@ -17,7 +17,7 @@
 // - Ops come from the op catalogue (ops/op.hpp): linear, matmul, batched_matmul, conv2d,
 //   max_pool, relu, gelu, dropout, layernorm, softmax, attention, embedding, cross_entropy, add,
 //   reshape, rmsnorm, silu, mul, swiglu, rotary, router, load_balance, dispatch, experts,
-//   combine. "attrs" (optional) sets kernel, stride, padding, heads, kv_heads, causal,
+//   combine, routed_experts. "attrs" (optional) sets kernel, stride, padding, heads, kv_heads, causal,
 //   unfused_attention, balanced_context, dropout, bias,
 //   transpose_w, positions, target, eps, rope_theta, topk, capacity, renormalize, aux_coef, as
 //   ops/op.hpp's op_attrs defines them.
