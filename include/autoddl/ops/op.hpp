@@ -94,6 +94,8 @@ struct op_attrs {
   int capacity = 0;          ///< dispatch: slots per expert per sequence (ops/moe.hpp, capacity_slots)
   bool renormalize = false;  ///< router: the top-k weights are scaled to sum to 1 (Mixtral, Qwen3-MoE)
   double aux_coef = 0.01;    ///< load_balance: the loss's coefficient
+  /// routed_experts: the busiest device's routed rows over balanced routing's, >= 1 (prices only)
+  double imbalance = 1;
   /// attention: key/value heads (kv_heads, or heads where 0)
   constexpr int key_value_heads() const { return kv_heads > 0 ? kv_heads : heads; }
 };

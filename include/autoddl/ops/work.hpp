@@ -42,7 +42,7 @@
 //   used or not, as the executor does: the capacity's padding costs what it costs.
 //   routed_experts (dropless) computes the routed rows only: on a device holding E_l of the E
 //   experts (and F_l of each one's width), for t tokens, the expected rows under balanced routing
-//   are t k E_l / E; forward 2 * 3 * rows * h * F_l (three GEMMs), 5 * rows * F_l (SiLU and the
+//   are t k E_l / E, times attrs.imbalance where the busiest device is priced above the mean; forward 2 * 3 * rows * h * F_l (three GEMMs), 5 * rows * F_l (SiLU and the
 //   product) and 2 * rows * h (the weighted sum); backward 12 * rows * h * F_l (six GEMMs),
 //   10 * rows * F_l (SwiGLU's backward, as swiglu's) and 4 * rows * h (dX rows and dG). Its
 //   permutes are copies priced by bytes (op_work::fwd_copy_bytes): the rows gathered in forward,
@@ -51,6 +51,7 @@
 //   one element per output element.
 // - Per device, the same formulas run on the device's local shapes (autoddl/sbp/layout.hpp
 //   local_shape): a P or B tensor is whole there, a split one is a shard.
+#include <algorithm>
 #include <concepts>
 #include <cstdint>
 #include <tuple>
@@ -198,11 +199,15 @@ inline double experts_flops(const op_node& op) {
   const double rows = elems(x) / double(x[3]), f = double(op.params[0][2]);
   return 6.0 * rows * double(x[3]) * f + 5.0 * rows * f;
 }
-/// The expected rows routed_experts computes on a device: t tokens, k picks each, balanced over
-/// the E experts, of which the device holds params[0][0].
+/// The rows routed_experts computes on a device: t tokens, k picks each, balanced over the E
+/// experts, of which the device holds E_l = params[0][0], times attrs.imbalance (the busiest
+/// device's over the mean), at most every token's picks among the held experts, t min(k, E_l).
+/// Example: t = 8, k = 2, E = 4, E_l = 1: 4 rows; imbalance 1.5: 6; imbalance 3: 8 (the cap).
 inline double routed_rows(const op_node& op) {
   const tensor_shape& g = op.inputs[1];
-  return double(g[0]) * double(g[1]) * double(op.attrs.topk) * double(op.params[0][0]) / double(g[2]);
+  const double t = double(g[0]) * double(g[1]), k = double(op.attrs.topk), held = double(op.params[0][0]);
+  const double balanced = t * k * held / double(g[2]);
+  return std::min(balanced * op.attrs.imbalance, t * std::min(k, held));
 }
 inline double routed_experts_flops(const op_node& op) {
   const double rows = routed_rows(op), h = double(op.inputs[0][2]), f = double(op.params[0][2]);

@@ -9,7 +9,10 @@
 
 #include <catch2/catch_test_macros.hpp>
 
+#include <catch2/matchers/catch_matchers_string.hpp>
+
 #include "autoddl/models/zoo.hpp"
+#include "autoddl/ops/work.hpp"
 
 using namespace autoddl;
 
@@ -34,6 +37,36 @@ TEST_CASE("Qwen3-30B-A3B dropless counts 6 x active parameters x tokens plus att
   // The same model at capacity 1.25 pads every expert to its slots: more than the routed rows.
   const graph padded = build_model("llama:size=qwen3-30b-a3b,seq=4096,batch=256");
   CHECK(forward_flops(padded) + backward_flops(padded) > counted);
+}
+
+// On a device holding one of 4 experts over 8 tokens of top-2 routing, balanced routing gives it
+// 8 x 2 / 4 = 4 rows; imbalance 1.5 prices 6, imbalance 3 the most it can get, every token once: 8.
+// Each row costs 6 h F + 5 F + 2 h forward (three GEMMs, SwiGLU's product, the weighted sum).
+TEST_CASE("routed_experts prices the busiest device's rows: balanced routing times the imbalance, capped", "[models][moe]") {
+  const double h = 6, f = 5, per_row = 6 * h * f + 5 * f + 2 * h;
+  for (const auto& [imbalance, rows] : {std::pair{1.0, 4.0}, std::pair{1.5, 6.0}, std::pair{3.0, 8.0}}) {
+    op_node op;
+    op.kind = op_kind::routed_experts;
+    op.attrs.topk = 2;
+    op.attrs.imbalance = imbalance;
+    op.inputs = {{1, 8, 6}, {1, 8, 4}};
+    op.params = {{4, 6, 5}, {4, 6, 5}, {4, 5, 6}};
+    op.outputs = {{1, 8, 6}};
+    signature sig;  // X B, G B, every weight S(0) on a mesh of 4: one expert per device
+    sig.inputs = {nd_sbp{B}, nd_sbp{B}};
+    sig.params = {nd_sbp{S(0)}, nd_sbp{S(0)}, nd_sbp{S(0)}};
+    sig.outputs = {nd_sbp{P}};
+    CAPTURE(imbalance);
+    CHECK(device_work(op, sig, mesh_shape{4}, 4).fwd_flops == rows * per_row);
+  }
+}
+
+TEST_CASE("an imbalance below 1, or one without dropless routing, is refused in one sentence", "[models][moe]") {
+  const std::string tiny = "llama:layers=1,hidden=32,heads=4,kv_heads=2,ffn=32,seq=16,batch=8,vocab=64,experts=4,topk=2";
+  CHECK_THROWS_WITH(build_model(tiny + ",capacity=0,imbalance=0.5"), Catch::Matchers::ContainsSubstring("imbalance=0.5") &&
+                                                                         Catch::Matchers::ContainsSubstring("must be at least 1"));
+  CHECK_THROWS_WITH(build_model(tiny + ",imbalance=1.2"), Catch::Matchers::ContainsSubstring("imbalance prices dropless routing"));
+  CHECK_NOTHROW(build_model(tiny + ",capacity=0,imbalance=1.2"));
 }
 
 }  // namespace dropless_flops_cases
