@@ -225,9 +225,9 @@ inline nlohmann::json plan_json(const plan_problem& problem, const plan_result& 
   return j;
 }
 
-// A mixture of experts' routing, from its first dispatch (""; a dense model): experts per
-// block, top-k, slots per expert per sequence beside what a balanced router fills (seq k / E),
-// whether tokens can be dropped.
+// A mixture of experts' routing, from its first dispatch or routed_experts (""; a dense model):
+// experts per block, top-k, slots per expert per sequence beside what a balanced router fills
+// (seq k / E), whether tokens can be dropped.
 // What the step gathers again for backward: ", 3 inputs gathered again in backward,
 // parameters resharded after forward" ("" where it gathers no input that backward reads and no
 // parameter).
@@ -249,6 +249,12 @@ inline std::string gathered_again_text(const plan_problem& problem, const plan_r
 inline std::string experts_line(const graph& g) {
   for (std::size_t i = 0; i < g.ops.size(); ++i) {
     const op_node& d = g.ops[i];
+    if (d.kind == op_kind::routed_experts) {
+      const double uniform = double(d.inputs[0][1]) * d.attrs.topk / double(d.inputs[1][2]);
+      return fmt::format("{} per block, top {}, dropless: each expert computes the tokens routed to it, {:.3g} per "
+                         "sequence of {} by balanced routing (what is priced; a run computes its own counts)",
+                         d.inputs[1][2], d.attrs.topk, uniform, d.inputs[0][1]);
+    }
     if (d.kind != op_kind::dispatch) continue;
     const tensor_ref gates = g.op_inputs[i][1];
     const int k = gates.op >= 0 ? g.ops[std::size_t(gates.op)].attrs.topk : 0;

@@ -8,6 +8,7 @@
 #include "autoddl/cost/calibration.hpp"
 #include "autoddl/cost/collective_cost.hpp"
 #include "autoddl/cost/compute.hpp"
+#include "autoddl/cost/dropless.hpp"
 #include "autoddl/cost/dtype.hpp"
 #include "autoddl/cost/hardware.hpp"
 #include "autoddl/cost/memory.hpp"

@@ -5,6 +5,8 @@
 // a back end (autoddl/backend.hpp for the CPU device, autoddl/backend/mpi.hpp for MPI ranks).
 #include "autoddl/runtime/boxing.hpp"
 #include "autoddl/runtime/data.hpp"
+#include "autoddl/runtime/dropless_moe.hpp"
+#include "autoddl/runtime/expert_routes.hpp"
 #include "autoddl/runtime/gather.hpp"
 #include "autoddl/runtime/op_kernels.hpp"
 #include "autoddl/runtime/train_options.hpp"

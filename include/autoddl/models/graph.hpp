@@ -44,7 +44,8 @@ constexpr param_role param_role_of(op_kind k, std::size_t slot) {
     case op_kind::layernorm: return slot == 0 ? param_role::norm_scale : param_role::norm_shift;
     case op_kind::rmsnorm: return param_role::norm_scale;
     case op_kind::embedding: return param_role::embedding;
-    case op_kind::experts: return param_role::expert_weight;
+    case op_kind::experts:
+    case op_kind::routed_experts: return param_role::expert_weight;
     // kinds that take no parameters (shape inference refuses one): a weight, should one be asked
     case op_kind::matmul:
     case op_kind::batched_matmul:
@@ -103,17 +104,17 @@ inline std::int64_t param_count(const graph& g) {
   return n;
 }
 
-/// Parameters one token passes through: param_count less, for each experts op (ops/moe.hpp),
-/// the (E - k) / E of its weights a token's top-k routing leaves out (k: the topk of the router
-/// whose gates its dispatch reads). A dense model's active count is its param_count.
+/// Parameters one token passes through: param_count less, for each experts or routed_experts op
+/// (ops/moe.hpp), the (E - k) / E of its weights a token's top-k routing leaves out (k: the topk
+/// of the router whose gates its dispatch, or itself, reads). A dense model's active count is its param_count.
 inline std::int64_t active_param_count(const graph& g) {
   std::int64_t n = param_count(g);
   for (std::size_t i = 0; i < g.ops.size(); ++i) {
     const op_node& x = g.ops[i];
-    if (x.kind != op_kind::experts) continue;
+    if (x.kind != op_kind::experts && x.kind != op_kind::routed_experts) continue;
     const tensor_ref d = g.op_inputs[i][0];
-    if (d.op < 0 || g.ops[std::size_t(d.op)].kind != op_kind::dispatch) continue;
-    const tensor_ref r = g.op_inputs[std::size_t(d.op)][1];
+    if (x.kind == op_kind::experts && (d.op < 0 || g.ops[std::size_t(d.op)].kind != op_kind::dispatch)) continue;
+    const tensor_ref r = x.kind == op_kind::experts ? g.op_inputs[std::size_t(d.op)][1] : g.op_inputs[i][1];
     if (r.op < 0 || g.ops[std::size_t(r.op)].kind != op_kind::router) continue;
     const std::int64_t e = x.params[0][0], k = g.ops[std::size_t(r.op)].attrs.topk;
     std::int64_t weights = 0;
@@ -181,11 +182,12 @@ inline const tensor_shape& shape_of(const graph& g, tensor_ref t) {
 }
 
 namespace detail {
-/// A dispatch or combine routes by the top attrs.topk of its gates: where a router makes them,
+/// A dispatch, combine or routed_experts routes by the top attrs.topk of its gates: where a router makes them,
 /// its topk. @pre op i's input edges are valid.
 inline void check_router_topk(const graph& g, std::size_t i, const std::string& who) {
   const op_node& op = g.ops[i];
-  if ((op.kind != op_kind::dispatch && op.kind != op_kind::combine) || op.inputs.size() < 2) return;
+  const bool routes = op.kind == op_kind::dispatch || op.kind == op_kind::combine || op.kind == op_kind::routed_experts;
+  if (!routes || op.inputs.size() < 2) return;
   const tensor_ref gates = g.op_inputs[i][1];
   if (gates.op < 0 || at(g.ops, gates.op).kind != op_kind::router) return;
   const op_node& r = at(g.ops, gates.op);

@@ -35,6 +35,8 @@ struct llama_config {
   std::int64_t shared_experts = 0;  ///< experts every token passes through, one SwiGLU of shared * moe_ffn
   bool norm_topk = true;            ///< the k gate weights are scaled to sum to 1
   double aux_coef = 0.01;           ///< the balancing loss's coefficient per block (0: none)
+  /// dropless: the busiest device's routed rows over balanced routing's (prices only; 1: balanced)
+  double imbalance = 1;
   bool unfused_attention = false;   ///< attention=unfused: the attention cores keep their probabilities
   std::int64_t dims_per_head() const { return head_dim > 0 ? head_dim : hidden / heads; }
   std::int64_t expert_ffn() const { return moe_ffn > 0 ? moe_ffn : ffn; }
@@ -110,6 +112,9 @@ inline void check_llama(const llama_config& c, const std::string& where) {
     fail<error>(where + ": capacity=" + std::to_string(c.capacity) +
                 " must be a positive capacity factor, or 0 for dropless routing");
   if (c.experts > 0 && !(c.aux_coef >= 0)) fail<error>(where + ": the balancing loss's coefficient must be >= 0");
+  if (c.experts > 0 && !(c.imbalance >= 1))
+    fail<error>(where + ": imbalance=" + std::to_string(c.imbalance) +
+                " must be at least 1, the busiest device's routed tokens over balanced routing's");
 }
 
 inline tensor_ref rmsnorm(graph_builder& b, const std::string& name, tensor_ref x, const llama_config& c,
@@ -159,7 +164,8 @@ inline tensor_ref swiglu(graph_builder& b, const std::string& pre, tensor_ref x,
 }
 
 /// A routed MLP (ops/moe.hpp): router logits, top-k gates, the balancing loss (into `aux`
-/// where its coefficient is positive), dispatch, the experts, combine, and the shared experts.
+/// where its coefficient is positive), dispatch, the experts, combine (dropless, capacity 0: one
+/// routed_experts op instead of the three), and the shared experts.
 inline tensor_ref moe_mlp(graph_builder& b, const std::string& pre, tensor_ref x, const llama_config& c,
                           std::vector<tensor_ref>& aux) {
   const std::int64_t f = c.expert_ffn(), e = c.experts;
@@ -172,14 +178,22 @@ inline tensor_ref moe_mlp(graph_builder& b, const std::string& pre, tensor_ref x
   if (c.aux_coef > 0) aux.push_back(b.op(pre + "moe.balance", op_kind::load_balance, r, {logits}));
   op_attrs d;
   d.topk = int(c.topk);
-  d.capacity = capacity_slots(int(c.seq), int(e), int(c.topk), c.capacity);
-  tensor_ref buf = b.op(pre + "moe.dispatch", op_kind::dispatch, d, {x, gates});
-  tensor_ref out = b.op(pre + "moe.experts", op_kind::experts, {}, {buf},
-                        {b.param(pre + "moe.W_gate", {e, c.hidden, f}), b.param(pre + "moe.W_up", {e, c.hidden, f}),
-                         b.param(pre + "moe.W_down", {e, f, c.hidden})});
-  op_attrs k;
-  k.topk = int(c.topk);
-  tensor_ref y = b.op(pre + "moe.combine", op_kind::combine, k, {out, gates});
+  d.imbalance = c.imbalance;
+  const auto weights = [&] {
+    return std::vector<int>{b.param(pre + "moe.W_gate", {e, c.hidden, f}), b.param(pre + "moe.W_up", {e, c.hidden, f}),
+                            b.param(pre + "moe.W_down", {e, f, c.hidden})};
+  };
+  tensor_ref y;
+  if (c.capacity == 0) {  // dropless: the routed rows only, no slots
+    y = b.op(pre + "moe.experts", op_kind::routed_experts, d, {x, gates}, weights());
+  } else {
+    d.capacity = capacity_slots(int(c.seq), int(e), int(c.topk), c.capacity);
+    tensor_ref buf = b.op(pre + "moe.dispatch", op_kind::dispatch, d, {x, gates});
+    tensor_ref out = b.op(pre + "moe.experts", op_kind::experts, {}, {buf}, weights());
+    op_attrs k;
+    k.topk = int(c.topk);
+    y = b.op(pre + "moe.combine", op_kind::combine, k, {out, gates});
+  }
   if (c.shared_experts == 0) return y;
   llama_config sc = c;
   sc.ffn = c.shared_experts * f;
@@ -222,10 +236,11 @@ namespace detail {
 
 /// The llama spec's keys over a preset: size, layers, hidden, heads, kv_heads, ffn, seq, batch,
 /// vocab, head_dim, tied, qkv_bias, qk_norm; and of a mixture of experts: experts, topk,
-/// capacity, moe_ffn, shared_experts, norm_topk, aux; and attention=fused (the default) or unfused.
+/// capacity, moe_ffn, shared_experts, norm_topk, aux, imbalance (dropless only); and attention=fused
+/// (the default) or unfused.
 inline llama_config read_llama(const model_spec& s) {
   spec_reader r(s, {"size", "layers", "hidden", "heads", "kv_heads", "ffn", "seq", "batch", "vocab", "head_dim", "tied",
-                    "qkv_bias", "qk_norm", "experts", "topk", "capacity", "moe_ffn", "shared_experts", "norm_topk", "aux", "attention"});
+                    "qkv_bias", "qk_norm", "experts", "topk", "capacity", "moe_ffn", "shared_experts", "norm_topk", "aux", "imbalance", "attention"});
   const std::string size = r.text("size", "llama3-8b");
   const llama_preset* p = nullptr;
   std::vector<std::string> names;
@@ -254,9 +269,12 @@ inline llama_config read_llama(const model_spec& s) {
   c.shared_experts = r.find("shared_experts") ? r.count("shared_experts", 0, 64) : c.shared_experts;
   c.norm_topk = r.flag("norm_topk", c.norm_topk);
   c.aux_coef = r.decimal("aux", c.aux_coef);
+  c.imbalance = r.decimal("imbalance", c.imbalance);
   c.unfused_attention = r.one_of("attention", "fused", {"fused", "unfused"}) == "unfused";
   if (c.experts == 0 && (r.find("topk") || r.find("capacity") || r.find("moe_ffn") || r.find("shared_experts")))
     fail<parse_error>("model spec '" + detail::excerpt(s.text) + "': topk, capacity, moe_ffn and shared_experts need experts=E");
+  if (r.find("imbalance") && !(c.experts > 0 && c.capacity == 0))
+    fail<parse_error>("model spec '" + detail::excerpt(s.text) + "': imbalance prices dropless routing; it needs experts=E and capacity=0");
   check_llama(c, "model spec '" + detail::excerpt(s.text) + "'");
   return c;
 }

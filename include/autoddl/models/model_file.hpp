@@ -17,9 +17,9 @@
 // - Ops come from the op catalogue (ops/op.hpp): linear, matmul, batched_matmul, conv2d,
 //   max_pool, relu, gelu, dropout, layernorm, softmax, attention, embedding, cross_entropy, add,
 //   reshape, rmsnorm, silu, mul, swiglu, rotary, router, load_balance, dispatch, experts,
-//   combine. "attrs" (optional) sets kernel, stride, padding, heads, kv_heads, causal,
+//   combine, routed_experts. "attrs" (optional) sets kernel, stride, padding, heads, kv_heads, causal,
 //   unfused_attention, balanced_context, dropout, bias,
-//   transpose_w, positions, target, eps, rope_theta, topk, capacity, renormalize, aux_coef, as
+//   transpose_w, positions, target, eps, rope_theta, topk, capacity, renormalize, aux_coef, imbalance, as
 //   ops/op.hpp's op_attrs defines them.
 // - Output shapes are inferred (ops/shapes.hpp); "block" and "block_pos" (optional) mark repeated
 //   blocks the planner may tie.
@@ -117,6 +117,11 @@ inline void read_attrs(const model_reader& r, const nlohmann::json& a, op_attrs&
         r.bad(where, "field '" + f + "' must be a non-negative number");
       at_.aux_coef = v.get<double>();
     }
+    else if (key == "imbalance") {
+      if (!v.is_number() || !(v.get<double>() >= 1) || !(v.get<double>() < 1e300))
+        r.bad(where, "field '" + f + "' must be a number >= 1");
+      at_.imbalance = v.get<double>();
+    }
     else if (key == "eps" || key == "rope_theta") {
       if (!v.is_number() || !(v.get<double>() > 0) || !(v.get<double>() < 1e300))
         r.bad(where, "field '" + f + "' must be a positive number");
@@ -135,7 +140,7 @@ inline void read_attrs(const model_reader& r, const nlohmann::json& a, op_attrs&
       at_.target = r.shape(nlohmann::json{{"shape", v}}, where + " attrs.target");
     } else {
       r.bad(where, "unknown attribute '" + key + "' (kernel, stride, padding, heads, kv_heads, causal, unfused_attention, balanced_context, dropout, bias, "
-                   "transpose_w, positions, target, eps, rope_theta, topk, capacity, renormalize, aux_coef)");
+                   "transpose_w, positions, target, eps, rope_theta, topk, capacity, renormalize, aux_coef, imbalance)");
     }
   }
 }
@@ -177,6 +182,7 @@ inline nlohmann::json model_file_json(const graph& g) {
     if (t.capacity != plain.capacity) a["capacity"] = t.capacity;
     if (t.renormalize != plain.renormalize) a["renormalize"] = t.renormalize;
     if (n.kind == op_kind::load_balance && t.aux_coef != plain.aux_coef) a["aux_coef"] = t.aux_coef;
+    if (n.kind == op_kind::routed_experts && t.imbalance != plain.imbalance) a["imbalance"] = t.imbalance;
     if (t.causal != plain.causal) a["causal"] = t.causal;
     if (t.unfused_attention != plain.unfused_attention) a["unfused_attention"] = t.unfused_attention;
     if (t.balanced_context != plain.balanced_context) a["balanced_context"] = t.balanced_context;

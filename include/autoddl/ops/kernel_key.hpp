@@ -43,7 +43,7 @@ inline std::string kernel_key(const op_node& op, const signature& sig, const mes
   if (op.kind == op_kind::rotary) k += " theta" + std::to_string(a.rope_theta);
   if (op.kind == op_kind::router || op.kind == op_kind::load_balance)
     k += " top" + detail::itos(a.topk) + (a.renormalize ? " norm" : "");
-  if (op.kind == op_kind::dispatch || op.kind == op_kind::combine) k += " top" + detail::itos(a.topk);
+  if (op.kind == op_kind::dispatch || op.kind == op_kind::combine || op.kind == op_kind::routed_experts) k += " top" + detail::itos(a.topk);
   k += " in=" + detail::shapes_text(l.inputs) + " par=" + detail::shapes_text(l.params) + " out=" + detail::shapes_text(l.outputs);
   k += " dx=";
   for (std::size_t i = 0; i < op.inputs.size(); ++i) k += (input_grads.empty() || input_grads[i]) ? "1" : "0";

@@ -30,6 +30,17 @@
 //   combine       X S(0) G S(0) -> S(0),  X S(3) G B -> S(2),  X P G B -> P,  X B G B -> B
 // The conversion of the dispatched buffer from S(0) to S(1) on an axis is the all-to-all of
 // expert parallelism (the S(d) -> S(e) row of sbp/boxing.hpp's table), and back from S(1) to S(0) before combine.
+//
+// Dropless routing (capacity factor 0) is one op, routed_experts: y = sum over each token's picks
+// e of G[t, e] SwiGLU_e(x_t), the picks being the top attrs.topk of G's row (as dispatch's). Its
+// kernel sorts the routed (token, pick) rows by expert and runs one GEMM per expert on exactly
+// its rows: no slot, no padding. Signatures per axis:
+//   X S(0) G S(0) W B -> S(0),  X S(1) G S(1) W B -> S(1)   tokens split, every expert held
+//   X B G B W B -> B
+//   X B G B W S(0) -> P        whole experts per device on every token: each device computes its
+//                              experts' share (Megatron-Core's all-gather token dispatcher: X is
+//                              all-gathered before, the partial output reduce-scattered after)
+//   X B G B W_gate S(2) W_up S(2) W_down S(1) -> P   expert tensor parallelism
 #include <cstdint>
 #include <optional>
 
@@ -79,6 +90,20 @@ constexpr std::optional<sbp> combine_axis(sbp x, sbp g) {
   if (!g.is_broadcast()) return std::nullopt;
   if (x.is_split() && x.dim == 3) return S(2);
   if (x.is_broadcast() || x.is_partial()) return x;
+  return std::nullopt;
+}
+
+/// Dropless routed experts over X [b, s, h], G [b, s, E], W_gate, W_up [E, h, F], W_down [E, F, h].
+/// Example: routed_experts_axis(S(0), S(0), B, B, B) == S(0); routed_experts_axis(B, B, S(0), S(0), S(0)) == P;
+/// routed_experts_axis(S(0), S(0), S(0), S(0), S(0)) == nullopt (a token split with an expert split).
+constexpr std::optional<sbp> routed_experts_axis(sbp x, sbp g, sbp w_gate, sbp w_up, sbp w_down) {
+  const bool all_b = w_gate.is_broadcast() && w_up.is_broadcast() && w_down.is_broadcast();
+  const bool whole_experts = w_gate == S(0) && w_up == S(0) && w_down == S(0);
+  const bool expert_width = w_gate == S(2) && w_up == S(2) && w_down == S(1);
+  if (x.is_split() && (x.dim == 0 || x.dim == 1) && g == x && all_b) return x;
+  if (!x.is_broadcast() || !g.is_broadcast()) return std::nullopt;
+  if (all_b) return B;
+  if (whole_experts || expert_width) return P;
   return std::nullopt;
 }
 

@@ -49,6 +49,7 @@ enum class op_kind : std::uint8_t {
   experts,         ///< X [b, E, C, h] through E SwiGLU MLPs: W_gate, W_up [E, h, F], W_down [E, F, h]
   combine,         ///< X [b, E, C, h], gates [b, s, E] -> [b, s, h]: each token's experts, weighted
   swiglu,          ///< silu(gate) * up of two same-shape tensors in one op (LLaMA's MLP): keeps gate and up
+  routed_experts,  ///< X [b, s, h], gates [b, s, E] through each token's top-k of E SwiGLU experts, dropless (ops/moe.hpp)
   // A new kind goes last, raises op_kind_count, and gets its entry in every table of facts:
   // op_traits (here), op_shape_traits (ops/shapes.hpp), op_signature_traits (ops/signatures.hpp),
   // op_work_traits (ops/work.hpp), op_kernel_traits (runtime/op_kernels.hpp). Each table checks
@@ -56,8 +57,8 @@ enum class op_kind : std::uint8_t {
 };
 
 /// The number of op kinds; the enumerators run 0 .. op_kind_count - 1.
-inline constexpr std::size_t op_kind_count = 25;
-static_assert(std::size_t(op_kind::swiglu) + 1 == op_kind_count,
+inline constexpr std::size_t op_kind_count = 26;
+static_assert(std::size_t(op_kind::routed_experts) + 1 == op_kind_count,
               "op_kind_count counts op_kind's enumerators: add a kind after the last one and raise the count");
 
 /// f(std::integral_constant<op_kind, K>{}) for the run-time kind k: how a run-time question
@@ -89,10 +90,12 @@ struct op_attrs {
   tensor_shape target{};     ///< reshape: the global output shape
   double eps = 1e-5;         ///< rmsnorm: added to the mean square
   double rope_theta = 10000; ///< rotary: the base of the angles, theta^(-2i/d) per position
-  int topk = 1;              ///< router, load_balance, dispatch, combine: experts per token (the router's)
+  int topk = 1;              ///< router, load_balance, dispatch, combine, routed_experts: experts per token (the router's)
   int capacity = 0;          ///< dispatch: slots per expert per sequence (ops/moe.hpp, capacity_slots)
   bool renormalize = false;  ///< router: the top-k weights are scaled to sum to 1 (Mixtral, Qwen3-MoE)
   double aux_coef = 0.01;    ///< load_balance: the loss's coefficient
+  /// routed_experts: the busiest device's routed rows over balanced routing's, >= 1 (prices only)
+  double imbalance = 1;
   /// attention: key/value heads (kv_heads, or heads where 0)
   constexpr int key_value_heads() const { return kv_heads > 0 ? kv_heads : heads; }
 };
@@ -308,6 +311,13 @@ template <> struct op_traits<op_kind::combine> {
   static constexpr std::uint32_t index_inputs = 0;
   static constexpr bool accepts_partial = true;
   static constexpr tensor_names names(const op_attrs&) { return {{"X", "G"}, {}}; }
+};
+template <> struct op_traits<op_kind::routed_experts> {
+  static constexpr std::string_view name = "routed_experts";
+  static constexpr work_kind work = work_kind::gemm;
+  static constexpr std::uint32_t index_inputs = 0;
+  static constexpr bool accepts_partial = false;
+  static constexpr tensor_names names(const op_attrs&) { return {{"X", "G"}, {"W_gate", "W_up", "W_down"}}; }
 };
 
 /// Whether Traits (op_traits<K> of one kind K) holds every vocabulary fact; a missing one fails

@@ -287,6 +287,23 @@ inline tensor_shape combine_output(const op_node& op) {
   return tensor_shape{in[0][0], in[1][1], in[0][3]};
 }
 
+/// routed_experts: X [b, s, h], G [b, s, E], W_gate, W_up [E, h, F], W_down [E, F, h] -> [b, s, h].
+inline tensor_shape routed_experts_output(const op_node& op) {
+  const auto& in = op.inputs;
+  expect_counts(op, 2, 3);
+  expect_rank(op, in[0], "X", 3, 3);
+  expect_rank(op, in[1], "G", 3, 3);
+  expect_shape(op, in[1], tensor_shape{in[0][0], in[0][1], in[1][2]}, "G");
+  check_topk(op, in[1][2]);
+  const std::int64_t e = in[1][2], h = in[0][2];
+  expect_rank(op, op.params[0], "W_gate", 3, 3);
+  const std::int64_t f = op.params[0][2];
+  expect_shape(op, op.params[0], tensor_shape{e, h, f}, "W_gate");
+  expect_shape(op, op.params[1], tensor_shape{e, h, f}, "W_up");
+  expect_shape(op, op.params[2], tensor_shape{e, f, h}, "W_down");
+  return in[0];
+}
+
 inline tensor_shape reshape_output(const op_node& op) {
   expect_counts(op, 1, 0);
   const tensor_shape& target = op.attrs.target;
@@ -329,6 +346,7 @@ template <> struct op_shape_traits<op_kind::load_balance> { static constexpr aut
 template <> struct op_shape_traits<op_kind::dispatch> { static constexpr auto output = detail::dispatch_output; };
 template <> struct op_shape_traits<op_kind::experts> { static constexpr auto output = detail::experts_output; };
 template <> struct op_shape_traits<op_kind::combine> { static constexpr auto output = detail::combine_output; };
+template <> struct op_shape_traits<op_kind::routed_experts> { static constexpr auto output = detail::routed_experts_output; };
 
 /// Whether Traits (op_shape_traits<K> of one kind K) states the shape rule; see check_op_traits.
 template <class Traits>

@@ -40,10 +40,18 @@
 //   2 * 3 * rows * h * F, plus 5 * rows * F for SiLU and the product, backward 2 x forward;
 //   combine 2 per element of X (a weighted sum), backward 2 x forward. Every slot is computed,
 //   used or not, as the executor does: the capacity's padding costs what it costs.
+//   routed_experts (dropless) computes the routed rows only: on a device holding E_l of the E
+//   experts (and F_l of each one's width), for t tokens, the expected rows under balanced routing
+//   are t k E_l / E, times attrs.imbalance where the busiest device is priced above the mean; forward 2 * 3 * rows * h * F_l (three GEMMs), 5 * rows * F_l (SiLU and the
+//   product) and 2 * rows * h (the weighted sum); backward 12 * rows * h * F_l (six GEMMs),
+//   10 * rows * F_l (SwiGLU's backward, as swiglu's) and 4 * rows * h (dX rows and dG). Its
+//   permutes are copies priced by bytes (op_work::fwd_copy_bytes): the rows gathered in forward,
+//   gathered again and their gradients scattered back in backward.
 // - Embedding: a gather (0 FLOPs; +1 per output element to add positions); backward scatter-adds
 //   one element per output element.
 // - Per device, the same formulas run on the device's local shapes (autoddl/sbp/layout.hpp
 //   local_shape): a P or B tensor is whole there, a split one is a shard.
+#include <algorithm>
 #include <concepts>
 #include <cstdint>
 #include <tuple>
@@ -74,6 +82,7 @@ namespace autoddl {
 ///   dropout (mask rekeyed), add, reshape, rotary (the inverse rotation of dY)       nothing
 ///   router, load_balance     logits     dispatch   G (the slot map)     combine   both inputs
 ///   experts                  X, and its saved gate and up products [rows, F]
+///   routed_experts           X, G, and its saved gate and up products [rows, F] and expert outputs [rows, h]
 struct backward_reads {
   std::uint32_t inputs = 0;
   bool output = false;
@@ -190,6 +199,24 @@ inline double experts_flops(const op_node& op) {
   const double rows = elems(x) / double(x[3]), f = double(op.params[0][2]);
   return 6.0 * rows * double(x[3]) * f + 5.0 * rows * f;
 }
+/// The rows routed_experts computes on a device: t tokens, k picks each, balanced over the E
+/// experts, of which the device holds E_l = params[0][0], times attrs.imbalance (the busiest
+/// device's over the mean), at most every token's picks among the held experts, t min(k, E_l).
+/// Example: t = 8, k = 2, E = 4, E_l = 1: 4 rows; imbalance 1.5: 6; imbalance 3: 8 (the cap).
+inline double routed_rows(const op_node& op) {
+  const tensor_shape& g = op.inputs[1];
+  const double t = double(g[0]) * double(g[1]), k = double(op.attrs.topk), held = double(op.params[0][0]);
+  const double balanced = t * k * held / double(g[2]);
+  return std::min(balanced * op.attrs.imbalance, t * std::min(k, held));
+}
+inline double routed_experts_flops(const op_node& op) {
+  const double rows = routed_rows(op), h = double(op.inputs[0][2]), f = double(op.params[0][2]);
+  return 6.0 * rows * h * f + 5.0 * rows * f + 2.0 * rows * h;
+}
+inline double routed_experts_bwd_flops(const op_node& op) {
+  const double rows = routed_rows(op), h = double(op.inputs[0][2]), f = double(op.params[0][2]);
+  return 12.0 * rows * h * f + 10.0 * rows * f + 4.0 * rows * h;
+}
 /// X, and 1/rms per normed group in the statistic type.
 inline double rmsnorm_bytes(const op_node& op, int e) {
   const tensor_shape& x = op.inputs[0];
@@ -217,6 +244,11 @@ inline double ids_bytes(const op_node& op, int) { return elems(op.inputs[0]) * 8
 inline double cross_entropy_bytes(const op_node& op, int e) { return elems(op.inputs[0]) * e + elems(op.inputs[1]) * 8; }
 /// The gates G (input 1): the backward rebuilds the slot map from them.
 inline double gates_bytes(const op_node& op, int e) { return elems(op.inputs[1]) * e; }
+/// X, G, and per routed row the gate and up products and the expert's output.
+inline double routed_experts_bytes(const op_node& op, int e) {
+  const double rows = routed_rows(op);
+  return (elems(op.inputs[0]) + elems(op.inputs[1]) + rows * (2.0 * double(op.params[0][2]) + double(op.inputs[0][2]))) * e;
+}
 /// X, and the gate and up products per slot row.
 inline double experts_bytes(const op_node& op, int e) {
   const tensor_shape& x = op.inputs[0];
@@ -391,6 +423,12 @@ template <> struct op_work_traits<op_kind::combine> {
   static constexpr auto backward_flops = detail::twice<detail::per_input<2>>;
   static constexpr auto kept_bytes = detail::both_inputs_bytes;
 };
+template <> struct op_work_traits<op_kind::routed_experts> {
+  static constexpr backward_reads reads{0b11, false};
+  static constexpr auto forward_flops = detail::routed_experts_flops;
+  static constexpr auto backward_flops = detail::routed_experts_bwd_flops;
+  static constexpr auto kept_bytes = detail::routed_experts_bytes;
+};
 /// Whether Traits (op_work_traits<K> of one kind K) holds every work fact; see check_op_traits.
 template <class Traits>
 consteval bool check_op_work_traits() {
@@ -488,6 +526,11 @@ inline op_work device_work(const op_node& op, const signature& sig, const mesh_s
   w.activation_bytes = std::int64_t(detail::saved_bytes(l, elem_bytes));
   w.fwd_bytes_moved = std::int64_t(detail::moved_bytes(l, elem_bytes));
   if (op.kind == op_kind::attention) std::tie(w.fwd_copy_bytes, w.bwd_copy_bytes) = detail::attention_copy_bytes(l, elem_bytes);
+  if (op.kind == op_kind::routed_experts) {  // the permutes: each routed row read and written once per pass
+    const double row_bytes = 2.0 * double(l.inputs[0][2]) * elem_bytes;
+    w.fwd_copy_bytes = detail::routed_rows(l) * row_bytes;
+    w.bwd_copy_bytes = 2.0 * detail::routed_rows(l) * row_bytes;
+  }
   if (op.kind == op_kind::cross_entropy) {
     const int last = op.inputs[0].rank() - 1;
     std::int64_t rows = l.inputs[0].elements() / l.inputs[0][last];

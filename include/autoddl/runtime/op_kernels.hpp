@@ -22,6 +22,7 @@
 #include "autoddl/runtime/kernels/gemm_ops.hpp"
 #include "autoddl/runtime/kernels/moe.hpp"
 #include "autoddl/runtime/kernels/pointwise.hpp"
+#include "autoddl/runtime/kernels/routed_experts.hpp"
 
 namespace autoddl {
 
@@ -247,6 +248,15 @@ template <> struct op_kernel_traits<op_kind::combine> {
   };
   static constexpr auto backward = [](auto& d, const auto& c, const auto& in, const auto&, auto dy) {
     return detail::combine_bwd(d, c, in, dy);
+  };
+};
+
+template <> struct op_kernel_traits<op_kind::routed_experts> {
+  static constexpr auto forward = [](auto& d, const auto& c, const auto& in) {
+    return detail::routed_experts_fwd(d, c, in);
+  };
+  static constexpr auto backward = [](auto& d, const auto& c, const auto& in, const auto& f, auto dy) {
+    return detail::routed_experts_bwd(d, c, in, f, dy);
   };
 };
 

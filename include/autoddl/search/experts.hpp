@@ -122,12 +122,26 @@ struct op_region {
 
 inline bool is_moe_op(op_kind k) {
   return k == op_kind::router || k == op_kind::load_balance || k == op_kind::dispatch || k == op_kind::experts ||
-         k == op_kind::combine;
+         k == op_kind::combine || k == op_kind::routed_experts;
 }
+
+/// Whether op kind k holds the experts' weights: the capacity-bound experts or the dropless routed_experts.
+inline bool is_experts_op(op_kind k) { return k == op_kind::experts || k == op_kind::routed_experts; }
 
 // An experts op on the expert-parallel axis: whole experts (X S(1), every weight S(0)); on the
 // tensor-parallel axis: each expert's width split (X B; W_gate, W_up S(2); W_down S(1)) or its
 // slots (X S(2), weights B).
+// A routed_experts op (dropless) on the expert-parallel axis: whole experts over every token (X B,
+// weights S(0): Megatron-Core's all-gather dispatcher); on the tensor-parallel axis each expert's
+// width as above, or the tokens' sequence split or whole with every expert held.
+inline bool obeys_routed_experts(const signature& sig, int a, bool expert_axis, bool etp_split) {
+  const sbp x = sig.inputs[0][a];
+  const auto all = [&](sbp v) { return sig.params[0][a] == v && sig.params[1][a] == v && sig.params[2][a] == v; };
+  if (expert_axis) return x.is_broadcast() && all(S(0));
+  if (etp_split) return x.is_broadcast() && sig.params[0][a] == S(2) && sig.params[1][a] == S(2) && sig.params[2][a] == S(1);
+  return (x == S(1) || x.is_broadcast()) && all(B);
+}
+
 inline bool obeys_experts(const signature& sig, int a, bool expert_axis, bool etp_split) {
   const sbp x = sig.inputs[0][a];
   if (expert_axis) return x == S(1) && sig.params[0][a] == S(0) && sig.params[1][a] == S(0) && sig.params[2][a] == S(0);
@@ -152,8 +166,10 @@ inline bool obeys(expert e, const op_node& n, const signature& sig, int axes, co
     return (sig.params[0][0] == S(0) && sig.params[0][1] == S(1)) || (sig.params[0][0] == S(1) && sig.params[0][1] == S(0));
   for (int a = 0; a < axes; ++a) {
     const bool tensor = e == expert::megatron && (a == axes - 1 || axes == 1);
-    if (n.kind == op_kind::experts && (moe.expert_axis(a) || tensor)) {
-      if (!obeys_experts(sig, a, moe.expert_axis(a), moe.etp_split)) return false;
+    if (is_experts_op(n.kind) && (moe.expert_axis(a) || tensor)) {
+      const bool ok = n.kind == op_kind::experts ? obeys_experts(sig, a, moe.expert_axis(a), moe.etp_split)
+                                                 : obeys_routed_experts(sig, a, moe.expert_axis(a), moe.etp_split);
+      if (!ok) return false;
       continue;
     }
     if (a == cp_axis && is_moe_op(n.kind)) continue;  // routing whole sequences: gathered where cheapest

@@ -166,7 +166,7 @@ class megatron_search {
   // The expert count of the model's experts ops (0: none).
   static std::int64_t experts_of(const graph& g) {
     for (const op_node& n : g.ops)
-      if (n.kind == op_kind::experts) return n.params[0][0];
+      if (n.kind == op_kind::experts || n.kind == op_kind::routed_experts) return n.params[0][0];
     return 0;
   }
   // The plan of knobs m: a pipeline where m.pp > 1, else a flat plan. Throws error where the

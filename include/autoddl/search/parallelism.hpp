@@ -12,7 +12,7 @@
 //     otherwise                                           -> replicated (every device does it all)
 //   the axis takes the role of the largest weight; dp, cp and tp are the products of the sizes
 //   of their axes, pp the pipeline's stages. ep is the product of the axes on which most of the
-//   experts ops' work (ops/moe.hpp) splits whole experts (X S(1)); the experts ops do not vote
+//   experts ops' work (ops/moe.hpp) splits whole experts (weights S(0)); the experts ops do not vote
 //   on an axis's role: an expert-parallel axis counts in dp, cp or tp as the rest of the model
 //   uses it.
 // ZeRO stage, over the data-parallel axes, per parameter (weighted by its bytes, the stage of
@@ -85,7 +85,7 @@ inline plan_parallelism parallelism_of(const plan_problem& problem, const std::v
     double votes[4] = {0, 0, 0, 0};
     for (int i = 0; i < int(g.ops.size()); ++i) {
       const op_node& n = at(g.ops, i);
-      if (n.param_ids.empty() || n.kind == op_kind::experts) continue;  // experts vote for ep below
+      if (n.param_ids.empty() || n.kind == op_kind::experts || n.kind == op_kind::routed_experts) continue;  // experts vote for ep below
       votes[int(detail::op_axis_role(n, problem.op_candidate(i, at(pick, i)), a))] += forward_flops(n) + 1;
     }
     int best = int(axis_role::replicated);
@@ -102,8 +102,8 @@ inline plan_parallelism parallelism_of(const plan_problem& problem, const std::v
   for (int a = 0; a < mesh.size(); ++a) {
     double split = 0, whole = 0;
     for (int i = 0; i < int(g.ops.size()); ++i)
-      if (at(g.ops, i).kind == op_kind::experts)
-        (problem.op_candidate(i, at(pick, i)).inputs[0][a] == S(1) ? split : whole) += forward_flops(at(g.ops, i)) + 1;
+      if (at(g.ops, i).kind == op_kind::experts || at(g.ops, i).kind == op_kind::routed_experts)  // whole experts per device
+        (problem.op_candidate(i, at(pick, i)).params[0][a] == S(0) ? split : whole) += forward_flops(at(g.ops, i)) + 1;
     if (split > whole) r.ep *= mesh[a];
   }
   double bytes[4] = {0, 0, 0, 0};

@@ -346,7 +346,7 @@ inline void refuse_relaxed_weights(const plan_problem& problem, const plan_strat
 inline void check_expert_parallel(const graph& g, int ep) {
   bool any = false;
   for (const op_node& n : g.ops) {
-    if (n.kind != op_kind::experts) continue;
+    if (n.kind != op_kind::experts && n.kind != op_kind::routed_experts) continue;
     any = true;
     if (n.params[0][0] % ep != 0)
       fail<layout_error>("megatron ep=" + itos(ep) + " does not divide the " + itos(n.params[0][0]) + " experts of op '" +

@@ -32,6 +32,7 @@
 // micro-batch's backward, and the gradients sent back to it until the stage's next backward ends
 // (the trainer frees them once their sends complete, which it checks after each backward).
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <deque>
 #include <optional>
@@ -176,6 +177,10 @@ class step_memory_replay {
     if (n.kind == op_kind::cross_entropy) return 3 * rows * stat;
     if (n.kind == op_kind::experts)  // the gate and up products [slot rows, F] of the local experts
       return 2 * rows * local_shape(n.params[0], layout{sig(i).params[0], mesh_})[2] * elem_;
+    if (n.kind == op_kind::routed_experts) {  // gate and up [rows, F] and outputs [rows, h] of the expected routed rows
+      const op_node l = detail::localize(n, sig(i), mesh_);
+      return std::int64_t(std::llround(detail::routed_rows(l) * double(2 * l.params[0][2] + l.inputs[0][2]))) * elem_;
+    }
     return 0;
   }
 

@@ -102,6 +102,26 @@ void check_axis(cudatest::cuda_device& dev, nccl_comm& c, const std::vector<int>
         CHECK(got[std::size_t(j * chunk + k)] == input(group[std::size_t(j)], me * chunk + k));
     CHECK(sent == (n - 1) * chunk * eb);
   }
+  // all-to-all with variable counts: rank r sends (r + j) % 3 elements to rank j (none for some
+  // pairs), its elements in send order input(r, 0), input(r, 1), ...
+  {
+    auto amount = [](int from, int to) { return std::int64_t((from + to) % 3); };
+    std::vector<std::int64_t> sc, rc;
+    std::int64_t total_out = 0, total_in = 0;
+    for (int j = 0; j < n; ++j) sc.push_back(amount(me, j)), rc.push_back(amount(j, me));
+    for (int j = 0; j < n; ++j) total_out += sc[std::size_t(j)], total_in += rc[std::size_t(j)];
+    dvec<T> in(dev, inputs(group[std::size_t(me)], total_out)), out(dev, std::vector<double>(std::size_t(total_in), 0.0));
+    const std::int64_t sent = c.all_to_all_v(in.c(), std::span<const std::int64_t>(sc), out.m(), std::span<const std::int64_t>(rc));
+    const std::vector<double> got = out.get();
+    std::int64_t at = 0, want_sent = 0;
+    for (int j = 0; j < n; ++j) {
+      std::int64_t first = 0;  // where rank j's block for me starts in its send buffer
+      for (int q = 0; q < me; ++q) first += amount(j, q);
+      for (std::int64_t k = 0; k < amount(j, me); ++k, ++at) CHECK(got[std::size_t(at)] == input(group[std::size_t(j)], first + k));
+      if (j != me) want_sent += amount(me, j) * eb;
+    }
+    CHECK(sent == want_sent);
+  }
   // broadcast from the last rank: every other rank receives len elements once, so the group
   // sends (n-1) len elements in all, whatever order NCCL's ring takes
   {

@@ -117,12 +117,24 @@ std::vector<mesh_shape> meshes_for(int ranks) {
 /// each experts op's among its expert-parallel ones (whole experts per device on some axis).
 enum class plan_draw { uniform, context_parallel, expert_parallel };
 
-/// Whether the op's first input is split on dim 1 on some axis: an attention core's sequence
-/// (context parallel), an experts op's expert dim (expert parallel).
-bool context_parallel(const signature& sig) {
+/// Whether an op of `kind` runs context or expert parallel under sig: an attention core's query
+/// sequence split on some axis, an experts or routed_experts op's whole experts split (its
+/// weights S(0) on some axis; the capacity-bound experts op's X is then S(1) there).
+bool context_parallel(const signature& sig, op_kind kind = op_kind::attention) {
+  if (kind == op_kind::experts || kind == op_kind::routed_experts) {
+    for (int a = 0; a < sig.params[0].size(); ++a)
+      if (sig.params[0][a] == S(0)) return true;
+    return false;
+  }
   for (int a = 0; a < sig.inputs[0].size(); ++a)
     if (sig.inputs[0][a] == S(1)) return true;
   return false;
+}
+
+/// Whether ops of kind k are the ones a draw picks among: attention cores, or either experts op.
+bool drawn_kind(plan_draw draw, op_kind k) {
+  if (draw == plan_draw::context_parallel) return k == op_kind::attention;
+  return k == op_kind::experts || k == op_kind::routed_experts;
 }
 
 std::vector<int> random_plan(const plan_problem& problem, std::uint64_t seed, plan_draw draw = plan_draw::uniform) {
@@ -131,33 +143,36 @@ std::vector<int> random_plan(const plan_problem& problem, std::uint64_t seed, pl
   std::vector<int> pick(std::size_t(u.nodes()));
   for (int n = 0; n < u.nodes(); ++n) pick[std::size_t(n)] = int(rng() % std::uint64_t(u.candidates(n)));
   if (draw == plan_draw::uniform) return pick;
-  const op_kind drawn = draw == plan_draw::context_parallel ? op_kind::attention : op_kind::experts;
   for (int op = 0; op < int(problem.model().ops.size()); ++op) {
-    if (problem.model().ops[std::size_t(op)].kind != drawn) continue;
+    const op_kind kind = problem.model().ops[std::size_t(op)].kind;
+    if (!drawn_kind(draw, kind)) continue;
     std::vector<int> cp;
     for (int c = 0; c < int(problem.op_candidates(op).size()); ++c)
-      if (context_parallel(problem.op_candidates(op)[std::size_t(c)])) cp.push_back(c);
+      if (context_parallel(problem.op_candidates(op)[std::size_t(c)], kind)) cp.push_back(c);
     if (!cp.empty()) pick[std::size_t(op)] = cp[rng() % cp.size()];
   }
   return pick;
 }
 
 /// How many attention cores (experts ops) plan `pick` runs context (expert) parallel.
-int context_parallel_cores(const plan_problem& problem, const std::vector<int>& pick, op_kind kind = op_kind::attention) {
+int context_parallel_cores(const plan_problem& problem, const std::vector<int>& pick, plan_draw draw) {
   int n = 0;
-  for (int op = 0; op < int(problem.model().ops.size()); ++op)
-    n += problem.model().ops[std::size_t(op)].kind == kind &&
-         context_parallel(problem.op_candidates(op)[std::size_t(pick[std::size_t(op)])]);
+  for (int op = 0; op < int(problem.model().ops.size()); ++op) {
+    const op_kind kind = problem.model().ops[std::size_t(op)].kind;
+    n += drawn_kind(draw, kind) && context_parallel(problem.op_candidates(op)[std::size_t(pick[std::size_t(op)])], kind);
+  }
   return n;
 }
 
-/// Whether some op of `kind` has a candidate splitting its first input's dim 1 (the mesh and
-/// the shapes allow a context- or expert-parallel draw).
-bool drawable(const plan_problem& problem, op_kind kind) {
-  for (int op = 0; op < int(problem.model().ops.size()); ++op)
-    if (problem.model().ops[std::size_t(op)].kind == kind)
+/// Whether some op the draw picks among has a context- or expert-parallel candidate (the mesh and
+/// the shapes allow the draw).
+bool drawable(const plan_problem& problem, plan_draw draw) {
+  for (int op = 0; op < int(problem.model().ops.size()); ++op) {
+    const op_kind kind = problem.model().ops[std::size_t(op)].kind;
+    if (drawn_kind(draw, kind))
       for (const signature& sig : problem.op_candidates(op))
-        if (context_parallel(sig)) return true;
+        if (context_parallel(sig, kind)) return true;
+  }
   return false;
 }
 
@@ -321,9 +336,8 @@ void check_model(const std::string& spec, int plans, optimizer opt, schedule sc 
       // odd plans of a context-parallel draw keep the uniform draw's attention layouts
       std::vector<int> pick = sc.strategy.empty() ? random_plan(problem, seed, k % 2 == 0 ? draw : plan_draw::uniform)
                                                   : solve_plan(problem, parse_strategy(sc.strategy)).pick;
-      const op_kind drawn = draw == plan_draw::expert_parallel ? op_kind::experts : op_kind::attention;
-      const int cp_cores = context_parallel_cores(problem, pick, drawn);
-      if (draw != plan_draw::uniform && k % 2 == 0 && drawable(problem, drawn)) CHECK(cp_cores > 0);
+      const int cp_cores = context_parallel_cores(problem, pick, draw);
+      if (draw != plan_draw::uniform && k % 2 == 0 && drawable(problem, draw)) CHECK(cp_cores > 0);
       const cost_terms totals = problem.untied().evaluate(pick);
       const double predicted = totals.bytes;
       executor on(m);
@@ -357,8 +371,11 @@ void check_model(const std::string& spec, int plans, optimizer opt, schedule sc 
 #endif
 #if defined(AUTODDL_TEST_OPAQUE_DEVICE)
         // the host reads only what a user reads: each micro-batch's loss part, the step's loss
-        // and the finiteness flag (both through one all-reduced double)
-        CHECK(on.dev.downloads() - downloads_before <= sc.microbatches + 2);
+        // and the finiteness flag (both through one all-reduced double); and a dropless
+        // routed_experts op its picks, to sort the routed rows (forward, backward, and a forward
+        // rerun by recomputation)
+        const auto routed = std::ranges::count_if(g.ops, [](const op_node& n) { return n.kind == op_kind::routed_experts; });
+        CHECK(on.dev.downloads() - downloads_before <= sc.microbatches * (1 + 3 * routed) + 2);
 #endif
         if (rank == 0 && want == oracle::equal)
           CHECK(std::abs(loss - serial.losses[std::size_t(s)]) <= tolerance * std::abs(serial.losses[std::size_t(s)]));
@@ -498,8 +515,9 @@ TEST_CASE("random plans of a tiny LLaMA read from an hf config train like serial
 // float32, the type autoddl-train trains in, on a model without discrete decisions (GELU, softmax,
 // layernorm: round-off moves every value by round-off only), to 1e-4.
 // A tiny mixture of experts (4 experts, top-2): capacity 1.25 (10 slots of 16 tokens' 32
-// routes, so sequences drop tokens) and dropless; even plans draw every experts op expert
-// parallel where the mesh allows (the dispatch's S(0) -> S(1), an all-to-all).
+// routes, so sequences drop tokens) and dropless (routed_experts); even plans draw every experts
+// op expert parallel where the mesh allows (the dispatch's S(0) -> S(1), an all-to-all; dropless,
+// whole experts per device over every token, its partial output summed by boxing).
 const std::string tiny_moe = "llama:layers=2,hidden=32,heads=4,kv_heads=2,ffn=32,experts=4,topk=2,seq=16,batch=8,vocab=64";
 
 TEST_CASE("random plans of a tiny mixture of experts, expert parallel among them, train like serial execution",

@@ -118,6 +118,10 @@ inline std::vector<op_node> op_cases() {
   r.push_back(make_op("experts", op_kind::experts, {{4, 4, 3, 8}}, {{4, 8, 6}, {4, 8, 6}, {4, 6, 8}}));
   a.capacity = 0;
   r.push_back(make_op("combine", op_kind::combine, {{4, 4, 3, 8}, {4, 4, 4}}, {}, a));
+  // dropless: each token's top 2 of 4 experts by its random gates, the routed rows only
+  a = {};
+  a.topk = 2;
+  r.push_back(make_op("routed_experts", op_kind::routed_experts, {{4, 4, 8}, {4, 4, 4}}, {{4, 8, 6}, {4, 8, 6}, {4, 6, 8}}, a));
   return r;
 }
 

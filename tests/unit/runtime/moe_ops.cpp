@@ -10,6 +10,8 @@
 //   slot and counts in the balancing loss, a non-zero gate outside the top k is not routed, and
 //   on random logits the loss's counts and the slot map's both match a brute-force top-k;
 // - capacity_slots against ceil(factor * seq * k / E).
+// - routed_experts (dropless) against a loop over each token's top-k experts, and against the
+//   capacity-bound ops at seq slots.
 #include <algorithm>
 #include <cmath>
 #include <numeric>
@@ -257,6 +259,53 @@ TEST_CASE("capacity is ceil(factor * seq * k / E), at least 1, at most seq; 0 is
   CHECK(capacity_slots(4096, 128, 8, 1.25) == 320);
   CHECK(capacity_slots(16, 4, 2, 4) == 16);
   CHECK(capacity_slots(2, 64, 1, 1.0) == 1);
+}
+
+// Dropless routed_experts against two oracles: a loop over each token's top-k experts of its gate
+// row (SwiGLU written out, weighted by the gate, summed), and the capacity-bound ops at seq slots
+// (dispatch, experts and combine: nothing dropped, every slot computed), which must agree.
+TEST_CASE("routed_experts equals a loop over each token's top-k experts and the ops at seq slots", "[runtime][kernels][moe]") {
+  const std::int64_t b = 2, s = 6, e = 4, h = 5, f = 3;
+  op_attrs a;
+  a.topk = 2;
+  const tensor_shape wg{e, h, f}, wd{e, f, h};
+  const op_node op = sim::make_op("routed", op_kind::routed_experts, {{b, s, h}, {b, s, e}}, {wg, wg, wd}, a);
+  std::mt19937_64 rng(11);
+  const sim::global_operands g = sim::random_operands(op, rng);
+  const sim::host_tensor y = sim::forward_serial(op, g);
+  const auto& x = g.inputs[0].v;
+  const auto& gate = g.inputs[1].v;
+  for (std::int64_t t = 0; t < b * s; ++t) {
+    const std::vector<double> row(gate.begin() + t * e, gate.begin() + (t + 1) * e);
+    std::vector<double> want(static_cast<std::size_t>(h), 0.0);
+    for (const int c : brute_top_k(row, a.topk)) {
+      std::vector<double> m(static_cast<std::size_t>(f), 0.0);
+      for (std::int64_t j = 0; j < f; ++j) {
+        double av = 0, uv = 0;
+        for (std::int64_t i = 0; i < h; ++i) {
+          av += x[std::size_t(t * h + i)] * g.params[0].v[std::size_t((c * h + i) * f + j)];
+          uv += x[std::size_t(t * h + i)] * g.params[1].v[std::size_t((c * h + i) * f + j)];
+        }
+        m[std::size_t(j)] = av / (1 + std::exp(-av)) * uv;
+      }
+      for (std::int64_t i = 0; i < h; ++i)
+        for (std::int64_t j = 0; j < f; ++j)
+          want[std::size_t(i)] += row[std::size_t(c)] * m[std::size_t(j)] * g.params[2].v[std::size_t((c * f + j) * h + i)];
+    }
+    for (std::int64_t i = 0; i < h; ++i) {
+      CAPTURE(t, i);
+      CHECK(std::abs(y.v[std::size_t(t * h + i)] - want[std::size_t(i)]) <= 1e-12 * (1 + std::abs(want[std::size_t(i)])));
+    }
+  }
+  op_attrs slots = a;
+  slots.capacity = int(s);
+  const op_node d = sim::make_op("dispatch", op_kind::dispatch, {{b, s, h}, {b, s, e}}, {}, slots);
+  const op_node x_op = sim::make_op("experts", op_kind::experts, {{b, e, s, h}}, {wg, wg, wd});
+  const op_node c_op = sim::make_op("combine", op_kind::combine, {{b, e, s, h}, {b, s, e}}, {}, a);
+  sim::global_operands gd{{g.inputs[0], g.inputs[1]}, {}, {}}, gx{{sim::forward_serial(d, gd)}, g.params, {}};
+  sim::global_operands gc{{sim::forward_serial(x_op, gx), g.inputs[1]}, {}, {}};
+  const sim::host_tensor padded = sim::forward_serial(c_op, gc);
+  for (std::size_t i = 0; i < y.v.size(); ++i) CHECK(std::abs(y.v[i] - padded.v[i]) <= 1e-12 * (1 + std::abs(padded.v[i])));
 }
 
 }  // namespace moe_ops_cases

@@ -7,6 +7,7 @@
 //   reduce-scatter   ring, n-1 steps, sends (n-1) chunks, sums     = (n-1)/n   * T
 //   all-reduce       reduce-scatter then all-gather                = 2(n-1)/n  * T
 //   all-to-all       pairwise exchange, n-1 steps, one block each  = (n-1)/n^2 * T
+//   all-to-all-v     MPI_Ialltoallv, variable counts per peer      = sum over peers j != rank of count_j
 // where T is the whole buffer (n chunks) for the first three and n * (one rank's buffer) for
 // all-to-all. Chunk convention: a buffer of n equal chunks, rank i of the group owns chunk i.
 // Sums run in a fixed order per chunk, so integer-valued floats come out exact. Every wait
@@ -31,10 +32,15 @@ namespace autoddl::mpi {
 template <class T>
 concept MpiElement = std::is_same_v<T, float> || std::is_same_v<T, double>;
 
-template <MpiElement T>
+/// What a variable-count all-to-all carries: activations, or the token counts exchanged before them.
+template <class T>
+concept MpiExchangeElement = MpiElement<T> || std::is_same_v<T, std::int64_t>;
+
+template <MpiExchangeElement T>
 inline MPI_Datatype datatype_of() {
   if constexpr (std::is_same_v<T, float>) return MPI_FLOAT;
-  else return MPI_DOUBLE;
+  else if constexpr (std::is_same_v<T, double>) return MPI_DOUBLE;
+  else return MPI_INT64_T;
 }
 
 /// One communicator (one mesh axis, or the world) with byte-counting ring collectives.
@@ -132,6 +138,43 @@ class ring_comm {
       sendrecv(in.data() + to * c, to, out.data() + from * c, from, c);
       sent += c * std::int64_t(sizeof(T));
     }
+    return count(sent);
+  }
+
+  /// Variable counts (MPI_Ialltoallv): the first send_counts[0] elements of `in` go to rank 0,
+  /// the next send_counts[1] to rank 1, ...; `out` receives recv_counts[j] elements from rank j,
+  /// in rank order. A dropless expert dispatch carries exactly its routed tokens this way.
+  /// Example on 2 ranks: rank 0 sends {a | b c}, rank 1 {d e | f}; rank 0 gets {a | d e}.
+  /// @pre in.size() == sum(send_counts), out.size() == sum(recv_counts), each count < 2^31.
+  /// Returns the bytes sent to other ranks (its own block is a local copy).
+  template <MpiExchangeElement T>
+  std::int64_t all_to_all_v(std::span<const T> in, std::span<const std::int64_t> send_counts, std::span<T> out,
+                            std::span<const std::int64_t> recv_counts) {
+    if (send_counts.size() != std::size_t(size_) || recv_counts.size() != std::size_t(size_))
+      abort_job(comm_, "all-to-all-v needs one send and one receive count per rank of a group of " +
+                           std::to_string(size_) + ", got " + std::to_string(send_counts.size()) + " and " +
+                           std::to_string(recv_counts.size()));
+    const auto n = static_cast<std::size_t>(size_);
+    std::vector<int> sc(n), sd(n), rc(n), rd(n);
+    std::int64_t s_off = 0, r_off = 0, sent = 0;
+    for (int j = 0; j < size_; ++j) {
+      sc[std::size_t(j)] = count_of(send_counts[std::size_t(j)], comm_);
+      rc[std::size_t(j)] = count_of(recv_counts[std::size_t(j)], comm_);
+      sd[std::size_t(j)] = count_of(s_off, comm_);
+      rd[std::size_t(j)] = count_of(r_off, comm_);
+      s_off += send_counts[std::size_t(j)];
+      r_off += recv_counts[std::size_t(j)];
+      if (j != rank_) sent += send_counts[std::size_t(j)] * std::int64_t(sizeof(T));
+    }
+    if (s_off != std::int64_t(in.size()) || r_off != std::int64_t(out.size()))
+      abort_job(comm_, "all-to-all-v got " + std::to_string(in.size()) + " elements to send and room for " +
+                           std::to_string(out.size()) + ", but its counts sum to " + std::to_string(s_off) + " and " +
+                           std::to_string(r_off) + "; size the buffers by the counts");
+    MPI_Request r = MPI_REQUEST_NULL;
+    check(MPI_Ialltoallv(in.data(), sc.data(), sd.data(), datatype_of<T>(), out.data(), rc.data(), rd.data(),
+                         datatype_of<T>(), comm_, &r),
+          "MPI_Ialltoallv", comm_);
+    check(wait_one(r, sent), "MPI_Alltoallv", comm_);
     return count(sent);
   }
 

@@ -18,6 +18,7 @@
 //                                                  topology; the group's sum, (n-1) count sizeof(T),
 //                                                  holds whatever the order)
 //   send            ncclSend(count)                count * sizeof(T)
+//   all_to_all_v    ncclSend(count_j) to each j != rank, in one group: the sum of count_j * sizeof(T)
 // For the collectives of sbp/boxing.hpp's table these equal the cost model's bytes per device, which
 // the tests check (tests/cuda/backend/nccl.cpp).
 //
@@ -57,6 +58,16 @@ constexpr ncclDataType_t data_type_v = std::is_same_v<T, float>    ? ncclFloat32
                                        : std::is_same_v<T, double> ? ncclFloat64
                                        : std::is_same_v<T, __half> ? ncclFloat16
                                                                    : ncclBfloat16;
+
+/// What a variable-count all-to-all carries: activations, or the token counts sent before them.
+template <class T>
+concept ExchangeElement = cuda::CudaElement<T> || std::is_same_v<T, std::int64_t>;
+
+template <ExchangeElement T>
+constexpr ncclDataType_t exchange_type_v() {
+  if constexpr (std::is_same_v<T, std::int64_t>) return ncclInt64;
+  else return data_type_v<T>;
+}
 
 /// Aborts the job of `comm` when an NCCL call failed, naming the call and NCCL's reason.
 inline void check(ncclResult_t rc, const char* call, MPI_Comm comm) {
@@ -223,6 +234,47 @@ class nccl_comm {
       sent += bytes_of<T>(c);
       check_or_abort(ncclRecv(out.data() + std::size_t(from) * c, c, data_type_v<T>, from, comm_, stream_),
                      "ncclRecv (all-to-all)");
+    }
+    check_or_abort(ncclGroupEnd(), "ncclGroupEnd");
+    return count(sent);
+  }
+
+  /// Variable counts, as mpi::ring_comm::all_to_all_v: send_counts[j] elements of `in` (in rank
+  /// order) go to rank j and recv_counts[j] arrive from it, as one group of ncclSend/ncclRecv
+  /// (the counts live on the host: a dropless dispatch exchanges them first). @pre in and out do
+  /// not overlap; the counts sum to the buffers' sizes.
+  template <ExchangeElement T>
+  std::int64_t all_to_all_v(std::span<const T> in, std::span<const std::int64_t> send_counts, std::span<T> out,
+                            std::span<const std::int64_t> recv_counts) {
+    const std::size_t n = std::size_t(size_);
+    if (send_counts.size() != n || recv_counts.size() != n)
+      fail("all-to-all-v needs one send and one receive count per rank of a group of " + std::to_string(size_));
+    std::int64_t s_total = 0, r_total = 0;
+    for (std::size_t j = 0; j < n; ++j) s_total += send_counts[j], r_total += recv_counts[j];
+    if (s_total != std::int64_t(in.size()) || r_total != std::int64_t(out.size()))
+      fail("all-to-all-v's counts sum to " + std::to_string(s_total) + " and " + std::to_string(r_total) + " for buffers of " +
+           std::to_string(in.size()) + " and " + std::to_string(out.size()) + " elements; size the buffers by the counts");
+    std::int64_t sent = 0, s_off = 0, r_off = 0;
+    check_or_abort(ncclGroupStart(), "ncclGroupStart");
+    for (std::size_t j = 0; j < n; ++j) {
+      const std::size_t sc = std::size_t(send_counts[j]), rc = std::size_t(recv_counts[j]);
+      if (int(j) == rank_) {
+        if (sc > 0)
+          check_or_abort(cudaMemcpyAsync(out.data() + r_off, in.data() + s_off, sc * sizeof(T), cudaMemcpyDeviceToDevice,
+                                         stream_),
+                         "cudaMemcpyAsync (all-to-all-v, own block)");
+      } else {
+        if (sc > 0) {
+          check_or_abort(ncclSend(in.data() + s_off, sc, exchange_type_v<T>(), int(j), comm_, stream_),
+                         "ncclSend (all-to-all-v)");
+          sent += std::int64_t(sc * sizeof(T));
+        }
+        if (rc > 0)
+          check_or_abort(ncclRecv(out.data() + r_off, rc, exchange_type_v<T>(), int(j), comm_, stream_),
+                         "ncclRecv (all-to-all-v)");
+      }
+      s_off += std::int64_t(sc);
+      r_off += std::int64_t(rc);
     }
     check_or_abort(ncclGroupEnd(), "ncclGroupEnd");
     return count(sent);
