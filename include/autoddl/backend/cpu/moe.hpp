@@ -53,7 +53,7 @@ struct cpu_moe_primitives {
       compute_type_t<T> sum{};
       for (std::int64_t c : sel) sum += pr[c];
       std::fill(gr, gr + e, T{});
-      for (std::int64_t c : sel) gr[c] = renormalize ? pr[c] / sum : pr[c];
+      for (std::int64_t c : sel) gr[c] = renormalize ? pr[c] / sum : compute_type_t<T>(pr[c]);
     }
   }
 

@@ -22,19 +22,23 @@
 #include <utility>
 #include <vector>
 
+#include "autoddl/backend/cpu/half_types.hpp"
 #include "autoddl/backend/device.hpp"
 #include "autoddl/backend/mpi/error.hpp"
 #include "autoddl/backend/mpi/wait.hpp"
 
 namespace autoddl::mpi {
 
+/// The element types the collectives move: float, double and the 16-bit storage types, which
+/// travel as 16-bit words and are summed here, each addition rounded as a 16-bit store is.
 template <class T>
-concept MpiElement = std::is_same_v<T, float> || std::is_same_v<T, double>;
+concept MpiElement = std::is_same_v<T, float> || std::is_same_v<T, double> || is_half_float_v<T>;
 
 template <MpiElement T>
 inline MPI_Datatype datatype_of() {
   if constexpr (std::is_same_v<T, float>) return MPI_FLOAT;
-  else return MPI_DOUBLE;
+  else if constexpr (std::is_same_v<T, double>) return MPI_DOUBLE;
+  else return MPI_UINT16_T;
 }
 
 /// One communicator (one mesh axis, or the world) with byte-counting ring collectives.
