@@ -208,6 +208,11 @@ struct cpu_device : cpu_elementwise_primitives, cpu_rowwise_primitives, cpu_wind
     detail::check_rows(rows, cols, ldy, y.size(), "copy_rows: y");
     for (std::int64_t r = 0; r < rows; ++r) std::copy_n(x.data() + r * ldx, cols, y.data() + r * ldy);
   }
+  /// y[i] = x[i] in y's element type: rounded to nearest even into a 16-bit type, exact out of one.
+  template <class From, class To>
+  void convert(std::span<const From> x, std::span<To> y) {
+    std::transform(x.begin(), x.end(), y.begin(), [](const From& v) { return To(v); });
+  }
   template <class T>
   bool all_finite(std::span<const T> x) const {
     // sum of x * 0 is 0 unless some x is NaN or Inf: one branch-free pass

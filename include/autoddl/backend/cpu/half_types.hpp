@@ -44,7 +44,7 @@ constexpr std::uint16_t float16_bits_of(float f) {
     return s > 24 ? sign : std::uint16_t(sign | shift_right_to_even(m, s));
   }
   // normal: a carry out of the mantissa moves into the exponent, as it should
-  return std::uint16_t(sign | (std::uint32_t(e - 112) << 10) + shift_right_to_even(m, 13) - 0x400u);
+  return std::uint16_t(sign | ((std::uint32_t(e - 112) << 10) + shift_right_to_even(m, 13) - 0x400u));
 }
 constexpr float float_of_float16_bits(std::uint16_t h) {
   const std::uint32_t sign = std::uint32_t(h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
