@@ -18,21 +18,32 @@
 
 namespace autoddl::tools::train {
 
-using cpu_trainer = trainer<float, cpu_device, mpi::mpi_mesh_comm>;
+template <class T>
+using cpu_trainer = trainer<T, cpu_device, mpi::mpi_mesh_comm>;
 
-// --check-serial: rank 0 trains the same model serially, step for step, with the same
-// micro-batches and no recomputation (recomputing changes no number); the loss is compared every
-// step, gradients and parameters after the first step, before differences compound.
-class serial_check {
+/// What --check-serial found: the largest relative differences from serial training.
+struct serial_check {
+  double worst() const { return std::max({err_loss, err_grads, err_params}); }
+
+  double err_loss = 0, err_grads = 0, err_params = 0;
+  std::string worst_grad_name, worst_param_name;
+};
+
+// --check-serial: rank 0 trains the same model serially in the same element type T, step for
+// step, with the same micro-batches and no recomputation (recomputing changes no number); the loss
+// is compared every step, gradients and parameters after the first step, before differences
+// compound.
+template <class T>
+class serial_run_check : public serial_check {
  public:
-  serial_check(const prepared& p, int rank) : model_(p.g), rank_(rank) {
+  serial_run_check(const prepared& p, int rank) : model_(p.g), rank_(rank) {
     if (rank != 0) return;
     plan_options so = p.o;
     so.mesh = mesh_shape{1};
     so.recompute = recompute_mode::none;
     problem_ = std::make_unique<plan_problem>(p.g, so);
     self_ = std::make_unique<mpi::mpi_mesh_comm>(mesh_shape{1}, MPI_COMM_SELF);
-    serial_ = std::make_unique<cpu_trainer>(plan_of(*problem_, solve_plan(*problem_, strategy::dp{}).pick), dev_, *self_, p.to);
+    serial_ = std::make_unique<cpu_trainer<T>>(plan_of(*problem_, solve_plan(*problem_, strategy::dp{}).pick), dev_, *self_, p.to);
     if (!p.resume_folder.empty()) restore(*serial_, p, model_, mesh_shape{1}, mesh_coord{});
   }
 
@@ -48,11 +59,6 @@ class serial_check {
     compared_ = true;
   }
 
-  double worst() const { return std::max({err_loss, err_grads, err_params}); }
-
-  double err_loss = 0, err_grads = 0, err_params = 0;
-  std::string worst_grad_name, worst_param_name;
-
  private:
   // Every parameter and gradient gathered to rank 0 and compared with the serial run's.
   template <class Trainer, class Gather>
@@ -60,7 +66,8 @@ class serial_check {
     std::vector<std::vector<float>> sp, sg;
     if (rank_ == 0)
       for (std::size_t q = 0; q < model_.params.size(); ++q) {
-        sp.push_back(serial_->param_shard(int(q)));
+        const std::vector<T> value = serial_->param_shard(int(q));
+        sp.emplace_back(value.begin(), value.end());
         sg.push_back(serial_->grad_shard(int(q)));
       }
     const double gfloor = rank_ == 0 ? 1e-3 * max_abs(sg) : 0, pfloor = rank_ == 0 ? 1e-3 * max_abs(sp) : 0;
@@ -80,7 +87,7 @@ class serial_check {
   std::unique_ptr<plan_problem> problem_;
   cpu_device dev_;
   std::unique_ptr<mpi::mpi_mesh_comm> self_;
-  std::unique_ptr<cpu_trainer> serial_;
+  std::unique_ptr<cpu_trainer<T>> serial_;
 };
 
 }  // namespace autoddl::tools::train
