@@ -192,6 +192,7 @@ std::shared_ptr<text_corpus> read_corpus(const std::string& path) {
 // gradient, scale / micro-batches, is itself an fp16 value), doubled after 1000 clean steps.
 void set_dtype(const settings& s, prepared& p) {
   p.o.type = parse_dtype(s.dtype);
+  p.o.fp32_gradient_sums = true;  // as the executor keeps them (a 16-bit run's gradient sums are fp32)
   if (p.o.type == dtype::fp64) throw error("autoddl-train trains fp32, bf16 or fp16, not fp64; use --dtype fp32");
   if (p.o.type != dtype::fp32 && s.device != "cpu")
     throw error("--device " + s.device + " trains fp32 here; --dtype " + s.dtype + " runs on --device cpu");

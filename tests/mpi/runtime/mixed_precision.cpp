@@ -23,6 +23,7 @@
 #include "autoddl/runtime/trainer.hpp"
 #include "autoddl/search/plan_of.hpp"
 #include "autoddl/search/solve.hpp"
+#include "autoddl/search/step_memory.hpp"
 
 using namespace autoddl;
 
@@ -53,6 +54,7 @@ plan_problem problem_of(const graph& g, const mesh_shape& m, dtype type, optimiz
   o.opt = opt;
   o.zero1_layouts = true;
   o.zero2_layouts = true;
+  o.fp32_gradient_sums = true;  // the trainer's gradient sums, priced as it keeps them
   return plan_problem(g, o);
 }
 
@@ -143,7 +145,8 @@ TEST_CASE("a tiny LLaMA trained in bf16 on 4 ranks follows the fp32 run's loss w
 // x the gradient difference; where the two masters straddle a bf16 rounding boundary the bf16
 // parameters differ by one whole spacing, at most 2^-7 of the value: 2^-7 + lr x 2^-3 x the
 // gradients' scale over the parameters' scale.
-TEST_CASE("random bf16 plans train like serial bf16 training within bf16's round-off", "[mpi][runtime][mixed][random]") {
+TEST_CASE("random bf16 plans train like serial bf16 training within bf16's round-off, at the predicted bytes and peak",
+          "[mpi][runtime][mixed][random]") {
   const int ranks = world_size(), rank = world_rank();
   train_options to;
   to.opt = optimizer::sgd_momentum;
@@ -177,9 +180,17 @@ TEST_CASE("random bf16 plans train like serial bf16 training within bf16's round
       losses.push_back(t.train_step(s));
       CHECK(double(t.last_step_bytes()) == predicted);  // the collectives move bf16, as the plan prices them
     }
+    // the step's replayed memory (search/step_memory.hpp) counts the fp32 master copy, gradient
+    // sums and optimizer state the trainer keeps beside the bf16 parameters: the measured peak
+    // (max over ranks) is the predicted one
+    std::int64_t peak = t.last_step_peak_bytes();
+    MPI_Allreduce(MPI_IN_PLACE, &peak, 1, MPI_INT64_T, MPI_MAX, MPI_COMM_WORLD);
+    const double peak_ratio = double(peak) / double(replay_step_memory(problem, pick).peak());
     const auto params = whole_params(t, comm, g);
     const auto grads = whole_grads(t, comm, g);
     if (rank != 0) continue;
+    CHECK(peak_ratio >= 0.95);
+    CHECK(peak_ratio <= 1.05);
     double worst_loss = 0, worst_grad = 0, worst_param = 0;
     for (int s = 0; s < 2; ++s)
       worst_loss = std::max(worst_loss, std::abs(losses[std::size_t(s)] - serial_loss[std::size_t(s)]) / serial_loss[std::size_t(s)]);
@@ -187,9 +198,9 @@ TEST_CASE("random bf16 plans train like serial bf16 training within bf16's round
       worst_grad = std::max(worst_grad, max_rel_error(grads[p], serial_grads[p], 1e-3 * max_abs(serial_grads)));
       worst_param = std::max(worst_param, max_rel_error(params[p], serial_params[p], 1e-3 * max_abs(serial_params)));
     }
-    std::printf("tiny LLaMA on mesh %d, random bf16 plan seed %llu: bytes/step %.0f (= predicted); relative error vs serial "
-                "bf16: loss %.2e, grads %.2e, params %.2e\n",
-                ranks, static_cast<unsigned long long>(seed), predicted, worst_loss, worst_grad, worst_param);
+    std::printf("tiny LLaMA on mesh %d, random bf16 plan seed %llu: bytes/step %.0f (= predicted), peak measured/predicted "
+                "%.3f; relative error vs serial bf16: loss %.2e, grads %.2e, params %.2e\n",
+                ranks, static_cast<unsigned long long>(seed), predicted, peak_ratio, worst_loss, worst_grad, worst_param);
     CHECK(worst_loss <= 2 * 0x1p-8);
     CHECK(worst_grad <= 0x1p-3);
     CHECK(worst_param <= 0x1p-7 + to.lr * 0x1p-3 * max_abs(serial_grads) / max_abs(serial_params));
