@@ -114,7 +114,8 @@ void check_resume(const settings& s, prepared& p) {
   const std::string manifest = (p.resume_folder / "manifest.json").string();
   if (!same_model(m.model, s.model))
     throw error("checkpoint " + manifest + " was written for model '" + m.model + "', not '" + s.model + "'");
-  if (m.dtype != "fp32") throw error("checkpoint " + manifest + " holds " + m.dtype + " values; autoddl-train trains fp32");
+  if (m.dtype != s.dtype)
+    throw error("checkpoint " + manifest + " was written by a " + m.dtype + " run; resume with --dtype " + m.dtype);
   if (parse_optimizer(m.optimizer) != p.to.opt)
     throw error("checkpoint " + manifest + " was written with optimizer " + m.optimizer + "; resume with --optimizer " +
                 m.optimizer);
@@ -205,6 +206,20 @@ std::shared_ptr<text_corpus> read_corpus(const std::string& path) {
   return text;
 }
 
+// --dtype: the plan priced in it; fp16 trains with a dynamic loss scale from 2^15 (the loss
+// gradient, scale / micro-batches, is itself an fp16 value), doubled after 1000 clean steps.
+void set_dtype(const settings& s, prepared& p) {
+  p.o.type = parse_dtype(s.dtype);
+  p.o.fp32_gradient_sums = true;  // as the executor keeps them (a 16-bit run's gradient sums are fp32)
+  if (p.o.type == dtype::fp64) throw error("autoddl-train trains fp32, bf16 or fp16, not fp64; use --dtype fp32");
+  if (p.o.type != dtype::fp32 && s.device != "cpu")
+    throw error("--device " + s.device + " trains fp32 here; --dtype " + s.dtype + " runs on --device cpu");
+  if (p.o.type == dtype::fp16) {
+    p.to.loss_scale = 32768;
+    p.to.loss_scale_window = 1000;
+  }
+}
+
 prepared prepare(const settings& s, int ranks) {
   prepared p;
   p.o.mesh = p.mesh = parse_mesh(s.mesh);
@@ -218,6 +233,7 @@ prepared prepare(const settings& s, int ranks) {
   p.to.lr = s.lr_given || s.data.empty() ? s.lr : 3e-3;  // --data: a small GPT learns visibly in a few hundred steps
   p.to.seed = s.seed;
   p.to.check_finite = !s.no_check_finite;
+  set_dtype(s, p);
   if (!s.data.empty()) {  // a byte-level text for a GPT with vocab 256
     p.text = read_corpus(s.data);
     p.to.text = p.text.get();
@@ -310,7 +326,9 @@ void read_plan_option(settings& s, const CLI::App& app) {
     throw error(where + " is for mesh " + to_string(f.pipeline_mesh) + ", not " + s.mesh);
   for (const char* knob : {"--strategy", "--microbatches", "--recompute", "--seq", "--batch"})
     if (app.count(knob)) throw error(std::string(knob) + " and --plan both choose the plan; drop " + knob);
-  if (f.dtype != "fp32") throw error(where + " was made for " + f.dtype + "; autoddl-train trains fp32 (plan with --dtype fp32)");
+  if (app.count("--dtype") && s.dtype != f.dtype)
+    throw error(where + " was priced in " + f.dtype + "; drop --dtype " + s.dtype + " (the plan's is used) or plan again with --dtype " + s.dtype);
+  s.dtype = f.dtype;
   if (!s.optimizer_s.empty() && parse_optimizer(f.optimizer) != parse_optimizer(s.optimizer_s))
     throw error(where + " was priced for optimizer " + f.optimizer + "; drop --optimizer " + s.optimizer_s +
                 " (the plan's is used) or plan again with --optimizer " + s.optimizer_s);
@@ -355,25 +373,27 @@ struct whole_tensor {
   mpi::mpi_mesh_comm& host;
   mpi::pipeline_comms* pc;
   std::vector<int> owner;  ///< per parameter: the stage gathered (a pipeline's)
-  std::vector<float> operator()(int q, const std::vector<float>& shard, const nd_sbp& layout) {
+  template <class U>  // float, or a 16-bit type's values widened (exactly)
+  std::vector<float> operator()(int q, const std::vector<U>& shard, const nd_sbp& layout) {
     const tensor_shape& shape = at(p.g.params, q).shape;
-    if (!pc) return gather_to_root(host, shard, shape, layout);
-    return tools::gather_stage_to_zero(*pc, at(owner, q), shard, shape, layout);
+    const std::vector<float> values(shard.begin(), shard.end());
+    if (!pc) return gather_to_root(host, values, shape, layout);
+    return tools::gather_stage_to_zero(*pc, at(owner, q), values, shape, layout);
   }
 };
 
 // Trains on `dev` with `comm` (its MPI mesh `host` gathers for --check-serial; a pipeline's
 // stages are `pc`'s); from here on ranks communicate, so a failure aborts the job (main).
-template <Device D, MeshCommunicator M>
+template <class T, Device D, MeshCommunicator M>
 int train(const settings& s, const prepared& p, int rank, int ranks, D& dev, M& comm, mpi::mpi_mesh_comm& host,
           mpi::pipeline_comms* pc) {
-  using trainer_t = trainer<float, D, M>;
+  using trainer_t = trainer<T, D, M>;
   trainer_t t(p.runs ? *p.runs : plan_of(*p.problem, p.plan.pick, p.pipeline ? p.pipeline->cut_ops : std::vector<int>{0}), dev,
               comm, p.to, stage_of<typename trainer_t::pipe_comm>(p, pc));
   if (!p.resume_folder.empty() &&
       !on_every_rank(rank, [&] { restore(t, p, p.g, p.o.mesh, comm.coords()); }))
     return 2;  // a shard missing, damaged or short: one sentence, nothing overwritten
-  std::unique_ptr<serial_check> check = s.check_serial ? std::make_unique<serial_check>(p, rank) : nullptr;
+  std::unique_ptr<serial_run_check<T>> check = s.check_serial ? std::make_unique<serial_run_check<T>>(p, rank) : nullptr;
   whole_tensor gather{p, host, pc, p.pipeline ? tools::param_owner_stages(p.g, p.pipeline->cut_ops) : std::vector<int>{}};
   const step_size z = step_size_of(p.g, p.o.microbatches);
   double since_log_s = 0;  // step time since the last progress line
@@ -395,6 +415,7 @@ int train(const settings& s, const prepared& p, int rank, int ranks, D& dev, M& 
       since_log = 0;
     }
     run.peak_bytes = std::max(run.peak_bytes, t.last_step_peak_bytes());
+    if (p.to.loss_scale > 0) run.loss_scales.push_back(t.loss_scale()), run.skipped_steps += t.last_step_skipped();
     if (check) check->after_step(k, run.losses.back(), t, gather);
     const bool due = s.checkpoint_every > 0 && (k + 1) % s.checkpoint_every == 0;
     if (!s.checkpoint_dir.empty() && (due || k + 1 == s.steps)) {
@@ -410,6 +431,18 @@ int train(const settings& s, const prepared& p, int rank, int ranks, D& dev, M& 
   return check && rank == 0 && !check->within() ? 1 : 0;  // --check-serial: a difference past the tolerance fails
 }
 
+// The CPU device in T (--dtype): its MPI mesh, or a pipeline's stages on MPI ranks.
+template <class T>
+int train_on_cpu(const settings& s, const prepared& p, int rank, int ranks) {
+  cpu_device dev;
+  if (p.pipeline) {
+    mpi::pipeline_comms pc(p.o.mesh, p.stages());
+    return train<T>(s, p, rank, ranks, dev, pc.mesh(), pc.mesh(), &pc);
+  }
+  mpi::mpi_mesh_comm comm(p.o.mesh);
+  return train<T>(s, p, rank, ranks, dev, comm, comm, nullptr);
+}
+
 // The device --device names, and its communicator; a pipeline's stages on MPI ranks.
 int train_on_device(const settings& s, const prepared& p, int rank, int ranks) {
 #if defined(AUTODDL_WITH_CUDA)
@@ -417,16 +450,12 @@ int train_on_device(const settings& s, const prepared& p, int rank, int ranks) {
     const int ordinal = nccl::local_device_ordinal();
     cuda::cuda_device dev(ordinal);
     nccl::nccl_mesh_comm comm(p.o.mesh, ordinal, dev.stream());
-    return train(s, p, rank, ranks, dev, comm, comm.mpi(), nullptr);
+    return train<float>(s, p, rank, ranks, dev, comm, comm.mpi(), nullptr);
   }
 #endif
-  cpu_device dev;
-  if (p.pipeline) {
-    mpi::pipeline_comms pc(p.o.mesh, p.stages());
-    return train(s, p, rank, ranks, dev, pc.mesh(), pc.mesh(), &pc);
-  }
-  mpi::mpi_mesh_comm comm(p.o.mesh);
-  return train(s, p, rank, ranks, dev, comm, comm, nullptr);
+  return p.o.type == dtype::bf16   ? train_on_cpu<bf16>(s, p, rank, ranks)
+         : p.o.type == dtype::fp16 ? train_on_cpu<fp16>(s, p, rank, ranks)
+                                   : train_on_cpu<float>(s, p, rank, ranks);
 }
 
 // The command line's options, read into s.
@@ -454,8 +483,11 @@ void add_options(CLI::App& app, settings& s) {
   app.add_option("--reshard", s.reshard, tools::reshard_help);
   app.add_option("--seed", s.seed, "seed of the data, the initial parameters and the search");
   app.add_option("--device", s.device, "cpu (default) or cuda (one GPU per rank; a build with CUDA and NCCL)");
-  app.add_flag("--check-serial", s.check_serial, "also train serially on rank 0, report the largest difference and a verdict against "
-               "fp32 round-off tolerances (exit 1 where they are exceeded)");
+  app.add_option("--dtype", s.dtype,
+                 "fp32 (default; a --plan file's dtype), bf16 or fp16: parameters and activations in it, fp32 master "
+                 "weights, gradient sums and optimizer state; fp16 with a dynamic loss scale");
+  app.add_flag("--check-serial", s.check_serial, "also train serially on rank 0 (in the same dtype), report the largest "
+               "difference and a verdict against the dtype's round-off tolerances (exit 1 where they are exceeded)");
   app.add_flag("--json", s.json, "print one JSON object on rank 0");
   app.add_flag("--no-check-finite", s.no_check_finite,
                "do not stop when the loss or a gradient turns NaN or Inf (by default training stops, naming the parameter)");

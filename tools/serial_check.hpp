@@ -21,35 +21,81 @@
 
 namespace autoddl::tools::train {
 
-using cpu_trainer = trainer<float, cpu_device, mpi::mpi_mesh_comm>;
+template <class T>
+using cpu_trainer = trainer<T, cpu_device, mpi::mpi_mesh_comm>;
 
-/// What --check-serial calls equal in fp32, each relative to its reference's scale:
+/// What --check-serial calls equal, each difference relative to its reference's scale. In fp32:
 /// - loss, every step: 1e-4 (a loss of ~5 summed in another order differs by ~1e-7 relative;
 ///   the steps after the first add Adam's or momentum's drift of that round-off);
 /// - gradients after step 1: 1e-3 of the largest gradient (max_rel_error with a floor of 1e-3 of
 ///   the largest: sums of float products in another order differ by ~1e-7 of the largest term,
 ///   so 1e-3 leaves a margin of 10 over the worst element near the floor);
-/// - parameters after step 1: 1e-4. Adam's first step moves an element by about lr whatever
-///   the size of its gradient (m / sqrt(v) = g / |g|), so an element whose serial gradient is
-///   below the gradient floor (round-off of an analytically zero gradient: an attention key's
-///   bias) moves by +-lr in either run; those elements are not compared under Adam (counted).
+/// - parameters after step 1: 1e-4.
+/// In bf16 and fp16 (serial training in the same type): loss 1e-2 (two 16-bit roundings of the
+/// loss, 2 x 2^-8, rounded up), gradients 2^-3 of the largest (about 32 roundings of 2^-8 along
+/// a sum), parameters 2^-6 (one 16-bit step either side of a rounding boundary, 2^-7, and the
+/// update's share of it).
+/// Adam's first step moves an element by about lr whatever the size of its gradient (m / sqrt(v)
+/// = g / |g|), so an element whose serial gradient is below the gradient floor (round-off of an
+/// analytically zero gradient: an attention key's bias) moves by +-lr in either run; those
+/// elements are not compared under Adam, and counted.
 struct serial_tolerance {
   double loss = 1e-4, gradients = 1e-3, parameters = 1e-4;
+  const char* precision = "fp32";
+};
+inline serial_tolerance half_precision_tolerance(const char* name) { return {1e-2, 0.125, 1.0 / 64, name}; }
+
+/// What --check-serial found: the largest relative differences from serial training, and the
+/// verdict against `tolerance`.
+struct serial_check {
+  double worst() const { return std::max({err_loss, err_grads, err_params}); }
+  /// Whether every difference is within `tolerance`.
+  bool within() const { return err_loss <= tolerance.loss && err_grads <= tolerance.gradients && err_params <= tolerance.parameters; }
+  /// "verdict: equal to serial training within fp32 round-off (...)" or "verdict: DIFFERS ...".
+  std::string verdict() const {
+    const std::string tol = fmt::format("loss {:.0e}, gradients {:.0e}, parameters {:.0e}, relative", tolerance.loss,
+                                        tolerance.gradients, tolerance.parameters);
+    const std::string skipped =
+        adam ? fmt::format("; {} parameter elements whose gradients are round-off differ by Adam's +-lr and are not compared",
+                           not_compared)
+             : std::string();
+    if (within())
+      return fmt::format("verdict: equal to serial training within {} round-off ({}{})", tolerance.precision, tol, skipped);
+    std::string what;
+    if (err_loss > tolerance.loss) what += fmt::format(" loss {:.2e} > {:.0e};", err_loss, tolerance.loss);
+    if (err_grads > tolerance.gradients)
+      what += fmt::format(" gradients {:.2e} > {:.0e} at {};", err_grads, tolerance.gradients, worst_grad_name);
+    if (err_params > tolerance.parameters)
+      what += fmt::format(" parameters {:.2e} > {:.0e} at {};", err_params, tolerance.parameters, worst_param_name);
+    what.pop_back();
+    return "verdict: DIFFERS from serial training:" + what + " (tolerances " + tol + skipped + ")";
+  }
+
+  serial_tolerance tolerance;
+  bool adam = false;
+  double err_loss = 0, err_grads = 0, err_params = 0;
+  std::string worst_grad_name, worst_param_name;
+  std::int64_t not_compared = 0;  ///< Adam: parameter elements whose serial gradient is round-off
 };
 
-// --check-serial: rank 0 trains the same model serially, step for step, with the same
-// micro-batches and no recomputation (recomputing changes no number); the loss is compared every
-// step, gradients and parameters after the first step, before differences compound.
-class serial_check {
+// --check-serial: rank 0 trains the same model serially in the same element type T, step for
+// step, with the same micro-batches and no recomputation (recomputing changes no number); the loss
+// is compared every step, gradients and parameters after the first step, before differences
+// compound.
+template <class T>
+class serial_run_check : public serial_check {
  public:
-  serial_check(const prepared& p, int rank) : model_(p.g), rank_(rank), adam_(p.to.opt == optimizer::adam) {
+  serial_run_check(const prepared& p, int rank) : model_(p.g), rank_(rank) {
+    adam = p.to.opt == optimizer::adam;
+    if constexpr (std::is_same_v<T, bf16>) tolerance = half_precision_tolerance("bf16");
+    if constexpr (std::is_same_v<T, fp16>) tolerance = half_precision_tolerance("fp16");
     if (rank != 0) return;
     plan_options so = p.o;
     so.mesh = mesh_shape{1};
     so.recompute = recompute_mode::none;
     problem_ = std::make_unique<plan_problem>(p.g, so);
     self_ = std::make_unique<mpi::mpi_mesh_comm>(mesh_shape{1}, MPI_COMM_SELF);
-    serial_ = std::make_unique<cpu_trainer>(plan_of(*problem_, solve_plan(*problem_, strategy::dp{}).pick), dev_, *self_, p.to);
+    serial_ = std::make_unique<cpu_trainer<T>>(plan_of(*problem_, solve_plan(*problem_, strategy::dp{}).pick), dev_, *self_, p.to);
     if (!p.resume_folder.empty()) restore(*serial_, p, model_, mesh_shape{1}, mesh_coord{});
   }
 
@@ -65,33 +111,6 @@ class serial_check {
     compared_ = true;
   }
 
-  double worst() const { return std::max({err_loss, err_grads, err_params}); }
-  /// Whether every difference is within `tolerance`.
-  bool within() const { return err_loss <= tolerance.loss && err_grads <= tolerance.gradients && err_params <= tolerance.parameters; }
-  /// "equal to serial training within fp32 round-off (...)" or "DIFFERS from serial training: ...".
-  std::string verdict() const {
-    const std::string tol = fmt::format("loss {:.0e}, gradients {:.0e}, parameters {:.0e}, relative", tolerance.loss,
-                                        tolerance.gradients, tolerance.parameters);
-    const std::string skipped =
-        adam_ ? fmt::format("; {} parameter elements whose gradients are round-off differ by Adam's +-lr and are not compared",
-                            not_compared)
-              : std::string();
-    if (within()) return "verdict: equal to serial training within fp32 round-off (" + tol + skipped + ")";
-    std::string what;
-    if (err_loss > tolerance.loss) what += fmt::format(" loss {:.2e} > {:.0e};", err_loss, tolerance.loss);
-    if (err_grads > tolerance.gradients)
-      what += fmt::format(" gradients {:.2e} > {:.0e} at {};", err_grads, tolerance.gradients, worst_grad_name);
-    if (err_params > tolerance.parameters)
-      what += fmt::format(" parameters {:.2e} > {:.0e} at {};", err_params, tolerance.parameters, worst_param_name);
-    what.pop_back();
-    return "verdict: DIFFERS from serial training:" + what + " (tolerances " + tol + skipped + ")";
-  }
-
-  serial_tolerance tolerance;
-  double err_loss = 0, err_grads = 0, err_params = 0;
-  std::string worst_grad_name, worst_param_name;
-  std::int64_t not_compared = 0;  ///< Adam: parameter elements whose serial gradient is round-off
-
  private:
   // Every parameter and gradient gathered to rank 0 and compared with the serial run's.
   template <class Trainer, class Gather>
@@ -99,7 +118,8 @@ class serial_check {
     std::vector<std::vector<float>> sp, sg;
     if (rank_ == 0)
       for (std::size_t q = 0; q < model_.params.size(); ++q) {
-        sp.push_back(serial_->param_shard(int(q)));
+        const std::vector<T> value = serial_->param_shard(int(q));
+        sp.emplace_back(value.begin(), value.end());
         sg.push_back(serial_->grad_shard(int(q)));
       }
     const double gfloor = rank_ == 0 ? 1e-3 * max_abs(sg) : 0, pfloor = rank_ == 0 ? 1e-3 * max_abs(sp) : 0;
@@ -107,7 +127,7 @@ class serial_check {
       auto gp = gather(int(q), t.param_shard(int(q)), t.storage(int(q)));
       auto gg = gather(int(q), t.grad_shard(int(q)), t.update_layout(int(q)));
       if (rank_ != 0) continue;
-      if (adam_) not_compared += mask_round_off(gp, sp[q], sg[q], gfloor);
+      if (adam) not_compared += mask_round_off(gp, sp[q], sg[q], gfloor);
       const double ep = max_rel_error(gp, sp[q], pfloor), eg = max_rel_error(gg, sg[q], gfloor);
       if (ep >= err_params) { err_params = ep; worst_param_name = model_.params[q].name; }
       if (eg >= err_grads) { err_grads = eg; worst_grad_name = model_.params[q].name; }
@@ -116,12 +136,12 @@ class serial_check {
 
   // Sets the elements of `a` (distributed) to `b`'s (serial) where the serial gradient g is below
   // `floor`, so they drop out of the comparison; returns how many of them differed.
-  static std::int64_t mask_round_off(std::vector<float>& a, const std::vector<float>& b, const std::vector<float>& g,
-                                     double floor) {
+  template <class A, class B, class G>
+  static std::int64_t mask_round_off(std::vector<A>& a, const std::vector<B>& b, const std::vector<G>& g, double floor) {
     std::int64_t n = 0;
     for (std::size_t i = 0; i < a.size() && i < b.size() && i < g.size(); ++i)
-      if (std::abs(double(g[i])) < floor && a[i] != b[i]) {
-        a[i] = b[i];
+      if (std::abs(double(g[i])) < floor && double(a[i]) != double(b[i])) {
+        a[i] = A(b[i]);
         ++n;
       }
     return n;
@@ -129,12 +149,11 @@ class serial_check {
 
   const graph& model_;
   int rank_;
-  bool adam_;
   bool compared_ = false;
   std::unique_ptr<plan_problem> problem_;
   cpu_device dev_;
   std::unique_ptr<mpi::mpi_mesh_comm> self_;
-  std::unique_ptr<cpu_trainer> serial_;
+  std::unique_ptr<cpu_trainer<T>> serial_;
 };
 
 }  // namespace autoddl::tools::train

@@ -20,26 +20,32 @@
 
 namespace autoddl::tools::train {
 
-/// Parameter q's value and optimizer state for the block `want`, from a checkpoint.
+/// Parameter q's value, optimizer state and (a 16-bit run's) fp32 master weights for the block
+/// `want`, from a checkpoint.
 struct restored {
-  std::vector<float> param, m, v;
+  std::vector<float> param, m, v, master;
 };
 /// `want`: the parameter's block in storage; `state`: the optimizer state's (update layout).
-inline restored read_state(checkpoint_reader<float>& r, int q, const shard_info& want, const shard_info& state, optimizer opt) {
-  restored x{r.read(q, "param", want), r.read(q, "m", state), {}};
+inline restored read_state(checkpoint_reader<float>& r, int q, const shard_info& want, const shard_info& state, optimizer opt,
+                           bool master) {
+  restored x{r.read(q, "param", want), r.read(q, "m", state), {}, {}};
   if (opt == optimizer::adam) x.v = r.read(q, "v", state);
+  if (master) x.master = r.read(q, "master", state);
   return x;
 }
 
-/// Loads a checkpoint into trainer t (whose storage layouts may differ from the checkpoint's).
+/// Loads a checkpoint into trainer t (whose storage layouts may differ from the checkpoint's). A
+/// 16-bit run's checkpoint holds its values widened to fp32 (exactly) and its fp32 master weights.
 template <class Trainer>
 void restore(Trainer& t, const prepared& p, const graph& g, const mesh_shape& mesh, const mesh_coord& coords) {
   checkpoint_reader<float> r(p.resume_folder, p.resume_manifest);
+  const bool master = p.resume_manifest.dtype != "fp32";
   for (std::size_t q = 0; q < g.params.size(); ++q) {
     if (!t.holds_param(int(q))) continue;  // another pipeline stage's
     const restored x = read_state(r, int(q), make_shard(g.params[q].shape, t.storage(int(q)), mesh, coords),
-                                  make_shard(g.params[q].shape, t.update_layout(int(q)), mesh, coords), p.to.opt);
-    t.restore_shard(int(q), x.param, x.m, x.v);
+                                  make_shard(g.params[q].shape, t.update_layout(int(q)), mesh, coords), p.to.opt, master);
+    using value = typename decltype(t.param_shard(0))::value_type;
+    t.restore_shard(int(q), std::vector<value>(x.param.begin(), x.param.end()), x.m, x.v, x.master);
   }
   t.restore_steps_done(p.resume_manifest.steps_done);
 }
@@ -54,10 +60,12 @@ std::vector<shard_to_write<float>> shards_to_save(const prepared& p, const Train
   for (std::size_t q = 0; q < p.g.params.size(); ++q) {
     if (owner[q] != t.stage()) continue;
     const shard_info block = make_shard(p.g.params[q].shape, t.storage(int(q)), p.o.mesh, coords);
-    shards.push_back({int(q), "param", block, t.param_shard(int(q))});
+    const auto value = t.param_shard(int(q));
+    shards.push_back({int(q), "param", block, std::vector<float>(value.begin(), value.end())});
     const shard_info state = make_shard(p.g.params[q].shape, t.update_layout(int(q)), p.o.mesh, coords);
     shards.push_back({int(q), "m", state, t.moment_shard(int(q), 0)});
     if (p.to.opt == optimizer::adam) shards.push_back({int(q), "v", state, t.moment_shard(int(q), 1)});
+    if (p.o.type != dtype::fp32) shards.push_back({int(q), "master", state, t.moment_shard(int(q), 2)});
   }
   return shards;
 }
@@ -98,6 +106,7 @@ template <class Trainer>
 checkpoint_manifest manifest_of(const settings& s, const prepared& p, const Trainer& t, std::int64_t steps_done) {
   checkpoint_manifest m;
   m.model = s.model;
+  m.dtype = std::string(to_string(p.o.type));
   m.optimizer = std::string(to_string(p.to.opt));
   m.lr = p.to.lr;
   m.seed = p.to.seed;

@@ -59,6 +59,11 @@ inline nlohmann::json report_json(const settings& s, const prepared& p, const ru
   j["predicted_peak_bytes_per_device"] = fig.predicted_peak;
   j["pipeline_stages"] = p.stages();
   if (p.pipeline) j["stages"] = tools::stages_json(*p.pipeline, p.g, run.stages);
+  j["dtype"] = std::string(to_string(p.o.type));
+  if (!run.loss_scales.empty()) {
+    j["loss_scale"] = run.loss_scales;
+    j["skipped_steps"] = run.skipped_steps;
+  }
   j["max_rel_err_vs_serial"] = check ? nlohmann::json(check->worst()) : nlohmann::json(nullptr);
   if (check)
     j["rel_err_vs_serial"] = {{"loss_all_steps", check->err_loss}, {"gradients_step1", check->err_grads},
@@ -110,10 +115,13 @@ inline void print_report(const settings& s, const prepared& p, const run_record&
   fmt::print("peak memory per device: measured {}  predicted {}  (measured/predicted {:.2f})\n",
              tools::si(double(run.peak_bytes), "B"), tools::si(fig.predicted_peak, "B"), double(run.peak_bytes) / fig.predicted_peak);
   if (p.pipeline) tools::print_stages(*p.pipeline, p.g, run.stages);
+  if (!run.loss_scales.empty())
+    fmt::print("fp16 loss scale: {:.0f} after the last step; {} of {} steps skipped (gradients overflowed)\n",
+               run.loss_scales.back(), run.skipped_steps, run.loss_scales.size());
   if (check)
-    fmt::print("largest relative difference from serial training: {:.2e} (loss over all steps {:.2e}, gradients "
+    fmt::print("largest relative difference from serial{} training: {:.2e} (loss over all steps {:.2e}, gradients "
                "of step 1 {:.2e} at {}, parameters after step 1 {:.2e} at {})\n",
-               check->worst(), check->err_loss, check->err_grads, check->worst_grad_name, check->err_params,
+               p.o.type == dtype::fp32 ? "" : " " + std::string(to_string(p.o.type)), check->worst(), check->err_loss, check->err_grads, check->worst_grad_name, check->err_params,
                check->worst_param_name);
   if (check) fmt::print("{}\n", check->verdict());
 }

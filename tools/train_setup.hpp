@@ -25,6 +25,7 @@ namespace autoddl::tools::train {
 struct settings {
   std::string model, mesh = tools::default_mesh, strategy = "auto", hardware = tools::default_hardware, optimizer_s;  ///< empty: the --plan file's, else adam
   std::string recompute = "auto", microbatches = "auto", regather = "auto", reshard = "auto", device = "cpu";
+  std::string dtype = "fp32";  ///< --dtype: fp32, bf16 or fp16
   int steps = 20;
   double lr = 1e-3;
   bool lr_given = false;  ///< --lr on the command line (else --data trains with 3e-3)
@@ -99,6 +100,8 @@ struct run_record {
   std::int64_t peak_bytes = 0;  ///< the highest step peak memory of any device (trainer::last_step_peak_bytes)
   std::vector<double> busy_s;   ///< per step: this device's time not waiting for other pipeline stages
   std::vector<tools::stage_measure> stages;  ///< a pipeline's stages, measured (rank 0)
+  std::vector<double> loss_scales;  ///< fp16: the dynamic loss scale after each step
+  int skipped_steps = 0;            ///< fp16: steps whose update an overflow skipped
 };
 
 }  // namespace autoddl::tools::train

@@ -15,8 +15,9 @@
 // rate, the seed, the plan (mesh, strategy, micro-batches, recomputation, pipeline stages with
 // one stage's mesh and the first op of each stage, the pick, each parameter's storage layout;
 // a pipeline's stages save the parameters their ops use first), the global shapes, and per rank file its size and per
-// shard the parameter, the tensor ("param", "m", "v"), the global offset and local shape of its
-// block, where it sits in the file and an FNV-1a 64 checksum of its bytes.
+// shard the parameter, the tensor ("param", "m", "v", and "master": a bf16 or fp16 run's fp32
+// master weights, laid out as "m"), the global offset and local shape of its block, where it
+// sits in the file and an FNV-1a 64 checksum of its bytes.
 //
 // Resharding (a different plan, mesh or rank count): storage layouts are B or S (never P), so
 // each shard is a block of the global tensor; a rank assembles its new block from every saved
@@ -65,7 +66,7 @@ inline std::uint64_t fnv1a64(std::span<const unsigned char> bytes) {
 /// One shard in a rank file: a block of a parameter's (or its optimizer state's) global tensor.
 struct checkpoint_shard {
   int param = 0;
-  std::string tensor;  ///< "param", "m" (Adam's first moment or SGD's velocity), "v" (Adam's second)
+  std::string tensor;  ///< "param", "m" (Adam's first moment or SGD's velocity), "v" (Adam's second), "master"
   std::vector<std::int64_t> offset, shape;  ///< the block: global offset and local shape per dim
   std::int64_t byte_offset = 0, bytes = 0;  ///< where it sits in the rank file
   std::uint64_t checksum = 0;

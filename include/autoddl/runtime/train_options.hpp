@@ -23,6 +23,13 @@ struct train_options {
   /// A byte-level text the index inputs are read from (a language model's ids and labels, vocab
   /// 256), instead of the synthetic task; not owned, must outlive the trainer.
   const text_corpus* text = nullptr;
+  /// A 16-bit trainer's dynamic loss scale (fp16 needs one; 0: none): the initial scale, and the
+  /// clean steps after which it doubles (runtime/detail/precision.hpp, dynamic_loss_scale). A step
+  /// whose gradients overflow is then skipped and the scale halved, instead of stopping training.
+  double loss_scale = 0;
+  int loss_scale_window = 1000;
+  /// Testing: the step whose loss gradient is made infinite (an injected overflow); -1: none.
+  std::int64_t inject_overflow_step = -1;
 };
 
 /// Where one device's last step spent its time (wall seconds, steady clock), op by op as the

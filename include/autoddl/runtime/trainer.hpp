@@ -49,6 +49,7 @@ namespace autoddl {
 template <class T, Device D, MeshCommunicator M>
 class trainer : detail::device_buffers<T, D> {
   using buffer = buffer_t<D, T>;
+  using master = detail::master_t<T>;  ///< master weights, gradients and optimizer state (runtime/detail/precision.hpp)
   using index_buffer = buffer_t<D, std::int64_t>;
   using buffers = detail::device_buffers<T, D>;
   using buffers::accumulate, buffers::clone, buffers::host_copy, buffers::release, buffers::uploaded, buffers::view;
@@ -98,14 +99,7 @@ class trainer : detail::device_buffers<T, D> {
   /// @throws layout_error when the program has another op count, or an op's instance has
   /// another signature than the plan's pick.
   void run_instances(op_program<T, D> program) {
-    if (!program.empty() && program.size() != model_.ops.size())
-      detail::fail<layout_error>("the typed program has " + std::to_string(program.size()) + " ops but the plan's model has " +
-                                 std::to_string(model_.ops.size()));
-    for (int i = 0; i < int(program.size()); ++i)
-      if (!(at(program, i).sig == sig(i)))
-        detail::fail<layout_error>("op '" + at(model_.ops, i).name + "': the typed program's instance runs " +
-                                   to_string(at(model_.ops, i), at(program, i).sig) + " but the plan picked " +
-                                   to_string(at(model_.ops, i), sig(i)));
+    detail::check_program(program, model_, [this](int i) -> const signature& { return sig(i); });
     program_ = std::move(program);
   }
   /// Whether ops run through a typed model's instances (run_instances).
@@ -121,19 +115,18 @@ class trainer : detail::device_buffers<T, D> {
   /// under ZeRO stages 1 and 2, where it is storage with its B axes split).
   const nd_sbp& update_layout(int p) const { return store_.update_layout(p); }
   /// This device's shard of parameter p (storage layout) and of its last gradient (update
-  /// layout), downloaded (empty where the device does not hold p).
+  /// layout, in master_t<T>: float for a 16-bit T), downloaded (empty where it does not hold p).
   std::vector<T> param_shard(int p) const { return store_.param_shard(p); }
-  std::vector<T> grad_shard(int p) const { return store_.grad_shard(p); }
-  /// Parameter p's optimizer state on this device (update layout), downloaded: k = 0 Adam's first
-  /// moment (SGD's velocity), k = 1 Adam's second moment (empty for SGD).
-  std::vector<T> moment_shard(int p, int k) const { return store_.moment_shard(p, k); }
+  std::vector<master> grad_shard(int p) const { return store_.grad_shard(p); }
+  /// Parameter p's optimizer state here (update layout, master_t<T>), downloaded: k = 0 Adam's m (SGD's
+  /// velocity), k = 1 Adam's v (empty for SGD), k = 2 a 16-bit T's master copy (else empty).
+  std::vector<master> moment_shard(int p, int k) const { return k == 2 ? store_.master_shard(p) : store_.moment_shard(p, k); }
   /// Optimizer steps taken so far (Adam's bias correction counts them).
   std::int64_t steps_done() const { return store_.steps_done(); }
-  /// Replaces parameter p's storage shard and optimizer state with host values (a checkpoint's):
-  /// sizes as param_shard and moment_shard give them. @throws error on a size mismatch.
-  void restore_shard(int p, const std::vector<T>& param, const std::vector<T>& m, const std::vector<T>& v) {
-    store_.restore_shard(p, param, m, v);
-  }
+  /// Replaces parameter p's shard, optimizer state and master copy (where given; else the value's) with
+  /// a checkpoint's host values, sized as param_shard and moment_shard give them. @throws error on a size mismatch.
+  void restore_shard(int p, const std::vector<T>& param, const std::vector<master>& m, const std::vector<master>& v,
+                     const std::vector<master>& master_copy = {}) { store_.restore_shard(p, param, m, v, master_copy); }
   /// Sets the optimizer steps taken (a resumed run continues Adam's bias correction).
   void restore_steps_done(std::int64_t n) { store_.restore_steps_done(n); }
   /// This device's shard of op `op`'s output in the last step (train_options::keep_outputs;
@@ -153,6 +146,9 @@ class trainer : detail::device_buffers<T, D> {
   /// allocates and frees within itself is not. 0 where the device reports none, or with
   /// measure_memory off.
   std::int64_t last_step_peak_bytes() const { return peak_bytes_; }
+  /// The dynamic loss scale now (0: none); whether it skipped the last step's update.
+  double loss_scale() const { return scale_.scale; }
+  bool last_step_skipped() const { return scale_.skipped; }
 
   /// Runs training step `step_index` (0-based: it keys the data and dropout) and returns the
   /// global loss (the mean of its micro-batches' losses), the same on every device.
@@ -160,6 +156,7 @@ class trainer : detail::device_buffers<T, D> {
     const std::int64_t bytes_before = axis_bytes();
     const auto start = clock::now();
     begin_step();
+    scale_.begin_step(step_index == options_.inject_overflow_step);
     const int m = microbatches();
     const std::int64_t pipe_before = link_.bytes_sent();
     double local_loss = 0;
@@ -173,9 +170,10 @@ class trainer : detail::device_buffers<T, D> {
     if (options_.check_finite && !std::isfinite(loss)) detail::fail_non_finite_loss(loss, step_index);
     profile_.loss_s = lap(t);
     synchronise_gradients();
-    if (options_.check_finite) check_gradients_finite(step_index);
+    if (options_.check_finite && !scale_.on()) check_gradients_finite(step_index);
     profile_.sync_s = lap(t);
-    store_.update();
+    if (!scale_.on() || scale_.after_step(everyone_all_reduce(store_.non_finite_flag(), reduce_kind::max) == 0))
+      store_.update(scale_.on() ? 1 / scale_.applied : 1);
     sample_memory();
     profile_.update_s = lap(t);
     profile_.pipe_wait_s = link_.waited_s();
@@ -438,7 +436,8 @@ class trainer : detail::device_buffers<T, D> {
     const bool last = k == microbatches() - 1;
     std::vector<buffer> dy(static_cast<std::size_t>(nops));
     std::vector<std::vector<buffer>> chained_sums(static_cast<std::size_t>(nops));  // later readers' gradients, per first slot
-    if (link_.last_stage()) at(dy, model_.loss_op) = detail::loss_seed<T>(dev_, comm_, sig(model_.loss_op).outputs[0], microbatches());
+    if (link_.last_stage())
+      at(dy, model_.loss_op) = detail::loss_seed<T>(dev_, comm_, sig(model_.loss_op).outputs[0], microbatches(), scale_.seed);
     link_.receive_gradients(dy, output_elements());
     for (send_request& r : b.sends) r.wait();  // the next stage has them: it sent their gradients
     for (int i = link_.end_op() - 1; i >= link_.first_op(); --i) {
@@ -506,7 +505,7 @@ class trainer : detail::device_buffers<T, D> {
   // nothing below reads a gradient before that.
   void synchronise_gradients() {
     gradients_.join(profile_);
-    store_.synchronise(gradients_.sums(), [&](int p, buffer& grad) {
+    store_.synchronise(gradients_.sums(), [&](int p, auto& grad) {
       link_.exchange_tied_gradient(p, grad);
       sample_memory();
     });
@@ -594,6 +593,7 @@ class trainer : detail::device_buffers<T, D> {
   std::int64_t last_bytes_ = 0;
   std::int64_t heap_at_start_ = 0, peak_live_ = 0, peak_bytes_ = 0;
   step_profile profile_;
+  detail::dynamic_loss_scale scale_{detail::mixed_precision_v<T> ? options_.loss_scale : 0, options_.loss_scale_window};
 };
 
 }  // namespace autoddl

@@ -81,6 +81,11 @@ struct plan_options {
   /// 2-layer GPT on 2x2x2: 15 % slower, 6.8 % above the exact optimum, against 0.02 % without).
   bool zero2_layouts = false;
   bool zero1_layouts = false;
+  /// With a 16-bit type: gradient sums over micro-batches and the synchronised gradients priced at
+  /// 4 bytes an element, as autoddl's executor keeps them (fp32, runtime/detail/precision.hpp);
+  /// off, at the type's 2 bytes, as an engine with a 16-bit gradient buffer keeps them
+  /// (Megatron-Core without grad_reduce_in_fp32). autoddl-train sets it for its bf16 and fp16 runs.
+  bool fp32_gradient_sums = false;
 };
 
 /// The share of a device's memory a plan leaves free unless plan_options::memory_limit says

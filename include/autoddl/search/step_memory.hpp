@@ -75,6 +75,7 @@ class step_memory_replay {
         pick_(pick),
         mesh_(problem.options().mesh),
         elem_(bytes_of(problem.options().type)),
+        sum_elem_(problem.options().fp32_gradient_sums && elem_ == 2 ? 4 : elem_),
         paths_(paths),
         first_(first_op),
         end_(end_op < 0 ? int(problem.model().ops.size()) : end_op),
@@ -146,13 +147,16 @@ class step_memory_replay {
     const op_node& n = at(model_.ops, i);
     return local(at(model_.params, n.param_ids[j]).shape, sig(i).params[j]) * elem_;
   }
+  // Gradient sums and synchronised gradients are kept in sum_elem_ bytes (fp32 for bf16 and fp16
+  // under plan_options::fp32_gradient_sums, as the executor keeps them).
+  std::int64_t param_sum_bytes(int i, std::size_t j) const { return param_compute_bytes(i, j) / elem_ * sum_elem_; }
   std::int64_t grad_sum_bytes(int p) const {
     const param_choice& pc = problem_.param_candidate(p, at(pick_, problem_.param_node(p)));
-    return local(at(model_.params, p).shape, pc.grad_sum) * elem_;
+    return local(at(model_.params, p).shape, pc.grad_sum) * sum_elem_;
   }
   std::int64_t update_bytes(int p) const {
     const param_choice& pc = problem_.param_candidate(p, at(pick_, problem_.param_node(p)));
-    return local(at(model_.params, p).shape, pc.update) * elem_;
+    return local(at(model_.params, p).shape, pc.update) * sum_elem_;
   }
   // Saved products and row statistics of op i's forward (runtime/kernels: the fused attention
   // one log-sum-exp per row [b, heads, sq] (its output is held as the backward's read), the
@@ -375,7 +379,7 @@ class step_memory_replay {
     }
     auto& acc = at(param_acc_, i);
     if (acc.size() <= j) acc.resize(j + 1, 0);
-    if (acc[j] == 0) add(acc[j] = param_compute_bytes(i, j));
+    if (acc[j] == 0) add(acc[j] = param_sum_bytes(i, j));
     if (!last) return;
     drop(acc[j]);
     if (at(grad_sums_, p) == 0) add(at(grad_sums_, p) = grad_sum_bytes(p));
@@ -418,6 +422,7 @@ class step_memory_replay {
   const std::vector<int>& pick_;
   mesh_shape mesh_;
   std::int64_t elem_;
+  std::int64_t sum_elem_;  ///< bytes of a gradient sum's element
   const plan& paths_;  ///< pick as a plan: its boxing paths, the ones the executor runs
   std::optional<step_schedule> schedule_;
   int first_, end_, warm_;

@@ -26,6 +26,7 @@
 
 #include "autoddl/attention_tiles.hpp"
 #include "autoddl/backend/cpu/gemm.hpp"
+#include "autoddl/backend/cpu/half_types.hpp"
 #include "autoddl/backend/cpu/rowwise.hpp"
 #include "autoddl/backend/cpu/vector_math.hpp"
 #include "autoddl/backend/device.hpp"
@@ -189,32 +190,49 @@ void attention_tile_bwd(const attention_desc& a, const attention_tile& t, const 
 }
 }  // namespace detail
 
-/// The fused attention primitives of the Device concept (backend/device.hpp) on the host.
+/// The fused attention primitives of the Device concept (backend/device.hpp) on the host. The 16-bit
+/// types run the float kernel on widened copies and round o (and dq, dk, dv) once, as a GPU's
+/// fused kernel keeps its running sums in float registers.
 struct cpu_attention_primitives {
   template <class T>
   void attention_fwd(const attention_desc& a, std::span<const T> q, std::span<const T> k, std::span<const T> v,
                      std::span<T> o, std::span<statistic_t<T>> lse) {
-    check_attention(a, q.size(), k.size(), v.size(), o.size(), "attention_fwd");
-    std::vector<T> scratch;
-    for (std::int64_t n = 0; n < a.b; ++n)
-      for (std::int64_t i = 0; i < a.heads; ++i)
-        for (std::int64_t r0 = 0; r0 < a.sq; r0 += attention_query_tile)
-          detail::attention_tile_fwd(a, detail::tile_of(a, n, i, r0), q.data(), k.data(), v.data(), o.data(), lse.data(),
-                                     scratch);
+    if constexpr (is_half_float_v<T>) {
+      std::vector<float> qf = widened(q), kf = widened(k), vf = widened(v), of(o.size());
+      attention_fwd<float>(a, qf, kf, vf, of, lse);
+      std::copy(of.begin(), of.end(), o.begin());
+    } else {
+      check_attention(a, q.size(), k.size(), v.size(), o.size(), "attention_fwd");
+      std::vector<T> scratch;
+      for (std::int64_t n = 0; n < a.b; ++n)
+        for (std::int64_t i = 0; i < a.heads; ++i)
+          for (std::int64_t r0 = 0; r0 < a.sq; r0 += attention_query_tile)
+            detail::attention_tile_fwd(a, detail::tile_of(a, n, i, r0), q.data(), k.data(), v.data(), o.data(),
+                                       lse.data(), scratch);
+    }
   }
   template <class T>
   void attention_bwd(const attention_desc& a, std::span<const T> q, std::span<const T> k, std::span<const T> v,
                      std::span<const T> o, std::span<const statistic_t<T>> lse, std::span<const T> dout, std::span<T> dq,
                      std::span<T> dk, std::span<T> dv) {
-    check_attention(a, q.size(), k.size(), v.size(), o.size(), "attention_bwd");
-    std::fill(dk.begin(), dk.end(), T(0));
-    std::fill(dv.begin(), dv.end(), T(0));
-    std::vector<T> scratch;
-    for (std::int64_t n = 0; n < a.b; ++n)
-      for (std::int64_t i = 0; i < a.heads; ++i)
-        for (std::int64_t r0 = 0; r0 < a.sq; r0 += attention_query_tile)
-          detail::attention_tile_bwd(a, detail::tile_of(a, n, i, r0), q.data(), k.data(), v.data(), o.data(), lse.data(),
-                                     dout.data(), dq.data(), dk.data(), dv.data(), scratch);
+    if constexpr (is_half_float_v<T>) {
+      std::vector<float> qf = widened(q), kf = widened(k), vf = widened(v), of = widened(o), df = widened(dout);
+      std::vector<float> dqf(dq.size()), dkf(dk.size()), dvf(dv.size());
+      attention_bwd<float>(a, qf, kf, vf, of, lse, df, dqf, dkf, dvf);
+      std::copy(dqf.begin(), dqf.end(), dq.begin());
+      std::copy(dkf.begin(), dkf.end(), dk.begin());
+      std::copy(dvf.begin(), dvf.end(), dv.begin());
+    } else {
+      check_attention(a, q.size(), k.size(), v.size(), o.size(), "attention_bwd");
+      std::fill(dk.begin(), dk.end(), T(0));
+      std::fill(dv.begin(), dv.end(), T(0));
+      std::vector<T> scratch;
+      for (std::int64_t n = 0; n < a.b; ++n)
+        for (std::int64_t i = 0; i < a.heads; ++i)
+          for (std::int64_t r0 = 0; r0 < a.sq; r0 += attention_query_tile)
+            detail::attention_tile_bwd(a, detail::tile_of(a, n, i, r0), q.data(), k.data(), v.data(), o.data(),
+                                       lse.data(), dout.data(), dq.data(), dk.data(), dv.data(), scratch);
+    }
   }
   /// Multiply-adds of the fused attention's tile products on this thread so far.
   std::int64_t attention_tile_macs() const { return detail::cpu_attention_count().macs; }
@@ -222,6 +240,8 @@ struct cpu_attention_primitives {
   std::int64_t attention_tile_scores() const { return detail::cpu_attention_count().scores; }
 
  private:
+  template <class T>
+  static std::vector<float> widened(std::span<const T> x) { return {x.begin(), x.end()}; }
   static void check_attention(const attention_desc& a, std::size_t q, std::size_t k, std::size_t v, std::size_t o,
                               const char* what) {
     const auto nq = std::size_t(a.b * a.sq * a.ldq()), nkv = std::size_t(a.b * a.sk * a.ldkv());

@@ -3,7 +3,8 @@
 // with a counting allocator (bytes_in_use is exactly what the device's buffers hold, as
 // cudaMallocAsync's pool accounting is on the GPU),
 // GEMMs go to CBLAS (OpenBLAS) when present (autoddl/backend/cpu/gemm.hpp), everything else is
-// plain loops in the element type. Single-threaded apart from BLAS: an MPI rank per core.
+// plain loops in the element type. Besides float and double it runs bf16 and fp16
+// (half_types.hpp): stored in 16 bits, computed and summed in float, rounded where stored. Single-threaded apart from BLAS: an MPI rank per core.
 #include <algorithm>
 #include <bit>
 #include <cmath>
@@ -22,6 +23,7 @@
 #include "autoddl/backend/cpu/attention.hpp"
 #include "autoddl/backend/cpu/elementwise.hpp"
 #include "autoddl/backend/cpu/gemm.hpp"
+#include "autoddl/backend/cpu/half_types.hpp"
 #include "autoddl/backend/cpu/moe.hpp"
 #include "autoddl/backend/cpu/rowwise.hpp"
 #include "autoddl/backend/cpu/window.hpp"
@@ -206,10 +208,15 @@ struct cpu_device : cpu_elementwise_primitives, cpu_rowwise_primitives, cpu_wind
     detail::check_rows(rows, cols, ldy, y.size(), "copy_rows: y");
     for (std::int64_t r = 0; r < rows; ++r) std::copy_n(x.data() + r * ldx, cols, y.data() + r * ldy);
   }
+  /// y[i] = x[i] in y's element type: rounded to nearest even into a 16-bit type, exact out of one.
+  template <class From, class To>
+  void convert(std::span<const From> x, std::span<To> y) {
+    std::transform(x.begin(), x.end(), y.begin(), [](const From& v) { return To(v); });
+  }
   template <class T>
   bool all_finite(std::span<const T> x) const {
     // sum of x * 0 is 0 unless some x is NaN or Inf: one branch-free pass
-    T acc{};
+    compute_type_t<T> acc{};
     for (const T& v : x) acc += v * T(0);
     return acc == T(0);
   }
@@ -270,7 +277,7 @@ struct cpu_device : cpu_elementwise_primitives, cpu_rowwise_primitives, cpu_wind
       }
       for (std::int64_t c = 0; c < channels; ++c) {
         T* p = row + c * inner;
-        const T bc = pb[c];
+        const compute_type_t<T> bc = pb[c];
         for (std::int64_t i = 0; i < inner; ++i) p[i] += bc;
       }
     }
@@ -301,7 +308,7 @@ struct cpu_device : cpu_elementwise_primitives, cpu_rowwise_primitives, cpu_wind
       }
       for (std::int64_t c = 0; c < channels; ++c) {
         const T* p = row + c * inner;
-        T acc{};
+        compute_type_t<T> acc{};
         for (std::int64_t i = 0; i < inner; ++i) acc += p[i];
         pdb[c] += acc;
       }
@@ -319,11 +326,11 @@ struct cpu_device : cpu_elementwise_primitives, cpu_rowwise_primitives, cpu_wind
     for (std::int64_t j = 0; j < s; ++j)
       for (std::int64_t i = 0; i < half; ++i) {
         const double angle = double(pos0 + j) * std::pow(theta, -2.0 * double(i) / double(d));
-        const T c = T(std::cos(angle)), sn = T(inverse ? -std::sin(angle) : std::sin(angle));
+        const compute_type_t<T> c = T(std::cos(angle)), sn = T(inverse ? -std::sin(angle) : std::sin(angle));
         for (std::int64_t n = 0; n < b; ++n)
           for (std::int64_t h = 0; h < heads; ++h) {
             const std::int64_t o = ((n * s + j) * heads + h) * d;
-            const T lo = x[std::size_t(o + i)], hi = x[std::size_t(o + i + half)];
+            const compute_type_t<T> lo = x[std::size_t(o + i)], hi = x[std::size_t(o + i + half)];
             y[std::size_t(o + i)] = lo * c - hi * sn;
             y[std::size_t(o + i + half)] = hi * c + lo * sn;
           }
@@ -360,7 +367,7 @@ struct cpu_device : cpu_elementwise_primitives, cpu_rowwise_primitives, cpu_wind
   // ---- dropout ------------------------------------------------------------------------------
   template <class T>
   void dropout(const dropout_key& key, const shard_info& s, std::span<const T> x, std::span<T> y) {
-    const T keep_scale = T(1.0 / (1.0 - key.p));
+    const compute_type_t<T> keep_scale = T(1.0 / (1.0 - key.p));
     const detail::dropout_mask mask(key);
     const T* px = x.data();
     T* py = y.data();
@@ -383,5 +390,7 @@ struct cpu_device : cpu_elementwise_primitives, cpu_rowwise_primitives, cpu_wind
 };
 
 static_assert(Device<cpu_device>, "cpu_device must model autoddl::Device");
+static_assert(DeviceFor<cpu_device, bf16> && DeviceFor<cpu_device, fp16>,
+              "cpu_device must run every primitive in the 16-bit storage types");
 
 }  // namespace autoddl

@@ -11,6 +11,7 @@
 #include <span>
 #include <type_traits>
 
+#include "autoddl/backend/cpu/half_types.hpp"
 #include "autoddl/backend/cpu/vector_math.hpp"
 #include "autoddl/backend/device.hpp"
 
@@ -154,7 +155,7 @@ struct cpu_elementwise_primitives {
       const T* px = x.data();
       T* py = y.data();
       for (std::size_t i = 0, n = y.size(); i < n; ++i) {
-        const T v = px[i];
+        const compute_type_t<T> v = px[i];
         py[i] = T(0.5) * v * (T(1) + std::tanh(T(detail::gelu_c) * (v + T(detail::gelu_a) * v * v * v)));
       }
     }
@@ -167,9 +168,9 @@ struct cpu_elementwise_primitives {
       const T *px = x.data(), *pd = dy.data();
       T* pdx = dx.data();
       for (std::size_t i = 0, n = dx.size(); i < n; ++i) {
-        const T v = px[i];
-        const T t = std::tanh(T(detail::gelu_c) * (v + T(detail::gelu_a) * v * v * v));
-        const T du = T(detail::gelu_c) * (T(1) + T(3 * detail::gelu_a) * v * v);
+        const compute_type_t<T> v = px[i];
+        const compute_type_t<T> t = std::tanh(T(detail::gelu_c) * (v + T(detail::gelu_a) * v * v * v));
+        const compute_type_t<T> du = T(detail::gelu_c) * (T(1) + T(3 * detail::gelu_a) * v * v);
         pdx[i] = pd[i] * (T(0.5) * (T(1) + t) + T(0.5) * v * (T(1) - t * t) * du);
       }
     }
@@ -193,7 +194,7 @@ struct cpu_elementwise_primitives {
       const T *px = x.data(), *pd = dy.data();
       T* pdx = dx.data();
       for (std::size_t i = 0, n = dx.size(); i < n; ++i) {
-        const T s = T(1) / (T(1) + std::exp(-px[i]));
+        const compute_type_t<T> s = T(1) / (T(1) + std::exp(-px[i]));
         pdx[i] = pd[i] * s * (T(1) + px[i] * (T(1) - s));
       }
     }
@@ -202,7 +203,7 @@ struct cpu_elementwise_primitives {
   // ---- optimizers ---------------------------------------------------------------------------
   template <class T>
   void sgd_momentum(const optimizer_step& o, std::span<const T> g, std::span<T> vel, std::span<T> p) {
-    const T mom = T(o.momentum), wd = T(o.weight_decay), lr = T(o.lr);
+    const compute_type_t<T> mom = T(o.momentum), wd = T(o.weight_decay), lr = T(o.lr);
     const T* pg = g.data();
     T *pv = vel.data(), *pp = p.data();
     if constexpr (std::is_same_v<T, float>) {  // one pass over the three arrays in float lanes
@@ -223,8 +224,8 @@ struct cpu_elementwise_primitives {
   template <class T>
   void adam(const optimizer_step& o, std::span<const T> g, std::span<T> m, std::span<T> v, std::span<T> p) {
     const double c1 = 1.0 - std::pow(o.beta1, double(o.step)), c2 = 1.0 - std::pow(o.beta2, double(o.step));
-    const T b1 = T(o.beta1), b2 = T(o.beta2), rest1 = T(1 - o.beta1), rest2 = T(1 - o.beta2);
-    const T wd = T(o.weight_decay), lr = T(o.lr), eps = T(o.eps);
+    const compute_type_t<T> b1 = T(o.beta1), b2 = T(o.beta2), rest1 = T(1 - o.beta1), rest2 = T(1 - o.beta2);
+    const compute_type_t<T> wd = T(o.weight_decay), lr = T(o.lr), eps = T(o.eps);
     const T* pg = g.data();
     T *pm = m.data(), *pv = v.data(), *pp = p.data();
     if constexpr (std::is_same_v<T, float>) {  // one pass over the four arrays in float lanes
@@ -242,7 +243,7 @@ struct cpu_elementwise_primitives {
       });
     }
     for (std::size_t i = 0, n = p.size(); i < n; ++i) {
-      const T gi = pg[i] + wd * pp[i];
+      const compute_type_t<T> gi = pg[i] + wd * pp[i];
       pm[i] = b1 * pm[i] + rest1 * gi;
       pv[i] = b2 * pv[i] + rest2 * gi * gi;
       pp[i] -= lr * (pm[i] / T(c1)) / (std::sqrt(pv[i] / T(c2)) + eps);

@@ -9,6 +9,8 @@
 #include <span>
 #include <vector>
 
+#include "autoddl/backend/cpu/half_types.hpp"
+
 namespace autoddl {
 
 /// The CPU device's mixture-of-experts primitives (cpu_device derives from it).
@@ -48,10 +50,10 @@ struct cpu_moe_primitives {
       const T* pr = p.data() + r * e;
       T* gr = g.data() + r * e;
       const std::span<const std::int64_t> sel = picks.subspan(std::size_t(r * k), std::size_t(k));
-      T sum{};
+      compute_type_t<T> sum{};
       for (std::int64_t c : sel) sum += pr[c];
       std::fill(gr, gr + e, T{});
-      for (std::int64_t c : sel) gr[c] = renormalize ? pr[c] / sum : pr[c];
+      for (std::int64_t c : sel) gr[c] = renormalize ? pr[c] / sum : compute_type_t<T>(pr[c]);
     }
   }
 
@@ -70,7 +72,7 @@ struct cpu_moe_primitives {
         for (std::int64_t c : sel) dpr[c] = dgr[c];
         continue;
       }
-      T sum{}, dot{};
+      compute_type_t<T> sum{}, dot{};
       for (std::int64_t c : sel) sum += pr[c];
       for (std::int64_t c : sel) dot += pr[c] / sum * dgr[c];
       for (std::int64_t c : sel) dpr[c] = (dgr[c] - dot) / sum;
@@ -93,10 +95,10 @@ struct cpu_moe_primitives {
   void balance_loss(std::int64_t b, std::int64_t s, std::int64_t e, std::int64_t k, std::span<const T> p,
                     std::span<const std::int64_t> picks, T scale, std::span<T> out) {
     const std::vector<T> counts = routed_counts<T>(b, s, e, k, picks);
-    T total{};
+    compute_type_t<T> total{};
     for (std::int64_t i = 0; i < b; ++i)
       for (std::int64_t c = 0; c < e; ++c) {
-        T mass{};
+        compute_type_t<T> mass{};
         for (std::int64_t t = 0; t < s; ++t) mass += p[std::size_t((i * s + t) * e + c)];
         total += counts[std::size_t(i * e + c)] * mass;
       }
@@ -108,7 +110,7 @@ struct cpu_moe_primitives {
   void balance_loss_bwd(std::int64_t b, std::int64_t s, std::int64_t e, std::int64_t k,
                         std::span<const std::int64_t> picks, std::span<const T> dloss, T scale, std::span<T> dp) {
     const std::vector<T> counts = routed_counts<T>(b, s, e, k, picks);
-    const T f = dloss[0] * scale * T(e) / (T(k) * T(s) * T(s));
+    const compute_type_t<T> f = dloss[0] * scale * T(e) / (T(k) * T(s) * T(s));
     for (std::int64_t i = 0; i < b; ++i)
       for (std::int64_t t = 0; t < s; ++t)
         for (std::int64_t c = 0; c < e; ++c) dp[std::size_t((i * s + t) * e + c)] = f * counts[std::size_t(i * e + c)];
@@ -147,7 +149,7 @@ struct cpu_moe_primitives {
       for (std::int64_t c = 0; c < e; ++c) {
         const std::int64_t d = dst[std::size_t(r * e + c)];
         if (d < 0) continue;
-        const T w = g[std::size_t(r * e + c)];
+        const compute_type_t<T> w = g[std::size_t(r * e + c)];
         const T* xr = x.data() + d * cols;
         T* yr = y.data() + r * cols;
         for (std::int64_t j = 0; j < cols; ++j) yr[j] += w * xr[j];
@@ -166,7 +168,7 @@ struct cpu_moe_primitives {
         T& gr = dg[std::size_t(r * e + c)];
         gr = T{};
         if (d < 0) continue;
-        const T w = g[std::size_t(r * e + c)];
+        const compute_type_t<T> w = g[std::size_t(r * e + c)];
         const T* dyr = dy.data() + r * cols;
         const T* xr = x.data() + d * cols;
         T* dxr = dx.data() + d * cols;

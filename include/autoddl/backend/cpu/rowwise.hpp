@@ -2,8 +2,8 @@
 // The row-wise primitives of the CPU device (their contracts: backend/device.hpp): layernorm,
 // RMSNorm, softmax and the attention mask, and softmax cross-entropy. Each row is one pass to
 // its statistics and one to its outputs, over raw pointers; float takes its e^x, maxima and dot
-// products in the CPU's widest float lanes (vector_math.hpp), double through libm. Row statistics are kept in the element type
-// (statistic_t<T> is T for float and double, the types cpu_device runs).
+// products in the CPU's widest float lanes (vector_math.hpp), double through libm. Row statistics and
+// every sum are kept in compute_type_t<T> (float for the 16-bit types, as statistic_t is).
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -11,42 +11,35 @@
 #include <span>
 #include <type_traits>
 
+#include "autoddl/backend/cpu/half_types.hpp"
 #include "autoddl/backend/cpu/vector_math.hpp"
 #include "autoddl/backend/device.hpp"
 
 namespace autoddl {
 
 namespace detail {
-/// cpu_device keeps row statistics in the element type: it runs float and double, for which
-/// statistic_t<T> is T (a type with wider statistics needs its own loops).
-template <class T>
-consteval void statistics_in_element_type() {
-  static_assert(std::is_same_v<statistic_t<T>, T>,
-                "cpu_device computes row statistics in the element type T, so statistic_t<T> must be T; "
-                "use float or double");
-}
 /// The largest of x[0..n).
 template <class T>
-T row_max_of(const T* x, std::int64_t n) {
+compute_type_t<T> row_max_of(const T* x, std::int64_t n) {
   if constexpr (std::is_same_v<T, float>) {
     float m = 0;
     with_float_lanes([&]<class V>() __attribute__((always_inline)) { m = max_lanes<V>(x, std::size_t(n)); });
     return m;
   } else {
-    T m = -std::numeric_limits<T>::infinity();
-    for (std::int64_t c = 0; c < n; ++c) m = std::max(m, x[c]);
+    compute_type_t<T> m = -std::numeric_limits<T>::infinity();
+    for (std::int64_t c = 0; c < n; ++c) m = std::max(m, compute_type_t<T>(x[c]));
     return m;
   }
 }
 /// The sum of e^(x[c] - m) over the row.
 template <class T>
-T row_sum_exp(const T* x, T m, std::int64_t n) {
+compute_type_t<T> row_sum_exp(const T* x, compute_type_t<T> m, std::int64_t n) {
   if constexpr (std::is_same_v<T, float>) {
     float s = 0;
     with_float_lanes([&]<class V>() __attribute__((always_inline)) { s = exp_sum_lanes<V>(x, m, nullptr, std::size_t(n)); });
     return s;
   } else {
-    T s{};
+    compute_type_t<T> s{};
     for (std::int64_t c = 0; c < n; ++c) s += std::exp(x[c] - m);
     return s;
   }
@@ -59,14 +52,13 @@ struct cpu_rowwise_primitives {
   template <class T>
   void rmsnorm_fwd(std::int64_t rows, std::int64_t cols, std::span<const T> x, std::span<const T> gamma, double eps,
                    std::span<T> y, std::span<statistic_t<T>> rstd) {
-    detail::statistics_in_element_type<T>();
     const T* g = gamma.data();
     for (std::int64_t r = 0; r < rows; ++r) {
       const T* xr = x.data() + r * cols;
       T* yr = y.data() + r * cols;
-      T ms{};
+      compute_type_t<T> ms{};
       for (std::int64_t c = 0; c < cols; ++c) ms += xr[c] * xr[c];
-      const T rs = T(1) / std::sqrt(ms / T(cols) + T(eps));
+      const compute_type_t<T> rs = T(1) / std::sqrt(ms / T(cols) + T(eps));
       for (std::int64_t c = 0; c < cols; ++c) yr[c] = xr[c] * rs * g[c];
       at(rstd, r) = rs;
     }
@@ -75,7 +67,6 @@ struct cpu_rowwise_primitives {
   template <class T>
   void rmsnorm_bwd(std::int64_t rows, std::int64_t cols, std::span<const T> x, std::span<const T> gamma,
                    std::span<const statistic_t<T>> rstd, std::span<const T> dy, std::span<T> dx, std::span<T> dgamma) {
-    detail::statistics_in_element_type<T>();
     std::fill(dgamma.begin(), dgamma.end(), T{});
     const T* g = gamma.data();
     T* dg = dgamma.data();
@@ -83,8 +74,8 @@ struct cpu_rowwise_primitives {
       const T* xr = x.data() + r * cols;
       const T* dyr = dy.data() + r * cols;
       T* dxr = dx.data() + r * cols;
-      const T rs = at(rstd, r);
-      T gx{};
+      const compute_type_t<T> rs = at(rstd, r);
+      compute_type_t<T> gx{};
       for (std::int64_t c = 0; c < cols; ++c) {
         gx += dyr[c] * g[c] * xr[c];
         dg[c] += dyr[c] * xr[c] * rs;
@@ -99,18 +90,17 @@ struct cpu_rowwise_primitives {
   void layernorm_fwd(std::int64_t rows, std::int64_t cols, std::span<const T> x, std::span<const T> gamma,
                      std::span<const T> beta, std::span<T> y, std::span<statistic_t<T>> mean,
                      std::span<statistic_t<T>> rstd) {
-    detail::statistics_in_element_type<T>();
     const T *g = gamma.data(), *b = beta.data();
     for (std::int64_t r = 0; r < rows; ++r) {
       const T* xr = x.data() + r * cols;
       T* yr = y.data() + r * cols;
-      T mu{};
+      compute_type_t<T> mu{};
       for (std::int64_t c = 0; c < cols; ++c) mu += xr[c];
       mu /= T(cols);
-      T var{};
+      compute_type_t<T> var{};
       for (std::int64_t c = 0; c < cols; ++c) var += (xr[c] - mu) * (xr[c] - mu);
       var /= T(cols);
-      const T rs = T(1) / std::sqrt(var + T(layernorm_eps));
+      const compute_type_t<T> rs = T(1) / std::sqrt(var + T(layernorm_eps));
       for (std::int64_t c = 0; c < cols; ++c) yr[c] = (xr[c] - mu) * rs * g[c] + b[c];
       at(mean, r) = mu;
       at(rstd, r) = rs;
@@ -120,7 +110,6 @@ struct cpu_rowwise_primitives {
   void layernorm_bwd(std::int64_t rows, std::int64_t cols, std::span<const T> x, std::span<const T> gamma,
                      std::span<const statistic_t<T>> mean, std::span<const statistic_t<T>> rstd,
                      std::span<const T> dy, std::span<T> dx, std::span<T> dgamma, std::span<T> dbeta) {
-    detail::statistics_in_element_type<T>();
     std::fill(dgamma.begin(), dgamma.end(), T{});
     std::fill(dbeta.begin(), dbeta.end(), T{});
     const T* gm = gamma.data();
@@ -129,10 +118,10 @@ struct cpu_rowwise_primitives {
       const T* xr = x.data() + r * cols;
       const T* dyr = dy.data() + r * cols;
       T* dxr = dx.data() + r * cols;
-      const T mu = at(mean, r), rs = at(rstd, r);
-      T s1{}, s2{};  // mean of dxhat and of dxhat * xhat
+      const compute_type_t<T> mu = at(mean, r), rs = at(rstd, r);
+      compute_type_t<T> s1{}, s2{};  // mean of dxhat and of dxhat * xhat
       for (std::int64_t c = 0; c < cols; ++c) {
-        const T xh = (xr[c] - mu) * rs, g = dyr[c] * gm[c];
+        const compute_type_t<T> xh = (xr[c] - mu) * rs, g = dyr[c] * gm[c];
         s1 += g;
         s2 += g * xh;
         dg[c] += dyr[c] * xh;
@@ -141,7 +130,7 @@ struct cpu_rowwise_primitives {
       s1 /= T(cols);
       s2 /= T(cols);
       for (std::int64_t c = 0; c < cols; ++c) {
-        const T xh = (xr[c] - mu) * rs;
+        const compute_type_t<T> xh = (xr[c] - mu) * rs;
         dxr[c] = rs * (dyr[c] * gm[c] - s1 - xh * s2);
       }
     }
@@ -152,15 +141,15 @@ struct cpu_rowwise_primitives {
     for (std::int64_t r = 0; r < rows; ++r) {
       const T* xr = x.data() + r * cols;
       T* yr = y.data() + r * cols;
-      const T m = detail::row_max_of(xr, cols);
-      T s{};
+      const compute_type_t<T> m = detail::row_max_of(xr, cols);
+      compute_type_t<T> s{};
       if constexpr (std::is_same_v<T, float>)
         detail::with_float_lanes([&]<class V>() __attribute__((always_inline)) {
           s = detail::exp_sum_lanes<V>(xr, m, yr, std::size_t(cols));
         });
       else
         for (std::int64_t c = 0; c < cols; ++c) s += (yr[c] = std::exp(xr[c] - m));
-      const T inv = T(1) / s;
+      const compute_type_t<T> inv = T(1) / s;
       for (std::int64_t c = 0; c < cols; ++c) yr[c] *= inv;
     }
   }
@@ -170,7 +159,7 @@ struct cpu_rowwise_primitives {
       const T* yr = y.data() + r * cols;
       const T* dyr = dy.data() + r * cols;
       T* dxr = dx.data() + r * cols;
-      T dot{};
+      compute_type_t<T> dot{};
       if constexpr (std::is_same_v<T, float>)
         detail::with_float_lanes([&]<class V>() __attribute__((always_inline)) {
           dot = detail::dot_lanes<V>(yr, dyr, std::size_t(cols));
@@ -184,7 +173,7 @@ struct cpu_rowwise_primitives {
   template <class T>
   void scale_causal_mask(std::int64_t groups, std::int64_t sq, std::int64_t sk, T scale, std::int64_t q_offset,
                          bool causal, std::span<T> s) {
-    const T neg = -std::numeric_limits<T>::infinity();
+    const compute_type_t<T> neg = -std::numeric_limits<T>::infinity();
     for (std::int64_t g = 0; g < groups; ++g)
       for (std::int64_t q = 0; q < sq; ++q) {
         T* row = s.data() + (g * sq + q) * sk;
@@ -198,13 +187,11 @@ struct cpu_rowwise_primitives {
   // ---- softmax cross-entropy ------------------------------------------------------------------
   template <class T>
   void row_max(std::int64_t rows, std::int64_t cols, std::span<const T> x, std::span<statistic_t<T>> m) {
-    detail::statistics_in_element_type<T>();
     for (std::int64_t r = 0; r < rows; ++r) at(m, r) = detail::row_max_of(x.data() + r * cols, cols);
   }
   template <class T>
   void xent_stats(std::int64_t rows, std::int64_t cols, std::span<const T> x, std::span<const std::int64_t> labels,
                   std::int64_t lo, std::span<const statistic_t<T>> m, std::span<statistic_t<T>> stats) {
-    detail::statistics_in_element_type<T>();
     for (std::int64_t r = 0; r < rows; ++r) {
       const T* xr = x.data() + r * cols;
       const std::int64_t t = at(labels, r) - lo;
@@ -215,8 +202,7 @@ struct cpu_rowwise_primitives {
   template <class T>
   void xent_loss(std::int64_t rows, std::span<const statistic_t<T>> m, std::span<const statistic_t<T>> stats, T scale,
                  std::span<T> out) {
-    detail::statistics_in_element_type<T>();
-    T acc{};
+    compute_type_t<T> acc{};
     for (std::int64_t r = 0; r < rows; ++r) acc += std::log(at(stats, r)) + at(m, r) - at(stats, rows + r);
     out[0] = scale * acc;
   }
@@ -224,12 +210,11 @@ struct cpu_rowwise_primitives {
   void xent_bwd(std::int64_t rows, std::int64_t cols, std::span<const T> x, std::span<const std::int64_t> labels,
                 std::int64_t lo, std::span<const statistic_t<T>> m, std::span<const statistic_t<T>> stats,
                 std::span<const T> dloss, T scale, std::span<T> dx) {
-    detail::statistics_in_element_type<T>();
-    const T f = scale * dloss[0];
+    const compute_type_t<T> f = scale * dloss[0];
     for (std::int64_t r = 0; r < rows; ++r) {
       const T* xr = x.data() + r * cols;
       T* dr = dx.data() + r * cols;
-      const T mr = at(m, r), w = f / at(stats, r);
+      const compute_type_t<T> mr = at(m, r), w = f / at(stats, r);
       if constexpr (std::is_same_v<T, float>)
         detail::with_float_lanes([&]<class V>() __attribute__((always_inline)) {
           detail::map_lanes<V>(xr, dr, std::size_t(cols),

@@ -180,6 +180,10 @@ class cuda_device {
   /// Whether x holds no NaN or Inf; waits for the answer.
   template <class T>
   bool all_finite(std::span<const T> x) const;
+  /// y[i] = x[i] in To, through float: rounded to nearest even into a 16-bit type, exact out of
+  /// one (mixed precision's master weights and gradient sums; runtime/detail/precision.hpp).
+  template <class From, class To>
+  void convert(std::span<const From> x, std::span<To> y);
   /// Bytes of this device's live buffers now (the sizes they were allocated with). Not counted:
   /// freed blocks the pool keeps cached, cuBLAS's and NCCL's own workspaces, other allocators.
   std::int64_t bytes_in_use() const { return state_->live_bytes.load(std::memory_order_relaxed); }

@@ -71,6 +71,13 @@ void cuda_device::fill(std::span<T> y, T v) {
   AUTODDL_CUDA_ELEMENTWISE(detail::fill_kernel<T>, detail::idx(y.size()), y.data(), detail::idx(y.size()), v);
 }
 
+template <class From, class To>
+void cuda_device::convert(std::span<const From> x, std::span<To> y) {
+  fits(x.size(), y.size(), "convert");
+  AUTODDL_CUDA_ELEMENTWISE((detail::convert_kernel<From, To>), detail::idx(x.size()), x.data(), y.data(),
+                           detail::idx(x.size()));
+}
+
 template <class T>
 bool cuda_device::all_finite(std::span<const T> x) const {
   cuda_buffer<int> flag(1, state_);

@@ -546,6 +546,12 @@ __global__ void sgd_momentum_kernel(acc_t<T> lr, acc_t<T> momentum, acc_t<T> wd,
     p[i] = from_acc<T>(to_acc(p[i]) - lr * v);
   }
 }
+/// y[i] = x[i] in To, through float (the master weights rounded into 16-bit parameters, a 16-bit
+/// gradient widened into its float sum).
+template <class From, class To>
+__global__ void convert_kernel(const From* x, To* y, idx n) {
+  for (idx i = grid_start(); i < n; i += grid_step()) y[i] = from_acc<To>(acc_t<To>(to_acc(x[i])));
+}
 struct adam_params {
   double lr, beta1, one_minus_beta1, beta2, one_minus_beta2, eps, weight_decay, c1, c2;
 };

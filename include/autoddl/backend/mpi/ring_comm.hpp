@@ -23,14 +23,17 @@
 #include <utility>
 #include <vector>
 
+#include "autoddl/backend/cpu/half_types.hpp"
 #include "autoddl/backend/device.hpp"
 #include "autoddl/backend/mpi/error.hpp"
 #include "autoddl/backend/mpi/wait.hpp"
 
 namespace autoddl::mpi {
 
+/// The element types the collectives move: float, double and the 16-bit storage types, which
+/// travel as 16-bit words and are summed here, each addition rounded as a 16-bit store is.
 template <class T>
-concept MpiElement = std::is_same_v<T, float> || std::is_same_v<T, double>;
+concept MpiElement = std::is_same_v<T, float> || std::is_same_v<T, double> || is_half_float_v<T>;
 
 /// What a variable-count all-to-all carries: activations, or the token counts exchanged before them.
 template <class T>
@@ -40,7 +43,8 @@ template <MpiExchangeElement T>
 inline MPI_Datatype datatype_of() {
   if constexpr (std::is_same_v<T, float>) return MPI_FLOAT;
   else if constexpr (std::is_same_v<T, double>) return MPI_DOUBLE;
-  else return MPI_INT64_T;
+  else if constexpr (std::is_same_v<T, std::int64_t>) return MPI_INT64_T;
+  else return MPI_UINT16_T;
 }
 
 /// One communicator (one mesh axis, or the world) with byte-counting ring collectives.

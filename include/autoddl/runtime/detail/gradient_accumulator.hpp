@@ -9,6 +9,8 @@
 // for the join instead, where the ranks meet once and run them back to back. It holds the same
 // buffer until then that it would hand to the parameter's sum (the same bytes, the same sizes),
 // so the step's memory at every sample is what it was (search/step_memory.hpp replays it).
+// Sums are kept in master_t<T> (float for a 16-bit T: precision.hpp); each contribution is widened
+// as it comes, and a sum is rounded to T only for a boxing, which moves the plan's dtype.
 #include <cstddef>
 #include <utility>
 #include <vector>
@@ -19,6 +21,7 @@
 #include "autoddl/models/graph.hpp"
 #include "autoddl/runtime/boxing.hpp"
 #include "autoddl/runtime/detail/device_buffers.hpp"
+#include "autoddl/runtime/detail/precision.hpp"
 #include "autoddl/runtime/train_options.hpp"
 
 namespace autoddl::detail {
@@ -27,6 +30,7 @@ template <class T, Device D, MeshCommunicator M>
 class gradient_accumulator {
  public:
   using buffer = buffer_t<D, T>;
+  using sum_buffer = buffer_t<D, master_t<T>>;
 
   gradient_accumulator(D& dev, M& comm, int params) : dev_(&dev), comm_(&comm), buffers_(dev) {
     resize(grad_sums_, params);
@@ -54,12 +58,12 @@ class gradient_accumulator {
            const tensor_shape& shape, const nd_sbp& compute_grad, step_profile& profile) {
     auto t = step_clock::now();
     if (path.size() == 0) {
-      buffers_.accumulate(at(grad_sums_, p), std::move(g));
+      buffers_.accumulate(at(grad_sums_, p), widened(std::move(g)));
       profile.accumulate_s += lap(t);
       return;
     }
-    buffer& sum = at(param_grad_acc_, i)[j];
-    buffers_.accumulate(sum, std::move(g));
+    sum_buffer& sum = at(param_grad_acc_, i)[j];
+    buffers_.accumulate(sum, widened(std::move(g)));
     profile.accumulate_s += lap(t);
     if (!last_micro_batch) return;
     if constexpr (SideQueue<D, M>) {
@@ -70,10 +74,10 @@ class gradient_accumulator {
       deferred_.push_back({i, j, p, &path, shape, compute_grad});
       return;
     }
-    buffer boxed = run_boxing<T>(*dev_, *comm_, std::move(sum), shape, compute_grad, path);
+    buffer boxed = run_boxing<T>(*dev_, *comm_, narrowed(std::move(sum)), shape, compute_grad, path);
     buffers_.release(sum);
     at(profile.boxing_s, i) += lap(t);
-    buffers_.accumulate(at(grad_sums_, p), std::move(boxed));
+    buffers_.accumulate(at(grad_sums_, p), widened(std::move(boxed)));
     profile.accumulate_s += lap(t);
   }
 
@@ -84,11 +88,11 @@ class gradient_accumulator {
     if constexpr (!SideQueue<D, M>) {
       for (const deferred_boxing& d : deferred_) {
         auto t = step_clock::now();
-        buffer& sum = at(param_grad_acc_, d.op)[d.slot];
-        buffer boxed = run_boxing<T>(*dev_, *comm_, std::move(sum), d.shape, d.compute_grad, *d.path);
+        sum_buffer& sum = at(param_grad_acc_, d.op)[d.slot];
+        buffer boxed = run_boxing<T>(*dev_, *comm_, narrowed(std::move(sum)), d.shape, d.compute_grad, *d.path);
         buffers_.release(sum);
         at(profile.boxing_s, d.op) += lap(t);
-        buffers_.accumulate(at(grad_sums_, d.param), std::move(boxed));
+        buffers_.accumulate(at(grad_sums_, d.param), widened(std::move(boxed)));
         profile.accumulate_s += lap(t);
       }
       deferred_.clear();
@@ -108,22 +112,26 @@ class gradient_accumulator {
   }
 
   /// Per parameter: its uses' gradients, summed in its summing layout (after join).
-  std::vector<buffer>& sums() { return grad_sums_; }
+  std::vector<sum_buffer>& sums() { return grad_sums_; }
 
  private:
   // With a side queue: an edge's summed gradient `sum` (moved out) boxed and added into
   // boxed_sums_[p] there. Every buffer the path makes, and the sum itself, dies before the switch
   // back, so the device releases it in the side queue's order.
-  void box_on_side_queue(buffer& sum, int p, const boxing_path& path, const tensor_shape& shape, const nd_sbp& compute_grad) {
+  void box_on_side_queue(sum_buffer& sum, int p, const boxing_path& path, const tensor_shape& shape,
+                         const nd_sbp& compute_grad) {
     dev_->use_side_queue(*comm_);
     side_pending_ = true;
     {
-      buffer boxed = run_boxing<T>(*dev_, *comm_, std::move(sum), shape, compute_grad, path);
-      buffers_.accumulate(at(boxed_sums_, p), std::move(boxed));
+      buffer boxed = run_boxing<T>(*dev_, *comm_, narrowed(std::move(sum)), shape, compute_grad, path);
+      buffers_.accumulate(at(boxed_sums_, p), widened(std::move(boxed)));
     }
     buffers_.release(sum);
     dev_->use_main_queue(*comm_);
   }
+
+  sum_buffer widened(buffer&& g) { return converted<master_t<T>, T>(*dev_, std::move(g)); }
+  buffer narrowed(sum_buffer&& g) { return converted<T, master_t<T>>(*dev_, std::move(g)); }
 
   /// Whether the boxing of parameter p's only use waits for the join: one all-reduce step,
   /// in place (the axis divides the `elements`), the result moved into p's empty sum.
@@ -146,10 +154,10 @@ class gradient_accumulator {
   M* comm_;
   std::vector<int> uses_;                            ///< per parameter: the op slots that use it
   std::vector<deferred_boxing> deferred_;            ///< without a side queue: all-reduces left for the join
-  device_buffers<T, D> buffers_;
-  std::vector<buffer> grad_sums_;                    ///< per parameter: its uses' gradients, summed
-  std::vector<buffer> boxed_sums_;                   ///< per parameter: boxed on the side queue, summed there (until the join)
-  std::vector<std::vector<buffer>> param_grad_acc_;  ///< per op slot: gradient summed over micro-batches
+  device_buffers<master_t<T>, D> buffers_;
+  std::vector<sum_buffer> grad_sums_;                    ///< per parameter: its uses' gradients, summed
+  std::vector<sum_buffer> boxed_sums_;                   ///< per parameter: boxed on the side queue, summed there (until the join)
+  std::vector<std::vector<sum_buffer>> param_grad_acc_;  ///< per op slot: gradient summed over micro-batches
   bool side_pending_ = false;                        ///< side-queue work queued since the last join
 };
 

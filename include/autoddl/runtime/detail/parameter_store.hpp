@@ -1,7 +1,10 @@
 #pragma once
 // One device's parameters under a plan: their storage shards, initialised from the seed; their
 // gradients synchronised once per step into the update layout; the optimizer state beside them
-// and the update; the downloads and restores of checkpoints.
+// and the update; the downloads and restores of checkpoints. A 16-bit T (precision.hpp) keeps a
+// float master copy of the part of each parameter it updates (laid out as the optimizer state:
+// sliced under ZeRO stages 1 and 2), float gradients and float optimizer state: the update runs
+// on the master, which is then rounded into the parameter (and gathered, under ZeRO).
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -16,6 +19,7 @@
 #include "autoddl/runtime/boxing.hpp"
 #include "autoddl/runtime/data.hpp"
 #include "autoddl/runtime/detail/device_buffers.hpp"
+#include "autoddl/runtime/detail/precision.hpp"
 #include "autoddl/runtime/train_options.hpp"
 
 namespace autoddl::detail {
@@ -26,9 +30,11 @@ template <class T, Device D, MeshCommunicator M>
 class parameter_store {
  public:
   using buffer = buffer_t<D, T>;
+  using master = master_t<T>;
+  using master_buffer = buffer_t<D, master>;
 
   parameter_store(const plan& p, D& dev, M& comm, const train_options& options)
-      : plan_(&p), dev_(&dev), comm_(&comm), buffers_(dev), options_(options) {}
+      : plan_(&p), dev_(&dev), comm_(&comm), buffers_(dev), masters_(dev), options_(options) {}
 
   /// The shards and optimizer state of the parameters `held` marks (1: this device's pipeline
   /// stage uses it), initialised.
@@ -40,14 +46,16 @@ class parameter_store {
     resize(grads_, np);
     resize(first_moment_, np);
     resize(second_moment_, np);
+    resize(master_, np);
     for (int p = 0; p < np; ++p) {
       const tensor_shape& shape = at(model.params, p).shape;
       if (!holds(p)) continue;  // another stage's
       const shard_info s = make_shard(shape, storage(p), comm_->shape(), comm_->coords());
       at(params_, p) = buffers_.uploaded(init_param_shard<T>(model, p, s, options_.seed));
       const std::size_t state = std::size_t(local_shape(shape, layout{update_layout(p), comm_->shape()}).elements());
-      at(first_moment_, p) = buffers_.alloc(state);
-      if (options_.opt == optimizer::adam) at(second_moment_, p) = buffers_.alloc(state);
+      at(first_moment_, p) = masters_.alloc(state);
+      if (options_.opt == optimizer::adam) at(second_moment_, p) = masters_.alloc(state);
+      if constexpr (mixed_precision_v<T>) at(master_, p) = converted<master, T>(*dev_, update_slice(p));
     }
   }
 
@@ -61,47 +69,61 @@ class parameter_store {
   int count() const { return int(params_.size()); }
 
   std::vector<T> param_shard(int p) const { return buffers_.host_copy(at(params_, p)); }
-  std::vector<T> grad_shard(int p) const { return buffers_.host_copy(at(grads_, p)); }
-  std::vector<T> moment_shard(int p, int k) const { return buffers_.host_copy(at(k == 0 ? first_moment_ : second_moment_, p)); }
+  std::vector<master> grad_shard(int p) const { return masters_.host_copy(at(grads_, p)); }
+  std::vector<master> moment_shard(int p, int k) const {
+    return masters_.host_copy(at(k == 0 ? first_moment_ : second_moment_, p));
+  }
+  /// The master copy of parameter p's update-layout shard (empty unless T is a 16-bit type).
+  std::vector<master> master_shard(int p) const { return masters_.host_copy(at(master_, p)); }
   std::int64_t steps_done() const { return steps_done_; }
   void restore_steps_done(std::int64_t n) { steps_done_ = n; }
 
   /// Replaces parameter p's storage shard and optimizer state with host values (a checkpoint's).
   /// @throws error on a size mismatch.
-  void restore_shard(int p, const std::vector<T>& param, const std::vector<T>& m, const std::vector<T>& v) {
-    auto put = [&](buffer& b, const std::vector<T>& h, const char* what) {
+  /// A 16-bit T's master copy is `master_copy`, or else the restored value (widened, and sliced as
+  /// the update is).
+  void restore_shard(int p, const std::vector<T>& param, const std::vector<master>& m, const std::vector<master>& v,
+                     const std::vector<master>& master_copy) {
+    auto put = [&]<class E>(buffer_t<D, E>& b, const std::vector<E>& h, const char* what) {
       if (h.size() != b.size())
         fail<error>("restoring " + std::string(what) + " of parameter '" + at(plan_->g().params, p).name + "': " +
                     std::to_string(h.size()) + " values for a shard of " + std::to_string(b.size()));
-      if (!h.empty()) dev_->upload(std::span<const T>(h), buffers_.view(b));
+      if (!h.empty()) dev_->upload(std::span<const E>(h), dev_->view(b));
     };
     put(at(params_, p), param, "the value");
     put(at(first_moment_, p), m, "the first moment");
     put(at(second_moment_, p), v, "the second moment");
+    if constexpr (mixed_precision_v<T>) {
+      if (master_copy.empty()) at(master_, p) = converted<master, T>(*dev_, update_slice(p));
+      else put(at(master_, p), master_copy, "the master weights");
+    }
   }
 
   /// Frees the last step's gradients.
   void release_gradients() {
-    for (auto& g : grads_) buffers_.release(g);
+    for (auto& g : grads_) masters_.release(g);
   }
 
   /// Each parameter's summed gradient (grad_sums, in its summing layout; consumed) boxed to its
   /// update layout: nothing for a parameter with one use (its contribution already went there),
   /// one synchronisation for a tied one. Then `after_each(p, gradient)` (the pipeline's tied
   /// exchange, a memory sample).
+  /// The synchronisation moves T (a 16-bit T's sum rounded for it, and widened back).
   template <class AfterEach>
-  void synchronise(std::vector<buffer>& grad_sums, AfterEach after_each) {
+  void synchronise(std::vector<master_buffer>& grad_sums, AfterEach after_each) {
     const graph& model = plan_->g();
     for (std::size_t p = 0; p < grads_.size(); ++p) {
       if (!holds(int(p))) continue;
       const param_choice& pc = layouts(int(p));
       if (grad_sums[p].empty())  // a parameter no op reached this step
-        grads_[p] = buffers_.alloc(first_moment_[p].size());
+        grads_[p] = masters_.alloc(first_moment_[p].size());
+      else if (at(plan_->params, p).sync.size() == 0)
+        grads_[p] = std::move(grad_sums[p]);
       else
-        grads_[p] = at(plan_->params, p).sync.size() == 0 ? std::move(grad_sums[p])
-                                               : run_boxing<T>(*dev_, *comm_, std::move(grad_sums[p]),
-                                                               model.params[p].shape, pc.grad_sum, at(plan_->params, p).sync);
-      buffers_.release(grad_sums[p]);
+        grads_[p] = converted<master, T>(
+            *dev_, run_boxing<T>(*dev_, *comm_, converted<T, master>(*dev_, std::move(grad_sums[p])),
+                                 model.params[p].shape, pc.grad_sum, at(plan_->params, p).sync));
+      masters_.release(grad_sums[p]);
       after_each(int(p), grads_[p]);
     }
   }
@@ -112,13 +134,14 @@ class parameter_store {
     const int n = int(grads_.size());
     double flag = 0;
     for (int p = 0; p < n && flag == 0; ++p)
-      if (!dev_->all_finite(buffers_.view(at(grads_, p)))) flag = double(n - p);
+      if (!dev_->all_finite(masters_.view(at(grads_, p)))) flag = double(n - p);
     return flag;
   }
 
   /// SGD with momentum or Adam on each device's shard in the update layout: the storage shard
   /// itself, or (ZeRO stages 1 and 2) this device's slice of it, updated and then gathered back.
-  void update() {
+  /// Gradients are first multiplied by `grad_scale` (a loss scale's reciprocal).
+  void update(double grad_scale = 1) {
     ++steps_done_;
     optimizer_step os;
     os.lr = options_.lr;
@@ -126,44 +149,61 @@ class parameter_store {
     for (std::size_t p = 0; p < params_.size(); ++p) {
       if (!holds(int(p))) continue;
       const boxing_path& gather = at(plan_->params, p).gather;
-      if (gather.size() == 0) {
-        update_shard(os, p, buffers_.view(params_[p]));
-        continue;
-      }
       const param_choice& pc = layouts(int(p));
       const tensor_shape& shape = at(plan_->g().params, p).shape;
-      buffer slice = run_boxing<T>(*dev_, *comm_, buffers_.clone(params_[p]), shape, pc.storage, at(plan_->params, p).slice);
-      update_shard(os, p, buffers_.view(slice));
-      params_[p] = run_boxing<T>(*dev_, *comm_, std::move(slice), shape, pc.update, gather);
+      if (grad_scale != 1) dev_->scale(master(grad_scale), masters_.view(grads_[p]));
+      if constexpr (mixed_precision_v<T>) {  // the master updated, rounded into T, gathered where sliced
+        update_shard(os, p, masters_.view(master_[p]));
+        buffer rounded = converted_copy<T, master>(*dev_, master_[p]);
+        params_[p] = gather.size() == 0 ? std::move(rounded) : run_boxing<T>(*dev_, *comm_, std::move(rounded), shape, pc.update, gather);
+      } else if (gather.size() == 0) {
+        update_shard(os, p, buffers_.view(params_[p]));
+      } else {
+        buffer slice = run_boxing<T>(*dev_, *comm_, buffers_.clone(params_[p]), shape, pc.storage, at(plan_->params, p).slice);
+        update_shard(os, p, buffers_.view(slice));
+        params_[p] = run_boxing<T>(*dev_, *comm_, std::move(slice), shape, pc.update, gather);
+      }
     }
   }
 
   /// Bytes of what persists between steps: parameter shards and optimizer state.
   std::int64_t stored_bytes() const {
-    std::int64_t n = 0;
-    for (std::size_t p = 0; p < params_.size(); ++p)
-      n += std::int64_t(params_[p].size() + first_moment_[p].size() + second_moment_[p].size());
-    return n * std::int64_t(sizeof(T));
+    std::int64_t low = 0, high = 0;
+    for (std::size_t p = 0; p < params_.size(); ++p) {
+      low += std::int64_t(params_[p].size());
+      high += std::int64_t(first_moment_[p].size() + second_moment_[p].size() + master_[p].size());
+    }
+    return low * std::int64_t(sizeof(T)) + high * std::int64_t(sizeof(master));
   }
 
  private:
-  void update_shard(const optimizer_step& os, std::size_t p, std::span<T> param) {
-    const std::span<const T> g = buffers_.view(std::as_const(grads_[p]));
+  /// This device's part of parameter p in its update layout: the storage shard, or its slice.
+  buffer update_slice(int p) {
+    buffer copy = buffers_.clone(at(params_, p));
+    const boxing_path& slice = at(plan_->params, p).slice;
+    if (at(plan_->params, p).gather.size() == 0) return copy;
+    return run_boxing<T>(*dev_, *comm_, std::move(copy), at(plan_->g().params, p).shape, storage(p), slice);
+  }
+  void update_shard(const optimizer_step& os, std::size_t p, std::span<master> param) {
+    const std::span<const master> g = masters_.view(std::as_const(grads_[p]));
     if (options_.opt == optimizer::adam)
-      dev_->adam(os, g, buffers_.view(first_moment_[p]), buffers_.view(second_moment_[p]), param);
+      dev_->adam(os, g, masters_.view(first_moment_[p]), masters_.view(second_moment_[p]), param);
     else
-      dev_->sgd_momentum(os, g, buffers_.view(first_moment_[p]), param);
+      dev_->sgd_momentum(os, g, masters_.view(first_moment_[p]), param);
   }
 
   const plan* plan_;
   D* dev_;
   M* comm_;
   device_buffers<T, D> buffers_;
+  device_buffers<master, D> masters_;
   train_options options_;
   std::vector<char> held_;                 ///< per parameter: kept here
-  std::vector<buffer> params_, grads_;     ///< storage shards of parameters and their gradients
-  std::vector<buffer> first_moment_;       ///< Adam's m, or SGD-momentum's velocity
-  std::vector<buffer> second_moment_;      ///< Adam's v (empty for SGD)
+  std::vector<buffer> params_;             ///< storage shards of parameters
+  std::vector<master_buffer> grads_;       ///< their synchronised gradients (update layout)
+  std::vector<master_buffer> master_;      ///< a 16-bit T's master copy (update layout; else empty)
+  std::vector<master_buffer> first_moment_;  ///< Adam's m, or SGD-momentum's velocity
+  std::vector<master_buffer> second_moment_;  ///< Adam's v (empty for SGD)
   std::int64_t steps_done_ = 0;
 };
 

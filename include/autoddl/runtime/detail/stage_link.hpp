@@ -15,6 +15,7 @@
 #include "autoddl/index.hpp"
 #include "autoddl/models/graph.hpp"
 #include "autoddl/runtime/detail/device_buffers.hpp"
+#include "autoddl/runtime/detail/precision.hpp"
 #include "autoddl/runtime/op_kernels.hpp"
 #include "autoddl/runtime/pipeline_schedule.hpp"
 #include "autoddl/text.hpp"
@@ -47,7 +48,7 @@ class stage_link {
   static constexpr bool pipe_sends = requires(Pipe& c, std::span<const T> v) { c.isend(v, 0, 0); };
 
   /// The whole model as one stage: every op and every parameter here.
-  stage_link(D& dev, const graph& model) : buffers_(dev), model_(&model), end_op_(int(model.ops.size())) {
+  stage_link(D& dev, const graph& model) : dev_(&dev), buffers_(dev), model_(&model), end_op_(int(model.ops.size())) {
     assign(held_, model.params.size(), 1);
     resize(tied_stages_, model.params.size());
   }
@@ -146,6 +147,15 @@ class stage_link {
     for (send_request& r : sends) r.wait();
     grad = std::move(sum);
   }
+  /// A float gradient of a 16-bit T (precision.hpp) is exchanged in T, as the plan prices it.
+  template <class G>
+    requires(!std::is_same_v<G, buffer>)
+  void exchange_tied_gradient(int p, G& grad) {
+    if (at(tied_stages_, p).size() < 2) return;
+    buffer low = converted<T, master_t<T>>(*dev_, std::move(grad));
+    exchange_tied_gradient(p, low);
+    grad = converted<master_t<T>, T>(*dev_, std::move(low));
+  }
 
  private:
   static constexpr int tag_activation = 1, tag_gradient = 2, tag_tied = 3;
@@ -222,6 +232,7 @@ class stage_link {
     waited_s_ += lap(t);
   }
 
+  D* dev_;
   device_buffers<T, D> buffers_;
   const graph* model_;
   int stage_ = 0, stages_ = 1;     ///< this device's pipeline stage, of stages_

@@ -61,13 +61,13 @@ double local_loss(D& dev, const M& comm, const buffer_t<D, T>& local, const nd_s
 
 /// dLoss/dLoss = 1/m for a step of m micro-batches (the step's loss is their mean), laid out
 /// dual(loss layout): B where the loss was P (every device holds it), P where it was B (device 0
-/// of that axis holds it, the others 0).
+/// of that axis holds it, the others 0); times `scale` under a loss scale.
 template <class T, Device D, MeshCommunicator M>
-buffer_t<D, T> loss_seed(D& dev, const M& comm, const nd_sbp& l, int microbatches) {
+buffer_t<D, T> loss_seed(D& dev, const M& comm, const nd_sbp& l, int microbatches, double scale = 1) {
   bool one = true;
   for (int a = 0; a < l.size(); ++a)
     if (l[a].is_broadcast() && comm.coords()[a] != 0) one = false;
-  const std::vector<T> h(1, one ? T(1.0 / microbatches) : T(0));
+  const std::vector<T> h(1, one ? T(scale / microbatches) : T(0));
   buffer_t<D, T> b = dev.template alloc<T>(h.size());
   dev.upload(std::span<const T>(h), dev.view(b));
   return b;
