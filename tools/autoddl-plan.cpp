@@ -317,6 +317,24 @@ void check_plan(const plan_cli& c) {
              same ? "" : "; the file's figures are older prices (plan it again to update them)");
 }
 
+// The ops and the parameters whose layouts differ between plan files a and b (--diff's lists).
+std::pair<nlohmann::json, nlohmann::json> differing_layouts(const plan_file& a, const plan_file& b) {
+  nlohmann::json ops = nlohmann::json::array(), params = nlohmann::json::array();
+  for (std::size_t i = 0; i < a.ops.size(); ++i) {
+    const op_layouts &x = a.ops[i], &y = b.ops[i];
+    if (x.inputs == y.inputs && x.params == y.params && x.outputs == y.outputs) continue;
+    ops.push_back({{"name", x.name}, {"kind", x.kind}, {"a", layouts_text(x)}, {"b", layouts_text(y)}});
+  }
+  auto text = [](const param_layouts_entry& e) {
+    return to_string(e.storage) + " summed " + to_string(e.grad_sum) + " updated " + to_string(e.update);
+  };
+  for (std::size_t p = 0; p < a.params.size() && p < b.params.size(); ++p)
+    if (!(a.params[p].storage == b.params[p].storage) || !(a.params[p].grad_sum == b.params[p].grad_sum) ||
+        !(a.params[p].update == b.params[p].update))
+      params.push_back({{"name", a.params[p].name}, {"a", text(a.params[p])}, {"b", text(b.params[p])}});
+  return {ops, params};
+}
+
 // --diff: what differs between two plan files of one model and mesh.
 // Each file is validated and priced again (reprice): the figures are today's.
 void diff_plans(const plan_cli& c, const std::string& a_path, const std::string& b_path) {
@@ -330,20 +348,7 @@ void diff_plans(const plan_cli& c, const std::string& a_path, const std::string&
                 std::to_string(a.pipeline_mesh.devices()) + " devices, '" + b.model + "' on " +
                 std::to_string(b.pipeline_mesh.devices()) + "); --diff compares plans of one model on the same devices");
   if (a.ops.size() != b.ops.size()) throw error("plan files " + a_path + " and " + b_path + " have different op lists");
-  nlohmann::json ops = nlohmann::json::array(), params = nlohmann::json::array();
-  for (std::size_t i = 0; i < a.ops.size(); ++i) {
-    const op_layouts &x = a.ops[i], &y = b.ops[i];
-    if (x.inputs == y.inputs && x.params == y.params && x.outputs == y.outputs) continue;
-    ops.push_back({{"name", x.name}, {"kind", x.kind}, {"a", layouts_text(x)}, {"b", layouts_text(y)}});
-  }
-  for (std::size_t p = 0; p < a.params.size() && p < b.params.size(); ++p)
-    if (!(a.params[p].storage == b.params[p].storage) || !(a.params[p].grad_sum == b.params[p].grad_sum) ||
-        !(a.params[p].update == b.params[p].update))
-      params.push_back({{"name", a.params[p].name},
-                        {"a", to_string(a.params[p].storage) + " summed " + to_string(a.params[p].grad_sum) +
-                                  " updated " + to_string(a.params[p].update)},
-                        {"b", to_string(b.params[p].storage) + " summed " + to_string(b.params[p].grad_sum) +
-                                  " updated " + to_string(b.params[p].update)}});
+  const auto [ops, params] = differing_layouts(a, b);
   const plan_prediction &pa = ra.now, &pb = rb.now;
   if (json) {
     nlohmann::json j = {{"a", a_path}, {"b", b_path}, {"ops_differing", ops}, {"params_differing", params},
