@@ -262,16 +262,20 @@ inline tensor_shape dispatch_output(const op_node& op) {
   return tensor_shape{in[0][0], in[1][2], a.capacity, in[0][2]};
 }
 
-inline tensor_shape experts_output(const op_node& op) {
-  const auto& in = op.inputs;
-  expect_counts(op, 1, 3);
-  expect_rank(op, in[0], "X", 4, 4);
-  const std::int64_t e = in[0][1], h = in[0][3];
+/// E SwiGLU experts' weights of hidden size h: W_gate, W_up [E, h, F], W_down [E, F, h].
+inline void expect_expert_weights(const op_node& op, std::int64_t e, std::int64_t h) {
   expect_rank(op, op.params[0], "W_gate", 3, 3);
   const std::int64_t f = op.params[0][2];
   expect_shape(op, op.params[0], tensor_shape{e, h, f}, "W_gate");
   expect_shape(op, op.params[1], tensor_shape{e, h, f}, "W_up");
   expect_shape(op, op.params[2], tensor_shape{e, f, h}, "W_down");
+}
+
+inline tensor_shape experts_output(const op_node& op) {
+  const auto& in = op.inputs;
+  expect_counts(op, 1, 3);
+  expect_rank(op, in[0], "X", 4, 4);
+  expect_expert_weights(op, in[0][1], in[0][3]);
   return in[0];
 }
 
@@ -295,12 +299,7 @@ inline tensor_shape routed_experts_output(const op_node& op) {
   expect_rank(op, in[1], "G", 3, 3);
   expect_shape(op, in[1], tensor_shape{in[0][0], in[0][1], in[1][2]}, "G");
   check_topk(op, in[1][2]);
-  const std::int64_t e = in[1][2], h = in[0][2];
-  expect_rank(op, op.params[0], "W_gate", 3, 3);
-  const std::int64_t f = op.params[0][2];
-  expect_shape(op, op.params[0], tensor_shape{e, h, f}, "W_gate");
-  expect_shape(op, op.params[1], tensor_shape{e, h, f}, "W_up");
-  expect_shape(op, op.params[2], tensor_shape{e, f, h}, "W_down");
+  expect_expert_weights(op, in[1][2], in[0][2]);
   return in[0];
 }
 
