@@ -119,7 +119,7 @@ using compute_type_t = std::conditional_t<is_half_float_v<T>, float, T>;
 template <std::uint16_t (*E)(float), float (*D)(std::uint16_t)>
 class std::numeric_limits<autoddl::detail::storage16<E, D>> {
   using S = autoddl::detail::storage16<E, D>;
-  static constexpr bool is_bf = E == autoddl::detail::bfloat16_bits_of;
+  static constexpr bool is_bf = std::is_same_v<S, autoddl::bf16>;  // (comparing the function pointers is not a constant under the sanitizers)
 
  public:
   static constexpr bool is_specialized = true, is_signed = true, is_integer = false, is_exact = false;
