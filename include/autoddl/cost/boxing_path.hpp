@@ -22,8 +22,10 @@
 
 namespace autoddl {
 
-/// Longest path kept; real paths are at most ~3 steps per axis.
-inline constexpr int max_boxing_steps = 4 * max_mesh_axes;
+/// Longest path kept. Cheapest paths on 4-axis meshes take up to 23 steps where a dim cannot be
+/// split (tests/laws/cost/boxing_oracle.cpp finds 22 on 2x8x2x4): to reduce-scatter on an outer
+/// axis, the inner axes that split the same dim first step aside, through free local steps.
+inline constexpr int max_boxing_steps = 8 * max_mesh_axes;
 
 struct boxing_path {
   std::array<boxing_step, max_boxing_steps> steps{};
@@ -114,7 +116,10 @@ struct boxing_tree {
                                  " on mesh " + to_string(mesh) + " for shape " + to_string(shape));
     int len = 0;
     for (int v = dst; v != src; v = at(prev, v)) ++len;
-    if (len > max_boxing_steps) detail::fail<layout_error>("boxing path longer than max_boxing_steps");
+    if (len > max_boxing_steps)
+      detail::fail<layout_error>("the cheapest boxing " + to_string(from) + " -> " + to_string(to) + " on mesh " +
+                                 to_string(mesh) + " for shape " + to_string(shape) + " takes " + detail::itos(len) +
+                                 " steps, more than max_boxing_steps (" + detail::itos(max_boxing_steps) + ")");
     out.n = len;
     out.cost = at(dist, dst);
     for (int v = dst, i = len - 1; v != src; v = at(prev, v), --i)
@@ -209,8 +214,10 @@ struct graph_steps {
 };
 
 /// Dijkstra from one nd-SBP over the steps Steps gives, settled as far as asked: the states
-/// finish in order of least (distance, detours into P the targets lack, id), so every path read
-/// from the tree is the one a full search holds (see boxing_tree).
+/// finish in order of least (distance, detours into P the targets lack, steps, id), so every path
+/// read from the tree is the one a full search holds (see boxing_tree). Steps break the ties that
+/// free steps (a slice costs no bytes) leave: without them a path could wander through free
+/// states (17 steps from [P,P,P,S(1)] to [S(1),S(1),B,B] on 2x8x2x4, past max_boxing_steps).
 template <class Steps>
 class boxing_dijkstra {
  public:
@@ -220,11 +227,12 @@ class boxing_dijkstra {
     tree_.prev.assign(n, -1);
     tree_.prev_axis.assign(n, 0);
     detours_.assign(n, 0);
+    hops_.assign(n, 0);
     done_.assign(n, 0);
     const int src = tree_.encode(tree_.from);
     at(tree_.dist, src) = 0;
     heap_.reserve(n / 2 + 1);  // most searches push about half the states: no regrowth
-    heap_.push_back({0.0, 0, src});
+    heap_.push_back({0.0, 0, 0, src});
   }
   /// Continues until state `stop` is finished (-1: every reachable state).
   /// The arrays are read by pointer, without a bounds check per access: every index is a state
@@ -237,24 +245,27 @@ class boxing_dijkstra {
     int* prev = tree_.prev.data();
     std::int8_t* prev_axis = tree_.prev_axis.data();
     int* detours = detours_.data();
+    int* hops = hops_.data();
     char* done = done_.data();
     while (!heap_.empty() && (stop < 0 || !done[stop])) {
       std::pop_heap(heap_.begin(), heap_.end(), later);
       const entry e = heap_.back();
       heap_.pop_back();
-      if (done[e.id] || e.d != dist[e.id] || e.detours != detours[e.id]) continue;  // stale
+      if (done[e.id] || e.d != dist[e.id] || e.detours != detours[e.id] || e.hops != hops[e.id]) continue;  // stale
       done[e.id] = 1;
       const int u = e.id;
       steps_.for_each(u, [&](const boxing_arc& r) {
         const double d = dist[u] + r.cost;
         const int v = r.to;
         const int dt = detours[u] + (r.into_p && !(tree_.partial_axes >> r.axis & 1u) ? 1 : 0);
-        if (d < dist[v] || (d == dist[v] && dt < detours[v])) {
+        const int h = hops[u] + 1;
+        if (d < dist[v] || (d == dist[v] && (dt < detours[v] || (dt == detours[v] && h < hops[v])))) {
           dist[v] = d;
           detours[v] = dt;
+          hops[v] = h;
           prev[v] = u;
           prev_axis[v] = static_cast<std::int8_t>(r.axis);
-          heap_.push_back({d, dt, v});
+          heap_.push_back({d, dt, h, v});
           std::push_heap(heap_.begin(), heap_.end(), later);
         }
       });
@@ -264,18 +275,19 @@ class boxing_dijkstra {
   constexpr boxing_tree take() && { return std::move(tree_); }
   /// Bytes the search holds (its tree and its state).
   constexpr std::size_t footprint() const {
-    return tree_.dist.size() * (sizeof(double) + sizeof(int) + 2 + sizeof(int)) + heap_.capacity() * sizeof(entry);
+    return tree_.dist.size() * (sizeof(double) + sizeof(int) + 2 + 2 * sizeof(int)) + heap_.capacity() * sizeof(entry);
   }
 
  private:
   struct entry {
     double d;
-    int detours, id;
+    int detours, hops, id;
   };
   struct later_t {  // heap order, least entry on top; an object so the comparisons inline
     constexpr bool operator()(const entry& x, const entry& y) const {
       if (x.d != y.d) return x.d > y.d;
       if (x.detours != y.detours) return x.detours > y.detours;
+      if (x.hops != y.hops) return x.hops > y.hops;
       return x.id > y.id;
     }
   };
@@ -284,6 +296,7 @@ class boxing_dijkstra {
   Steps steps_;
   boxing_tree tree_;
   std::vector<int> detours_;
+  std::vector<int> hops_;  ///< per state id: steps of the path to it
   std::vector<char> done_;
   std::vector<entry> heap_;
 };

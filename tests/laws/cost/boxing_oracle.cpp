@@ -1,5 +1,5 @@
 // Oracle for the cheapest alpha-beta boxing (cost/boxing_path.hpp, cost/collective_cost.hpp):
-// the library's price of every pair of nd-SBPs of a small 2-D tensor on meshes 2, 4, 2x2 and 2x3
+// the library's price of every pair of nd-SBPs of a small 2-D tensor on meshes 2, 4, 2x2, 2x3 and 2x8x2x4
 // against paths enumerated and priced here, from the single-axis boxing table (nccl-tests' bus
 // factors, ring steps) and the Thakur-Rabenseifner-Gropp ring costs, without the library's
 // make_step, collective_time or group_bytes:
@@ -99,6 +99,8 @@ std::vector<mesh_case> cases() {
       {device_mesh{{2, 3}, {slow, fast}}, {24, 12}, "2x3 slow outer"},
       {device_mesh{{2, 3}, {fast, slow}}, {24, 12}, "2x3 fast outer"},
       {device_mesh{{2, 3}, {slow, fast}}, {12, 3}, "2x3, dim 1 splits on axis 1 only"},
+      // dim 0 splits nowhere: the cheapest paths take up to 22 steps (past 16, the old bound)
+      {device_mesh{{2, 8, 2, 4}, {slow, fast, fast, fast}}, {5, 1 << 20}, "2x8x2x4, dim 0 not splittable"},
   };
 }
 
@@ -203,10 +205,12 @@ TEST_CASE("the library's boxing path replays with valid steps and its price is t
     INFO("mesh " << c.what << ", shape " << to_string(c.shape));
     const step_graph g = hand_steps(c);
     const double total = double(c.shape.elements()) * 4;
+    int longest = 0;
     for (const auto& a : g.states)
       for (const auto& b : g.states) {
         INFO(to_string(a) << " -> " << to_string(b));
         const boxing_path p = boxing_cost({a, b, c.mesh.shape, c.shape, 4}, c.mesh);
+        longest = std::max(longest, p.size());
         nd_sbp state = a;
         double priced = 0;
         for (const auto& st : p) {
@@ -219,5 +223,7 @@ TEST_CASE("the library's boxing path replays with valid steps and its price is t
         CHECK(state == b);
         CHECK(close(p.cost, priced));
       }
+    std::printf("mesh %s, shape %s: the longest path takes %d steps\n", c.what, to_string(c.shape).c_str(), longest);
+    if (c.mesh.size() == 4) CHECK(longest > 16);  // past the old max_boxing_steps, which threw
   }
 }
