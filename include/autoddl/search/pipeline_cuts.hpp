@@ -156,10 +156,42 @@ inline double pipeline_time(const std::vector<stage_figures>& f, const pipeline_
   return pipeline_step_time(s, slot, send, step);
 }
 
+namespace detail {
+
+// balance_cuts' step for stage `stage` starting at unit `first`: every end up to `last_end`, the
+// stage's memory summed as stage_memory sums it (the same additions in the same order, as the
+// end grows), stopping where the memory without tied copies passes the limit (it only grows
+// with the end). For each (stage, end) the starts arrive in ascending order, so ties go to the
+// smallest start, as a loop over starts within each end gives.
+inline void extend_stage(const unit_costs& u, const pipeline_shape& s, int stage, int first, int last_end,
+                         double memory_limit, const std::vector<double>& prefix, const std::vector<double>& send,
+                         std::vector<std::vector<double>>& best, std::vector<std::vector<int>>& from) {
+  const double in_flight = in_flight_microbatches(s, stage), before = at(at(best, stage), first);
+  double state = 0, act = 0, transient = 0;
+  for (int end = first + 1; end <= last_end; ++end) {
+    state += at(u.state_bytes, end - 1);
+    act += at(u.activation_bytes, end - 1);
+    transient = std::max(transient, at(u.transient_bytes, end - 1));
+    if (memory_limit > 0 && state + in_flight * act + transient > memory_limit) return;
+    double held = state;
+    for (const unit_costs::tied_weight& t : u.tied)
+      if (first <= t.last_unit && t.last_unit < end && !(first <= t.first_unit && t.first_unit < end)) held += t.state_bytes;
+    if (memory_limit > 0 && held + in_flight * act + transient > memory_limit) continue;
+    const double b = std::max(before, at(prefix, end) - at(prefix, first) + at(send, end));
+    if (b < at(at(best, stage + 1), end)) {
+      at(at(best, stage + 1), end) = b;
+      at(at(from, stage + 1), end) = first;
+    }
+  }
+}
+
+}  // namespace detail
+
 /// Stage cuts: the first unit of each of the s.stages stages (cuts[0] == 0, ascending, each
 /// stage at least one unit) minimising the slowest stage's slot_s + 2 x its outgoing transfer,
 /// every stage's memory within `memory_limit` (bytes; <= 0: no limit). Dynamic programming over
-/// (stages placed, units covered), O(p U^2). nullopt when no cut fits the limit.
+/// (stages placed, units covered), O(p U^2) (a stage's memory grows with its end, summed as it
+/// grows). nullopt when no cut fits the limit.
 /// Throws layout_error when there are more stages than units.
 inline std::optional<std::vector<int>> balance_cuts(const unit_costs& u, const pipeline_shape& s,
                                                     const link& stage_link, double memory_limit) {
@@ -168,26 +200,16 @@ inline std::optional<std::vector<int>> balance_cuts(const unit_costs& u, const p
     detail::fail<layout_error>("a pipeline of " + detail::itos(p) + " stages needs at least as many layers, but the model has " +
                                detail::itos(n) + "; choose at most " + detail::itos(n) + " stages");
   constexpr double inf = std::numeric_limits<double>::infinity();
-  std::vector<double> prefix(std::size_t(n) + 1, 0.0);
+  std::vector<double> prefix(std::size_t(n) + 1, 0.0), send(std::size_t(n) + 1, 0.0);
   for (int k = 0; k < n; ++k) at(prefix, k + 1) = at(prefix, k) + at(u.slot_s, k);
-  auto cost = [&](int stage, int first, int end) {  // one stage's slot, or inf over the limit
-    if (memory_limit > 0 && stage_memory(u, s, stage, first, end) > memory_limit) return inf;
-    const double send = end < n ? stage_link.time(1, at(u.send_bytes, end)) : 0.0;
-    return at(prefix, end) - at(prefix, first) + 2 * s.chunks * send;
-  };
+  for (int j = 1; j < n; ++j) at(send, j) = 2 * s.chunks * stage_link.time(1, at(u.send_bytes, j));
   // best[i][j]: the least bottleneck of stages 0..i-1 covering units 0..j-1; from[i][j]: first unit of stage i-1
   std::vector<std::vector<double>> best(std::size_t(p) + 1, std::vector<double>(std::size_t(n) + 1, inf));
   std::vector<std::vector<int>> from(std::size_t(p) + 1, std::vector<int>(std::size_t(n) + 1, -1));
   at(at(best, 0), 0) = 0;
   for (int i = 1; i <= p; ++i)
-    for (int j = i; j <= n - (p - i); ++j)
-      for (int k = i - 1; k < j; ++k) {
-        const double b = std::max(at(at(best, i - 1), k), cost(i - 1, k, j));
-        if (b < at(at(best, i), j)) {
-          at(at(best, i), j) = b;
-          at(at(from, i), j) = k;
-        }
-      }
+    for (int k = i - 1; k < n - (p - i); ++k)
+      if (at(at(best, i - 1), k) < inf) detail::extend_stage(u, s, i - 1, k, n - (p - i), memory_limit, prefix, send, best, from);
   if (at(at(best, p), n) == inf) return std::nullopt;
   std::vector<int> cuts(std::size_t(p), 0);
   for (int i = p, j = n; i > 0; j = at(at(from, i), j), --i) at(cuts, i - 1) = at(at(from, i), j);
