@@ -65,7 +65,8 @@ constexpr param_role param_role_of(op_kind k, std::size_t slot) {
     case op_kind::router:
     case op_kind::load_balance:
     case op_kind::dispatch:
-    case op_kind::combine: return param_role::weight;
+    case op_kind::combine:
+    case op_kind::sigmoid_gate: return param_role::weight;
   }
   return param_role::weight;
 }

@@ -14,6 +14,10 @@
 //                    norm_topk_prob (false), router_aux_loss_coef (0.001), decoder_sparse_step (1)
 //                    and mlp_only_layers ([]): every block must be routed (a model mixing dense and
 //                    routed blocks is refused, naming the layers)
+//   qwen2_moe        qwen2's fields (biases on q, k and v), the experts as qwen3_moe's (num_experts,
+//                    num_experts_per_tok, moe_intermediate_size, norm_topk_prob (false),
+//                    router_aux_loss_coef, decoder_sparse_step, mlp_only_layers), and a shared
+//                    expert of shared_expert_intermediate_size gated per token by sigmoid(x w)
 // Experts use the capacity factor 1.25 (ops/moe.hpp), as the programs' models do by default.
 // The sequence defaults to max_position_embeddings but at most 8192 (the length the LLaMA 3
 // models were pre-trained at; planning a 131,072-token context is a choice: give seq=), the
@@ -123,7 +127,7 @@ struct hf_reader {
   }
 };
 
-/// A mixture of experts' fields (mixtral, qwen3_moe); every block routed.
+/// A mixture of experts' fields (mixtral, qwen3_moe, qwen2_moe); every block routed.
 inline void read_hf_experts(const hf_reader& r, const std::string& type, llama_config& c) {
   const bool mixtral = type == "mixtral";
   c.experts = r.count(mixtral ? "num_local_experts" : "num_experts");
@@ -138,6 +142,10 @@ inline void read_hf_experts(const hf_reader& r, const std::string& type, llama_c
     c.aux_coef = v.get<double>();
   }
   if (mixtral) return;
+  if (type == "qwen2_moe") {
+    c.shared_ffn = r.count("shared_expert_intermediate_size");
+    c.shared_gate = true;
+  }
   const std::int64_t step = r.count("decoder_sparse_step", 1);
   std::vector<std::int64_t> dense;
   for (std::int64_t l = 0; l < c.layers; ++l)
@@ -164,7 +172,7 @@ inline llama_config parse_hf_config(std::string_view text, const std::string& fi
   if (!j.is_object()) r.bad("is not a JSON object");
   if (!j.contains("model_type") || !j["model_type"].is_string()) r.bad("lacks the field 'model_type'");
   const std::string type = j["model_type"].get<std::string>();
-  const std::vector<std::string> known{"llama", "mistral", "qwen2", "qwen3", "mixtral", "qwen3_moe"};
+  const std::vector<std::string> known{"llama", "mistral", "qwen2", "qwen3", "mixtral", "qwen3_moe", "qwen2_moe"};
   if (std::find(known.begin(), known.end(), type) == known.end())
     r.bad("model_type '" + detail::excerpt(type) + "' is not one autoddl builds; it reads " + detail::join(known));
   llama_config c;
@@ -182,13 +190,13 @@ inline llama_config parse_hf_config(std::string_view text, const std::string& fi
   }
   c.vocab = r.count("vocab_size");
   c.tied = r.flag("tie_word_embeddings", false);
-  c.qkv_bias = type == "qwen2" ? true : r.flag("attention_bias", false);
+  c.qkv_bias = type == "qwen2" || type == "qwen2_moe" ? true : r.flag("attention_bias", false);
   c.qk_norm = type == "qwen3" || type == "qwen3_moe";
   c.eps = r.number("rms_norm_eps", 1e-6);
   c.rope_theta = r.number("rope_theta", 10000);
   c.seq = std::min<std::int64_t>(r.count("max_position_embeddings", 8192), 8192);
   c.batch = 8;
-  if (type == "mixtral" || type == "qwen3_moe") detail::read_hf_experts(r, type, c);
+  if (type == "mixtral" || type == "qwen3_moe" || type == "qwen2_moe") detail::read_hf_experts(r, type, c);
   detail::check_llama(c, "hf config " + file);
   return c;
 }

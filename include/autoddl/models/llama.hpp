@@ -33,6 +33,8 @@ struct llama_config {
   double capacity = 1.25;           ///< capacity factor (slots per expert per sequence); 0: dropless
   std::int64_t moe_ffn = 0;         ///< each expert's SwiGLU width (0: ffn)
   std::int64_t shared_experts = 0;  ///< experts every token passes through, one SwiGLU of shared * moe_ffn
+  std::int64_t shared_ffn = 0;      ///< the shared SwiGLU's width where given (0: shared_experts * moe_ffn)
+  bool shared_gate = false;         ///< the shared SwiGLU's output scaled by sigmoid(x w), w [h, 1] (Qwen2-MoE)
   bool norm_topk = true;            ///< the k gate weights are scaled to sum to 1
   double aux_coef = 0.01;           ///< the balancing loss's coefficient per block (0: none)
   /// dropless: the busiest device's routed rows over balanced routing's (prices only; 1: balanced)
@@ -40,6 +42,8 @@ struct llama_config {
   bool unfused_attention = false;   ///< attention=unfused: the attention cores keep their probabilities
   std::int64_t dims_per_head() const { return head_dim > 0 ? head_dim : hidden / heads; }
   std::int64_t expert_ffn() const { return moe_ffn > 0 ? moe_ffn : ffn; }
+  /// the shared SwiGLU's width, 0 without one
+  std::int64_t shared_expert_ffn() const { return shared_ffn > 0 ? shared_ffn : shared_experts * expert_ffn(); }
 };
 
 namespace detail {
@@ -112,6 +116,8 @@ inline void check_llama(const llama_config& c, const std::string& where) {
     fail<error>(where + ": capacity=" + std::to_string(c.capacity) +
                 " must be a positive capacity factor, or 0 for dropless routing");
   if (c.experts > 0 && !(c.aux_coef >= 0)) fail<error>(where + ": the balancing loss's coefficient must be >= 0");
+  if (c.shared_gate && c.shared_expert_ffn() == 0)
+    fail<error>(where + ": shared_gate scales a shared expert's output; give shared_experts=N or shared_ffn=F");
   if (c.experts > 0 && !(c.imbalance >= 1))
     fail<error>(where + ": imbalance=" + std::to_string(c.imbalance) +
                 " must be at least 1, the busiest device's routed tokens over balanced routing's");
@@ -165,7 +171,8 @@ inline tensor_ref swiglu(graph_builder& b, const std::string& pre, tensor_ref x,
 
 /// A routed MLP (ops/moe.hpp): router logits, top-k gates, the balancing loss (into `aux`
 /// where its coefficient is positive), dispatch, the experts, combine (dropless, capacity 0: one
-/// routed_experts op instead of the three), and the shared experts.
+/// routed_experts op instead of the three), and the shared experts (their output gated per token
+/// by sigmoid(x w_gate) where c.shared_gate).
 inline tensor_ref moe_mlp(graph_builder& b, const std::string& pre, tensor_ref x, const llama_config& c,
                           std::vector<tensor_ref>& aux) {
   const std::int64_t f = c.expert_ffn(), e = c.experts;
@@ -194,10 +201,13 @@ inline tensor_ref moe_mlp(graph_builder& b, const std::string& pre, tensor_ref x
     k.topk = int(c.topk);
     y = b.op(pre + "moe.combine", op_kind::combine, k, {out, gates});
   }
-  if (c.shared_experts == 0) return y;
+  if (c.shared_expert_ffn() == 0) return y;
   llama_config sc = c;
-  sc.ffn = c.shared_experts * f;
-  return b.op(pre + "moe.shared_res", op_kind::add, {}, {y, swiglu(b, pre + "shared.", x, sc)});
+  sc.ffn = c.shared_expert_ffn();
+  tensor_ref shared = swiglu(b, pre + "shared.", x, sc);
+  if (c.shared_gate)
+    shared = b.op(pre + "shared.gated", op_kind::sigmoid_gate, {}, {shared, b.linear(pre + "shared.gate_logit", x, 1, false)});
+  return b.op(pre + "moe.shared_res", op_kind::add, {}, {y, shared});
 }
 
 }  // namespace detail
@@ -236,11 +246,12 @@ namespace detail {
 
 /// The llama spec's keys over a preset: size, layers, hidden, heads, kv_heads, ffn, seq, batch,
 /// vocab, head_dim, tied, qkv_bias, qk_norm; and of a mixture of experts: experts, topk,
-/// capacity, moe_ffn, shared_experts, norm_topk, aux, imbalance (dropless only); and attention=fused
+/// capacity, moe_ffn, shared_experts, shared_ffn, shared_gate, norm_topk, aux, imbalance (dropless only); and attention=fused
 /// (the default) or unfused.
 inline llama_config read_llama(const model_spec& s) {
   spec_reader r(s, {"size", "layers", "hidden", "heads", "kv_heads", "ffn", "seq", "batch", "vocab", "head_dim", "tied",
-                    "qkv_bias", "qk_norm", "experts", "topk", "capacity", "moe_ffn", "shared_experts", "norm_topk", "aux", "imbalance", "attention"});
+                    "qkv_bias", "qk_norm", "experts", "topk", "capacity", "moe_ffn", "shared_experts", "shared_ffn", "shared_gate", "norm_topk", "aux", "imbalance",
+                    "attention"});
   const std::string size = r.text("size", "llama3-8b");
   const llama_preset* p = nullptr;
   std::vector<std::string> names;
@@ -267,12 +278,16 @@ inline llama_config read_llama(const model_spec& s) {
   c.capacity = r.decimal("capacity", c.capacity);
   c.moe_ffn = r.find("moe_ffn") ? r.count("moe_ffn", 0) : c.moe_ffn;
   c.shared_experts = r.find("shared_experts") ? r.count("shared_experts", 0, 64) : c.shared_experts;
+  c.shared_ffn = r.find("shared_ffn") ? r.count("shared_ffn", 0) : c.shared_ffn;
+  c.shared_gate = r.flag("shared_gate", c.shared_gate);
   c.norm_topk = r.flag("norm_topk", c.norm_topk);
   c.aux_coef = r.decimal("aux", c.aux_coef);
   c.imbalance = r.decimal("imbalance", c.imbalance);
   c.unfused_attention = r.one_of("attention", "fused", {"fused", "unfused"}) == "unfused";
-  if (c.experts == 0 && (r.find("topk") || r.find("capacity") || r.find("moe_ffn") || r.find("shared_experts")))
-    fail<parse_error>("model spec '" + detail::excerpt(s.text) + "': topk, capacity, moe_ffn and shared_experts need experts=E");
+  if (c.experts == 0 && (r.find("topk") || r.find("capacity") || r.find("moe_ffn") || r.find("shared_experts") ||
+                         r.find("shared_ffn") || r.find("shared_gate")))
+    fail<parse_error>("model spec '" + detail::excerpt(s.text) +
+                      "': topk, capacity, moe_ffn, shared_experts, shared_ffn and shared_gate need experts=E");
   if (r.find("imbalance") && !(c.experts > 0 && c.capacity == 0))
     fail<parse_error>("model spec '" + detail::excerpt(s.text) + "': imbalance prices dropless routing; it needs experts=E and capacity=0");
   check_llama(c, "model spec '" + detail::excerpt(s.text) + "'");

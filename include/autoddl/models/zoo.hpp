@@ -11,7 +11,9 @@
 //          default llama3-8b), layers, hidden, heads, kv_heads (the preset's, or heads where heads
 //          alone is given), ffn, seq, batch (8), vocab, head_dim (hidden / heads), tied, qkv_bias,
 //          qk_norm (0 or 1); a mixture of experts: experts, topk (2), capacity (1.25; 0 dropless),
-//          moe_ffn (ffn), shared_experts (0), norm_topk (1), aux (0.01)
+//          moe_ffn (ffn), shared_experts (0), shared_ffn (shared_experts x moe_ffn), shared_gate (0:
+//          1 scales the shared experts' output by sigmoid(x w), Qwen2-MoE's gate), norm_topk (1),
+//          aux (0.01)
 // Explicit keys override a preset. Builders only describe shapes: nothing is allocated.
 // A model file (a user's own network as JSON) is read by load_model (models/model_file.hpp),
 // which takes zoo specs too; it is not in this header because nlohmann-json's <memory> brings

@@ -41,6 +41,12 @@
 //                              experts' share (Megatron-Core's all-gather token dispatcher: X is
 //                              all-gathered before, the partial output reduce-scattered after)
 //   X B G B W_gate S(2) W_up S(2) W_down S(1) -> P   expert tensor parallelism
+//
+// Qwen2-MoE's shared expert is a SwiGLU MLP every token passes through, its output scaled per
+// token by a gate: y = sigmoid(x w) out, w [h, 1] a linear without bias. sigmoid_gate is that
+// scaling, out [b, s, h] by Z = x w [b, s, 1]; it is linear in out, never in Z:
+//   out S(0) Z S(0) -> S(0),  out S(1) Z S(1) -> S(1),  out S(2) Z B -> S(2)
+//   out B Z B -> B,  out P Z B -> P
 #include <cstdint>
 #include <optional>
 
@@ -104,6 +110,16 @@ constexpr std::optional<sbp> routed_experts_axis(sbp x, sbp g, sbp w_gate, sbp w
   if (!x.is_broadcast() || !g.is_broadcast()) return std::nullopt;
   if (all_b) return B;
   if (whole_experts || expert_width) return P;
+  return std::nullopt;
+}
+
+/// The shared expert's gate over out [b, s, h] and Z [b, s, 1].
+/// Example: sigmoid_gate_axis(S(2), B) == S(2); sigmoid_gate_axis(P, B) == P; sigmoid_gate_axis(B, P) == nullopt.
+constexpr std::optional<sbp> sigmoid_gate_axis(sbp out, sbp z) {
+  if (out.is_split() && out.dim < 2 && z == out) return out;
+  if (!z.is_broadcast()) return std::nullopt;
+  if (out.is_split() && out.dim == 2) return out;
+  if (out.is_broadcast() || out.is_partial()) return out;
   return std::nullopt;
 }
 

@@ -50,6 +50,7 @@ enum class op_kind : std::uint8_t {
   combine,         ///< X [b, E, C, h], gates [b, s, E] -> [b, s, h]: each token's experts, weighted
   swiglu,          ///< silu(gate) * up of two same-shape tensors in one op (LLaMA's MLP): keeps gate and up
   routed_experts,  ///< X [b, s, h], gates [b, s, E] through each token's top-k of E SwiGLU experts, dropless (ops/moe.hpp)
+  sigmoid_gate,    ///< X [b, s, h] scaled per token by sigmoid(Z), Z [b, s, 1]: Qwen2-MoE's shared-expert gate (ops/moe.hpp)
   // A new kind goes last, raises op_kind_count, and gets its entry in every table of facts:
   // op_traits (here), op_shape_traits (ops/shapes.hpp), op_signature_traits (ops/signatures.hpp),
   // op_work_traits (ops/work.hpp), op_kernel_traits (runtime/op_kernels.hpp). Each table checks
@@ -57,8 +58,8 @@ enum class op_kind : std::uint8_t {
 };
 
 /// The number of op kinds; the enumerators run 0 .. op_kind_count - 1.
-inline constexpr std::size_t op_kind_count = 26;
-static_assert(std::size_t(op_kind::routed_experts) + 1 == op_kind_count,
+inline constexpr std::size_t op_kind_count = 27;
+static_assert(std::size_t(op_kind::sigmoid_gate) + 1 == op_kind_count,
               "op_kind_count counts op_kind's enumerators: add a kind after the last one and raise the count");
 
 /// f(std::integral_constant<op_kind, K>{}) for the run-time kind k: how a run-time question
@@ -318,6 +319,13 @@ template <> struct op_traits<op_kind::routed_experts> {
   static constexpr std::uint32_t index_inputs = 0;
   static constexpr bool accepts_partial = false;
   static constexpr tensor_names names(const op_attrs&) { return {{"X", "G"}, {"W_gate", "W_up", "W_down"}}; }
+};
+template <> struct op_traits<op_kind::sigmoid_gate> {
+  static constexpr std::string_view name = "sigmoid_gate";
+  static constexpr work_kind work = work_kind::elementwise;
+  static constexpr std::uint32_t index_inputs = 0;
+  static constexpr bool accepts_partial = true;  // in X: sigmoid(z) (x1 + x2) = sigmoid(z) x1 + sigmoid(z) x2
+  static constexpr tensor_names names(const op_attrs&) { return {{"X", "Z"}, {}}; }
 };
 
 /// Whether Traits (op_traits<K> of one kind K) holds every vocabulary fact; a missing one fails

@@ -303,6 +303,15 @@ inline tensor_shape routed_experts_output(const op_node& op) {
   return in[0];
 }
 
+/// sigmoid_gate: X [b, s, h], Z [b, s, 1] -> [b, s, h].
+inline tensor_shape sigmoid_gate_output(const op_node& op) {
+  const auto& in = op.inputs;
+  expect_counts(op, 2, 0);
+  expect_rank(op, in[0], "X", 3, 3);
+  expect_shape(op, in[1], tensor_shape{in[0][0], in[0][1], 1}, "Z");
+  return in[0];
+}
+
 inline tensor_shape reshape_output(const op_node& op) {
   expect_counts(op, 1, 0);
   const tensor_shape& target = op.attrs.target;
@@ -346,6 +355,7 @@ template <> struct op_shape_traits<op_kind::dispatch> { static constexpr auto ou
 template <> struct op_shape_traits<op_kind::experts> { static constexpr auto output = detail::experts_output; };
 template <> struct op_shape_traits<op_kind::combine> { static constexpr auto output = detail::combine_output; };
 template <> struct op_shape_traits<op_kind::routed_experts> { static constexpr auto output = detail::routed_experts_output; };
+template <> struct op_shape_traits<op_kind::sigmoid_gate> { static constexpr auto output = detail::sigmoid_gate_output; };
 
 /// Whether Traits (op_shape_traits<K> of one kind K) states the shape rule; see check_op_traits.
 template <class Traits>

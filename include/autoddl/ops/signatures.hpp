@@ -181,6 +181,11 @@ template <> struct op_signature_traits<op_kind::routed_experts> {
     return routed_experts_axis(in[0], in[1], pr[0], pr[1], pr[2]);
   };
 };
+template <> struct op_signature_traits<op_kind::sigmoid_gate> {
+  static constexpr auto axis = [](const op_node&, detail::axis_sbps in, detail::axis_sbps) -> std::optional<sbp> {
+    return sigmoid_gate_axis(in[0], in[1]);
+  };
+};
 template <> struct op_signature_traits<op_kind::combine> {
   static constexpr auto axis = [](const op_node&, detail::axis_sbps in, detail::axis_sbps) -> std::optional<sbp> {
     return combine_axis(in[0], in[1]);

@@ -46,7 +46,10 @@
 //   product) and 2 * rows * h (the weighted sum); backward 12 * rows * h * F_l (six GEMMs),
 //   10 * rows * F_l (SwiGLU's backward, as swiglu's) and 4 * rows * h (dX rows and dG). Its
 //   permutes are copies priced by bytes (op_work::fwd_copy_bytes): the rows gathered in forward,
-//   gathered again and their gradients scattered back in backward.
+//   gathered again and their gradients scattered back in backward. sigmoid_gate (the shared
+//   expert's gate) 1 per element of X (the product) and 4 per gate (the sigmoid, as silu's);
+//   backward 3 per element of X (dX a product, dZ a multiply-add) and 4 per gate (the
+//   sigmoid again and its derivative).
 // - Embedding: a gather (0 FLOPs; +1 per output element to add positions); backward scatter-adds
 //   one element per output element.
 // - Per device, the same formulas run on the device's local shapes (autoddl/sbp/layout.hpp
@@ -83,6 +86,7 @@ namespace autoddl {
 ///   router, load_balance     logits     dispatch   G (the slot map)     combine   both inputs
 ///   experts                  X, and its saved gate and up products [rows, F]
 ///   routed_experts           X, G, and its saved gate and up products [rows, F] and expert outputs [rows, h]
+///   sigmoid_gate             both inputs
 struct backward_reads {
   std::uint32_t inputs = 0;
   bool output = false;
@@ -217,6 +221,10 @@ inline double routed_experts_bwd_flops(const op_node& op) {
   const double rows = routed_rows(op), h = double(op.inputs[0][2]), f = double(op.params[0][2]);
   return 12.0 * rows * h * f + 10.0 * rows * f + 4.0 * rows * h;
 }
+/// sigmoid_gate: a product per element of X, a sigmoid per gate; backward a product and a
+/// multiply-add per element, the sigmoid and its derivative per gate.
+inline double sigmoid_gate_flops(const op_node& op) { return elems(op.inputs[0]) + 4.0 * elems(op.inputs[1]); }
+inline double sigmoid_gate_bwd_flops(const op_node& op) { return 3.0 * elems(op.inputs[0]) + 4.0 * elems(op.inputs[1]); }
 /// X, and 1/rms per normed group in the statistic type.
 inline double rmsnorm_bytes(const op_node& op, int e) {
   const tensor_shape& x = op.inputs[0];
@@ -428,6 +436,12 @@ template <> struct op_work_traits<op_kind::routed_experts> {
   static constexpr auto forward_flops = detail::routed_experts_flops;
   static constexpr auto backward_flops = detail::routed_experts_bwd_flops;
   static constexpr auto kept_bytes = detail::routed_experts_bytes;
+};
+template <> struct op_work_traits<op_kind::sigmoid_gate> {
+  static constexpr backward_reads reads{0b11, false};
+  static constexpr auto forward_flops = detail::sigmoid_gate_flops;
+  static constexpr auto backward_flops = detail::sigmoid_gate_bwd_flops;
+  static constexpr auto kept_bytes = detail::both_inputs_bytes;
 };
 /// Whether Traits (op_work_traits<K> of one kind K) holds every work fact; see check_op_traits.
 template <class Traits>

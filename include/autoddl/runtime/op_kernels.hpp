@@ -23,6 +23,7 @@
 #include "autoddl/runtime/kernels/moe.hpp"
 #include "autoddl/runtime/kernels/pointwise.hpp"
 #include "autoddl/runtime/kernels/routed_experts.hpp"
+#include "autoddl/runtime/kernels/sigmoid_gate.hpp"
 
 namespace autoddl {
 
@@ -257,6 +258,14 @@ template <> struct op_kernel_traits<op_kind::routed_experts> {
   };
   static constexpr auto backward = [](auto& d, const auto& c, const auto& in, const auto& f, auto dy) {
     return detail::routed_experts_bwd(d, c, in, f, dy);
+  };
+};
+template <> struct op_kernel_traits<op_kind::sigmoid_gate> {
+  static constexpr auto forward = [](auto& d, const auto& c, const auto& in) {
+    return detail::sigmoid_gate_fwd(d, c, in);
+  };
+  static constexpr auto backward = [](auto& d, const auto& c, const auto& in, const auto&, auto dy) {
+    return detail::sigmoid_gate_bwd(d, c, in, dy);
   };
 };
 

@@ -301,6 +301,35 @@ constexpr int tensor_parallel_size(const strategy::megatron& m, const mesh_shape
   return m.tp > 0 ? m.tp : mesh[mesh.size() - 1];
 }
 
+namespace detail {
+/// check_strategy's checks of megatron's expert knobs ep and etp, with tp, pp and cp resolved.
+constexpr void check_megatron_experts(const strategy::megatron& m, const mesh_shape& mesh, std::int64_t tp, std::int64_t pp,
+                                      std::int64_t cp) {
+  if (m.ep > 1 && m.ep != tp && m.ep != tp * cp && (mesh.devices() / (tp * pp * cp)) % m.ep != 0)
+    detail::fail<layout_error>("megatron ep=" + detail::itos(m.ep) + " must equal tp=" + detail::itos(tp) +
+                               " or divide the data-parallel devices (" + detail::itos(mesh.devices() / (tp * pp * cp)) +
+                               " on mesh " + to_string(mesh) + "); choose a divisor of that or ep=tp");
+  if (m.ep > 1 && m.ep != tp && mesh.size() == 1 && tp > 1 && tp == mesh[0])
+    detail::fail<layout_error>("megatron ep=" + detail::itos(m.ep) + " beside tp=" + detail::itos(tp) +
+                               " needs devices outside the tensor-parallel ones; write ep=tp or a smaller tp");
+  if (m.ep > 1 && cp > 1 && m.ep != tp * cp)
+    detail::fail<layout_error>("megatron ep=" + detail::itos(m.ep) + " with cp=" + detail::itos(cp) +
+                               " is planned folded onto the tensor- and context-parallel devices only; write ep=" +
+                               detail::itos(tp * cp) + " (tp x cp) or leave cp out");
+  if (m.etp > 0 && m.etp != 1 && m.etp != tp)
+    detail::fail<layout_error>("megatron etp=" + detail::itos(m.etp) + " must be 1 or tp=" + detail::itos(tp));
+  if (m.etp > 1 && (m.ep == tp || m.ep == tp * cp))
+    detail::fail<layout_error>("megatron etp=" + detail::itos(m.etp) + " with ep=tp=" + detail::itos(tp) +
+                               " would split the experts twice on one axis; write etp=1");
+  const int inner = mesh[mesh.size() - 1];  // the axis ep is carved from: just outside the tensor-parallel devices
+  const std::int64_t around = tp < inner ? inner / tp : (mesh.size() > 1 ? mesh[mesh.size() - 2] : 1);
+  if (m.ep > 1 && m.ep != tp && cp <= 1 && around % m.ep != 0)
+    detail::fail<layout_error>("megatron ep=" + detail::itos(m.ep) + " must divide the devices just outside the tensor-parallel "
+                               "ones on mesh " + to_string(mesh) + " (" + detail::itos(around) +
+                               "), where its devices are carved; choose a divisor of " + detail::itos(around) + " or ep=tp");
+}
+}  // namespace detail
+
 /// Checks s against the mesh it will plan for; throws layout_error naming the knob and the fix.
 /// Example: megatron:tp=3 on 2x4 fails: tp must divide the innermost axis (4).
 constexpr void check_strategy(const plan_strategy& s, const mesh_shape& mesh) {
@@ -335,22 +364,7 @@ constexpr void check_strategy(const plan_strategy& s, const mesh_shape& mesh) {
                                   std::string(pp > 1 ? ", per pipeline stage" : "")) +
                                  "); choose a divisor of " + detail::itos(stage_outer));
   }
-  if (m->ep > 1 && m->ep != tp && m->ep != tp * cp && (mesh.devices() / (tp * pp * cp)) % m->ep != 0)
-    detail::fail<layout_error>("megatron ep=" + detail::itos(m->ep) + " must equal tp=" + detail::itos(tp) +
-                               " or divide the data-parallel devices (" + detail::itos(mesh.devices() / (tp * pp * cp)) +
-                               " on mesh " + to_string(mesh) + "); choose a divisor of that or ep=tp");
-  if (m->ep > 1 && m->ep != tp && mesh.size() == 1 && tp > 1 && tp == mesh[0])
-    detail::fail<layout_error>("megatron ep=" + detail::itos(m->ep) + " beside tp=" + detail::itos(tp) +
-                               " needs devices outside the tensor-parallel ones; write ep=tp or a smaller tp");
-  if (m->ep > 1 && cp > 1 && m->ep != tp * cp)
-    detail::fail<layout_error>("megatron ep=" + detail::itos(m->ep) + " with cp=" + detail::itos(cp) +
-                               " is planned folded onto the tensor- and context-parallel devices only; write ep=" +
-                               detail::itos(tp * cp) + " (tp x cp) or leave cp out");
-  if (m->etp > 0 && m->etp != 1 && m->etp != tp)
-    detail::fail<layout_error>("megatron etp=" + detail::itos(m->etp) + " must be 1 or tp=" + detail::itos(tp));
-  if (m->etp > 1 && (m->ep == tp || m->ep == tp * cp))
-    detail::fail<layout_error>("megatron etp=" + detail::itos(m->etp) + " with ep=tp=" + detail::itos(tp) +
-                               " would split the experts twice on one axis; write etp=1");
+  detail::check_megatron_experts(*m, mesh, tp, pp, cp);
   if (m->dp > 0 && tp * pp * cp * m->dp != mesh.devices())
     detail::fail<layout_error>("megatron tp=" + detail::itos(tp) + (pp > 1 ? " x pp=" + detail::itos(pp) : "") +
                                (cp > 1 ? " x cp=" + detail::itos(cp) : "") + " x dp=" + detail::itos(m->dp) + " is " +

@@ -529,6 +529,31 @@ TEST_CASE("random plans of a tiny mixture of experts, expert parallel among them
               plan_draw::expert_parallel);
 }
 
+// Qwen2-MoE's block: top-2 of 4 experts without renormalisation, a shared SwiGLU of width 48
+// whose output is scaled per token by sigmoid(x w) (sigmoid_gate), dropless; and the same read
+// from a qwen2_moe config.json (capacity 1.25, biases on q, k and v), written by rank 0.
+TEST_CASE("random plans of a tiny Qwen2-MoE, shared expert gated, train like serial execution", "[mpi][runtime][moe][hf]") {
+  check_model(tiny_moe + ",capacity=0,shared_ffn=48,shared_gate=1,norm_topk=0", 2, optimizer::adam, {}, false,
+              oracle::equal, plan_draw::expert_parallel);
+  int ranks = 0, rank = 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &ranks);
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  const std::string path = "tiny-qwen2-moe-config-" + std::to_string(ranks) + "-ranks.json";
+  if (rank == 0) {
+    std::FILE* f = std::fopen(path.c_str(), "w");
+    REQUIRE(f);
+    std::fputs(R"({"model_type": "qwen2_moe", "hidden_size": 32, "intermediate_size": 48, "moe_intermediate_size": 16,
+      "shared_expert_intermediate_size": 48, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
+      "num_experts": 4, "num_experts_per_tok": 2, "norm_topk_prob": false, "vocab_size": 64,
+      "max_position_embeddings": 16, "rms_norm_eps": 1e-6, "rope_theta": 1000000.0})", f);
+    std::fclose(f);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  check_model("hf:" + path + ":batch=8", 2, optimizer::adam, {}, false, oracle::equal, plan_draw::expert_parallel);
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (rank == 0) std::remove(path.c_str());
+}
+
 TEST_CASE("float32 smoke test: random plans of a small GPT train like float32 serial execution",
           "[mpi][runtime][gpt][fp32]") {
   check_model<float>("gpt:layers=2,hidden=32,heads=4,seq=16,batch=8,vocab=64", 2, optimizer::sgd_momentum);

@@ -39,6 +39,46 @@ TEST_CASE("Qwen3-30B-A3B dropless counts 6 x active parameters x tokens plus att
   CHECK(forward_flops(padded) + backward_flops(padded) > counted);
 }
 
+// Qwen1.5-MoE-A2.7B's shapes (Qwen/Qwen1.5-MoE-A2.7B config.json: 24 layers, hidden 2048, 16
+// heads of 128 with biases on q, k and v, 60 experts of 1408, top 4, a shared SwiGLU of 5632
+// behind a sigmoid gate, vocabulary 151,936), dropless: 6 x the parameters a token passes through
+// x tokens, plus causal attention, within 5%.
+TEST_CASE("a Qwen2-MoE step counts its routed and shared experts: 6 x active parameters x tokens plus attention",
+          "[models][moe]") {
+  const double layers = 24, hidden = 2048, experts = 60, topk = 4, width = 1408, shared = 5632, vocab = 151936,
+               seq = 4096, batch = 64;
+  const double attention_weights = 4 * hidden * hidden + 3 * hidden, norms = 2 * hidden;
+  const double routed = topk * 3 * hidden * width, router = hidden * experts, shared_mlp = 3 * hidden * shared + hidden;
+  const double active = layers * (attention_weights + norms + routed + router + shared_mlp) + hidden + vocab * hidden;
+  const double tokens = seq * batch;
+  const double attention = 3 * layers * batch * 2 * 2 * (seq * seq / 2) * hidden;
+  const double oracle = 6 * active * tokens + attention;
+  const graph g = build_model("llama:layers=24,hidden=2048,heads=16,kv_heads=16,ffn=5632,vocab=151936,qkv_bias=1,experts=60,"
+                              "topk=4,moe_ffn=1408,shared_ffn=5632,shared_gate=1,norm_topk=0,capacity=0,seq=4096,batch=64");
+  const double counted = forward_flops(g) + backward_flops(g);
+  INFO("counted " << counted << " FLOP per step, oracle " << oracle);
+  CHECK(counted / oracle > 0.95);
+  CHECK(counted / oracle < 1.05);
+}
+
+// The shared expert's gate over X [2, 3, 8] and Z [2, 3, 1]: a product per element and a sigmoid
+// per token forward (48 + 4 x 6), a product and a multiply-add per element and the sigmoid with its
+// derivative per token backward (3 x 48 + 4 x 6); on a mesh of 2 splitting the hidden dim, each
+// device scales its 24 elements and computes all 6 sigmoids.
+TEST_CASE("sigmoid_gate counts a product per element and a sigmoid per token", "[models][moe]") {
+  op_node op;
+  op.kind = op_kind::sigmoid_gate;
+  op.inputs = {{2, 3, 8}, {2, 3, 1}};
+  op.outputs = {{2, 3, 8}};
+  CHECK(forward_flops(op) == 72);
+  CHECK(backward_flops(op) == 168);
+  signature sig;
+  sig.inputs = {nd_sbp{S(2)}, nd_sbp{B}};
+  sig.outputs = {nd_sbp{S(2)}};
+  CHECK(device_work(op, sig, mesh_shape{2}, 4).fwd_flops == 24 + 24);
+  CHECK(device_work(op, sig, mesh_shape{2}, 4).activation_bytes == (24 + 6) * 4);
+}
+
 // On a device holding one of 4 experts over 8 tokens of top-2 routing, balanced routing gives it
 // 8 x 2 / 4 = 4 rows; imbalance 1.5 prices 6, imbalance 3 the most it can get, every token once: 8.
 // Each row costs 6 h F + 5 F + 2 h forward (three GEMMs, SwiGLU's product, the weighted sum).

@@ -90,6 +90,40 @@ const char* qwen3_30b_a3b = R"({
   "mlp_only_layers": [], "router_aux_loss_coef": 0.001, "vocab_size": 151936, "max_position_embeddings": 40960,
   "rms_norm_eps": 1e-06, "rope_theta": 1000000.0, "tie_word_embeddings": false})";
 
+// Qwen/Qwen1.5-MoE-A2.7B (model_type qwen2_moe): 60 experts of 1408, top 4 without
+// renormalisation, a shared expert of 5632 behind a sigmoid gate, biases on q, k and v.
+const char* qwen15_moe_a27b = R"({
+  "model_type": "qwen2_moe", "hidden_size": 2048, "intermediate_size": 5632, "moe_intermediate_size": 1408,
+  "shared_expert_intermediate_size": 5632, "num_hidden_layers": 24, "num_attention_heads": 16,
+  "num_key_value_heads": 16, "num_experts": 60, "num_experts_per_tok": 4, "norm_topk_prob": false,
+  "decoder_sparse_step": 1, "mlp_only_layers": [], "router_aux_loss_coef": 0.001, "vocab_size": 151936,
+  "max_position_embeddings": 8192, "rms_norm_eps": 1e-06, "rope_theta": 1000000.0, "tie_word_embeddings": false})";
+
+TEST_CASE("qwen2_moe configs build Qwen1.5-MoE-A2.7B: routed and shared experts, the shared gate", "[models][hf][moe]") {
+  const llama_config c = parse_hf_config(qwen15_moe_a27b, "qwen2-moe/config.json");
+  CHECK((c.experts == 60 && c.topk == 4 && !c.norm_topk && c.qkv_bias && !c.qk_norm && c.expert_ffn() == 1408));
+  CHECK((c.shared_gate && c.shared_expert_ffn() == 5632 && c.aux_coef == 0.001));
+  const graph g = build_llama(c);
+  // per layer: q, k, v H H each with biases H, o H H, the router H E, E experts of 3 H F, the
+  // shared SwiGLU 3 H S and its gate H, two norms of H; untied embedding and head V H, final norm H
+  const std::int64_t V = 151936, H = 2048, E = 60, F = 1408, S = 5632, L = 24;
+  const std::int64_t layer = 4 * H * H + 3 * H + H * E + E * 3 * H * F + 3 * H * S + H + 2 * H;
+  CHECK(param_count(g) == 2 * V * H + L * layer + H);
+  CHECK(param_count(g) > 14'250'000'000);  // "14.3B parameters in total" (Qwen, Qwen1.5-MoE blog)
+  CHECK(param_count(g) < 14'350'000'000);
+  const std::int64_t active = param_count(g) - L * (E - 4) * 3 * H * F;
+  CHECK(active_param_count(g) == active);
+  CHECK(active > 2'650'000'000);  // "2.7B activated parameters"
+  CHECK(active < 2'750'000'000);
+  std::size_t gates = 0;
+  for (const op_node& op : g.ops) gates += op.kind == op_kind::sigmoid_gate;
+  CHECK(gates == std::size_t(L));
+  // norm_topk_prob true renormalises the top k, as Mixtral and Qwen3-MoE do
+  std::string renorm = qwen15_moe_a27b;
+  renorm.replace(renorm.find("\"norm_topk_prob\": false"), 23, "\"norm_topk_prob\": true");
+  CHECK(parse_hf_config(renorm, "q.json").norm_topk);
+}
+
 TEST_CASE("mixture-of-experts configs build the published models, total and active", "[models][hf][moe]") {
   // per layer: q H A D, k and v H G D, o A D H, the router H E, E experts of 3 H F, two norms of
   // H (+ the q and k norms of D); untied embedding and head V H each, the final norm H
@@ -136,11 +170,24 @@ TEST_CASE("mixture-of-experts specs and configs refuse what autoddl cannot build
   dense.replace(dense.find("\"mlp_only_layers\": []"), 21, "\"mlp_only_layers\": [3]");
   CHECK_THROWS_WITH(parse_hf_config(dense, "q.json"), ContainsSubstring("layer 3 has a dense MLP"));
   CHECK_NOTHROW(build_model(tiny + ",experts=4,topk=2,capacity=0,shared_experts=2,moe_ffn=32"));
+  CHECK_THROWS_WITH(build_model(tiny + ",experts=4,topk=2,shared_gate=1"),
+                    ContainsSubstring("shared_gate scales a shared expert's output; give shared_experts=N or shared_ffn=F"));
+  CHECK_THROWS_WITH(build_model(tiny + ",shared_gate=1"), ContainsSubstring("need experts=E"));
+  CHECK_NOTHROW(build_model(tiny + ",experts=4,topk=2,shared_ffn=48,shared_gate=1"));
+  std::string no_shared = qwen15_moe_a27b;
+  no_shared.replace(no_shared.find("\"shared_expert_intermediate_size\": 5632, "), 41, "");
+  CHECK_THROWS_WITH(parse_hf_config(no_shared, "q.json"), ContainsSubstring("lacks the field 'shared_expert_intermediate_size'"));
+  std::string zero_experts = qwen15_moe_a27b;
+  zero_experts.replace(zero_experts.find("\"num_experts\": 60"), 17, "\"num_experts\": 0");
+  CHECK_THROWS_WITH(parse_hf_config(zero_experts, "q.json"), ContainsSubstring("field 'num_experts' is 0"));
+  std::string too_many = qwen15_moe_a27b;
+  too_many.replace(too_many.find("\"num_experts_per_tok\": 4"), 24, "\"num_experts_per_tok\": 61");
+  CHECK_THROWS_WITH(parse_hf_config(too_many, "q.json"), ContainsSubstring("topk=61 must lie in [1, experts=60]"));
 }
 
 TEST_CASE("mixtures of experts round-trip through model files", "[models][moe][model-file]") {
   const graph g = build_model("llama:layers=2,hidden=64,heads=4,kv_heads=2,ffn=64,seq=16,batch=8,vocab=96,experts=4,"
-                              "topk=2,capacity=1.5,norm_topk=0,aux=0.02,shared_experts=1");
+                              "topk=2,capacity=1.5,norm_topk=0,aux=0.02,shared_experts=1,shared_gate=1");
   const graph back = parse_model_file(model_file_json(g).dump(1), "moe.json");
   REQUIRE(back.ops.size() == g.ops.size());
   for (std::size_t i = 0; i < g.ops.size(); ++i) {

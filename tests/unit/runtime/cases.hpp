@@ -122,6 +122,8 @@ inline std::vector<op_node> op_cases() {
   a = {};
   a.topk = 2;
   r.push_back(make_op("routed_experts", op_kind::routed_experts, {{4, 4, 8}, {4, 4, 4}}, {{4, 8, 6}, {4, 8, 6}, {4, 6, 8}}, a));
+  // the shared expert's gate: each token's row of X scaled by the sigmoid of its logit
+  r.push_back(make_op("sigmoid_gate", op_kind::sigmoid_gate, {{4, 4, 8}, {4, 4, 1}}));
   return r;
 }
 

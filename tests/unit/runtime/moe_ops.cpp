@@ -12,6 +12,7 @@
 // - capacity_slots against ceil(factor * seq * k / E).
 // - routed_experts (dropless) against a loop over each token's top-k experts, and against the
 //   capacity-bound ops at seq slots.
+// - sigmoid_gate (the shared expert's gate) against x / (1 + exp(-z)), logits of +-40 included.
 #include <algorithm>
 #include <cmath>
 #include <numeric>
@@ -306,6 +307,22 @@ TEST_CASE("routed_experts equals a loop over each token's top-k experts and the 
   sim::global_operands gc{{sim::forward_serial(x_op, gx), g.inputs[1]}, {}, {}};
   const sim::host_tensor padded = sim::forward_serial(c_op, gc);
   for (std::size_t i = 0; i < y.v.size(); ++i) CHECK(std::abs(y.v[i] - padded.v[i]) <= 1e-12 * (1 + std::abs(padded.v[i])));
+}
+
+TEST_CASE("sigmoid_gate scales each token's row by 1 / (1 + exp(-z))", "[runtime][kernels][moe]") {
+  const std::int64_t b = 2, s = 3, h = 5;
+  const op_node op = sim::make_op("gated", op_kind::sigmoid_gate, {{b, s, h}, {b, s, 1}});
+  std::mt19937_64 rng(11);
+  sim::global_operands g = sim::random_operands(op, rng);
+  g.inputs[1].v[0] = 40;  // saturated either way: the row whole, and (nearly) nothing
+  g.inputs[1].v[1] = -40;
+  const sim::host_tensor y = sim::forward_serial(op, g);
+  for (std::int64_t r = 0; r < b * s; ++r)
+    for (std::int64_t j = 0; j < h; ++j) {
+      const double want = g.inputs[0].v[std::size_t(r * h + j)] / (1 + std::exp(-g.inputs[1].v[std::size_t(r)]));
+      CAPTURE(r, j);
+      CHECK(std::abs(y.v[std::size_t(r * h + j)] - want) <= 1e-15 * (1 + std::abs(want)));
+    }
 }
 
 }  // namespace moe_ops_cases

@@ -2,9 +2,11 @@
 """LLaMA-family and mixture-of-experts training runs with published throughput, priced by autoddl on
 dgx-h100 (bf16):
 the published layout as a megatron plan, and the auto plan. The oracle is each run's published
-step time (NVIDIA's DGX Cloud benchmarking recipes, NeMo 24.09/24.12, BF16 tables): predicted /
+step time (NVIDIA's DGX Cloud benchmarking recipes, NeMo 24.09/24.12, BF16 tables; NeMo AutoModel's
+performance summary, BF16): predicted /
 published must lie in 0.85..1.15 for the LLaMA family (0.75..1.25 for the mixture of experts, whose
-token permutes, per-expert GEMM calls and dispatcher wait are not priced yet), and auto may not be
+token permutes, per-expert GEMM calls and dispatcher wait are not priced yet; a run whose layout the
+knobs only stand in for is reported, not held to it), and auto may not be
 slower than a published layout that fits
 (auto's last starts are Megatron-LM's layouts, search/megatron_layouts.hpp). The table this prints is docs/results.md's "LLaMA family"
 table (--family moe: its "Mixtures of experts" table): the test fails when the docs hold another
@@ -45,12 +47,27 @@ runs = [
 # parallelism (docs/results.md gives their figures beside the table).
 grok = "llama:layers={},hidden=6144,heads=48,kv_heads=8,ffn=32768,experts=8,topk=2,vocab=128256,capacity=1,aux=0.01"
 grok_source = "NVIDIA/dgxc-benchmarking grok1/README_314b.md (commit 143b90dd), 'Grok 1 314b Dev BF16' table"
+# Qwen3-30B-A3B (the preset: 48 layers, hidden 2048, 32 heads of 128, 4 key/value heads, 128
+# experts of width 768, top 8 renormalised), dropless with balanced routing ("fake balanced gate"),
+# as NeMo AutoModel's PyTorch run on one DGX-H100 measured it: 8 GPUs, GBS 512, micro-batch 4, 16
+# accumulation steps, sequence 4096, EP=8 with FSDP over the 8 devices, no activation checkpointing
+# listed. autoddl has no FSDP beside expert parallelism among Megatron's knobs: the row is priced with
+# the distributed optimizer in FSDP's place (less communication, more memory), so its layout is a
+# stand-in and its ratio is reported, not held to the band.
+qwen3_30b = "llama:size=qwen3-30b-a3b,capacity=0"
+automodel_source = "NVIDIA-NeMo/Automodel docs/performance-summary.md (commit 01926a5c), DGX-H100 BF16 pre-training table"
 moe_runs = [
     ("Grok-1 314B, 64 nodes", grok.format(64), 8192, 1024, "64x8",
      "megatron:tp=4,pp=8,cp=2,vpp=8,ep=8,mbs=1,sp=1,recompute=none,dopt=1", 20.83, grok_source),
+    ("Qwen3-30B-A3B, 1 node (FSDP as dopt)", qwen3_30b, 4096, 512, "8",
+     "megatron:tp=1,ep=8,mbs=4,recompute=none,dopt=1", 21.773, automodel_source),
 ]
+# runs whose published layout autoddl's knobs do not express as published: ratio reported only
+stand_in_layouts = {"Qwen3-30B-A3B, 1 node (FSDP as dopt)"}
 if family == "moe":
     runs = moe_runs
+else:
+    stand_in_layouts = set()
 
 
 def priced(model, seq, batch, mesh, strategy):
@@ -96,7 +113,7 @@ for name, model, seq, batch, mesh, strategy, published, source in runs:
           f"{tflops:.0f} TFLOP/s per GPU, {p['flops_per_step']:.3e} FLOP per step; auto {a['predicted_step_s']:.3f} s",
           file=sys.stderr)
     lo, hi = (0.75, 1.25) if family == "moe" else (0.85, 1.15)
-    if not lo <= ratio <= hi:
+    if name not in stand_in_layouts and not lo <= ratio <= hi:
         failures.append(f"{name}: predicted / published {ratio:.3f} outside {lo}..{hi}")
     if not a["feasible"]:
         failures.append(f"{name}: the auto plan does not fit")

@@ -264,6 +264,18 @@ check("a torch_dtype the hardware has no peak for keeps fp32, with a note",
       j.get("dtype") == "fp32" and any("torch_dtype 'bfloat16' has no peak in hardware 'dgx1-v100'" in n for n in j.get("notes", [])),
       r.stderr + str(j.get("notes")))
 
+# a qwen2_moe config (examples/models): routed experts, a shared SwiGLU behind a sigmoid gate.
+# Parameters by hand: per layer q, k, v, o 4 H H and q, k, v biases 3 H, the router H E, E experts
+# of 3 H F, the shared SwiGLU 3 H S and its gate H, two norms 2 H; embedding and head 2 V H, norm H.
+tiny_qwen2_moe = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "examples", "models",
+                              "tiny-qwen2-moe-config.json")
+r = run("--model", "hf:" + tiny_qwen2_moe, "--mesh", "8", "--hardware", "dgx-h100", "--json")
+j = json.loads(r.stdout) if r.returncode == 0 else {}
+V, H, E, F, S, L = 96, 64, 8, 32, 128, 2
+want = 2 * V * H + H + L * (4 * H * H + 3 * H + H * E + E * 3 * H * F + 3 * H * S + H + 2 * H)
+check("a qwen2_moe config plans, its parameters the closed form's", j.get("params") == want and j.get("feasible") is True,
+      r.stderr[-500:] + " params " + str(j.get("params")) + " want " + str(want))
+
 # --compare with a plan the model cannot take (dp cannot split a batch of 2 over 4 devices):
 # reported as not applicable, the rest of the comparison stands
 r = run("--model", small.replace("batch=8", "batch=2"), "--mesh", "4", "--compare", "dp,megatron", "--json")

@@ -118,6 +118,15 @@ expect_error("an empty --memory-limit", ["--model", small, "--memory-limit", ""]
 expect_error("a misspelled option", ["--model", small, "--stratgy", "auto"], "unknown option --stratgy; did you mean --strategy?")
 
 # a pinned strategy over the memory limit: the plan printed, then one sentence with what fits and exit 1
+# megatron ep carved from more devices than lie just outside the tensor-parallel ones (4 on 4x8
+# with tp=2) is one sentence, not a mesh axis of 0 devices; its twin ep=4 plans
+moe = "llama:layers=2,hidden=64,heads=4,kv_heads=2,ffn=64,experts=8,topk=2,capacity=0,seq=16,batch=16,vocab=96"
+expect_error("megatron ep larger than the devices it is carved from", ["--model", moe, "--mesh", "4x8", "--strategy",
+             "megatron:tp=2,ep=8"], "megatron ep=8 must divide the devices just outside the tensor-parallel ones on mesh 4x8 (4)")
+r = run("--model", moe, "--mesh", "4x8", "--strategy", "megatron:tp=2,ep=4")
+print(("ok  " if r.returncode == 0 else "FAIL") + f" its twin ep=4 plans: exit {r.returncode}: {r.stderr.strip()[:300]}")
+if r.returncode != 0:
+    failures.append("megatron ep=4 twin")
 r = run("--model", small, "--mesh", "4", "--strategy", "dp", "--memory-limit", "1MB")
 ok = (r.returncode == 1 and "peak memory per device" in r.stdout and "(OVER THE LIMIT)" in r.stdout
       and r.stderr.count("\n") == 1 and "the dp plan peaks at" in r.stderr and "over the limit of 1 MB" in r.stderr
