@@ -8,6 +8,7 @@
 // without the step an injected overflow skipped.
 #include <catch2/catch_test_macros.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -46,7 +47,8 @@ int world_size() {
   return n;
 }
 
-plan_problem problem_of(const graph& g, const mesh_shape& m, dtype type, optimizer opt) {
+plan_problem problem_of(const graph& g, const mesh_shape& m, dtype type, optimizer opt, bool fp32_sums = true,
+                        int microbatches = 1) {
   plan_options o;
   o.mesh = m;
   o.hw = load_hardware("cpu-local");
@@ -54,7 +56,8 @@ plan_problem problem_of(const graph& g, const mesh_shape& m, dtype type, optimiz
   o.opt = opt;
   o.zero1_layouts = true;
   o.zero2_layouts = true;
-  o.fp32_gradient_sums = true;  // the trainer's gradient sums, priced as it keeps them
+  o.fp32_gradient_sums = fp32_sums;  // the trainer's gradient sums, priced as it keeps them
+  o.microbatches = microbatches;  // g is one micro-batch of the step (load_model(spec, microbatches))
   return plan_problem(g, o);
 }
 
@@ -253,6 +256,68 @@ TEST_CASE("bf16 training's measured peak equals the predicted peak within 5% und
                   name.c_str(), std::string(to_string(opt)).c_str(), ranks, static_cast<long long>(peak),
                   static_cast<long long>(predicted.peak()), ratio, static_cast<long long>(predicted.stored));
     }
+}
+
+// 16-bit gradient sums (the trainer's Sum = bf16: Megatron-LM's bf16 training with
+// --grad-reduce-in-bf16, without fp32 accumulation): the gradients are summed and kept in bf16 and
+// widened only as the update reads them. Four micro-batches a step, so that the sums add in bf16:
+// fp32 sums round once (for the collective, or not at all), bf16 sums after each of 3 additions.
+// Oracles: the same plan trained with fp32 sums: the first step's gradients differ (the sums did
+// add in bf16), by at most 3 roundings of 2^-9 of a partial sum, bounded here by 2^-6 of the
+// tensor's largest gradient (elements near zero cancel); the loss follows within 2% at every step
+// (the loss is itself a bf16 value, so it may not move at all); and the device's bytes in use: the
+// peak the replay predicts for a plan priced with 16-bit sums, and the difference to the fp32-sum
+// run's peak (2 bytes per gradient element held at the peak) as predicted.
+TEST_CASE("bf16 gradient sums train like fp32 sums, at the predicted, smaller peak", "[mpi][runtime][mixed][sums]") {
+  const int ranks = world_size(), rank = world_rank();
+  constexpr int microbatches = 4;  // of 4 sequences (the batch split over up to 4 ranks)
+  const graph g = load_model("llama:layers=2,hidden=32,heads=4,kv_heads=2,ffn=48,seq=16,batch=16,vocab=64", microbatches);
+  std::vector<std::string> names{"dp"};
+  if (ranks > 1) names.insert(names.end(), {"zero:stage=1", "zero:stage=2", "zero:stage=3"});
+  for (const std::string& name : names) {
+    train_options to;
+    to.opt = optimizer::adam;
+    to.lr = 1e-3;
+    plan_problem wide = problem_of(g, mesh_shape{ranks}, dtype::bf16, to.opt, true, microbatches);
+    plan_problem narrow = problem_of(g, mesh_shape{ranks}, dtype::bf16, to.opt, false, microbatches);
+    const std::vector<int> pick = solve_plan(wide, parse_strategy(name)).pick;  // one plan, priced both ways
+    mpi::mpi_mesh_comm comm(mesh_shape{ranks});
+    cpu_device dev;
+    cpu_trainer<bf16> fp32_sums(plan_of(wide, pick), dev, comm, to);
+    trainer<bf16, cpu_device, mpi::mpi_mesh_comm, bf16> bf16_sums(plan_of(narrow, pick), dev, comm, to);
+    double worst_loss = 0, worst_grad = 0, differing = 0;
+    for (int s = 0; s < 20; ++s) {
+      const double a = fp32_sums.train_step(s), b = bf16_sums.train_step(s);
+      worst_loss = std::max(worst_loss, std::abs(b - a) / a);
+      CHECK(double(bf16_sums.last_step_bytes()) == narrow.untied().evaluate(pick).bytes);
+      for (int p = 0; s == 0 && p < int(g.params.size()); ++p) {
+        const std::vector<float> x = fp32_sums.grad_shard(p), y = bf16_sums.grad_shard(p);
+        double scale = 0;
+        for (float v : x) scale = std::max(scale, double(std::abs(v)));
+        for (std::size_t e = 0; e < x.size(); ++e) {
+          differing += x[e] != y[e];
+          if (scale > 0) worst_grad = std::max(worst_grad, std::abs(double(x[e]) - double(y[e])) / scale);
+        }
+      }
+    }
+    std::int64_t peaks[2] = {fp32_sums.last_step_peak_bytes(), bf16_sums.last_step_peak_bytes()};
+    MPI_Allreduce(MPI_IN_PLACE, peaks, 2, MPI_INT64_T, MPI_MAX, MPI_COMM_WORLD);
+    MPI_Allreduce(MPI_IN_PLACE, &worst_grad, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    MPI_Allreduce(MPI_IN_PLACE, &differing, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+    const std::int64_t want_wide = replay_step_memory(wide, pick).peak(), want_narrow = replay_step_memory(narrow, pick).peak();
+    if (rank != 0) continue;
+    INFO(name << " on " << ranks << " ranks");
+    std::printf("tiny LLaMA in bf16, %s on %d ranks, Adam, %d micro-batches: bf16 sums' first gradients differ from fp32 "
+                "sums' in %.0f elements, by at most %.2e of the tensor's largest; loss within %.2e over 20 steps; peak "
+                "measured %lld B (predicted %lld B) against fp32 sums' %lld B (predicted %lld B)\n",
+                name.c_str(), ranks, microbatches, differing, worst_grad, worst_loss, static_cast<long long>(peaks[1]),
+                static_cast<long long>(want_narrow), static_cast<long long>(peaks[0]), static_cast<long long>(want_wide));
+    CHECK(differing > 0);
+    CHECK(worst_grad <= 0x1p-6);
+    CHECK(worst_loss <= 0.02);
+    CHECK(std::abs(double(peaks[1]) / double(want_narrow) - 1) <= 0.05);
+    CHECK(peaks[0] - peaks[1] == want_wide - want_narrow);
+  }
 }
 
 // RMSNorm gains start at exactly 1, where bf16's spacing below 1 is 2^-8: a change smaller than
