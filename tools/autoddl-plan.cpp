@@ -63,7 +63,7 @@ using graph_builder = std::function<graph(int)>;
 struct plan_cli {
   std::string model = autoddl::tools::default_model, mesh = autoddl::tools::default_mesh,
               hardware = autoddl::tools::default_hardware, dtype = "fp32", strategy = "auto", compare, svg,
-                     optimizer = "adam", microbatches = "auto", recompute = "auto", regather = "auto", reshard = "auto", out, export_model;
+                     optimizer = "adam", grad_sums, microbatches = "auto", recompute = "auto", regather = "auto", reshard = "auto", out, export_model;
   std::optional<std::string> memory;  ///< --memory-limit as given ("" is refused, not ignored)
   std::vector<std::string> diff;
   std::string check;
@@ -87,6 +87,8 @@ void add_options(CLI::App& app, plan_cli& c) {
                  "a preset name or a hardware JSON file (default " + std::string(autoddl::tools::default_hardware) +
                      ", as autoddl-train's)");
   app.add_option("--dtype", c.dtype, "fp32, fp16, bf16 or fp64 (default fp32; an hf config's torch_dtype where it gives one)");
+  app.add_option("--grad-sums", c.grad_sums,
+                 std::string(autoddl::tools::grad_sums_help) + " (default: the --dtype's own)");
   app.add_option("--memory-limit", c.memory, "bytes per device, e.g. 32GiB (default: the device's memory less a 10 % reserve)");
   app.add_option("--strategy", c.strategy,
                  std::string(autoddl::tools::strategies_help) + ", exact or exhaustive");
@@ -129,6 +131,8 @@ plan_options options_of(const plan_cli& c) {
   autoddl::tools::warn_if_other_cpu("autoddl-plan", c.hardware, o.hw);
   o.type = parse_dtype(c.dtype);
   o.opt = parse_optimizer(c.optimizer);
+  // by default a 16-bit plan keeps its sums in its type (docs/reference/cost.md says why)
+  o.fp32_gradient_sums = c.grad_sums.empty() ? bytes_of(o.type) != 2 : autoddl::tools::parse_fp32_gradient_sums(c.grad_sums, c.dtype);
   if (c.memory) o.memory_limit = autoddl::tools::parse_bytes(*c.memory);
   if (c.no_overlap) o.overlap = overlap_rule::none;
   return o;

@@ -210,7 +210,9 @@ std::shared_ptr<text_corpus> read_corpus(const std::string& path) {
 // gradient, scale / micro-batches, is itself an fp16 value), doubled after 1000 clean steps.
 void set_dtype(const settings& s, prepared& p) {
   p.o.type = parse_dtype(s.dtype);
-  p.o.fp32_gradient_sums = true;  // as the executor keeps them (a 16-bit run's gradient sums are fp32)
+  p.o.fp32_gradient_sums = tools::parse_fp32_gradient_sums(s.grad_sums, s.dtype);  // as the trainer keeps them
+  if (!p.o.fp32_gradient_sums && p.o.type == dtype::fp16)
+    throw error("autoddl-train keeps an fp16 run's gradient sums in fp32 only; use --grad-sums fp32 (bf16 sums: --dtype bf16)");
   if (p.o.type == dtype::fp64) throw error("autoddl-train trains fp32, bf16 or fp16, not fp64; use --dtype fp32");
   if (p.o.type != dtype::fp32 && s.device != "cpu")
     throw error("--device " + s.device + " trains fp32 here; --dtype " + s.dtype + " runs on --device cpu");
@@ -384,16 +386,16 @@ struct whole_tensor {
 
 // Trains on `dev` with `comm` (its MPI mesh `host` gathers for --check-serial; a pipeline's
 // stages are `pc`'s); from here on ranks communicate, so a failure aborts the job (main).
-template <class T, Device D, MeshCommunicator M>
+template <class T, class Sum, Device D, MeshCommunicator M>
 int train(const settings& s, const prepared& p, int rank, int ranks, D& dev, M& comm, mpi::mpi_mesh_comm& host,
           mpi::pipeline_comms* pc) {
-  using trainer_t = trainer<T, D, M>;
+  using trainer_t = trainer<T, D, M, Sum>;
   trainer_t t(p.runs ? *p.runs : plan_of(*p.problem, p.plan.pick, p.pipeline ? p.pipeline->cut_ops : std::vector<int>{0}), dev,
               comm, p.to, stage_of<typename trainer_t::pipe_comm>(p, pc));
   if (!p.resume_folder.empty() &&
       !on_every_rank(rank, [&] { restore(t, p, p.g, p.o.mesh, comm.coords()); }))
     return 2;  // a shard missing, damaged or short: one sentence, nothing overwritten
-  std::unique_ptr<serial_run_check<T>> check = s.check_serial ? std::make_unique<serial_run_check<T>>(p, rank) : nullptr;
+  std::unique_ptr<serial_run_check<T, Sum>> check = s.check_serial ? std::make_unique<serial_run_check<T, Sum>>(p, rank) : nullptr;
   whole_tensor gather{p, host, pc, p.pipeline ? tools::param_owner_stages(p.g, p.pipeline->cut_ops) : std::vector<int>{}};
   const step_size z = step_size_of(p.g, p.o.microbatches);
   double since_log_s = 0;  // step time since the last progress line
@@ -431,16 +433,17 @@ int train(const settings& s, const prepared& p, int rank, int ranks, D& dev, M& 
   return check && rank == 0 && !check->within() ? 1 : 0;  // --check-serial: a difference past the tolerance fails
 }
 
-// The CPU device in T (--dtype): its MPI mesh, or a pipeline's stages on MPI ranks.
-template <class T>
+// The CPU device in T (--dtype), its gradient sums in Sum (--grad-sums): its MPI mesh, or a
+// pipeline's stages on MPI ranks.
+template <class T, class Sum = autoddl::detail::master_t<T>>
 int train_on_cpu(const settings& s, const prepared& p, int rank, int ranks) {
   cpu_device dev;
   if (p.pipeline) {
     mpi::pipeline_comms pc(p.o.mesh, p.stages());
-    return train<T>(s, p, rank, ranks, dev, pc.mesh(), pc.mesh(), &pc);
+    return train<T, Sum>(s, p, rank, ranks, dev, pc.mesh(), pc.mesh(), &pc);
   }
   mpi::mpi_mesh_comm comm(p.o.mesh);
-  return train<T>(s, p, rank, ranks, dev, comm, comm, nullptr);
+  return train<T, Sum>(s, p, rank, ranks, dev, comm, comm, nullptr);
 }
 
 // The device --device names, and its communicator; a pipeline's stages on MPI ranks.
@@ -450,9 +453,10 @@ int train_on_device(const settings& s, const prepared& p, int rank, int ranks) {
     const int ordinal = nccl::local_device_ordinal();
     cuda::cuda_device dev(ordinal);
     nccl::nccl_mesh_comm comm(p.o.mesh, ordinal, dev.stream());
-    return train<float>(s, p, rank, ranks, dev, comm, comm.mpi(), nullptr);
+    return train<float, float>(s, p, rank, ranks, dev, comm, comm.mpi(), nullptr);
   }
 #endif
+  if (p.o.type == dtype::bf16 && !p.o.fp32_gradient_sums) return train_on_cpu<bf16, bf16>(s, p, rank, ranks);
   return p.o.type == dtype::bf16   ? train_on_cpu<bf16>(s, p, rank, ranks)
          : p.o.type == dtype::fp16 ? train_on_cpu<fp16>(s, p, rank, ranks)
                                    : train_on_cpu<float>(s, p, rank, ranks);
@@ -486,6 +490,7 @@ void add_options(CLI::App& app, settings& s) {
   app.add_option("--dtype", s.dtype,
                  "fp32 (default; a --plan file's dtype), bf16 or fp16: parameters and activations in it, fp32 master "
                  "weights, gradient sums and optimizer state; fp16 with a dynamic loss scale");
+  app.add_option("--grad-sums", s.grad_sums, std::string(tools::grad_sums_help) + "; default fp32, bf16 trains with --dtype bf16");
   app.add_flag("--check-serial", s.check_serial, "also train serially on rank 0 (in the same dtype), report the largest "
                "difference and a verdict against the dtype's round-off tolerances (exit 1 where they are exceeded)");
   app.add_flag("--json", s.json, "print one JSON object on rank 0");

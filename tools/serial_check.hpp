@@ -21,8 +21,8 @@
 
 namespace autoddl::tools::train {
 
-template <class T>
-using cpu_trainer = trainer<T, cpu_device, mpi::mpi_mesh_comm>;
+template <class T, class Sum = autoddl::detail::master_t<T>>
+using cpu_trainer = trainer<T, cpu_device, mpi::mpi_mesh_comm, Sum>;
 
 /// What --check-serial calls equal, each difference relative to its reference's scale. In fp32:
 /// - loss, every step: 1e-4 (a loss of ~5 summed in another order differs by ~1e-7 relative;
@@ -78,11 +78,12 @@ struct serial_check {
   std::int64_t not_compared = 0;  ///< Adam: parameter elements whose serial gradient is round-off
 };
 
-// --check-serial: rank 0 trains the same model serially in the same element type T, step for
+// --check-serial: rank 0 trains the same model serially in the same element type T (its gradient
+// sums in Sum, as the run keeps them), step for
 // step, with the same micro-batches and no recomputation (recomputing changes no number); the loss
 // is compared every step, gradients and parameters after the first step, before differences
 // compound.
-template <class T>
+template <class T, class Sum = autoddl::detail::master_t<T>>
 class serial_run_check : public serial_check {
  public:
   serial_run_check(const prepared& p, int rank) : model_(p.g), rank_(rank) {
@@ -95,7 +96,7 @@ class serial_run_check : public serial_check {
     so.recompute = recompute_mode::none;
     problem_ = std::make_unique<plan_problem>(p.g, so);
     self_ = std::make_unique<mpi::mpi_mesh_comm>(mesh_shape{1}, MPI_COMM_SELF);
-    serial_ = std::make_unique<cpu_trainer<T>>(plan_of(*problem_, solve_plan(*problem_, strategy::dp{}).pick), dev_, *self_, p.to);
+    serial_ = std::make_unique<cpu_trainer<T, Sum>>(plan_of(*problem_, solve_plan(*problem_, strategy::dp{}).pick), dev_, *self_, p.to);
     if (!p.resume_folder.empty()) restore(*serial_, p, model_, mesh_shape{1}, mesh_coord{});
   }
 
@@ -153,7 +154,7 @@ class serial_run_check : public serial_check {
   std::unique_ptr<plan_problem> problem_;
   cpu_device dev_;
   std::unique_ptr<mpi::mpi_mesh_comm> self_;
-  std::unique_ptr<cpu_trainer<T>> serial_;
+  std::unique_ptr<cpu_trainer<T, Sum>> serial_;
 };
 
 }  // namespace autoddl::tools::train

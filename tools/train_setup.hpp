@@ -26,6 +26,7 @@ struct settings {
   std::string model, mesh = tools::default_mesh, strategy = "auto", hardware = tools::default_hardware, optimizer_s;  ///< empty: the --plan file's, else adam
   std::string recompute = "auto", microbatches = "auto", regather = "auto", reshard = "auto", device = "cpu";
   std::string dtype = "fp32";  ///< --dtype: fp32, bf16 or fp16
+  std::string grad_sums = "fp32";  ///< --grad-sums: fp32, or bf16 with --dtype bf16
   int steps = 20;
   double lr = 1e-3;
   bool lr_given = false;  ///< --lr on the command line (else --data trains with 3e-3)

@@ -108,4 +108,17 @@ inline std::optional<bool> parse_auto_on_off(std::string_view name, std::string_
   throw parse_error(std::string(name) + " takes auto, on or off, got '" + std::string(s) + "'");
 }
 
+inline constexpr const char* grad_sums_help =
+    "the element type of gradient sums (over micro-batches, and the synchronised gradients): fp32, or the 16-bit "
+    "--dtype itself (bf16 or fp16: Megatron-LM's training without --accumulate-allreduce-grads-in-fp32)";
+
+/// Whether --grad-sums `s` keeps a `dtype_name` plan's gradient sums in fp32: "fp32", or the
+/// dtype's own name (its sums in its type). @throws parse_error naming the values.
+inline bool parse_fp32_gradient_sums(std::string_view s, std::string_view dtype_name) {
+  if (s == "fp32" || (s == dtype_name && (s == "bf16" || s == "fp16"))) return s == "fp32";
+  throw parse_error("--grad-sums takes fp32" +
+                    (dtype_name == "bf16" || dtype_name == "fp16" ? " or " + std::string(dtype_name) : std::string()) +
+                    " with --dtype " + std::string(dtype_name) + ", got '" + std::string(s) + "'");
+}
+
 }  // namespace autoddl::tools

@@ -56,6 +56,37 @@ constexpr std::int64_t optimizer_state_bytes(optimizer o, std::int64_t elements,
   return elements * 4 * (states + (mixed ? 1 : 0));
 }
 
+/// Bytes of one element of the master weights, optimizer state and (with fp32 sums) gradients of a
+/// parameter of `param_type`: fp32 for the 16-bit types, the type itself otherwise.
+constexpr std::int64_t master_element_bytes(dtype param_type) {
+  return bytes_of(param_type) == 2 ? 4 : bytes_of(param_type);
+}
+
+/// Bytes of one element of a gradient sum (the accumulator over micro-batches and the synchronised
+/// gradient): fp32 for a 16-bit type where `fp32_sums` (Megatron-LM's
+/// --accumulate-allreduce-grads-in-fp32, which its bf16 runs turn on), else the parameter's type.
+///   gradient_sum_bytes(bf16, true) == 4; (bf16, false) == 2; (fp32, either) == 4.
+constexpr std::int64_t gradient_sum_bytes(dtype param_type, bool fp32_sums) {
+  return fp32_sums ? master_element_bytes(param_type) : bytes_of(param_type);
+}
+
+/// Bytes the optimizer update reads and writes per element it updates, as
+/// runtime/detail/parameter_store.hpp runs it. In the master type (master_element_bytes, w bytes):
+/// SGD with momentum reads g, v, w and writes v, w (5 w); Adam reads g, m, v, w and writes m, v, w
+/// (7 w). A gradient kept in the 16-bit type is widened first (2 read, w written). A 16-bit type
+/// then rounds the master into the parameter (w read, 2 written), and fp16, trained with a loss
+/// scale, first multiplies its gradient by the scale's reciprocal (w read and written).
+///   fp32: adam 28, sgd-momentum 20; bf16 (fp32 sums): adam 34, sgd-momentum 26; fp16: adam 42.
+constexpr std::int64_t optimizer_update_bytes(optimizer o, dtype param_type, bool fp32_sums = true) {
+  const std::int64_t w = master_element_bytes(param_type), t = bytes_of(param_type);
+  std::int64_t bytes = (o == optimizer::adam ? 7 : 5) * w;
+  if (t == w) return bytes;
+  if (!fp32_sums) bytes += t + w;  // the 16-bit gradient widened
+  bytes += w + t;                   // the master rounded into the parameter
+  if (param_type == dtype::fp16) bytes += 2 * w;
+  return bytes;
+}
+
 /// Bytes one device holds, by what they are for.
 struct memory_breakdown {
   std::int64_t params = 0;

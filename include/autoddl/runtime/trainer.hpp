@@ -45,8 +45,8 @@ namespace autoddl {
 /// One device's part of training a plan's model under that plan (plan/plan.hpp; the planner
 /// makes one with plan_of, a plan file holds one). A step is forward, loss and backward of each of the plan's micro-batches,
 /// the one synchronisation of each tied parameter's summed gradient, and the optimizer update on
-/// the storage shards.
-template <class T, Device D, MeshCommunicator M>
+/// the storage shards. Sum: the type of gradient sums (master_t<T>; T for 16-bit sums, detail/precision.hpp).
+template <class T, Device D, MeshCommunicator M, class Sum = detail::master_t<T>>
 class trainer : detail::device_buffers<T, D> {
   using buffer = buffer_t<D, T>;
   using master = detail::master_t<T>;  ///< master weights, gradients and optimizer state (runtime/detail/precision.hpp)
@@ -583,8 +583,8 @@ class trainer : detail::device_buffers<T, D> {
   std::vector<input_kind> input_kinds_;
   token_order order_;  ///< the order the plan feeds tokens in (runtime/token_order_of.hpp)
   op_program<T, D> program_;  ///< a typed model's instances per op (run_instances); empty: dynamic dispatch
-  detail::parameter_store<T, D, M> store_;          ///< parameters, their gradients, optimizer state
-  detail::gradient_accumulator<T, D, M> gradients_;  ///< the step's gradient sums
+  detail::parameter_store<T, D, M, Sum> store_;          ///< parameters, their gradients, optimizer state
+  detail::gradient_accumulator<T, D, M, Sum> gradients_;  ///< the step's gradient sums
   link link_;                                        ///< this device's pipeline stage and its messages
   std::vector<std::vector<buffer>> gathered_;  ///< per op slot: parameter boxed to compute, this step
   std::optional<step_schedule> schedule_;      ///< what the step keeps and reruns

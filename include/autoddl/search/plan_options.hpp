@@ -81,10 +81,12 @@ struct plan_options {
   /// 2-layer GPT on 2x2x2: 15 % slower, 6.8 % above the exact optimum, against 0.02 % without).
   bool zero2_layouts = false;
   bool zero1_layouts = false;
-  /// With a 16-bit type: gradient sums over micro-batches and the synchronised gradients priced at
-  /// 4 bytes an element, as autoddl's executor keeps them (fp32, runtime/detail/precision.hpp);
-  /// off, at the type's 2 bytes, as an engine with a 16-bit gradient buffer keeps them
-  /// (Megatron-Core without grad_reduce_in_fp32). autoddl-train sets it for its bf16 and fp16 runs.
+  /// With a 16-bit type: gradient sums over micro-batches and the synchronised gradients kept in
+  /// fp32, 4 bytes an element (cost/memory.hpp, gradient_sum_bytes), as autoddl's executor keeps
+  /// them (runtime/detail/precision.hpp) and as Megatron-LM trains bf16 (its
+  /// --accumulate-allreduce-grads-in-fp32, on for bf16 runs). Off: in the type's 2 bytes, as an
+  /// engine with a 16-bit gradient buffer keeps them. autoddl-train sets it for its bf16 and fp16
+  /// runs; autoddl-plan with --grad-sums fp32.
   bool fp32_gradient_sums = false;
 };
 

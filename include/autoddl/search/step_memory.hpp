@@ -75,7 +75,7 @@ class step_memory_replay {
         pick_(pick),
         mesh_(problem.options().mesh),
         elem_(bytes_of(problem.options().type)),
-        sum_elem_(problem.options().fp32_gradient_sums && elem_ == 2 ? 4 : elem_),
+        sum_elem_(gradient_sum_bytes(problem.options().type, problem.options().fp32_gradient_sums)),
         paths_(paths),
         first_(first_op),
         end_(end_op < 0 ? int(problem.model().ops.size()) : end_op),

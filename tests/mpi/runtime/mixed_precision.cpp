@@ -8,6 +8,7 @@
 // without the step an injected overflow skipped.
 #include <catch2/catch_test_macros.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -46,7 +47,8 @@ int world_size() {
   return n;
 }
 
-plan_problem problem_of(const graph& g, const mesh_shape& m, dtype type, optimizer opt) {
+plan_problem problem_of(const graph& g, const mesh_shape& m, dtype type, optimizer opt, bool fp32_sums = true,
+                        int microbatches = 1) {
   plan_options o;
   o.mesh = m;
   o.hw = load_hardware("cpu-local");
@@ -54,7 +56,8 @@ plan_problem problem_of(const graph& g, const mesh_shape& m, dtype type, optimiz
   o.opt = opt;
   o.zero1_layouts = true;
   o.zero2_layouts = true;
-  o.fp32_gradient_sums = true;  // the trainer's gradient sums, priced as it keeps them
+  o.fp32_gradient_sums = fp32_sums;  // the trainer's gradient sums, priced as it keeps them
+  o.microbatches = microbatches;  // g is one micro-batch of the step (load_model(spec, microbatches))
   return plan_problem(g, o);
 }
 
@@ -204,6 +207,116 @@ TEST_CASE("random bf16 plans train like serial bf16 training within bf16's round
     CHECK(worst_loss <= 2 * 0x1p-8);
     CHECK(worst_grad <= 0x1p-3);
     CHECK(worst_param <= 0x1p-7 + to.lr * 0x1p-3 * max_abs(serial_grads) / max_abs(serial_params));
+  }
+}
+
+// The measured peak of bf16 training against the replayed prediction (search/step_memory.hpp)
+// under each ZeRO stage with Adam and with SGD with momentum: the trainer's bf16 parameters, fp32
+// master weights, fp32 gradient sums and fp32 optimizer state, sharded as each stage shards them
+// (docs/reference/cost.md's table). The oracle is the device's own count of bytes in use
+// (mallinfo2 on the CPU), sampled by the trainer at every op boundary.
+TEST_CASE("bf16 training's measured peak equals the predicted peak within 5% under ZeRO stages 1 to 3, Adam and SGD",
+          "[mpi][runtime][mixed][memory]") {
+  const int ranks = world_size(), rank = world_rank();
+  if (ranks < 2) SKIP("ZeRO shards over 2 or more ranks");
+  const graph g = load_model(tiny_llama);
+  for (const optimizer opt : {optimizer::adam, optimizer::sgd_momentum})
+    for (const std::string name : {"dp", "zero:stage=1", "zero:stage=2", "zero:stage=3"}) {
+      train_options to;
+      to.opt = opt;
+      to.lr = 1e-3;
+      plan_problem problem = problem_of(g, mesh_shape{ranks}, dtype::bf16, opt);
+      const std::vector<int> pick = solve_plan(problem, parse_strategy(name)).pick;
+      mpi::mpi_mesh_comm comm(mesh_shape{ranks});
+      cpu_device dev;
+      cpu_trainer<bf16> t(plan_of(problem, pick), dev, comm, to);
+      const double predicted_bytes = problem.untied().evaluate(pick).bytes;
+      for (int s = 0; s < 2; ++s) t.train_step(s);
+      std::int64_t peak = t.last_step_peak_bytes();
+      MPI_Allreduce(MPI_IN_PLACE, &peak, 1, MPI_INT64_T, MPI_MAX, MPI_COMM_WORLD);
+      const step_memory predicted = replay_step_memory(problem, pick);
+      if (rank != 0) continue;
+      const double ratio = double(peak) / double(predicted.peak());
+      INFO(name << ", " << to_string(opt) << " on " << ranks << " ranks: measured peak " << peak << " B, predicted "
+                << predicted.peak() << " B (stored " << predicted.stored << " B)");
+      CHECK(double(t.last_step_bytes()) == predicted_bytes);
+      CHECK(ratio >= 0.95);
+      CHECK(ratio <= 1.05);
+      // what persists between steps, against docs/reference/cost.md's closed form: bf16 parameters
+      // (2 bytes, sharded at stage 3) and the fp32 master with Adam's m and v (12) or SGD's velocity
+      // (8), sharded from stage 1
+      std::int64_t params = 0;
+      for (const auto& q : g.params) params += q.shape.elements();
+      const std::int64_t state = opt == optimizer::adam ? 12 : 8;
+      const std::int64_t stored = (name == "zero:stage=3" ? 2 * params / ranks : 2 * params) +
+                                  (name == "dp" ? state * params : state * params / ranks);
+      CHECK(predicted.stored == stored);
+      std::printf("tiny LLaMA in bf16, %s, %s on %d ranks: peak measured %lld B, predicted %lld B (ratio %.4f; stored "
+                  "%lld B)\n",
+                  name.c_str(), std::string(to_string(opt)).c_str(), ranks, static_cast<long long>(peak),
+                  static_cast<long long>(predicted.peak()), ratio, static_cast<long long>(predicted.stored));
+    }
+}
+
+// 16-bit gradient sums (the trainer's Sum = bf16: Megatron-LM's bf16 training with
+// --grad-reduce-in-bf16, without fp32 accumulation): the gradients are summed and kept in bf16 and
+// widened only as the update reads them. Four micro-batches a step, so that the sums add in bf16:
+// fp32 sums round once (for the collective, or not at all), bf16 sums after each of 3 additions.
+// Oracles: the same plan trained with fp32 sums: the first step's gradients differ (the sums did
+// add in bf16), by at most 3 roundings of 2^-9 of a partial sum, bounded here by 2^-6 of the
+// tensor's largest gradient (elements near zero cancel); the loss follows within 2% at every step
+// (the loss is itself a bf16 value, so it may not move at all); and the device's bytes in use: the
+// peak the replay predicts for a plan priced with 16-bit sums, and the difference to the fp32-sum
+// run's peak (2 bytes per gradient element held at the peak) as predicted.
+TEST_CASE("bf16 gradient sums train like fp32 sums, at the predicted, smaller peak", "[mpi][runtime][mixed][sums]") {
+  const int ranks = world_size(), rank = world_rank();
+  constexpr int microbatches = 4;  // of 4 sequences (the batch split over up to 4 ranks)
+  const graph g = load_model("llama:layers=2,hidden=32,heads=4,kv_heads=2,ffn=48,seq=16,batch=16,vocab=64", microbatches);
+  std::vector<std::string> names{"dp"};
+  if (ranks > 1) names.insert(names.end(), {"zero:stage=1", "zero:stage=2", "zero:stage=3"});
+  for (const std::string& name : names) {
+    train_options to;
+    to.opt = optimizer::adam;
+    to.lr = 1e-3;
+    plan_problem wide = problem_of(g, mesh_shape{ranks}, dtype::bf16, to.opt, true, microbatches);
+    plan_problem narrow = problem_of(g, mesh_shape{ranks}, dtype::bf16, to.opt, false, microbatches);
+    const std::vector<int> pick = solve_plan(wide, parse_strategy(name)).pick;  // one plan, priced both ways
+    mpi::mpi_mesh_comm comm(mesh_shape{ranks});
+    cpu_device dev;
+    cpu_trainer<bf16> fp32_sums(plan_of(wide, pick), dev, comm, to);
+    trainer<bf16, cpu_device, mpi::mpi_mesh_comm, bf16> bf16_sums(plan_of(narrow, pick), dev, comm, to);
+    double worst_loss = 0, worst_grad = 0, differing = 0;
+    for (int s = 0; s < 20; ++s) {
+      const double a = fp32_sums.train_step(s), b = bf16_sums.train_step(s);
+      worst_loss = std::max(worst_loss, std::abs(b - a) / a);
+      CHECK(double(bf16_sums.last_step_bytes()) == narrow.untied().evaluate(pick).bytes);
+      for (int p = 0; s == 0 && p < int(g.params.size()); ++p) {
+        const std::vector<float> x = fp32_sums.grad_shard(p), y = bf16_sums.grad_shard(p);
+        double scale = 0;
+        for (float v : x) scale = std::max(scale, double(std::abs(v)));
+        for (std::size_t e = 0; e < x.size(); ++e) {
+          differing += x[e] != y[e];
+          if (scale > 0) worst_grad = std::max(worst_grad, std::abs(double(x[e]) - double(y[e])) / scale);
+        }
+      }
+    }
+    std::int64_t peaks[2] = {fp32_sums.last_step_peak_bytes(), bf16_sums.last_step_peak_bytes()};
+    MPI_Allreduce(MPI_IN_PLACE, peaks, 2, MPI_INT64_T, MPI_MAX, MPI_COMM_WORLD);
+    MPI_Allreduce(MPI_IN_PLACE, &worst_grad, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    MPI_Allreduce(MPI_IN_PLACE, &differing, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+    const std::int64_t want_wide = replay_step_memory(wide, pick).peak(), want_narrow = replay_step_memory(narrow, pick).peak();
+    if (rank != 0) continue;
+    INFO(name << " on " << ranks << " ranks");
+    std::printf("tiny LLaMA in bf16, %s on %d ranks, Adam, %d micro-batches: bf16 sums' first gradients differ from fp32 "
+                "sums' in %.0f elements, by at most %.2e of the tensor's largest; loss within %.2e over 20 steps; peak "
+                "measured %lld B (predicted %lld B) against fp32 sums' %lld B (predicted %lld B)\n",
+                name.c_str(), ranks, microbatches, differing, worst_grad, worst_loss, static_cast<long long>(peaks[1]),
+                static_cast<long long>(want_narrow), static_cast<long long>(peaks[0]), static_cast<long long>(want_wide));
+    CHECK(differing > 0);
+    CHECK(worst_grad <= 0x1p-6);
+    CHECK(worst_loss <= 0.02);
+    CHECK(std::abs(double(peaks[1]) / double(want_narrow) - 1) <= 0.05);
+    CHECK(peaks[0] - peaks[1] == want_wide - want_narrow);
   }
 }
 

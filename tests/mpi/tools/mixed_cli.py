@@ -6,6 +6,7 @@
   serial bf16 training.
 - A bf16 checkpoint keeps the fp32 master weights: resuming from it (the master restored itself,
   not rebuilt from the bf16 values) gives the uninterrupted run's losses bit for bit.
+- --grad-sums bf16 keeps the gradient sums in bf16, at the predicted (smaller) peak.
 - fp16 reports its loss scale after every step and the steps it skipped.
 - A plan file priced in bf16 trains in bf16; --dtype fp32 with it is refused in one sentence.
 """
@@ -59,6 +60,27 @@ with tempfile.TemporaryDirectory() as tmp:
     r = run(2, "--model", llama, "--mesh", "2", "--strategy", "megatron:tp=2", "--steps", "8", "--resume", tmp)
     check("a bf16 checkpoint resumed in fp32: refused, naming the dtype",
           r.returncode == 2 and "resume with --dtype bf16" in r.stderr, r.stderr[-600:])
+
+# --grad-sums bf16: the gradient sums kept in bf16 (two micro-batches, so that they add in bf16);
+# the run's peak is the one predicted for bf16 sums, below the fp32-sum run's, and --check-serial
+# compares with serial training that keeps its sums in bf16 too
+sums = {k: trained("--steps", "3", "--dtype", "bf16", "--microbatches", "2", "--check-serial", "--grad-sums", k)
+        for k in ("fp32", "bf16")}
+if sums["fp32"] and sums["bf16"]:
+    b16, f32 = sums["bf16"], sums["fp32"]
+    check("--grad-sums bf16: the measured peak is the predicted one",
+          b16["peak_bytes_per_device"] == b16["predicted_peak_bytes_per_device"], str(b16["peak_bytes_per_device"]))
+    check("--grad-sums bf16: a smaller peak than fp32 sums, by the predicted difference",
+          f32["peak_bytes_per_device"] - b16["peak_bytes_per_device"] ==
+          f32["predicted_peak_bytes_per_device"] - b16["predicted_peak_bytes_per_device"] > 0,
+          f'{b16["peak_bytes_per_device"]} vs {f32["peak_bytes_per_device"]}')
+    check("--grad-sums bf16: --check-serial within bf16 round-off of serial bf16",
+          b16["rel_err_vs_serial"]["loss_all_steps"] <= 2 ** -7, str(b16["rel_err_vs_serial"]))
+    check("--grad-sums bf16: the loss follows fp32 sums' within 2%",
+          all(abs(a - b) <= 0.02 * b for a, b in zip(b16["losses"], f32["losses"])), f'{b16["losses"]} {f32["losses"]}')
+r = run(2, "--model", llama, "--mesh", "2", "--steps", "1", "--dtype", "fp32", "--grad-sums", "bf16")
+check("--grad-sums bf16 with --dtype fp32: refused in one sentence",
+      r.returncode == 2 and "--grad-sums takes fp32 with --dtype fp32" in r.stderr, r.stderr[-600:])
 
 fp16 = trained("--steps", "3", "--dtype", "fp16")
 if fp16:

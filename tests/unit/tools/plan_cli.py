@@ -629,5 +629,22 @@ want = 2 * (4 - 1) / 4 * local
 got = [moe_layers.get(n, {}).get("comm_bytes") for n in ("h0.moe.experts", "h0.moe.combine")]
 check(f"the expert-parallel all-to-all sends its closed form ({want:.0f} B per op and device)",
       got == [want, want] and "S(1)" in moe_layers["h0.moe.experts"]["signature"], f"{got} {r.stderr[-300:]}")
+# --grad-sums: a bf16 plan's gradient sums in its type by default, in fp32 with --grad-sums fp32; the
+# same pinned plan holds 2 more bytes per gradient element then (dp on 4 devices: every gradient
+# whole, 2 or 4 bytes per parameter; docs/reference/cost.md)
+sums = {}
+for k in ("bf16", "fp32"):
+    r = run("--model", small, "--mesh", "4", "--hardware", "dgx-a100", "--dtype", "bf16", "--strategy", "dp", "--json",
+            "--grad-sums", k)
+    sums[k] = json.loads(r.stdout) if r.returncode == 0 else None
+    check(f"--grad-sums {k} plans", r.returncode == 0, r.stderr[-400:])
+if sums["bf16"] and sums["fp32"]:
+    grads = {k: v["memory_breakdown_bytes"]["gradients"] for k, v in sums.items()}
+    n = sums["bf16"]["params"]
+    check("--grad-sums: dp's gradients at 2 bytes per parameter in bf16, 4 in fp32",
+          grads == {"bf16": 2 * n, "fp32": 4 * n}, f"{grads}, {n} parameters")
+expect_error("--grad-sums fp16 with --dtype bf16", ["--model", small, "--dtype", "bf16", "--grad-sums", "fp16"],
+             "--grad-sums takes fp32 or bf16 with --dtype bf16, got 'fp16'")
+
 print(("FAIL" if failures else "ok  ") + f" {len(failures)} failures")
 sys.exit(1 if failures else 0)

@@ -9,8 +9,9 @@
 // for the join instead, where the ranks meet once and run them back to back. It holds the same
 // buffer until then that it would hand to the parameter's sum (the same bytes, the same sizes),
 // so the step's memory at every sample is what it was (search/step_memory.hpp replays it).
-// Sums are kept in master_t<T> (float for a 16-bit T: precision.hpp); each contribution is widened
-// as it comes, and a sum is rounded to T only for a boxing, which moves the plan's dtype.
+// Sums are kept in Sum: master_t<T> by default (float for a 16-bit T: precision.hpp), each
+// contribution widened as it comes and a sum rounded to T only for a boxing, which moves the plan's
+// dtype; or T itself (16-bit sums: Megatron-LM without --accumulate-allreduce-grads-in-fp32).
 #include <cstddef>
 #include <utility>
 #include <vector>
@@ -26,11 +27,11 @@
 
 namespace autoddl::detail {
 
-template <class T, Device D, MeshCommunicator M>
+template <class T, Device D, MeshCommunicator M, class Sum = master_t<T>>
 class gradient_accumulator {
  public:
   using buffer = buffer_t<D, T>;
-  using sum_buffer = buffer_t<D, master_t<T>>;
+  using sum_buffer = buffer_t<D, Sum>;
 
   gradient_accumulator(D& dev, M& comm, int params) : dev_(&dev), comm_(&comm), buffers_(dev) {
     resize(grad_sums_, params);
@@ -130,8 +131,8 @@ class gradient_accumulator {
     dev_->use_main_queue(*comm_);
   }
 
-  sum_buffer widened(buffer&& g) { return converted<master_t<T>, T>(*dev_, std::move(g)); }
-  buffer narrowed(sum_buffer&& g) { return converted<T, master_t<T>>(*dev_, std::move(g)); }
+  sum_buffer widened(buffer&& g) { return converted<Sum, T>(*dev_, std::move(g)); }
+  buffer narrowed(sum_buffer&& g) { return converted<T, Sum>(*dev_, std::move(g)); }
 
   /// Whether the boxing of parameter p's only use waits for the join: one all-reduce step,
   /// in place (the axis divides the `elements`), the result moved into p's empty sum.
@@ -154,7 +155,7 @@ class gradient_accumulator {
   M* comm_;
   std::vector<int> uses_;                            ///< per parameter: the op slots that use it
   std::vector<deferred_boxing> deferred_;            ///< without a side queue: all-reduces left for the join
-  device_buffers<master_t<T>, D> buffers_;
+  device_buffers<Sum, D> buffers_;
   std::vector<sum_buffer> grad_sums_;                    ///< per parameter: its uses' gradients, summed
   std::vector<sum_buffer> boxed_sums_;                   ///< per parameter: boxed on the side queue, summed there (until the join)
   std::vector<std::vector<sum_buffer>> param_grad_acc_;  ///< per op slot: gradient summed over micro-batches

@@ -4,10 +4,12 @@
 // and the update; the downloads and restores of checkpoints. A 16-bit T (precision.hpp) keeps a
 // float master copy of the part of each parameter it updates (laid out as the optimizer state:
 // sliced under ZeRO stages 1 and 2), float gradients and float optimizer state: the update runs
-// on the master, which is then rounded into the parameter (and gathered, under ZeRO).
+// on the master, which is then rounded into the parameter (and gathered, under ZeRO). With 16-bit
+// gradient sums (Sum = T) the synchronised gradients stay in T and the update reads a widened copy.
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "autoddl/backend/communicator.hpp"
@@ -26,15 +28,16 @@ namespace autoddl::detail {
 
 /// Parameters, their gradients and optimizer state on one device, laid out as plan `p` stores
 /// them (not owned: the plan, dev and comm outlive the store).
-template <class T, Device D, MeshCommunicator M>
+template <class T, Device D, MeshCommunicator M, class Sum = master_t<T>>
 class parameter_store {
  public:
   using buffer = buffer_t<D, T>;
   using master = master_t<T>;
   using master_buffer = buffer_t<D, master>;
+  using sum_buffer = buffer_t<D, Sum>;
 
   parameter_store(const plan& p, D& dev, M& comm, const train_options& options)
-      : plan_(&p), dev_(&dev), comm_(&comm), buffers_(dev), masters_(dev), options_(options) {}
+      : plan_(&p), dev_(&dev), comm_(&comm), buffers_(dev), masters_(dev), sums_(dev), options_(options) {}
 
   /// The shards and optimizer state of the parameters `held` marks (1: this device's pipeline
   /// stage uses it), initialised.
@@ -69,7 +72,10 @@ class parameter_store {
   int count() const { return int(params_.size()); }
 
   std::vector<T> param_shard(int p) const { return buffers_.host_copy(at(params_, p)); }
-  std::vector<master> grad_shard(int p) const { return masters_.host_copy(at(grads_, p)); }
+  std::vector<master> grad_shard(int p) const {
+    const std::vector<Sum> g = sums_.host_copy(at(grads_, p));
+    return std::vector<master>(g.begin(), g.end());
+  }
   std::vector<master> moment_shard(int p, int k) const {
     return masters_.host_copy(at(k == 0 ? first_moment_ : second_moment_, p));
   }
@@ -101,7 +107,7 @@ class parameter_store {
 
   /// Frees the last step's gradients.
   void release_gradients() {
-    for (auto& g : grads_) masters_.release(g);
+    for (auto& g : grads_) sums_.release(g);
   }
 
   /// Each parameter's summed gradient (grad_sums, in its summing layout; consumed) boxed to its
@@ -110,20 +116,20 @@ class parameter_store {
   /// exchange, a memory sample).
   /// The synchronisation moves T (a 16-bit T's sum rounded for it, and widened back).
   template <class AfterEach>
-  void synchronise(std::vector<master_buffer>& grad_sums, AfterEach after_each) {
+  void synchronise(std::vector<sum_buffer>& grad_sums, AfterEach after_each) {
     const graph& model = plan_->g();
     for (std::size_t p = 0; p < grads_.size(); ++p) {
       if (!holds(int(p))) continue;
       const param_choice& pc = layouts(int(p));
       if (grad_sums[p].empty())  // a parameter no op reached this step
-        grads_[p] = masters_.alloc(first_moment_[p].size());
+        grads_[p] = sums_.alloc(first_moment_[p].size());
       else if (at(plan_->params, p).sync.size() == 0)
         grads_[p] = std::move(grad_sums[p]);
       else
-        grads_[p] = converted<master, T>(
-            *dev_, run_boxing<T>(*dev_, *comm_, converted<T, master>(*dev_, std::move(grad_sums[p])),
+        grads_[p] = converted<Sum, T>(
+            *dev_, run_boxing<T>(*dev_, *comm_, converted<T, Sum>(*dev_, std::move(grad_sums[p])),
                                  model.params[p].shape, pc.grad_sum, at(plan_->params, p).sync));
-      masters_.release(grad_sums[p]);
+      sums_.release(grad_sums[p]);
       after_each(int(p), grads_[p]);
     }
   }
@@ -134,15 +140,16 @@ class parameter_store {
     const int n = int(grads_.size());
     double flag = 0;
     for (int p = 0; p < n && flag == 0; ++p)
-      if (!dev_->all_finite(masters_.view(at(grads_, p)))) flag = double(n - p);
+      if (!dev_->all_finite(sums_.view(at(grads_, p)))) flag = double(n - p);
     return flag;
   }
 
   /// SGD with momentum or Adam on each device's shard in the update layout: the storage shard
   /// itself, or (ZeRO stages 1 and 2) this device's slice of it, updated and then gathered back.
-  /// Gradients are first multiplied by `grad_scale` (a loss scale's reciprocal).
+  /// Gradients are first multiplied by `grad_scale` (a loss scale's reciprocal; 16-bit sums in float, widened).
   void update(double grad_scale = 1) {
     ++steps_done_;
+    grad_scale_ = grad_scale;
     optimizer_step os;
     os.lr = options_.lr;
     os.step = steps_done_;
@@ -151,7 +158,7 @@ class parameter_store {
       const boxing_path& gather = at(plan_->params, p).gather;
       const param_choice& pc = layouts(int(p));
       const tensor_shape& shape = at(plan_->g().params, p).shape;
-      if (grad_scale != 1) dev_->scale(master(grad_scale), masters_.view(grads_[p]));
+      if (grad_scale != 1 && std::is_same_v<Sum, master>) dev_->scale(Sum(grad_scale), sums_.view(grads_[p]));
       if constexpr (mixed_precision_v<T>) {  // the master updated, rounded into T, gathered where sliced
         update_shard(os, p, masters_.view(master_[p]));
         buffer rounded = converted_copy<T, master>(*dev_, master_[p]);
@@ -185,7 +192,15 @@ class parameter_store {
     return run_boxing<T>(*dev_, *comm_, std::move(copy), at(plan_->g().params, p).shape, storage(p), slice);
   }
   void update_shard(const optimizer_step& os, std::size_t p, std::span<master> param) {
-    const std::span<const master> g = masters_.view(std::as_const(grads_[p]));
+    if constexpr (std::is_same_v<Sum, master>) {
+      run_optimizer(os, p, masters_.view(std::as_const(grads_[p])), param);
+    } else {  // 16-bit sums: the update reads a widened copy of the gradient, unscaled in float
+      master_buffer wide = converted_copy<master, Sum>(*dev_, grads_[p]);
+      if (grad_scale_ != 1) dev_->scale(master(grad_scale_), masters_.view(wide));
+      run_optimizer(os, p, masters_.view(std::as_const(wide)), param);
+    }
+  }
+  void run_optimizer(const optimizer_step& os, std::size_t p, std::span<const master> g, std::span<master> param) {
     if (options_.opt == optimizer::adam)
       dev_->adam(os, g, masters_.view(first_moment_[p]), masters_.view(second_moment_[p]), param);
     else
@@ -197,14 +212,16 @@ class parameter_store {
   M* comm_;
   device_buffers<T, D> buffers_;
   device_buffers<master, D> masters_;
+  device_buffers<Sum, D> sums_;
   train_options options_;
   std::vector<char> held_;                 ///< per parameter: kept here
   std::vector<buffer> params_;             ///< storage shards of parameters
-  std::vector<master_buffer> grads_;       ///< their synchronised gradients (update layout)
+  std::vector<sum_buffer> grads_;          ///< their synchronised gradients (update layout)
   std::vector<master_buffer> master_;      ///< a 16-bit T's master copy (update layout; else empty)
   std::vector<master_buffer> first_moment_;  ///< Adam's m, or SGD-momentum's velocity
   std::vector<master_buffer> second_moment_;  ///< Adam's v (empty for SGD)
   std::int64_t steps_done_ = 0;
+  double grad_scale_ = 1;  ///< this update's gradient factor (a loss scale's reciprocal)
 };
 
 }  // namespace autoddl::detail

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "autoddl/cost/dtype.hpp"
+#include "autoddl/cost/memory.hpp"
 #include "autoddl/error.hpp"
 #include "autoddl/index.hpp"
 #include "autoddl/mesh/device_mesh.hpp"
@@ -48,7 +49,8 @@ class plan_candidates {
       : model_((check_planning_allowed("build a problem"), shared_graph(std::move(model)))),
         options_(options),
         mesh_(make_device_mesh(options.mesh, options.hw)),
-        element_bytes_(bytes_of(options.type)) {}
+        element_bytes_(bytes_of(options.type)),
+        gradient_sum_bytes_(int(gradient_sum_bytes(options.type, options.fp32_gradient_sums))) {}
 
   const graph& model() const { return *model_; }
   /// The model, shared with the plans made from this problem (search/plan_of.hpp).
@@ -206,6 +208,7 @@ class plan_candidates {
   plan_options options_;
   device_mesh mesh_;
   int element_bytes_;  ///< bytes per element of the plan's dtype
+  int gradient_sum_bytes_;  ///< bytes per element of a gradient sum (cost/memory.hpp, gradient_sum_bytes)
   std::vector<std::vector<signature>> sig_lists_;  ///< the distinct candidate lists of the ops
   std::vector<int> op_sig_list_;                    ///< per op: its list in sig_lists_
   std::vector<std::vector<int>> op_sig_index_;

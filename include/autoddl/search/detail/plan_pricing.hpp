@@ -232,7 +232,7 @@ class plan_pricing : public plan_candidates {
     t.bytes = double(sync.bytes_per_device());
     t.transient = path_buffer(sync);
     if (!(pc.grad_sum == pc.update))  // the sum's buffer, held from the last use to the sync
-      t.transient = std::max(t.transient, double(local_shape(shape, layout{pc.grad_sum, options_.mesh}).elements()) * element_bytes_);
+      t.transient = std::max(t.transient, double(local_shape(shape, layout{pc.grad_sum, options_.mesh}).elements()) * gradient_sum_bytes_);
     const boxing_path gather = param_gather_path(p, c);
     if (gather.size() > 0) {  // after the optimizer, before the next forward: nothing hides it
       t.comm_fwd = gather.cost + path_copy_time(gather, options_.hw.measured.copy);
@@ -253,20 +253,21 @@ class plan_pricing : public plan_candidates {
     auto elems = [&](const nd_sbp& l) { return local_shape(shape, layout{l, options_.mesh}).elements(); };
     memory_breakdown m;
     m.params = elems(pc.storage) * element_bytes_;
-    m.grads = std::max(elems(pc.update), at(uses_, p) > 1 ? 0 : elems(pc.grad_sum)) * element_bytes_;
+    m.grads = std::max(elems(pc.update), at(uses_, p) > 1 ? 0 : elems(pc.grad_sum)) * gradient_sum_bytes_;
     m.optimizer = optimizer_state_bytes(options_.opt, elems(pc.update), options_.type);
     return m;
   }
 
   /// Seconds of the optimizer update of a storage shard of `elems` elements
-  /// (runtime/detail/parameter_store.hpp, update): the profile's measured rate for the plan's optimizer, else element-wise
-  /// memory traffic (roofline, cost/compute.hpp): SGD-momentum reads g, v, p and writes v, p (5
-  /// elements), Adam reads g, m, v, p and writes m, v, p (7).
+  /// (runtime/detail/parameter_store.hpp, update): the bytes it reads and writes
+  /// (optimizer_update_bytes: fp32 Adam 28 an element, bf16 Adam with its fp32 master 34) at the
+  /// memory's rate (roofline, cost/compute.hpp), or at the profile's measured rate for the plan's
+  /// optimizer, which autoddl-calibrate measures in fp32 and which scales with the bytes.
   double optimizer_time(double elems) const {
     const optimizer_rate& r = options_.opt == optimizer::adam ? options_.hw.measured.adam : options_.hw.measured.sgd_momentum;
-    if (r.measured()) return r.time(elems);
-    const double touched = options_.opt == optimizer::adam ? 7 : 5;
-    return memory_time(touched * elems * element_bytes_, options_.hw.device);
+    const double touched = double(optimizer_update_bytes(options_.opt, options_.type, options_.fp32_gradient_sums));
+    if (r.measured()) return r.time(elems * touched / double(optimizer_update_bytes(options_.opt, dtype::fp32)));
+    return memory_time(touched * elems, options_.hw.device);
   }
 
   /// What edge e keeps through the step: a gathered parameter (params) and, with micro-batches,
@@ -368,7 +369,8 @@ class plan_pricing : public plan_candidates {
         // replaces this use's share of the storage gradient param_memory counts
         const int p = ei.from_node - int(model_->ops.size());
         const std::int64_t stored = param_memory(p, cu).grads / at(uses_, p);
-        m.grads = bytes - std::min(bytes, stored);
+        const std::int64_t sum = bytes / element_bytes_ * gradient_sum_bytes_;  // kept as gradient sums are
+        m.grads = sum - std::min(sum, stored);
       }
       return m;
     }
