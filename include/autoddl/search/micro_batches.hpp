@@ -226,11 +226,13 @@ class step_settings_choice {
   /// the step; each kept where it fits and is faster. Auto solves again with the parameters kept
   /// even where its best gathers none: ZeRO-3's start is priced resharded in the search, and kept
   /// gathered it may win (GPT-2 medium, batch 4, on piz-daint mesh 4 without overlap: 294.3 ms
-  /// against the 295.3 ms of auto's best while resharded, as the zero strategy alone found).
+  /// against the 295.3 ms of auto's best while resharded, as the zero strategy alone found). A
+  /// caller that replays the plan itself (replay_below set: a pipeline's stages, plan_pipeline)
+  /// makes that choice itself.
   void try_keeping_gathered() {
     if (!pin_.regather_inputs && best_.problem && best_.result.feasible && gathers_again(*best_.problem, best_.result.pick, gathered_kind::input))
       solve_best_again(kept_through_step::copies);
-    const bool automatic = std::holds_alternative<strategy::automatic>(strategy_);
+    const bool automatic = std::holds_alternative<strategy::automatic>(strategy_) && !pin_.replay_below;
     if (!pin_.reshard_after_forward && best_.problem && best_.result.feasible && best_.problem->options().reshard_after_forward &&
         (automatic || gathers_again(*best_.problem, best_.result.pick, gathered_kind::param)))
       solve_best_again(kept_through_step::parameters);

@@ -491,25 +491,41 @@ TEST_CASE("random plans of a tiny LLaMA with micro-batches and recomputation tra
               plan_draw::context_parallel);
 }
 
-// Hugging Face's config.json fields for a tiny Llama (written by rank 0, read by every rank).
-TEST_CASE("random plans of a tiny LLaMA read from an hf config train like serial execution", "[mpi][runtime][llama][hf]") {
+// An hf config.json written by rank 0 for every rank to read (the ranks wait for it); its path.
+std::string config_for_every_rank(const std::string& stem, const char* json) {
   int ranks = 0, rank = 0;
   MPI_Comm_size(MPI_COMM_WORLD, &ranks);
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  const std::string path = "tiny-llama-config-" + std::to_string(ranks) + "-ranks.json";
+  const std::string path = stem + "-" + std::to_string(ranks) + "-ranks.json";
   if (rank == 0) {
     std::FILE* f = std::fopen(path.c_str(), "w");
     REQUIRE(f);
-    std::fputs(R"({"model_type": "qwen2", "hidden_size": 32, "intermediate_size": 48, "num_hidden_layers": 2,
-      "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 64, "max_position_embeddings": 16,
-      "rms_norm_eps": 1e-6, "rope_theta": 1000000.0, "tie_word_embeddings": true})", f);
+    std::fputs(json, f);
     std::fclose(f);
   }
   MPI_Barrier(MPI_COMM_WORLD);
-  // Qwen2: biases on q, k and v, tied embeddings
-  check_model("hf:" + path + ":batch=8", 2, optimizer::adam, {}, ranks <= 4, oracle::equal, plan_draw::context_parallel);
+  return path;
+}
+
+// Its file removed once every rank is done with it.
+void remove_config(const std::string& path) {
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Barrier(MPI_COMM_WORLD);
   if (rank == 0) std::remove(path.c_str());
+}
+
+// Hugging Face's config.json fields for a tiny Llama (written by rank 0, read by every rank).
+TEST_CASE("random plans of a tiny LLaMA read from an hf config train like serial execution", "[mpi][runtime][llama][hf]") {
+  int ranks = 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &ranks);
+  const std::string path = config_for_every_rank("tiny-llama-config",
+    R"({"model_type": "qwen2", "hidden_size": 32, "intermediate_size": 48, "num_hidden_layers": 2,
+      "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 64, "max_position_embeddings": 16,
+      "rms_norm_eps": 1e-6, "rope_theta": 1000000.0, "tie_word_embeddings": true})");
+  // Qwen2: biases on q, k and v, tied embeddings
+  check_model("hf:" + path + ":batch=8", 2, optimizer::adam, {}, ranks <= 4, oracle::equal, plan_draw::context_parallel);
+  remove_config(path);
 }
 
 // float32, the type autoddl-train trains in, on a model without discrete decisions (GELU, softmax,
@@ -535,23 +551,13 @@ TEST_CASE("random plans of a tiny mixture of experts, expert parallel among them
 TEST_CASE("random plans of a tiny Qwen2-MoE, shared expert gated, train like serial execution", "[mpi][runtime][moe][hf]") {
   check_model(tiny_moe + ",capacity=0,shared_ffn=48,shared_gate=1,norm_topk=0", 2, optimizer::adam, {}, false,
               oracle::equal, plan_draw::expert_parallel);
-  int ranks = 0, rank = 0;
-  MPI_Comm_size(MPI_COMM_WORLD, &ranks);
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  const std::string path = "tiny-qwen2-moe-config-" + std::to_string(ranks) + "-ranks.json";
-  if (rank == 0) {
-    std::FILE* f = std::fopen(path.c_str(), "w");
-    REQUIRE(f);
-    std::fputs(R"({"model_type": "qwen2_moe", "hidden_size": 32, "intermediate_size": 48, "moe_intermediate_size": 16,
+  const std::string path = config_for_every_rank("tiny-qwen2-moe-config",
+    R"({"model_type": "qwen2_moe", "hidden_size": 32, "intermediate_size": 48, "moe_intermediate_size": 16,
       "shared_expert_intermediate_size": 48, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
       "num_experts": 4, "num_experts_per_tok": 2, "norm_topk_prob": false, "vocab_size": 64,
-      "max_position_embeddings": 16, "rms_norm_eps": 1e-6, "rope_theta": 1000000.0})", f);
-    std::fclose(f);
-  }
-  MPI_Barrier(MPI_COMM_WORLD);
+      "max_position_embeddings": 16, "rms_norm_eps": 1e-6, "rope_theta": 1000000.0})");
   check_model("hf:" + path + ":batch=8", 2, optimizer::adam, {}, false, oracle::equal, plan_draw::expert_parallel);
-  MPI_Barrier(MPI_COMM_WORLD);
-  if (rank == 0) std::remove(path.c_str());
+  remove_config(path);
 }
 
 TEST_CASE("float32 smoke test: random plans of a small GPT train like float32 serial execution",
