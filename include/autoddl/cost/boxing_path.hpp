@@ -27,20 +27,41 @@ namespace autoddl {
 /// axis, the inner axes that split the same dim first step aside, through free local steps.
 inline constexpr int max_boxing_steps = 8 * max_mesh_axes;
 
+/// A path of single-axis steps. Most paths take a few steps: up to `inline_steps` sit in the
+/// object itself, a longer one moves to the heap (a plan holds a path per operand slot and per
+/// parameter, tens of thousands on a 1000-layer model: a fixed array of max_boxing_steps made
+/// each path 1.3 KB). A constexpr path of up to inline_steps steps allocates nothing.
 struct boxing_path {
-  std::array<boxing_step, max_boxing_steps> steps{};
+  static constexpr int inline_steps = 6;
   int n = 0;
   double cost = 0;  ///< sum of step costs under the cost function used
   constexpr int size() const { return n; }
-  constexpr const boxing_step* begin() const { return steps.data(); }
-  constexpr const boxing_step* end() const { return steps.data() + n; }
-  constexpr const boxing_step& operator[](int i) const { return at(steps, i); }
+  constexpr const boxing_step* begin() const { return n <= inline_steps ? near_.data() : far_.data(); }
+  constexpr const boxing_step* end() const { return begin() + n; }
+  /// @pre 0 <= i < size()
+  constexpr const boxing_step& operator[](int i) const { return begin()[i]; }
+  /// Appends step s. Throws layout_error past max_boxing_steps.
+  constexpr void push_back(const boxing_step& s) {
+    if (n >= max_boxing_steps)
+      detail::fail<layout_error>("a boxing path of more than max_boxing_steps (" + detail::itos(max_boxing_steps) + ") steps");
+    if (n < inline_steps) {
+      near_[std::size_t(n)] = s;
+    } else {
+      if (n == inline_steps) far_.assign(near_.begin(), near_.end());
+      far_.push_back(s);
+    }
+    ++n;
+  }
   /// Bytes one device sends over the whole path.
   constexpr std::int64_t bytes_per_device() const {
     std::int64_t b = 0;
     for (const auto& s : *this) b += s.bytes_per_device();
     return b;
   }
+
+ private:
+  std::array<boxing_step, inline_steps> near_{};
+  std::vector<boxing_step> far_;  ///< every step, where there are more than inline_steps
 };
 
 /// What is boxed: a tensor of `shape` with `elem_bytes` bytes per element on `mesh`.
@@ -120,10 +141,10 @@ struct boxing_tree {
       detail::fail<layout_error>("the cheapest boxing " + to_string(from) + " -> " + to_string(to) + " on mesh " +
                                  to_string(mesh) + " for shape " + to_string(shape) + " takes " + detail::itos(len) +
                                  " steps, more than max_boxing_steps (" + detail::itos(max_boxing_steps) + ")");
-    out.n = len;
     out.cost = at(dist, dst);
-    for (int v = dst, i = len - 1; v != src; v = at(prev, v), --i)
-      at(out.steps, i) = step_into(v);
+    std::array<int, max_boxing_steps> states{};
+    for (int v = dst, i = len - 1; v != src; v = at(prev, v), --i) at(states, i) = v;
+    for (int i = 0; i < len; ++i) out.push_back(step_into(at(states, i)));
     return out;
   }
 };

@@ -75,12 +75,12 @@ constexpr boxing_path merge_ring_all_reduce(const boxing_path& p, const device_m
       const boxing_step& t = p[i + 1];
       if (s.op == collective::reduce_scatter && t.op == collective::all_gather && s.axis == t.axis &&
           s.to == t.from && s.group_bytes == t.group_bytes) {
-        at(out.steps, out.n++) = boxing_step{s.axis, s.from, t.to, collective::all_reduce, s.group, s.group_bytes, s.elem_bytes};
+        out.push_back(boxing_step{s.axis, s.from, t.to, collective::all_reduce, s.group, s.group_bytes, s.elem_bytes});
         ++i;
         continue;
       }
     }
-    at(out.steps, out.n++) = s;
+    out.push_back(s);
   }
   out.cost = 0;
   for (const auto& s : out) out.cost += step_time(s, mesh);

@@ -142,7 +142,7 @@ struct boxing_reader {
         if (!(state[a] == next[a])) axis = a, ++changed;
       if (changed != 1 || !single_axis_step_exact(state, axis, next[axis]))
         bad(w + " goes from " + to_string(state) + " to " + to_string(next) + ", which is not one single-axis step");
-      b.steps[std::size_t(b.n++)] = make_step(state, p.mesh, axis, next[axis], total, bytes_of(p.type));
+      b.push_back(make_step(state, p.mesh, axis, next[axis], total, bytes_of(p.type)));
       state = next;
     }
     return b;

@@ -47,6 +47,7 @@ inline plan plan_of(const plan_problem& problem, const std::vector<int>& pick, s
     at(slots, ei.tensor_index) = slot_boxing{fwd, bwd};
     if (!ei.param && ei.from_input >= 0) at(x.chained, ei.tensor_index) = input_slot{ei.from_node, ei.from_input};
   }
+  r.params.reserve(g.params.size());
   for (int p = 0; p < int(g.params.size()); ++p) {
     const int c = at(pick, problem.param_node(p));
     const param_choice& layouts = problem.param_candidate(p, c);
