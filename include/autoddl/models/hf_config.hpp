@@ -4,8 +4,10 @@
 //   llama, mistral   hidden_size, intermediate_size, num_hidden_layers, num_attention_heads,
 //                    num_key_value_heads (default: the attention heads), head_dim (default
 //                    hidden / heads), vocab_size, tie_word_embeddings (false), attention_bias
-//                    (false), rms_norm_eps, rope_theta, max_position_embeddings
-//   qwen2            the same, with biases on q, k and v (Qwen2's attention always has them)
+//                    (false: true puts biases on q, k, v and o; mistral has none), rms_norm_eps,
+//                    rope_theta (or rope_parameters.rope_theta, as transformers 5 writes it),
+//                    max_position_embeddings
+//   qwen2            the same, with biases on q, k and v (Qwen2's attention always has them, o none)
 //   qwen3            the same, with attention_bias (false) and RMSNorm of each q and k head
 //   mixtral          mistral's fields, and a mixture of experts in every block: num_local_experts,
 //                    num_experts_per_tok, intermediate_size as each expert's width, the top-k
@@ -114,11 +116,19 @@ struct hf_reader {
       bad("field '" + std::string(field) + "' is " + json_excerpt(v) + "; give a positive whole number");
     return v.get<std::int64_t>();
   }
-  double number(const char* field, double dflt) const {
-    if (!j.contains(field) || j[field].is_null()) return dflt;
-    const nlohmann::json& v = j[field];
-    if (!v.is_number() || !(v.get<double>() > 0)) bad("field '" + std::string(field) + "' is " + json_excerpt(v) + "; give a positive number");
+  double number(const char* field, double dflt) const { return number_in(j, field, dflt, field); }
+  double number_in(const nlohmann::json& o, const char* field, double dflt, const std::string& path) const {
+    if (!o.contains(field) || o[field].is_null()) return dflt;
+    const nlohmann::json& v = o[field];
+    if (!v.is_number() || !(v.get<double>() > 0)) bad("field '" + path + "' is " + json_excerpt(v) + "; give a positive number");
     return v.get<double>();
+  }
+  /// rope_theta, else rope_parameters.rope_theta (transformers 5 writes only that), else 10000.
+  double rope_theta() const {
+    if (j.contains("rope_theta") && !j["rope_theta"].is_null()) return number("rope_theta", 10000);
+    if (!j.contains("rope_parameters") || j["rope_parameters"].is_null()) return 10000;
+    if (!j["rope_parameters"].is_object()) bad("field 'rope_parameters' is " + json_excerpt(j["rope_parameters"]) + "; give an object");
+    return number_in(j["rope_parameters"], "rope_theta", 10000, "rope_parameters.rope_theta");
   }
   bool flag(const char* field, bool dflt) const {
     if (!j.contains(field) || j[field].is_null()) return dflt;
@@ -190,10 +200,15 @@ inline llama_config parse_hf_config(std::string_view text, const std::string& fi
   }
   c.vocab = r.count("vocab_size");
   c.tied = r.flag("tie_word_embeddings", false);
-  c.qkv_bias = type == "qwen2" || type == "qwen2_moe" ? true : r.flag("attention_bias", false);
+  // transformers: Qwen2's q, k and v always have biases and o none; attention_bias gives LLaMA's and
+  // Qwen3's all four; Mistral's have none
+  const bool all_biases = type != "qwen2" && type != "qwen2_moe" && type != "mistral" && type != "mixtral" &&
+                          r.flag("attention_bias", false);
+  c.qkv_bias = type == "qwen2" || type == "qwen2_moe" || all_biases;
+  c.o_bias = all_biases;
   c.qk_norm = type == "qwen3" || type == "qwen3_moe";
   c.eps = r.number("rms_norm_eps", 1e-6);
-  c.rope_theta = r.number("rope_theta", 10000);
+  c.rope_theta = r.rope_theta();
   c.seq = std::min<std::int64_t>(r.count("max_position_embeddings", 8192), 8192);
   c.batch = 8;
   if (type == "mixtral" || type == "qwen3_moe" || type == "qwen2_moe") detail::read_hf_experts(r, type, c);
