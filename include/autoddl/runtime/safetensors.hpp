@@ -185,7 +185,7 @@ inline safetensors_contents parse_safetensors(std::span<const unsigned char> byt
     detail::fail<error>("safetensors file " + file + " declares a header of " + std::to_string(n) + " bytes but has " +
                         std::to_string(bytes.size() - 8) + " after the length; it is truncated or not a safetensors file");
   const nlohmann::json h = parse_json({reinterpret_cast<const char*>(bytes.data() + 8), std::size_t(n)},
-                                      "safetensors header of " + file);
+                                      "safetensors file " + file + " (its header)");
   if (!h.is_object()) detail::fail<error>("safetensors file " + file + ": the header is " + json_excerpt(h) + ", not a JSON object");
   const std::span<const unsigned char> data = bytes.subspan(8 + n);
   const detail::safetensors_entry_reader r{file, data.size()};
