@@ -227,15 +227,19 @@ void set_dtype(const settings& s, prepared& p) {
   }
 }
 
-// --init-from, --export-weights, --export-grads: the file read and checked against the model, the
-// names of every parameter known, before any communication.
+// --steps, and --init-from, --export-weights, --export-grads: the file read and checked against the
+// model, the names of every parameter known, before any communication.
 void check_hf_options(const settings& s, prepared& p) {
+  if (s.steps < 0 || (s.steps == 0 && s.export_weights.empty()))
+    throw error("--steps must be at least 1 (0 only with --export-weights, to write the initial weights), got " +
+                std::to_string(s.steps));
   if (!s.init_from.empty() && !s.resume.empty())
     throw error("--init-from and --resume both give the initial weights; drop one");
   if (!s.export_grads.empty() && s.steps == 0) throw error("--export-grads writes the first step's gradients; give --steps 1 or more");
-  if (!s.export_weights.empty()) check_hf_names(p.g, "--export-weights");
-  if (!s.export_grads.empty()) check_hf_names(p.g, "--export-grads");
-  if (!s.init_from.empty()) p.initial_weights = read_initial_weights(s.init_from, p.g);
+  p.hf_naming = experts_naming_of(s.model);
+  if (!s.export_weights.empty()) check_hf_names(p.g, p.hf_naming, "--export-weights");
+  if (!s.export_grads.empty()) check_hf_names(p.g, p.hf_naming, "--export-grads");
+  if (!s.init_from.empty()) p.initial_weights = read_initial_weights(s.init_from, p.g, p.hf_naming);
 }
 
 prepared prepare(const settings& s, int ranks) {
@@ -263,9 +267,6 @@ prepared prepare(const settings& s, int ranks) {
     throw error("this autoddl-train was built without CUDA and NCCL; rebuild with them (meson -Dcuda=enabled) or use --device cpu");
 #endif
   if (s.device == "cpu") check_blas_on_every_rank();
-  if (s.steps < 0 || (s.steps == 0 && s.export_weights.empty()))
-    throw error("--steps must be at least 1 (0 only with --export-weights, to write the initial weights), got " +
-                std::to_string(s.steps));
   if (!(s.lr > 0)) throw error("--lr must be positive, got " + std::to_string(s.lr));
   step_settings pin;
   if (s.microbatches != "auto") pin.microbatches = tools::parse_count("--microbatches", s.microbatches);

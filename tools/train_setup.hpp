@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "autoddl/models/hf_weights.hpp"
 #include "autoddl/runtime/checkpoint.hpp"
 #include "autoddl/runtime/data.hpp"
 #include "autoddl/runtime/train_options.hpp"
@@ -94,6 +95,7 @@ struct prepared {
   std::filesystem::path resume_folder;   ///< the checkpoint resumed from (empty: none)
   checkpoint_manifest resume_manifest;
   std::vector<std::vector<float>> initial_weights;  ///< --init-from: every parameter's global value (empty: none)
+  hf_experts_naming hf_naming = hf_experts_naming::mixtral;  ///< a mixture's Hugging Face names (an hf config's model_type)
 };
 
 struct run_record {

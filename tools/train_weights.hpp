@@ -11,9 +11,12 @@
 #include <vector>
 
 #include "autoddl/backend/shard.hpp"
+#include "autoddl/json_input.hpp"
+#include "autoddl/models/hf_config.hpp"
 #include "autoddl/models/hf_weights.hpp"
 #include "autoddl/runtime/data.hpp"
 #include "autoddl/runtime/safetensors.hpp"
+#include "autoddl/text_file.hpp"
 #include "train_setup.hpp"
 
 namespace autoddl::tools::train {
@@ -26,36 +29,57 @@ inline std::string dims_text(const std::vector<std::int64_t>& dims) {
   return r + "]";
 }
 
-/// Every parameter of g from the safetensors file `path`, in autoddl's layout (global values).
-/// @throws error in one sentence: the file malformed, a parameter without a Hugging Face name,
-/// a tensor missing or of another shape, a tensor the model has no parameter for.
-inline std::vector<std::vector<float>> read_initial_weights(const std::string& path, const graph& g) {
-  const safetensors_contents f = read_safetensors(path);
-  std::vector<std::vector<float>> values;
-  std::vector<std::string> used;
-  bool head = false;  // the model has its own lm_head.W (untied)
-  for (const param_info& p : g.params) {
-    const hf_param_name h = hf_name_or_fail(p.name, "--init-from " + path);
-    head = head || p.name == "lm_head.W";
-    const std::vector<std::int64_t> shape = dims_vector(p.shape), want = hf_shape_of(h, shape);
+/// How model `spec` names a mixture's experts: Qwen's for an hf config of qwen3_moe or
+/// qwen2_moe, else Mixtral's.
+inline hf_experts_naming experts_naming_of(const std::string& spec) {
+  if (!is_hf_spec(spec)) return hf_experts_naming::mixtral;
+  const std::string path = parse_hf_spec(spec).path;
+  const nlohmann::json j = parse_json(read_text_file(path, "hf config").value_or("{}"), "hf config " + path);
+  const std::string type = j.is_object() && j.contains("model_type") && j["model_type"].is_string() ? j["model_type"].get<std::string>() : "";
+  return type == "qwen3_moe" || type == "qwen2_moe" ? hf_experts_naming::qwen : hf_experts_naming::mixtral;
+}
+
+/// Parameter p's value from the file's tensors, or error naming the file, tensor and parameter.
+inline std::vector<float> initial_value(const safetensors_contents& f, const std::string& path, const param_info& p,
+                                        hf_experts_naming naming, std::vector<std::string>& used) {
+  const std::vector<std::int64_t> shape = dims_vector(p.shape);
+  std::vector<float> value;
+  for (const hf_param_name& h : hf_names_or_fail(p.name, shape, naming, "--init-from " + path)) {
+    const std::vector<std::int64_t> want = hf_shape_of(h, shape);
     const named_tensor* t = f.find(h.name);
     if (!t) throw error("--init-from " + path + " lacks the tensor '" + h.name + "' (parameter '" + p.name + "')");
     if (t->shape != want)
       throw error("--init-from " + path + ": tensor '" + h.name + "' has shape " + dims_text(t->shape) +
                   "; the model's parameter '" + p.name + "' needs " + dims_text(want));
-    values.push_back(from_hf_layout(h, shape, t->values));
+    from_hf_layout(h, shape, t->values, value);
     used.push_back(h.name);
   }
+  return value;
+}
+
+/// Every parameter of g from the safetensors file `path`, in autoddl's layout (global values).
+/// @throws error in one sentence: the file malformed, a parameter without a Hugging Face name,
+/// a tensor missing or of another shape, a tensor the model has no parameter for.
+inline std::vector<std::vector<float>> read_initial_weights(const std::string& path, const graph& g, hf_experts_naming naming) {
+  const safetensors_contents f = read_safetensors(path);
+  std::vector<std::vector<float>> values;
+  std::vector<std::string> used;
+  bool head = false;  // the model has its own lm_head.W (untied)
+  for (const param_info& p : g.params) {
+    head = head || p.name == "lm_head.W";
+    values.push_back(initial_value(f, path, p, naming, used));
+  }
+  std::sort(used.begin(), used.end());
   for (const named_tensor& t : f.tensors)
-    if (std::find(used.begin(), used.end(), t.name) == used.end() && !(t.name == "lm_head.weight" && !head))
+    if (!std::binary_search(used.begin(), used.end(), t.name) && !(t.name == "lm_head.weight" && !head))
       throw error("--init-from " + path + " holds the tensor '" + autoddl::detail::excerpt(t.name) +
                   "', which this model has no parameter for; is it another model's file (layers, tied head)?");
   return values;
 }
 
 /// Checks that every parameter of g has a Hugging Face name (--export-weights, --export-grads).
-inline void check_hf_names(const graph& g, const std::string& option) {
-  for (const param_info& p : g.params) (void)hf_name_or_fail(p.name, option);
+inline void check_hf_names(const graph& g, hf_experts_naming naming, const std::string& option) {
+  for (const param_info& p : g.params) (void)hf_names_or_fail(p.name, dims_vector(p.shape), naming, option);
 }
 
 /// The block `s` of a global tensor (row-major values of s.global).
@@ -92,9 +116,9 @@ std::size_t export_hf(const std::string& path, const prepared& p, const Trainer&
     const int i = int(q);
     const std::vector<float> v = grads ? whole(i, t.grad_shard(i), t.update_layout(i)) : whole(i, t.param_shard(i), t.storage(i));
     if (rank != 0) continue;
-    const hf_param_name h = hf_name_or_fail(p.g.params[q].name, grads ? "--export-grads" : "--export-weights");
     const std::vector<std::int64_t> shape = dims_vector(p.g.params[q].shape);
-    out.push_back({h.name, type, hf_shape_of(h, shape), to_hf_layout(h, shape, v)});
+    for (const hf_param_name& h : hf_names_or_fail(p.g.params[q].name, shape, p.hf_naming, grads ? "--export-grads" : "--export-weights"))
+      out.push_back({h.name, type, hf_shape_of(h, shape), to_hf_layout(h, shape, v)});
   }
   if (rank == 0) write_safetensors(path, out, {{"format", "pt"}});
   return out.size();

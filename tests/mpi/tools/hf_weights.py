@@ -3,7 +3,8 @@
 
 Usage: hf_weights.py MPIRUN AUTODDL_TRAIN SOURCE_ROOT PART, PART one of
 - equality: tiny LLaMA, Mistral (tied head), Qwen2 (q/k/v biases), Qwen3 (q/k norms, head_dim
-  not hidden / heads) and LLaMA with attention_bias (q/k/v/o biases) built by transformers from a config.json written here, random weights (norm
+  not hidden / heads), LLaMA with attention_bias (q/k/v/o biases), Mixtral and Qwen3-MoE (4
+  experts, top 2, routed dropless: capacity=0) built by transformers from a config.json written here, random weights (norm
   scales and biases too, so a wrong name or transpose shows) saved as safetensors; autoddl-train
   --init-from them computes one step on the --data file's tokens: its loss and --export-grads'
   gradients against transformers' loss and gradients (autograd) on the same windows (fp32, 1e-5
@@ -90,6 +91,9 @@ MODELS = {
     "qwen2": config("qwen2", rope_theta=1000000.0),
     "qwen3": config("qwen3", head_dim=16, attention_bias=False),
     "llama_bias": config("llama", attention_bias=True, rope_theta=500000.0),
+    "mixtral": config("mixtral", num_local_experts=4, num_experts_per_tok=2, router_aux_loss_coef=0.0, sliding_window=None),
+    "qwen3_moe": config("qwen3_moe", num_experts=4, num_experts_per_tok=2, moe_intermediate_size=24, norm_topk_prob=False,
+                        router_aux_loss_coef=0.0),
 }
 
 
@@ -123,26 +127,37 @@ def reference_loss(model, data, step=0):
 
 
 def autoddl_step(folder, weights, data_path, np, mesh, strategy, grads):
-    r = run(np, "--model", f"hf:{folder}/config.json:seq={SEQ},batch={BATCH}", "--mesh", mesh, "--strategy", strategy,
+    r = run(np, "--model", hf_spec(folder), "--mesh", mesh, "--strategy", strategy,
             "--data", data_path, "--steps", "1", "--optimizer", "sgd", "--init-from", weights, "--export-grads", grads, "--json")
     if r.returncode != 0:
         return None, r.stderr.strip()
     return json.loads(r.stdout)["losses"][0], ""
 
 
-def compare_gradients(model, grads_path):
+def saved_gradients(model, folder):
+    """transformers' gradients under the names its checkpoints use (one tensor per expert where the
+    model fuses its experts): the gradients put in the parameters' place and saved by save_pretrained."""
+    import torch
+    from safetensors.torch import load_file
+    with torch.no_grad():
+        for p in model.parameters():
+            p.copy_(p.grad)
+    model.save_pretrained(folder)
+    return load_file(os.path.join(folder, "model.safetensors"))
+
+
+def compare_gradients(want, grads_path):
     """The largest difference of any gradient relative to its tensor's largest value, and where."""
     from safetensors.torch import load_file
     got = load_file(grads_path)
     worst, where = 0.0, ""
-    for name, p in model.named_parameters():
-        if name not in got:
-            return float("inf"), f"{name} missing from {grads_path}"
-        e = ((got[name] - p.grad).abs().max() / p.grad.abs().max()).item()
+    if set(got) != set(want):
+        return float("inf"), f"the names differ: {sorted(set(got) ^ set(want))[:6]}"
+    for name, g in want.items():
+        e = ((got[name] - g).abs().max() / g.abs().max()).item()
         if e > worst:
             worst, where = e, name
-    extra = set(got) - {n for n, _ in model.named_parameters()}
-    return (float("inf"), f"unexpected {sorted(extra)}") if extra else (worst, where)
+    return worst, where
 
 
 def equality(tmp, data, data_path):
@@ -162,13 +177,17 @@ def equality(tmp, data, data_path):
         rel = abs(got - loss.item()) / abs(loss.item())
         print(f"     {what}: loss autoddl {got:.9f}, transformers {loss.item():.9f} (relative {rel:.1e})")
         check(what + ": the loss within 1e-5 of transformers'", rel <= 1e-5, f"{rel:.2e}")
-        worst, where = compare_gradients(model, grads)
+        worst, where = compare_gradients(saved_gradients(model, os.path.join(tmp, f"{kind}-{np}-grads")), grads)
         print(f"     {what}: largest gradient difference {worst:.2e} of its tensor's largest value ({where})")
         check(what + ": every gradient within 1e-5 of transformers'", worst <= 1e-5, f"{worst:.2e} at {where}")
 
 
 def hf_spec(folder):
-    return f"hf:{folder}/config.json:seq={SEQ},batch={BATCH}"
+    """The model autoddl-train builds from folder's config.json; a mixture of experts routed without
+    dropping tokens (capacity=0), as transformers routes, and without the balancing loss (its
+    router_aux_loss_coef 0: transformers adds none to logits)."""
+    moe = "num_experts_per_tok" in json.load(open(os.path.join(folder, "config.json")))
+    return f"hf:{folder}/config.json:seq={SEQ},batch={BATCH}" + (",capacity=0" if moe else "")
 
 
 def round_trip(tmp):
