@@ -10,7 +10,7 @@ Usage: hf_weights.py MPIRUN AUTODDL_TRAIN SOURCE_ROOT PART, PART one of
   gradients against transformers' loss and gradients (autograd) on the same windows (fp32, 1e-5
   relative to each tensor's largest value). The config autoddl reads is the one save_pretrained
   wrote (transformers 5 keeps the rotary base under rope_parameters). LLaMA with biases also on 4
-  ranks under tp=2 x dp=2.
+  ranks under tp=2 x dp=2, Mixtral under ep=2 x dp=2 (the gradients gathered from the shards).
 - trained: autoddl's own initial weights (--steps 0 --export-weights) loaded by transformers,
   saved again by save_pretrained, read back by --init-from and exported: the same bytes; a model
   trained 3 steps on 4 ranks under tp=2 x dp=2 and exported, loaded by transformers, gives the
@@ -161,7 +161,8 @@ def compare_gradients(want, grads_path):
 
 
 def equality(tmp, data, data_path):
-    cases = [(kind, 1, "1", "auto") for kind in MODELS] + [("llama_bias", 4, "2x2", "megatron:tp=2,dp=2")]
+    cases = [(kind, 1, "1", "auto") for kind in MODELS] + [("llama_bias", 4, "2x2", "megatron:tp=2,dp=2"),
+                                                          ("mixtral", 4, "2x2", "megatron:ep=2,dp=2")]
     for seed, (kind, np, mesh, strategy) in enumerate(cases):
         folder = os.path.join(tmp, kind)
         weights = write_model(folder, MODELS[kind], seed) if np == 1 else os.path.join(folder, "model.safetensors")
