@@ -236,6 +236,9 @@ void check_hf_options(const settings& s, prepared& p) {
   if (!s.init_from.empty() && !s.resume.empty())
     throw error("--init-from and --resume both give the initial weights; drop one");
   if (!s.export_grads.empty() && s.steps == 0) throw error("--export-grads writes the first step's gradients; give --steps 1 or more");
+  if (!s.export_grads.empty() && p.o.type == dtype::fp16)
+    throw error("--export-grads writes the gradients of fp32 and bf16 runs; an fp16 run's carry its dynamic loss scale, "
+                "use --dtype fp32 or bf16");
   p.hf_naming = experts_naming_of(s.model);
   if (!s.export_weights.empty()) check_hf_names(p.g, p.hf_naming, "--export-weights");
   if (!s.export_grads.empty()) check_hf_names(p.g, p.hf_naming, "--export-grads");
