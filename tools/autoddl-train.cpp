@@ -227,24 +227,6 @@ void set_dtype(const settings& s, prepared& p) {
   }
 }
 
-// --steps, and --init-from, --export-weights, --export-grads: the file read and checked against the
-// model, the names of every parameter known, before any communication.
-void check_hf_options(const settings& s, prepared& p) {
-  if (s.steps < 0 || (s.steps == 0 && s.export_weights.empty()))
-    throw error("--steps must be at least 1 (0 only with --export-weights, to write the initial weights), got " +
-                std::to_string(s.steps));
-  if (!s.init_from.empty() && !s.resume.empty())
-    throw error("--init-from and --resume both give the initial weights; drop one");
-  if (!s.export_grads.empty() && s.steps == 0) throw error("--export-grads writes the first step's gradients; give --steps 1 or more");
-  if (!s.export_grads.empty() && p.o.type == dtype::fp16)
-    throw error("--export-grads writes the gradients of fp32 and bf16 runs; an fp16 run's carry its dynamic loss scale, "
-                "use --dtype fp32 or bf16");
-  p.hf_naming = experts_naming_of(s.model);
-  if (!s.export_weights.empty()) check_hf_names(p.g, p.hf_naming, "--export-weights");
-  if (!s.export_grads.empty()) check_hf_names(p.g, p.hf_naming, "--export-grads");
-  if (!s.init_from.empty()) p.initial_weights = read_initial_weights(s.init_from, p.g, p.hf_naming);
-}
-
 prepared prepare(const settings& s, int ranks) {
   prepared p;
   p.o.mesh = p.mesh = parse_mesh(s.mesh);
@@ -581,6 +563,7 @@ int main(int argc, char** argv) {
     p.emplace(prepare(s, ranks));
     if (rank == 0) tools::warn_if_other_cpu("autoddl-train", s.hardware, p->o.hw);
     if (const std::string w = resume_warning(*p); rank == 0 && !w.empty()) std::fprintf(stderr, "%s\n", w.c_str());
+    if (const std::string w = weights_warning(s); rank == 0 && !w.empty()) std::fprintf(stderr, "autoddl-train note: %s\n", w.c_str());
   } catch (const std::exception& e) {
     if (rank == 0) std::fprintf(stderr, "autoddl-train: %s\n", e.what());
     MPI_Finalize();

@@ -129,4 +129,28 @@ inline safetensors_dtype export_dtype(dtype type) {
   return type == dtype::bf16 ? safetensors_dtype::bf16 : type == dtype::fp16 ? safetensors_dtype::f16 : safetensors_dtype::f32;
 }
 
+// --steps, and --init-from, --export-weights, --export-grads: the file read and checked against the
+// model, the names of every parameter known, before any communication.
+inline void check_hf_options(const settings& s, prepared& p) {
+  if (s.steps < 0 || (s.steps == 0 && s.export_weights.empty()))
+    throw error("--steps must be at least 1 (0 only with --export-weights, to write the initial weights), got " +
+                std::to_string(s.steps));
+  if (!s.init_from.empty() && !s.resume.empty())
+    throw error("--init-from and --resume both give the initial weights; drop one");
+  if (!s.export_grads.empty() && s.steps == 0) throw error("--export-grads writes the first step's gradients; give --steps 1 or more");
+  if (!s.export_grads.empty() && p.o.type == dtype::fp16)
+    throw error("--export-grads writes the gradients of fp32 and bf16 runs; an fp16 run's carry its dynamic loss scale, "
+                "use --dtype fp32 or bf16");
+  p.hf_naming = experts_naming_of(s.model);
+  if (!s.export_weights.empty()) check_hf_names(p.g, p.hf_naming, "--export-weights");
+  if (!s.export_grads.empty()) check_hf_names(p.g, p.hf_naming, "--export-grads");
+  if (!s.init_from.empty()) p.initial_weights = read_initial_weights(s.init_from, p.g, p.hf_naming);
+}
+
+// Hugging Face weights of a model that transformers computes otherwise (hf_unmodelled): one line.
+inline std::string weights_warning(const settings& s) {
+  if ((s.init_from.empty() && s.export_weights.empty() && s.export_grads.empty()) || !is_hf_spec(s.model)) return "";
+  return hf_unmodelled(s.model);
+}
+
 }  // namespace autoddl::tools::train

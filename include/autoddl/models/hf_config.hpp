@@ -286,6 +286,24 @@ inline hf_defaults hf_defaults_of(std::string_view spec) {
   return d;
 }
 
+/// What transformers computes for an hf spec's config that autoddl's model does not: a scaled
+/// rotary embedding (rope_parameters.rope_type or rope_scaling other than "default") or a sliding
+/// window shorter than the sequence; one sentence, empty where the two compute the same function.
+inline std::string hf_unmodelled(std::string_view spec) {
+  const hf_spec h = parse_hf_spec(spec);
+  const llama_config c = load_hf_config(h);
+  const nlohmann::json j = parse_json(*read_text_file(h.path, "hf config"), "hf config " + h.path);
+  for (const char* key : {"rope_parameters", "rope_scaling"})
+    if (j.contains(key) && j[key].is_object() && j[key].contains("rope_type") && j[key]["rope_type"] != "default")
+      return "hf config " + h.path + " scales its rotary embedding (" + key + ".rope_type " +
+             json_excerpt(j[key]["rope_type"]) + "), which autoddl does not model: its model computes another function";
+  if (j.contains("sliding_window") && j["sliding_window"].is_number_integer() && j["sliding_window"].get<std::int64_t>() < c.seq &&
+      !(j.contains("use_sliding_window") && j["use_sliding_window"] == false))
+    return "hf config " + h.path + " attends within a sliding window of " + std::to_string(j["sliding_window"].get<std::int64_t>()) +
+           " positions, shorter than the sequence of " + std::to_string(c.seq) + "; autoddl's model attends to every earlier one";
+  return "";
+}
+
 /// The model an hf spec names, with `microbatches` micro-batches (the graph is one of them).
 inline graph build_hf_model(std::string_view spec, int microbatches = 1) {
   llama_config c = load_hf_config(parse_hf_spec(spec));

@@ -18,7 +18,8 @@ Usage: hf_weights.py MPIRUN AUTODDL_TRAIN SOURCE_ROOT PART, PART one of
 - refusals (needs no torch): files in F64, F16 and BF16 (written here by a writer of the format's
   own) read as their values; --init-from files truncated, of another shape, lacking a tensor or
   holding another model's, and a model without Hugging Face names: one sentence, exit 2 (the
-  reader's other refusals: tests/unit/runtime/safetensors.cpp).
+  reader's other refusals: tests/unit/runtime/safetensors.cpp); a note where transformers computes
+  another function (a scaled rotary embedding).
 Python with torch and transformers: SOURCE_ROOT/.venv/bin/python (scripts/setup-python); without
 it the equality and trained parts exit 77 (skipped), saying why.
 autoddl's loss is the mean cross-entropy of every position's next byte (runtime/data.hpp's
@@ -350,6 +351,13 @@ def refusals(tmp):
         check(f"--init-from {what}: exit 2, one sentence", r.returncode == 2 and says in first and
               (first.startswith("autoddl-train: --init-from ") or first.startswith("autoddl-train: safetensors file")),
               f"exit {r.returncode}: {r.stderr.strip()[:300]}")
+    scaled = os.path.join(tmp, "scaled")
+    os.makedirs(scaled)
+    json.dump(dict(MODELS["llama"], rope_parameters={"rope_type": "llama3", "rope_theta": 500000.0, "factor": 8.0}),
+              open(os.path.join(scaled, "config.json"), "w"))
+    r = run(1, "--model", hf_spec(scaled), "--mesh", "1", "--steps", "0", "--export-weights", os.path.join(tmp, "s.safetensors"))
+    check("a config that scales its rotary embedding: exported, with a note that autoddl's model computes another function",
+          r.returncode == 0 and "autoddl-train note: hf config" in r.stderr and "rope_type \"llama3\"" in r.stderr, r.stderr.strip()[:300])
     r = run(1, "--model", "gpt:layers=1,hidden=32,heads=4,seq=8,batch=4,vocab=64", "--mesh", "1", "--steps", "1",
             "--export-weights", os.path.join(tmp, "gpt.safetensors"))
     check("--export-weights of a GPT: exit 2, naming a parameter without a Hugging Face name",
