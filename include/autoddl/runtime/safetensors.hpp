@@ -68,8 +68,11 @@ struct named_tensor {
 struct safetensors_contents {
   std::vector<named_tensor> tensors;
   std::map<std::string, std::string> metadata;
+  std::map<std::string, std::size_t, std::less<>> by_name;  ///< tensor index per name (parse_safetensors fills it)
   /// The tensor called `name`, or nullptr.
   const named_tensor* find(std::string_view name) const {
+    if (const auto i = by_name.find(name); i != by_name.end()) return &tensors.at(i->second);
+    if (!by_name.empty()) return nullptr;
     for (const named_tensor& t : tensors)
       if (t.name == name) return &t;
     return nullptr;
@@ -218,6 +221,7 @@ inline safetensors_contents parse_safetensors(std::span<const unsigned char> byt
   std::vector<named_tensor> sorted;
   for (std::size_t i : order) sorted.push_back(std::move(c.tensors[i]));
   c.tensors = std::move(sorted);
+  for (std::size_t i = 0; i < c.tensors.size(); ++i) c.by_name.emplace(c.tensors[i].name, i);
   return c;
 }
 
