@@ -141,6 +141,12 @@ inline void check_hf_options(const settings& s, prepared& p) {
   if (!s.export_grads.empty() && p.o.type == dtype::fp16)
     throw error("--export-grads writes the gradients of fp32 and bf16 runs; an fp16 run's carry its dynamic loss scale, "
                 "use --dtype fp32 or bf16");
+  for (const auto& [option, path] : {std::pair{"--export-weights", &s.export_weights}, {"--export-grads", &s.export_grads}}) {
+    const std::filesystem::path folder = std::filesystem::path(*path).parent_path();
+    std::error_code ec;
+    if (!path->empty() && !folder.empty() && !std::filesystem::is_directory(folder, ec))
+      throw error(std::string(option) + " " + *path + ": there is no folder " + folder.string() + " to write it in");
+  }
   p.hf_naming = experts_naming_of(s.model);
   if (!s.export_weights.empty()) check_hf_names(p.g, p.hf_naming, "--export-weights");
   if (!s.export_grads.empty()) check_hf_names(p.g, p.hf_naming, "--export-grads");

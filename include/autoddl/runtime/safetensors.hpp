@@ -268,7 +268,7 @@ inline std::vector<unsigned char> safetensors_bytes(const std::vector<named_tens
 /// Writes a safetensors file atomically (<path>.tmp, flushed, renamed), as checkpoints are.
 inline void write_safetensors(const std::filesystem::path& path, const std::vector<named_tensor>& tensors,
                               const std::map<std::string, std::string>& metadata = {}) {
-  detail::atomic_write(path, safetensors_bytes(tensors, metadata));
+  detail::atomic_write(path, safetensors_bytes(tensors, metadata), "safetensors file");
 }
 
 }  // namespace autoddl

@@ -358,6 +358,9 @@ def refusals(tmp):
     r = run(1, "--model", hf_spec(scaled), "--mesh", "1", "--steps", "0", "--export-weights", os.path.join(tmp, "s.safetensors"))
     check("a config that scales its rotary embedding: exported, with a note that autoddl's model computes another function",
           r.returncode == 0 and "autoddl-train note: hf config" in r.stderr and "rope_type \"llama3\"" in r.stderr, r.stderr.strip()[:300])
+    r = run(1, *model, "--steps", "1", "--export-weights", os.path.join(tmp, "no", "such", "w.safetensors"))
+    check("--export-weights into a missing folder: exit 2 before training", r.returncode == 2 and
+          "there is no folder" in r.stderr and "aborting" not in r.stderr, r.stderr.strip()[:300])
     r = run(1, "--model", "gpt:layers=1,hidden=32,heads=4,seq=8,batch=4,vocab=64", "--mesh", "1", "--steps", "1",
             "--export-weights", os.path.join(tmp, "gpt.safetensors"))
     check("--export-weights of a GPT: exit 2, naming a parameter without a Hugging Face name",
