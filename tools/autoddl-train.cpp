@@ -3,7 +3,7 @@
 //          --mesh 2x2 [--strategy auto] [--steps 20] [--microbatches auto|N] [--recompute auto|none|selective|full]
 //          [--regather auto|on|off] [--reshard auto|on|off] [--check-serial] [--json] [--device cpu|cuda]
 //          [--checkpoint-dir D [--checkpoint-every K] [--keep-last K]] [--resume D] [--plan plan.json] [--data text.txt]
-//          [--log-every N]
+//          [--log-every N] [--init-from model.safetensors] [--export-weights out.safetensors] [--export-grads g.safetensors]
 // --plan runs exactly a plan autoddl-plan --out wrote (its model, mesh, layouts, micro-batches
 // and recomputation); --model and --mesh, when given too, must be the plan's.
 // Checkpoints (runtime/checkpoint.hpp): every K steps and after the last, each rank writes its
@@ -13,6 +13,10 @@
 // layers on its own devices in the 1F1B order (runtime/trainer.hpp); --json adds the stages'
 // predicted and measured time, bytes and memory. --strategy auto picks a pipeline where
 // autoddl-plan does (the outermost mesh axis between nodes).
+// Hugging Face weights (train_weights.hpp): --init-from starts from a safetensors file's tensors
+// (every parameter present under its Hugging Face name, of its shape); --export-weights writes the
+// weights after the last step (--steps 0: the initial ones), --export-grads the first step's
+// gradients, rank 0 each, the whole tensors under Hugging Face names.
 // --device cuda (a build with CUDA and NCCL): one GPU per rank, the rank's local index on its
 // node choosing the GPU; tensors live on the GPU, collectives go through NCCL, and --check-serial
 // still compares with a CPU serial run on rank 0.
@@ -61,6 +65,7 @@
 #include "train_pipeline.hpp"
 #include "train_report.hpp"
 #include "train_setup.hpp"
+#include "train_weights.hpp"
 
 using namespace autoddl;
 
@@ -247,7 +252,6 @@ prepared prepare(const settings& s, int ranks) {
     throw error("this autoddl-train was built without CUDA and NCCL; rebuild with them (meson -Dcuda=enabled) or use --device cpu");
 #endif
   if (s.device == "cpu") check_blas_on_every_rank();
-  if (s.steps < 1) throw error("--steps must be at least 1, got " + std::to_string(s.steps));
   if (!(s.lr > 0)) throw error("--lr must be positive, got " + std::to_string(s.lr));
   step_settings pin;
   if (s.microbatches != "auto") pin.microbatches = tools::parse_count("--microbatches", s.microbatches);
@@ -280,6 +284,7 @@ prepared prepare(const settings& s, int ranks) {
   if (s.keep_last > 0 && s.checkpoint_dir.empty()) throw error("--keep-last needs --checkpoint-dir");
   if (s.log_every < 0) throw error("--log-every must be 0 (no progress lines) or positive, got " + std::to_string(s.log_every));
   if (!s.resume.empty()) check_resume(s, p);
+  check_hf_options(s, p);
   return p;
 }
 
@@ -395,6 +400,7 @@ int train(const settings& s, const prepared& p, int rank, int ranks, D& dev, M& 
   if (!p.resume_folder.empty() &&
       !on_every_rank(rank, [&] { restore(t, p, p.g, p.o.mesh, comm.coords()); }))
     return 2;  // a shard missing, damaged or short: one sentence, nothing overwritten
+  if (!p.initial_weights.empty()) load_initial_weights(t, p, p.initial_weights, comm.coords());
   std::unique_ptr<serial_run_check<T, Sum>> check = s.check_serial ? std::make_unique<serial_run_check<T, Sum>>(p, rank) : nullptr;
   whole_tensor gather{p, host, pc, p.pipeline ? tools::param_owner_stages(p.g, p.pipeline->cut_ops) : std::vector<int>{}};
   const step_size z = step_size_of(p.g, p.o.microbatches);
@@ -406,6 +412,8 @@ int train(const settings& s, const prepared& p, int rank, int ranks, D& dev, M& 
     const auto t0 = std::chrono::steady_clock::now();
     if (k == 1 && rank == s.inject_failure) throw error("injected failure (--inject-failure " + std::to_string(rank) + ")");
     run.losses.push_back(t.train_step(k));
+    if (k == p.first_step && !s.export_grads.empty())
+      export_hf(s.export_grads, p, t, gather, /*grads=*/true, safetensors_dtype::f32, rank);
     run.secs.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
     run.busy_s.push_back(t.last_step_profile().total_s - t.last_step_profile().pipe_wait_s);
     run.bytes = std::max(run.bytes, t.last_step_bytes());
@@ -425,11 +433,15 @@ int train(const settings& s, const prepared& p, int rank, int ranks, D& dev, M& 
       if (rank == 0 && s.keep_last > 0) remove_older_checkpoints(s.checkpoint_dir, s.keep_last);
     }
   }
-  if (p.pipeline)
+  if (p.pipeline && !run.losses.empty())
     run.stages = tools::gather_stage_measures({double(run.bytes), tools::median(run.busy_s), double(run.peak_bytes)},
                                               p.stages(), ranks / p.stages());
   MPI_Allreduce(MPI_IN_PLACE, &run.peak_bytes, 1, MPI_INT64_T, MPI_MAX, MPI_COMM_WORLD);
-  if (rank == 0) report(s, p, run, check.get(), ranks);
+  if (!s.export_weights.empty()) {
+    const std::size_t n = export_hf(s.export_weights, p, t, gather, /*grads=*/false, export_dtype(p.o.type), rank);
+    if (rank == 0 && run.losses.empty()) std::printf("wrote %zu tensors to %s\n", n, s.export_weights.c_str());
+  }
+  if (rank == 0 && !run.losses.empty()) report(s, p, run, check.get(), ranks);
   return check && rank == 0 && !check->within() ? 1 : 0;  // --check-serial: a difference past the tolerance fails
 }
 
@@ -510,6 +522,15 @@ void add_options(CLI::App& app, settings& s) {
                  "per second (default 10; 0: none)");
   app.add_option("--resume", s.resume,
                  "continue from a checkpoint folder, or the newest complete one under a folder; --steps counts all steps");
+  app.add_option("--init-from", s.init_from,
+                 "start from the weights of this safetensors file, every parameter under its Hugging Face name "
+                 "(the LLaMA family: model.layers.N.self_attn.q_proj.weight, ...), instead of the seed's");
+  app.add_option("--export-weights", s.export_weights,
+                 "after the last step, rank 0 writes the weights to this safetensors file under Hugging Face names "
+                 "(in --dtype bf16 or fp16, else fp32); with --steps 0 the initial weights");
+  app.add_option("--export-grads", s.export_grads,
+                 "rank 0 writes the first step's synchronised gradients (of the loss autoddl prints) to this "
+                 "safetensors file under Hugging Face names, in fp32");
   app.add_option("--inject-failure", s.inject_failure, "make this rank fail during step 2 (tests the abort path)")
       ->group("");  // hidden
 }
@@ -542,6 +563,7 @@ int main(int argc, char** argv) {
     p.emplace(prepare(s, ranks));
     if (rank == 0) tools::warn_if_other_cpu("autoddl-train", s.hardware, p->o.hw);
     if (const std::string w = resume_warning(*p); rank == 0 && !w.empty()) std::fprintf(stderr, "%s\n", w.c_str());
+    if (const std::string w = weights_warning(s); rank == 0 && !w.empty()) std::fprintf(stderr, "autoddl-train note: %s\n", w.c_str());
   } catch (const std::exception& e) {
     if (rank == 0) std::fprintf(stderr, "autoddl-train: %s\n", e.what());
     MPI_Finalize();

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "autoddl/models/hf_weights.hpp"
 #include "autoddl/runtime/checkpoint.hpp"
 #include "autoddl/runtime/data.hpp"
 #include "autoddl/runtime/train_options.hpp"
@@ -34,6 +35,7 @@ struct settings {
   bool check_serial = false, json = false, no_check_finite = false;
   int inject_failure = -1;  ///< testing the abort path: this rank throws during step 2
   std::string checkpoint_dir, resume, plan_path, data;
+  std::string init_from, export_weights, export_grads;  ///< safetensors files of Hugging Face names (train_weights.hpp)
   std::optional<plan_file> plan;  ///< --plan, read (main, before prepare)
   int checkpoint_every = 0;  ///< 0: only after the last step (when checkpoint_dir is set)
   int keep_last = 0;         ///< checkpoints kept under checkpoint_dir, the newest (0: all)
@@ -92,6 +94,8 @@ struct prepared {
   std::int64_t first_step = 0;
   std::filesystem::path resume_folder;   ///< the checkpoint resumed from (empty: none)
   checkpoint_manifest resume_manifest;
+  std::vector<std::vector<float>> initial_weights;  ///< --init-from: every parameter's global value (empty: none)
+  hf_experts_naming hf_naming = hf_experts_naming::mixtral;  ///< a mixture's Hugging Face names (an hf config's model_type)
 };
 
 struct run_record {

@@ -9,7 +9,7 @@
 // rotation, a final RMSNorm and an output head untied from the token embedding (tied=1 ties it,
 // as the small Qwen models do). Each layer is one repeated block (graph::block).
 // Per layer h (2 heads d + 2 kv d) + 3 h ffn + 2 h parameters (+ heads d + 2 kv d with q/k/v
-// biases, + 2 d with q/k norms), d = head_dim; Llama-3-8B: 8,030,261,248.
+// biases, + h with an o bias, + 2 d with q/k norms), d = head_dim; Llama-3-8B: 8,030,261,248.
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -24,6 +24,7 @@ struct llama_config {
   std::int64_t head_dim = 0;  ///< 0: hidden / heads
   bool tied = false;          ///< the output head uses the token embedding
   bool qkv_bias = false;      ///< biases on q, k, v (Qwen2)
+  bool o_bias = false;        ///< a bias on o too (transformers' attention_bias of LLaMA and Qwen3)
   bool qk_norm = false;       ///< RMSNorm of each head of q and k before the rotation (Qwen3)
   double eps = 1e-5;          ///< RMSNorm's epsilon
   double rope_theta = 500000;
@@ -158,7 +159,7 @@ inline tensor_ref llama_attention(graph_builder& b, const std::string& pre, tens
   a.unfused_attention = c.unfused_attention;
   a.balanced_context = !c.unfused_attention && c.experts == 0;  // positions only through rotary and the mask
   tensor_ref o = b.op(pre + "attn.core", op_kind::attention, a, {q, k, v});
-  return b.linear(pre + "attn.o", o, c.hidden, false);
+  return b.linear(pre + "attn.o", o, c.hidden, c.o_bias);
 }
 
 /// SwiGLU (Shazeer 2020): down(silu(gate(x)) * up(x)).

@@ -97,22 +97,24 @@ struct checkpoint_manifest {
 
 namespace detail {
 
-/// Writes `bytes` to `path` atomically: <path>.tmp, fsync, rename, fsync of the folder.
-inline void atomic_write(const std::filesystem::path& path, std::span<const unsigned char> bytes) {
+/// Writes `bytes` to `path` atomically: <path>.tmp, fsync, rename, fsync of the folder; `what`
+/// names the file in errors.
+inline void atomic_write(const std::filesystem::path& path, std::span<const unsigned char> bytes,
+                         const std::string& what = "checkpoint file") {
   const std::filesystem::path tmp = path.string() + ".tmp";
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  if (fd < 0) detail::fail<error>("cannot write checkpoint file " + tmp.string() + ": " + std::strerror(errno));
+  if (fd < 0) detail::fail<error>("cannot write " + what + " " + tmp.string() + ": " + std::strerror(errno));
   std::size_t done = 0;
   while (done < bytes.size()) {
     const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
     if (n < 0) {
       const std::string why = std::strerror(errno);
       ::close(fd);
-      detail::fail<error>("cannot write checkpoint file " + tmp.string() + ": " + why);
+      detail::fail<error>("cannot write " + what + " " + tmp.string() + ": " + why);
     }
     done += std::size_t(n);
   }
-  if (::fsync(fd) != 0 || ::close(fd) != 0) detail::fail<error>("cannot flush checkpoint file " + tmp.string() + " to disk");
+  if (::fsync(fd) != 0 || ::close(fd) != 0) detail::fail<error>("cannot flush " + what + " " + tmp.string() + " to disk");
   std::error_code ec;
   std::filesystem::rename(tmp, path, ec);
   if (ec) detail::fail<error>("cannot rename " + tmp.string() + " to " + path.string() + ": " + ec.message());

@@ -55,6 +55,58 @@ TEST_CASE("hf configs build the published models", "[models][hf]") {
   CHECK(L * per_layer + H < 445'000'000);
 }
 
+// A config.json as transformers 5 saves it: the rotary base only under rope_parameters.
+const char* saved_by_transformers5 = R"({
+  "model_type": "qwen2", "hidden_size": 32, "intermediate_size": 48, "num_hidden_layers": 2,
+  "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 256, "max_position_embeddings": 64,
+  "rms_norm_eps": 1e-06, "rope_parameters": {"rope_theta": 1000000.0, "rope_type": "default"},
+  "tie_word_embeddings": false, "transformers_version": "5.25.0"})";
+
+TEST_CASE("hf configs read rope_parameters.rope_theta where transformers 5 leaves out rope_theta", "[models][hf]") {
+  CHECK(parse_hf_config(saved_by_transformers5, "q/config.json").rope_theta == 1000000.0);
+  std::string no_base = saved_by_transformers5;
+  const std::string base = "\"rope_theta\": 1000000.0, ";
+  no_base.replace(no_base.find(base), base.size(), "");
+  CHECK(parse_hf_config(no_base, "q/config.json").rope_theta == 10000.0);  // transformers' default base
+  std::string bad = saved_by_transformers5;
+  bad.replace(bad.find("1000000.0"), 9, "-1");
+  CHECK_THROWS_WITH(parse_hf_config(bad, "q/config.json"), ContainsSubstring("field 'rope_parameters.rope_theta' is -1"));
+}
+
+TEST_CASE("attention_bias puts biases on q, k, v and o of LLaMA and Qwen3, none on Mistral's", "[models][hf]") {
+  // per layer: the biases of q (A D), k and v (G D each) and o (H), as torch.nn.Linear(bias=True) holds them
+  const std::int64_t H = 32, A = 4, G = 2, D = 8, L = 2, biases = L * (A * D + 2 * G * D + H);
+  auto count = [](std::string type, bool bias) {
+    std::string text = saved_by_transformers5;
+    text.replace(text.find("qwen2"), 5, type);
+    text.insert(text.size() - 1, std::string(", \"attention_bias\": ") + (bias ? "true" : "false"));
+    return param_count(build_llama(parse_hf_config(text, type + "/config.json")));
+  };
+  CHECK(count("llama", true) == count("llama", false) + biases);
+  CHECK(count("qwen3", true) == count("qwen3", false) + biases);
+  CHECK(count("mistral", true) == count("mistral", false));
+  CHECK(count("qwen2", true) == count("qwen2", false));  // q, k, v always, o never
+  CHECK(count("qwen2", false) == count("llama", false) + L * (A * D + 2 * G * D));
+}
+
+TEST_CASE("capacity= sets an hf mixture's capacity factor, 0 for dropless routing as transformers routes", "[models][hf][moe]") {
+  CHECK(parse_hf_spec("hf:m/config.json:capacity=0").capacity == 0.0);
+  CHECK(parse_hf_spec("hf:m/config.json:seq=8,capacity=1.5").capacity == 1.5);
+  CHECK(to_string(parse_hf_spec("hf:m/config.json:capacity=1.5,batch=4")) == "hf:m/config.json:batch=4,capacity=1.5");
+  CHECK_THROWS_WITH(parse_hf_spec("hf:m/config.json:capacity=-1"), ContainsSubstring("capacity=-1 is not a capacity factor"));
+  CHECK_THROWS_WITH(parse_hf_spec("hf:m/config.json:experts=2"), ContainsSubstring("takes seq=, batch= and capacity="));
+}
+
+TEST_CASE("a qwen3_moe config as transformers 5 saves it names its experts num_local_experts", "[models][hf][moe]") {
+  std::string saved = saved_by_transformers5;
+  saved.replace(saved.find("qwen2"), 5, "qwen3_moe");
+  saved.insert(saved.size() - 1, R"(, "num_experts_per_tok": 2, "moe_intermediate_size": 24, "num_local_experts": 4)");
+  CHECK(parse_hf_config(saved, "m/config.json").experts == 4);
+  std::string published = saved;
+  published.replace(published.find("num_local_experts"), 17, "num_experts");
+  CHECK(parse_hf_config(published, "m/config.json").experts == 4);
+}
+
 TEST_CASE("hf configs refuse what autoddl cannot build, naming the file, the field and the value", "[models][hf][errors]") {
   CHECK_THROWS_WITH(parse_hf_config(R"({"model_type": "gpt_neox", "hidden_size": 64})", "x/config.json"),
                     ContainsSubstring("hf config x/config.json: model_type 'gpt_neox' is not one autoddl builds"));
@@ -209,6 +261,7 @@ TEST_CASE("--seq and --batch rewrite any model's spec", "[models][hf][resize]") 
   CHECK(resize_model_spec("vgg11:batch=4", std::nullopt, 32) == "vgg11:batch=32");
   CHECK(resize_model_spec("hf:a/config.json", 512, std::nullopt) == "hf:a/config.json:seq=512");
   CHECK(resize_model_spec("hf:a/config.json:seq=512", std::nullopt, 64) == "hf:a/config.json:seq=512,batch=64");
+  CHECK(resize_model_spec("hf:a/config.json:capacity=0", 32, std::nullopt) == "hf:a/config.json:seq=32,capacity=0");
   CHECK(resize_model_spec("m.json", std::nullopt, 64) == "m.json:batch=64");
   CHECK(resize_model_spec("m.json:batch=8", std::nullopt, 64) == "m.json:batch=64");
   CHECK_THROWS_WITH(resize_model_spec("mlp", 64, std::nullopt), ContainsSubstring("model mlp has no sequence"));
