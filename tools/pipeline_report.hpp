@@ -34,6 +34,7 @@ namespace autoddl::tools {
 struct chosen_plan {
   micro_batched_plan plan;
   std::optional<pipeline_plan> pipeline;
+  std::optional<strategy::megatron> megatron_layout;  ///< the Megatron-LM layout the plan is, where it is one
 };
 
 namespace detail {
@@ -75,8 +76,11 @@ inline chosen_plan plan_searched(const std::function<graph(int)>& build, std::in
   if (pipeline_stages(s) > 1) {
     chosen_plan c = detail::from_pipeline(plan_megatron_pipeline(build, batch, o, s, pin, seed));
     c.plan.result.strategy = s;
+    c.megatron_layout = std::get<strategy::megatron>(s);
     return c;
   }
+  if (const auto* m = std::get_if<strategy::megatron>(&s))
+    return chosen_plan{plan_micro_batched(build, batch, o, s, pin, seed), std::nullopt, *m};
   const bool piping = std::holds_alternative<strategy::automatic>(s) && detail::outer_axis_between_nodes(o);
   step_settings flat_pin = pin;
   flat_pin.with_gap = pin.with_gap && !piping;  // the plan without a pipeline gets its gap
@@ -109,16 +113,34 @@ inline chosen_plan plan_searched(const std::function<graph(int)>& build, std::in
 
 namespace detail {
 
+// The descent over Megatron-LM's layouts that auto takes its last starts from, after the layout
+// search's own plan c (its pipeline's stage count the descent's first).
+inline std::optional<megatron_layout_plan> megatron_layouts_after(const chosen_plan& c, const std::function<graph(int)>& build,
+                                                                   std::int64_t batch, const plan_options& o,
+                                                                   step_settings pin, std::uint64_t seed, bool interleaved,
+                                                                   bool torchtitan = false) {
+  megatron_layout_space space;
+  space.pipelines = detail::outer_axis_between_nodes(o);
+  space.interleaved = interleaved;
+  space.torchtitan = torchtitan;
+  space.first_stages = c.pipeline ? c.pipeline->shape.stages : 1;
+  return search_megatron_layouts(build, batch, o, pin, seed, space);
+}
+
+// The chosen plan of layout m (a pipeline or not), its strategy s.
+inline chosen_plan chosen_of(megatron_layout_plan&& m, const plan_strategy& s) {
+  chosen_plan r = m.pipeline ? detail::from_pipeline(std::move(*m.pipeline)) : chosen_plan{std::move(*m.flat), std::nullopt, {}};
+  r.plan.result.strategy = s;
+  r.megatron_layout = m.knobs;
+  return r;
+}
+
 inline chosen_plan plan_with_megatron_layouts(const std::function<graph(int)>& build, std::int64_t batch,
                                               const plan_options& o, const plan_strategy& s, step_settings pin,
                                               std::uint64_t seed, bool interleaved) {
   chosen_plan c = detail::plan_searched(build, batch, o, s, pin, seed);
   if (!std::holds_alternative<strategy::automatic>(s)) return c;
-  megatron_layout_space space;
-  space.pipelines = detail::outer_axis_between_nodes(o);
-  space.interleaved = interleaved;
-  space.first_stages = c.pipeline ? c.pipeline->shape.stages : 1;
-  std::optional<megatron_layout_plan> m = search_megatron_layouts(build, batch, o, pin, seed, space);
+  std::optional<megatron_layout_plan> m = megatron_layouts_after(c, build, batch, o, pin, seed, interleaved);
   const bool better = m && m->feasible && (!c.plan.result.feasible || m->time < c.plan.result.time * (1 - 1e-9));
   if (!better) {
     if (m)
@@ -130,8 +152,7 @@ inline chosen_plan plan_with_megatron_layouts(const std::function<graph(int)>& b
   const double own = c.plan.result.time;
   const bool own_fits = c.plan.result.feasible;
   const std::string knobs = to_string(plan_strategy{m->knobs});
-  chosen_plan r = m->pipeline ? detail::from_pipeline(std::move(*m->pipeline)) : chosen_plan{std::move(*m->flat), std::nullopt};
-  r.plan.result.strategy = s;
+  chosen_plan r = chosen_of(std::move(*m), s);
   if (pin.runner_ups) attach_runner_ups(*r.plan.problem, r.plan.result);
   if (pin.with_gap && r.pipeline) attach_optimal_gap(*r.plan.problem, seed, r.plan.result, /*adopt=*/false);
   else if (pin.with_gap) adopt_exact_where_it_fits(r.plan, seed);
