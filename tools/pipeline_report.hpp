@@ -127,6 +127,12 @@ inline std::optional<megatron_layout_plan> megatron_layouts_after(const chosen_p
   return search_megatron_layouts(build, batch, o, pin, seed, space);
 }
 
+// Whether g routes to no experts (torchtitan's layouts are searched for dense models).
+inline bool dense(const graph& g) {
+  return std::none_of(g.ops.begin(), g.ops.end(),
+                      [](const op_node& n) { return n.kind == op_kind::experts || n.kind == op_kind::routed_experts; });
+}
+
 // The chosen plan of layout m (a pipeline or not), its strategy s.
 inline chosen_plan chosen_of(megatron_layout_plan&& m, const plan_strategy& s) {
   chosen_plan r = m.pipeline ? detail::from_pipeline(std::move(*m.pipeline)) : chosen_plan{std::move(*m.flat), std::nullopt, {}};
@@ -141,6 +147,10 @@ inline chosen_plan plan_with_megatron_layouts(const std::function<graph(int)>& b
   chosen_plan c = detail::plan_searched(build, batch, o, s, pin, seed);
   if (!std::holds_alternative<strategy::automatic>(s)) return c;
   std::optional<megatron_layout_plan> m = megatron_layouts_after(c, build, batch, o, pin, seed, interleaved);
+  if (dense(build(1))) {  // torchtitan's layouts too (FSDP beside tensor parallelism): auto is never slower than they
+    std::optional<megatron_layout_plan> t = megatron_layouts_after(c, build, batch, o, pin, seed, interleaved, true);
+    if (t && (!m || autoddl::detail::better_megatron(*t, *m))) m = std::move(t);
+  }
   const bool better = m && m->feasible && (!c.plan.result.feasible || m->time < c.plan.result.time * (1 - 1e-9));
   if (!better) {
     if (m)
@@ -155,12 +165,17 @@ inline chosen_plan plan_with_megatron_layouts(const std::function<graph(int)>& b
   chosen_plan r = chosen_of(std::move(*m), s);
   if (pin.runner_ups) attach_runner_ups(*r.plan.problem, r.plan.result);
   if (pin.with_gap && r.pipeline) attach_optimal_gap(*r.plan.problem, seed, r.plan.result, /*adopt=*/false);
-  else if (pin.with_gap) adopt_exact_where_it_fits(r.plan, seed);
+  else if (pin.with_gap) {
+    const std::vector<int> megatron_picks = r.plan.result.pick;
+    adopt_exact_where_it_fits(r.plan, seed);
+    if (r.plan.result.pick != megatron_picks) r.megatron_layout.reset();  // the exact reference moved ops off it
+  }
   r.plan.result.notes.push_back(fmt::format(
-      "the fastest plan found is Megatron-LM's layout {} (the best of {} megatron layouts priced: tp, pp, cp, vpp, mbs "
-      "and recompute searched, distributed optimizer and sequence parallelism on); the layout search's own best takes "
+      "the fastest plan found is {}'s layout {} (the best of {} megatron layouts priced: tp, pp, cp, vpp, mbs "
+      "and recompute searched, {} and sequence parallelism on); the layout search's own best takes "
       "{}{}",
-      knobs, m->points, seconds(own), own_fits ? "" : " and is over the memory limit"));
+      m->knobs.fsdp ? "torchtitan" : "Megatron-LM", knobs, m->points, m->knobs.fsdp ? "FSDP" : "distributed optimizer",
+      seconds(own), own_fits ? "" : " and is over the memory limit"));
   return r;
 }
 

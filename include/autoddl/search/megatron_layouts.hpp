@@ -108,6 +108,10 @@ class megatron_search {
     for (int d : {0, 1, -1, 2, -2})
       if (at_pp + d >= 0 && at_pp + d < sizes_[1]) eval({sizes_[0] - 1, at_pp + d, 0, 0, 0, r0});
     if (!best_) eval({sizes_[0] - 1, 0, 0, 0, 0, int(rs_.size()) - 1});  // no pipeline, full recomputation
+    // none of those splits the model (tp not dividing the heads, the batch not the data-parallel
+    // devices): the largest tp, then cp, that does, without a pipeline
+    for (int t = sizes_[0] - 1; t >= 0 && !best_; --t)
+      for (int c = 0; c < sizes_[2] && !best_; ++c) eval({t, 0, c, 0, 0, r0});
   }
 
   // One round from the best point. Whether the descent goes on.
