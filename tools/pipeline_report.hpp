@@ -85,7 +85,7 @@ inline chosen_plan plan_searched(const std::function<graph(int)>& build, std::in
   step_settings flat_pin = pin;
   flat_pin.with_gap = pin.with_gap && !piping;  // the plan without a pipeline gets its gap
   flat_pin.runner_ups = pin.runner_ups && !piping;  // and runner-ups only if it is kept
-  chosen_plan c{plan_micro_batched(build, batch, o, s, flat_pin, seed), std::nullopt};
+  chosen_plan c{plan_micro_batched(build, batch, o, s, flat_pin, seed), std::nullopt, std::nullopt};
   if (!piping) return c;
   std::optional<pipeline_plan> p = search_pipeline(build, batch, o, pin, seed);
   const bool keep_flat = !p || !p->feasible || (c.plan.result.feasible && c.plan.result.time <= p->time);
@@ -154,7 +154,8 @@ inline chosen_plan plan_with_megatron_layouts(const std::function<graph(int)>& b
   const bool better = m && m->feasible && (!c.plan.result.feasible || m->time < c.plan.result.time * (1 - 1e-9));
   if (!better) {
     if (m)
-      c.plan.result.notes.push_back(fmt::format("Megatron-LM's layouts: {} priced, the best ({}) takes {}{}", m->points,
+      c.plan.result.notes.push_back(fmt::format("{}'s layouts: {} priced, the best ({}) takes {}{}",
+                                                m->knobs.fsdp ? "torchtitan" : "Megatron-LM", m->points,
                                                 to_string(plan_strategy{m->knobs}), seconds(m->time),
                                                 m->feasible ? "" : " and is over the memory limit"));
     return c;
@@ -269,7 +270,7 @@ inline chosen_plan plan_of_file(const plan_file& f, const std::string& spec, con
   layouts.result = result_of(*layouts.problem, pick_of(*layouts.problem, f), strategy);
   price_peak(layouts);
   if (f.stages > 1) return file_pipeline(std::move(layouts), f, base);
-  return chosen_plan{std::move(layouts), std::nullopt};
+  return chosen_plan{std::move(layouts), std::nullopt, std::nullopt};
 }
 
 /// Stage i's ops as the reports name them: "first op .. last op".
