@@ -2,8 +2,10 @@
 // autoddl-plan's engines: the plan --engine asks for (the best of that engine's layouts) and the
 // settings --emit writes for a plan (engine_settings.hpp), or the one sentence saying why the
 // engine cannot run it.
+#include <algorithm>
 #include <chrono>
 #include <string>
+#include <vector>
 
 #include <fmt/core.h>
 #include <nlohmann/json.hpp>
@@ -16,9 +18,10 @@ namespace autoddl::tools {
 /// The plan of `e`'s layouts only (e != autoddl): the best megatron layout the descent auto takes
 /// its last starts from finds, with Megatron-LM's knobs (megatron) or torchtitan's (torchtitan:
 /// FSDP over the data-parallel devices, tensor parallelism with sequence parallelism and a
-/// vocabulary-parallel loss, context parallelism, 1F1B or interleaved pipelines). Auto runs the
-/// same descent from the same start, so it is never slower. Throws error naming the model and the
-/// mesh where no layout of the engine makes a plan.
+/// vocabulary-parallel loss, context parallelism, 1F1B or interleaved pipelines), planned as
+/// `--strategy` plans those knobs. Auto runs the same descent from the same start and takes the
+/// faster of its point and that plan, so it is never slower. Throws error naming the model and
+/// the mesh where no layout of the engine makes a plan.
 inline chosen_plan plan_for_engine(engine e, const std::function<graph(int)>& build, std::int64_t batch, const plan_options& o,
                                    const step_settings& pin, std::uint64_t seed) {
   if (e == engine::torchtitan)
@@ -35,14 +38,48 @@ inline chosen_plan plan_for_engine(engine e, const std::function<graph(int)>& bu
                 to_string(o.mesh) + ": its heads, layers, batch or sequence divide by none of the engine's tensor-, " +
                 "context- and pipeline-parallel sizes that fit the mesh");
   const int points = m->points;
-  const bool fits = m->feasible;
-  chosen_plan r = detail::chosen_of(std::move(*m), plan_strategy{m->knobs});
-  if (pin.runner_ups) attach_runner_ups(*r.plan.problem, r.plan.result);
+  // the best knobs planned as --strategy plans them, so that those flags re-planned give this plan
+  chosen_plan r = detail::plan_searched(build, batch, o, plan_strategy{m->knobs}, pin, seed);
+  const bool fits = r.plan.result.feasible;
   r.plan.result.notes.push_back(fmt::format("engine {}: the best of {} of its layouts priced is {}{}", engine_name(e), points,
                                             to_string(plan_strategy{*r.megatron_layout}),
                                             fits ? "" : ", over the memory limit"));
   r.plan.result.search_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return r;
+}
+
+/// The layers (repeated blocks) of each pipeline stage of plan c; empty without a pipeline.
+inline std::vector<int> stage_layers(const chosen_plan& c) {
+  std::vector<int> r;
+  if (!c.pipeline) return r;
+  const graph& g = c.plan.problem->model();
+  const std::vector<int>& cuts = c.pipeline->cut_ops;
+  for (std::size_t k = 0; k < cuts.size(); ++k) {
+    const int end = k + 1 < cuts.size() ? cuts[k + 1] : int(g.ops.size());
+    int first = -1, last = -2;
+    for (int i = cuts[k]; i < end; ++i)
+      if (g.block[std::size_t(i)] >= 0) {
+        if (first < 0) first = g.block[std::size_t(i)];
+        last = g.block[std::size_t(i)];
+      }
+    r.push_back(last - first + 1);
+  }
+  return r;
+}
+
+/// The split of the layers over the stages of plan c into l: for Megatron-LM even, or the first
+/// and last stage given their own counts (--decoder-first/last-pipeline-num-layers); throws error
+/// where the plan's stages hold unequal middle counts, which no such flag expresses.
+inline void set_stage_layers(engine_layout& l, const chosen_plan& c, engine e) {
+  const std::vector<int> n = stage_layers(c);
+  if (n.size() < 2 || std::all_of(n.begin(), n.end(), [&](int x) { return x == n[0]; })) return;
+  l.stage_layers = n;  // torchtitan's split is checked where its flags are written
+  if (e == engine::torchtitan) return;
+  if (l.vpp > 1 || !std::all_of(n.begin() + 1, n.end() - 1, [&](int x) { return x == n[1]; }))
+    throw error("the plan's pipeline stages hold unequal numbers of layers in the middle (or interleaved), which " +
+                std::string("no Megatron-LM flag expresses; plan with --engine megatron"));
+  l.first_stage_layers = n.front();
+  l.last_stage_layers = n.back();
 }
 
 /// Plan c as torchtitan's layout (FSDP, or DDP alone; tensor parallelism always with sequence
@@ -82,7 +119,8 @@ inline nlohmann::json emitted_settings(engine e, const chosen_plan& c, const std
     throw error("layout " + to_string(plan_strategy{*layout}) + " shards its weights with FSDP (fsdp=1), torchtitan's; " +
                 "plan with --engine megatron for Megatron-LM's distributed optimizer");
   const int microbatches = c.pipeline ? c.pipeline->shape.microbatches : c.plan.microbatches;
-  const engine_layout l = resolve_layout(*layout, mesh, batch, microbatches, c.plan.recompute);
+  engine_layout l = resolve_layout(*layout, mesh, batch, microbatches, c.plan.recompute);
+  set_stage_layers(l, c, e);
   const std::string launcher =
       "torchrun --nnodes " + std::to_string(std::max<std::int64_t>(1, mesh.devices() / std::max(1, devices_per_node))) +
       " --nproc-per-node " + std::to_string(std::min<std::int64_t>(mesh.devices(), std::max(1, devices_per_node)));

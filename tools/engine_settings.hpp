@@ -59,7 +59,28 @@ struct engine_layout {
   int microbatches = 1;         ///< per step (gradient accumulation x pipeline micro-batches)
   std::int64_t micro_batch = 0; ///< sequences per data-parallel rank per micro-batch
   recompute_mode recompute = recompute_mode::none;
+  int first_stage_layers = 0, last_stage_layers = 0;  ///< an uneven pipeline's first and last stage (0: even)
+  std::vector<int> stage_layers;  ///< layers per pipeline stage as planned (empty: none or even)
 };
+
+/// torchtitan's split of `layers` over `stages` with the first and last stage `in` and `out`
+/// layers lighter (torchtitan 0.3.0, torchtitan/distributed/pipeline_parallel.py: (layers + in +
+/// out) / stages each, the remainder one more to each of the first stages, less in and out at the ends).
+inline std::vector<int> torchtitan_split(int layers, int stages, int in, int out) {
+  const int effective = layers + in + out, per = effective / stages, extra = effective % stages;
+  std::vector<int> r;
+  for (int k = 0; k < stages; ++k) r.push_back(per + (k < extra ? 1 : 0) - (k == 0 ? in : 0) - (k == stages - 1 ? out : 0));
+  return r;
+}
+
+/// The first and last stages' lighter counts (pipeline_parallel_first/last_stage_less_layers)
+/// that make torchtitan split `layers` as `split`, or nullopt where none does.
+inline std::optional<std::pair<int, int>> torchtitan_less_layers(const std::vector<int>& split, int layers) {
+  for (int in = 0; in <= layers; ++in)
+    for (int out = 0; out <= layers; ++out)
+      if (torchtitan_split(layers, int(split.size()), in, out) == split) return std::pair{in, out};
+  return std::nullopt;
+}
 
 /// The layout of knobs m on `mesh` for a step of `batch` in `microbatches` micro-batches.
 /// Throws error where the batch does not split into whole per-rank micro-batches.
@@ -134,6 +155,9 @@ inline std::vector<engine_flag> megatron_flags(const engine_layout& l, const lla
   if (l.knobs.sp && l.tp > 1) f.push_back({"--sequence-parallel", ""});
   if (l.knobs.dopt) f.push_back({"--use-distributed-optimizer", ""});
   if (l.vpp > 1) f.push_back({"--num-layers-per-virtual-pipeline-stage", std::to_string(c.layers / (l.pp * l.vpp))});
+  if (l.first_stage_layers > 0)
+    f.insert(f.end(), {{"--decoder-first-pipeline-num-layers", std::to_string(l.first_stage_layers)},
+                       {"--decoder-last-pipeline-num-layers", std::to_string(l.last_stage_layers)}});
   f.insert(f.end(), {{"--micro-batch-size", std::to_string(l.micro_batch)}, {"--global-batch-size", std::to_string(l.global_batch)}});
   if (l.recompute == recompute_mode::selective) f.push_back({"--recompute-granularity", "selective"});
   if (l.recompute == recompute_mode::full)
@@ -176,10 +200,19 @@ inline std::vector<engine_flag> torchtitan_flags(const engine_layout& l, const l
                              {"--parallelism.tensor_parallel_degree", std::to_string(l.tp)},
                              {"--parallelism.context_parallel_degree", std::to_string(l.cp)},
                              {"--parallelism.pipeline_parallel_degree", std::to_string(l.pp)}};
-  if (l.pp > 1)
+  if (l.pp > 1) {
+    const int layers = int(c.layers), stages = l.pp * l.vpp;
+    const std::vector<int> split = l.stage_layers.empty() || l.vpp > 1 ? std::vector<int>(std::size_t(stages), layers / stages)
+                                                                         : l.stage_layers;
+    const std::optional<std::pair<int, int>> less = torchtitan_less_layers(split, layers);
+    if (!less) throw error("no first and last stage counts make torchtitan split the layers as the plan's stages hold them");
     f.insert(f.end(), {{"--parallelism.pipeline_parallel_schedule", l.vpp > 1 ? "Interleaved1F1B" : "1F1B"},
-                       {"--parallelism.pipeline_parallel_layers_per_stage", std::to_string(c.layers / (l.pp * l.vpp))},
+                       {"--parallelism.pipeline_parallel_first_stage_less_layers", std::to_string(less->first)},
+                       {"--parallelism.pipeline_parallel_last_stage_less_layers", std::to_string(less->second)},
                        {"--parallelism.pipeline_parallel_microbatch_size", std::to_string(l.micro_batch)}});
+    if (l.vpp > 1)  // looped: pp x vpp stages of this many layers
+      f.push_back({"--parallelism.pipeline_parallel_layers_per_stage", std::to_string(layers / stages)});
+  }
   const std::int64_t local = l.pp > 1 ? l.global_batch / l.dp : l.micro_batch;
   f.insert(f.end(), {{"--training.local_batch_size", std::to_string(local)},
                      {"--training.global_batch_size", std::to_string(l.global_batch)},

@@ -141,6 +141,20 @@ inline chosen_plan chosen_of(megatron_layout_plan&& m, const plan_strategy& s) {
   return r;
 }
 
+// Layout m planned again as --strategy plans its knobs (plan_searched; the descent prices each
+// point against the best so far and may keep another pipeline cut), and the faster of the two
+// where both fit; its strategy the knobs.
+inline chosen_plan layout_planned_again(megatron_layout_plan&& m, const std::function<graph(int)>& build, std::int64_t batch,
+                                        const plan_options& o, const step_settings& pin, std::uint64_t seed) {
+  const plan_strategy knobs{m.knobs};
+  step_settings quiet = pin;  // runner-ups and the gap are the caller's
+  quiet.with_gap = quiet.runner_ups = false;
+  chosen_plan again = plan_searched(build, batch, o, knobs, quiet, seed);
+  const plan_result& a = again.plan.result;
+  if (a.feasible && (!m.feasible || a.time < m.time * (1 - 1e-9))) return again;
+  return chosen_of(std::move(m), knobs);
+}
+
 inline chosen_plan plan_with_megatron_layouts(const std::function<graph(int)>& build, std::int64_t batch,
                                               const plan_options& o, const plan_strategy& s, step_settings pin,
                                               std::uint64_t seed, bool interleaved) {
@@ -151,19 +165,22 @@ inline chosen_plan plan_with_megatron_layouts(const std::function<graph(int)>& b
     std::optional<megatron_layout_plan> t = megatron_layouts_after(c, build, batch, o, pin, seed, interleaved, true);
     if (t && (!m || autoddl::detail::better_megatron(*t, *m))) m = std::move(t);
   }
-  const bool better = m && m->feasible && (!c.plan.result.feasible || m->time < c.plan.result.time * (1 - 1e-9));
-  if (!better) {
-    if (m)
-      c.plan.result.notes.push_back(fmt::format("{}'s layouts: {} priced, the best ({}) takes {}{}",
-                                                m->knobs.fsdp ? "torchtitan" : "Megatron-LM", m->points,
-                                                to_string(plan_strategy{m->knobs}), seconds(m->time),
-                                                m->feasible ? "" : " and is over the memory limit"));
+  if (!m) return c;
+  const int points = m->points;
+  const strategy::megatron knobs = m->knobs;
+  chosen_plan best = layout_planned_again(std::move(*m), build, batch, o, pin, seed);
+  const plan_result& b = best.plan.result;
+  if (!b.feasible || (c.plan.result.feasible && b.time >= c.plan.result.time * (1 - 1e-9))) {
+    c.plan.result.notes.push_back(fmt::format("{}'s layouts: {} priced, the best ({}) takes {}{}",
+                                              knobs.fsdp ? "torchtitan" : "Megatron-LM", points,
+                                              to_string(plan_strategy{knobs}), seconds(b.time),
+                                              b.feasible ? "" : " and is over the memory limit"));
     return c;
   }
   const double own = c.plan.result.time;
   const bool own_fits = c.plan.result.feasible;
-  const std::string knobs = to_string(plan_strategy{m->knobs});
-  chosen_plan r = chosen_of(std::move(*m), s);
+  chosen_plan r = std::move(best);
+  r.plan.result.strategy = s;
   if (pin.runner_ups) attach_runner_ups(*r.plan.problem, r.plan.result);
   if (pin.with_gap && r.pipeline) attach_optimal_gap(*r.plan.problem, seed, r.plan.result, /*adopt=*/false);
   else if (pin.with_gap) {
@@ -175,7 +192,8 @@ inline chosen_plan plan_with_megatron_layouts(const std::function<graph(int)>& b
       "the fastest plan found is {}'s layout {} (the best of {} megatron layouts priced: tp, pp, cp, vpp, mbs "
       "and recompute searched, {} and sequence parallelism on); the layout search's own best takes "
       "{}{}",
-      m->knobs.fsdp ? "torchtitan" : "Megatron-LM", knobs, m->points, m->knobs.fsdp ? "FSDP" : "distributed optimizer",
+      knobs.fsdp ? "torchtitan" : "Megatron-LM", to_string(plan_strategy{knobs}), points,
+      knobs.fsdp ? "FSDP" : "distributed optimizer",
       seconds(own), own_fits ? "" : " and is over the memory limit"));
   return r;
 }

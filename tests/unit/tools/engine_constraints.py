@@ -6,7 +6,8 @@ megatron-core's TransformerConfig.__post_init__ and its micro-batch calculator),
   2. tp divides the attention heads
   3. tp divides the query groups or is a multiple of them
   4. --sequence-parallel only with tp > 1 (arguments.py turns it off at tp = 1)
-  5. pp divides the layers; with --num-layers-per-virtual-pipeline-stage, that divides layers / pp
+  5. pp divides the layers, or --decoder-first/last-pipeline-num-layers leave the middle stages
+     equal; with --num-layers-per-virtual-pipeline-stage, that divides layers / pp
   6. the global batch is a whole number of micro-batches of --micro-batch-size on each of dp ranks
   7. the sequence is a multiple of 2 x cp (cp > 1)
   8. ep divides the experts, and ep x etp divides tp x cp x dp (the expert ranks fold onto them)
@@ -20,7 +21,7 @@ import subprocess
 import sys
 
 plan = sys.argv[1]
-cases = int(sys.argv[2]) if len(sys.argv) > 2 else 16
+cases = int(sys.argv[2]) if len(sys.argv) > 2 else 24
 seed = 52
 rng = random.Random(seed)
 meshes = ["2", "4", "6", "8", "2x2", "2x4", "4x2", "3x4", "2x2x2", "4x4"]
@@ -40,7 +41,11 @@ def broken_rules(f, devices, experts):
         broken.append("3: tp neither divides nor is a multiple of the query groups")
     if f.get("--sequence-parallel") and tp == 1:
         broken.append("4: sequence parallelism at tp = 1")
-    if layers % pp:
+    first, last = f.get("--decoder-first-pipeline-num-layers"), f.get("--decoder-last-pipeline-num-layers")
+    if first is not None and (pp < 2 or first < 1 or last < 1 or
+                              (pp > 2 and (layers - first - last) % (pp - 2)) or (pp == 2 and first + last != layers)):
+        broken.append("5: the first and last stages' layers leave the middle stages unequal")
+    if first is None and layers % pp:
         broken.append("5: pp does not divide the layers")
     per_chunk = f.get("--num-layers-per-virtual-pipeline-stage")
     if per_chunk and (layers // pp) % per_chunk:

@@ -5,8 +5,8 @@ sequence parallelism and pipeline splits), DistributedDataParallelConfig and mic
 each flag mapped to its field as Megatron-LM's arguments.py maps it (core_v0.16.1: a flag is its
 field's name with dashes, a default-true bool is --disable-<name>, and the few it declares by hand
 below); torchtitan's overrides build torchtitan's own ParallelismConfig and TrainingConfig. Each
-must carry the plan's degrees, and re-planning the emitted flags as --strategy megatron:... must
-give the same predicted step. Exit 77 (skipped) with the reason where .venv or a package is missing.
+must carry the plan's degrees, and re-planning the emitted settings as --strategy megatron:... (for
+torchtitan's, with fsdp=1) must give the same predicted step. Exit 77 (skipped) with the reason where .venv or a package is missing.
 
 Usage: engine_settings.py AUTODDL_PLAN VENV_PYTHON"""
 import json
@@ -29,7 +29,9 @@ by_hand = {"--num-experts": "num_moe_experts", "--swiglu": None, "--group-query-
            "--seq-length": None, "--max-position-embeddings": None, "--vocab-size": None,
            "--make-vocab-size-divisible-by": None, "--use-distributed-optimizer": None,
            "--num-layers-per-virtual-pipeline-stage": None, "--micro-batch-size": None, "--global-batch-size": None,
-           "--moe-aux-loss-coeff": "moe_aux_loss_coeff"}
+           "--moe-aux-loss-coeff": "moe_aux_loss_coeff",
+           "--decoder-first-pipeline-num-layers": "num_layers_in_first_pipeline_stage",
+           "--decoder-last-pipeline-num-layers": "num_layers_in_last_pipeline_stage"}
 fields = TransformerConfig.__dataclass_fields__
 out = []
 for case in cases:
@@ -144,9 +146,19 @@ def replanned(plan, plans, h100):
     """The emitted Megatron-LM flags re-planned as --strategy megatron:... give the same predicted step."""
     failures = []
     for name, (args, j) in plans.items():
-        if j["emit"]["engine"] != "megatron":
-            continue
         f = j["emit"]["settings"]
+        if j["emit"]["engine"] == "torchtitan":
+            tp, pp = f["--parallelism.tensor_parallel_degree"], f["--parallelism.pipeline_parallel_degree"]
+            knobs = [f"tp={tp}", f"pp={pp}", f"cp={f['--parallelism.context_parallel_degree']}",
+                     f"mbs={f.get('--parallelism.pipeline_parallel_microbatch_size', f['--training.local_batch_size'])}",
+                     f"recompute={j['emit']['activation_checkpoint']}"]
+            if tp > 1: knobs.append("sp=1")
+            if "--parallelism.pipeline_parallel_layers_per_stage" in f:
+                layers = {"llama3_8b": 32, "llama3_70b": 80, "llama3_405b": 126}[f["--config"]]
+                knobs.append(f"vpp={layers // pp // f['--parallelism.pipeline_parallel_layers_per_stage']}")
+            if f["--parallelism.data_parallel_shard_degree"] > 1: knobs.append("fsdp=1")
+            failures += same_step(plan, name, args, j, "megatron:" + ",".join(knobs), h100)
+            continue
         knobs = [f"tp={f['--tensor-model-parallel-size']}", f"pp={f['--pipeline-model-parallel-size']}",
                  f"cp={f['--context-parallel-size']}", f"mbs={f['--micro-batch-size']}",
                  f"recompute={f.get('--recompute-granularity', 'none')}"]
@@ -156,19 +168,21 @@ def replanned(plan, plans, h100):
             knobs.append(f"vpp={f['--num-layers'] // f['--pipeline-model-parallel-size'] // f['--num-layers-per-virtual-pipeline-stage']}")
         if "--expert-model-parallel-size" in f:
             knobs += [f"ep={f['--expert-model-parallel-size']}", f"etp={f['--expert-tensor-parallel-size']}"]
-        strategy = "megatron:" + ",".join(knobs)
-        base = [a for i, a in enumerate(args) if a not in ("--engine", "--emit") and args[i - 1] not in ("--engine", "--emit")]
-        r = subprocess.run([plan, *base, "--strategy", strategy, *h100], capture_output=True, text=True, timeout=600)
-        if r.returncode != 0:
-            failures.append(f"{name}: --strategy {strategy} exits {r.returncode}: {r.stderr.strip()}")
-            continue
-        again = json.loads(r.stdout)["predicted_step_s"]
-        same = abs(again - j["predicted_step_s"]) <= 1e-9 * j["predicted_step_s"]
-        print(f"{'ok  ' if same else 'FAIL'} {name}: --strategy {strategy} predicts {again:.6f} s, the engine plan "
-              f"{j['predicted_step_s']:.6f} s")
-        if not same:
-            failures.append(f"{name}: re-planned flags predict {again} s, not {j['predicted_step_s']} s")
+        failures += same_step(plan, name, args, j, "megatron:" + ",".join(knobs), h100)
     return failures
+
+
+def same_step(plan, name, args, j, strategy, h100):
+    """The engine plan j re-planned as --strategy `strategy`: [] where it predicts the same step."""
+    base = [a for i, a in enumerate(args) if a not in ("--engine", "--emit") and args[i - 1] not in ("--engine", "--emit")]
+    r = subprocess.run([plan, *base, "--strategy", strategy, *h100], capture_output=True, text=True, timeout=600)
+    if r.returncode != 0:
+        return [f"{name}: --strategy {strategy} exits {r.returncode}: {r.stderr.strip()}"]
+    again = json.loads(r.stdout)["predicted_step_s"]
+    same = abs(again - j["predicted_step_s"]) <= 1e-9 * j["predicted_step_s"]
+    print(f"{'ok  ' if same else 'FAIL'} {name}: --strategy {strategy} predicts {again:.6f} s, the engine plan "
+          f"{j['predicted_step_s']:.6f} s")
+    return [] if same else [f"{name}: re-planned settings predict {again} s, not {j['predicted_step_s']} s"]
 
 
 main()
