@@ -30,6 +30,7 @@
 #include "autoddl/search/micro_batches.hpp"
 #include "autoddl/search/plan_file.hpp"
 #include "autoddl/search/svg.hpp"
+#include "engine_plan.hpp"
 #include "pipeline_report.hpp"
 #include "plan_report.hpp"
 #include "support/cli.hpp"
@@ -67,6 +68,7 @@ struct plan_cli {
   std::optional<std::string> memory;  ///< --memory-limit as given ("" is refused, not ignored)
   std::vector<std::string> diff;
   std::string check;
+  std::string engine = "autoddl", emit;  ///< --engine, --emit
   bool json = false, no_overlap = false, all_ops = false, allow_over_limit = false;
   bool hardware_given = false, mesh_given = false, dtype_given = false;  ///< --hardware, --mesh, --dtype given
   std::uint64_t seed = 1;
@@ -92,6 +94,10 @@ void add_options(CLI::App& app, plan_cli& c) {
   app.add_option("--memory-limit", c.memory, "bytes per device, e.g. 32GiB (default: the device's memory less a 10 % reserve)");
   app.add_option("--strategy", c.strategy,
                  std::string(autoddl::tools::strategies_help) + ", exact or exhaustive");
+  app.add_option("--engine", c.engine,
+                 "autoddl (default: every layout), megatron or torchtitan: auto searches only the layouts that engine runs");
+  app.add_option("--emit", c.emit,
+                 "megatron or torchtitan: print the settings that launch the plan on that engine (also written to --out)");
   app.add_option("--microbatches", c.microbatches,
                  "micro-batches per step (gradient accumulation): auto or a divisor of the batch");
   app.add_option("--recompute", c.recompute, autoddl::tools::recompute_help);
@@ -187,10 +193,13 @@ compared_plans compare_plans(const plan_cli& c, const graph_builder& build, std:
 }
 
 void print_plan(const plan_cli& c, const plan_problem& problem, const plan_result& r, const std::optional<pipeline_plan>& pipe,
-                const autoddl::tools::plan_peak& peak, const std::vector<plan_row>& rows, const compared_plans& cmp) {
+                const autoddl::tools::plan_peak& peak, const std::vector<plan_row>& rows, const compared_plans& cmp,
+                const std::string& engine = "autoddl", const nlohmann::json& emitted = nullptr) {
   if (c.json) {
     auto j = plan_json(problem, r, peak, rows, c.model, c.hardware);
     autoddl::tools::add_pipeline_json(j, pipe, problem.model());
+    j["engine"] = engine;
+    if (!emitted.is_null()) j["emit"] = emitted;
     if (!cmp.plans.empty() || !cmp.not_applicable.empty()) {
       nlohmann::json all = nlohmann::json::object();
       for (std::size_t k = 0; k < cmp.plans.size(); ++k) {
@@ -219,6 +228,9 @@ void print_plan(const plan_cli& c, const plan_problem& problem, const plan_resul
                                  si(peak.limit, "B") + ")");
   }
   for (const auto& [name, why] : cmp.not_applicable) fmt::print("vs {:<9} not applicable: {}\n", name, why);
+  if (!emitted.is_null())
+    fmt::print("\n{} settings of layout {} ({}):\n{}", emitted["engine"].get<std::string>(), emitted["layout"].get<std::string>(),
+               emitted["version"].get<std::string>(), emitted["command"].get<std::string>());
 }
 
 // A plan file's "parallelism" object (written by --out; null in a file without it).
@@ -457,8 +469,15 @@ int plan_model(plan_cli c) {
   const step_settings pin = pinned_settings(c);
   const std::int64_t batch = graph_batch(load_model(c.model));
   const graph_builder build = [&](int m) { return load_model(c.model, m); };
+  const autoddl::tools::engine engine = autoddl::tools::parse_engine(c.engine, "--engine");
+  if (engine != autoddl::tools::engine::autoddl && !std::holds_alternative<strategy::automatic>(chosen))
+    throw error("--engine " + c.engine + " picks among that engine's layouts, but --strategy " + c.strategy +
+                " pins one; leave one of them out");
+  if (!c.emit.empty()) autoddl::tools::parse_engine(c.emit, "--emit");
   // pipelines: megatron pp > 1, and auto across nodes (pipeline_report.hpp)
-  autoddl::tools::chosen_plan chosen_plan = autoddl::tools::plan_with_pipelines(build, batch, o, chosen, pin, c.seed);
+  autoddl::tools::chosen_plan chosen_plan =
+      engine == autoddl::tools::engine::autoddl ? autoddl::tools::plan_with_pipelines(build, batch, o, chosen, pin, c.seed)
+                                                : autoddl::tools::plan_for_engine(engine, build, batch, o, pin, c.seed);
   if (std::holds_alternative<strategy::automatic>(chosen)) add_one_axis_note(chosen_plan.plan.result, o);
   chosen_plan.plan.result.notes.insert(chosen_plan.plan.result.notes.begin(), input_notes.begin(), input_notes.end());
   const micro_batched_plan& best = chosen_plan.plan;
@@ -467,15 +486,21 @@ int plan_model(plan_cli c) {
   const plan_problem& problem = *best.problem;
   const auto rows = plan_rows(problem, best.result);
   const autoddl::tools::plan_peak peak = autoddl::tools::peak_of(problem, best.result, chosen_plan.pipeline, o);
+  nlohmann::json emitted;  // --emit's settings: checked before anything is written
+  if (!c.emit.empty())
+    emitted = autoddl::tools::emitted_settings(autoddl::tools::parse_engine(c.emit, "--emit"), chosen_plan, c.model, o.mesh,
+                                               batch, c.dtype, o.hw.devices_per_node);
   if (!c.out.empty()) {
     nlohmann::json file = autoddl::tools::plan_file_of(problem, best.result, chosen_plan.pipeline, peak, c.model, c.hardware, o.mesh);
+    file["engine"] = c.engine;
+    if (!emitted.is_null()) file["emit"] = emitted;
     add_model_identity(file, c.model, c.out);  // its content hash, and a model file's path beside the plan
     write_file(c.out, "the plan", file.dump(1) + "\n");
   }
   if (!c.svg.empty())
     write_file(c.svg, "the picture",
                plan_svg(problem, best.result, rows, cmp.plans, autoddl::tools::svg_stages_of(chosen_plan.pipeline), peak.bytes));
-  print_plan(c, problem, best.result, chosen_plan.pipeline, peak, rows, cmp);
+  print_plan(c, problem, best.result, chosen_plan.pipeline, peak, rows, cmp, c.engine, emitted);
   std::fflush(stdout);
   if (best.result.feasible || c.allow_over_limit) return 0;
   return over_limit(c, to_string(chosen), peak.bytes, peak.limit, build, batch, o, pin);

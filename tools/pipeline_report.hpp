@@ -34,6 +34,7 @@ namespace autoddl::tools {
 struct chosen_plan {
   micro_batched_plan plan;
   std::optional<pipeline_plan> pipeline;
+  std::optional<strategy::megatron> megatron_layout;  ///< the Megatron-LM layout the plan is, where it is one
 };
 
 namespace detail {
@@ -75,13 +76,16 @@ inline chosen_plan plan_searched(const std::function<graph(int)>& build, std::in
   if (pipeline_stages(s) > 1) {
     chosen_plan c = detail::from_pipeline(plan_megatron_pipeline(build, batch, o, s, pin, seed));
     c.plan.result.strategy = s;
+    c.megatron_layout = std::get<strategy::megatron>(s);
     return c;
   }
+  if (const auto* m = std::get_if<strategy::megatron>(&s))
+    return chosen_plan{plan_micro_batched(build, batch, o, s, pin, seed), std::nullopt, *m};
   const bool piping = std::holds_alternative<strategy::automatic>(s) && detail::outer_axis_between_nodes(o);
   step_settings flat_pin = pin;
   flat_pin.with_gap = pin.with_gap && !piping;  // the plan without a pipeline gets its gap
   flat_pin.runner_ups = pin.runner_ups && !piping;  // and runner-ups only if it is kept
-  chosen_plan c{plan_micro_batched(build, batch, o, s, flat_pin, seed), std::nullopt};
+  chosen_plan c{plan_micro_batched(build, batch, o, s, flat_pin, seed), std::nullopt, std::nullopt};
   if (!piping) return c;
   std::optional<pipeline_plan> p = search_pipeline(build, batch, o, pin, seed);
   const bool keep_flat = !p || !p->feasible || (c.plan.result.feasible && c.plan.result.time <= p->time);
@@ -109,37 +113,88 @@ inline chosen_plan plan_searched(const std::function<graph(int)>& build, std::in
 
 namespace detail {
 
+// The descent over Megatron-LM's layouts that auto takes its last starts from, after the layout
+// search's own plan c (its pipeline's stage count the descent's first).
+inline std::optional<megatron_layout_plan> megatron_layouts_after(const chosen_plan& c, const std::function<graph(int)>& build,
+                                                                   std::int64_t batch, const plan_options& o,
+                                                                   step_settings pin, std::uint64_t seed, bool interleaved,
+                                                                   bool torchtitan = false) {
+  megatron_layout_space space;
+  space.pipelines = detail::outer_axis_between_nodes(o);
+  space.interleaved = interleaved;
+  space.torchtitan = torchtitan;
+  space.first_stages = c.pipeline ? c.pipeline->shape.stages : 1;
+  return search_megatron_layouts(build, batch, o, pin, seed, space);
+}
+
+// Whether g routes to no experts (torchtitan's layouts are searched for dense models).
+inline bool dense(const graph& g) {
+  return std::none_of(g.ops.begin(), g.ops.end(),
+                      [](const op_node& n) { return n.kind == op_kind::experts || n.kind == op_kind::routed_experts; });
+}
+
+// The chosen plan of layout m (a pipeline or not), its strategy s.
+inline chosen_plan chosen_of(megatron_layout_plan&& m, const plan_strategy& s) {
+  chosen_plan r = m.pipeline ? detail::from_pipeline(std::move(*m.pipeline)) : chosen_plan{std::move(*m.flat), std::nullopt, {}};
+  r.plan.result.strategy = s;
+  r.megatron_layout = m.knobs;
+  return r;
+}
+
+// Layout m planned again as --strategy plans its knobs (plan_searched; the descent prices each
+// point against the best so far and may keep another pipeline cut), and the faster of the two
+// where both fit; its strategy the knobs.
+inline chosen_plan layout_planned_again(megatron_layout_plan&& m, const std::function<graph(int)>& build, std::int64_t batch,
+                                        const plan_options& o, const step_settings& pin, std::uint64_t seed) {
+  const plan_strategy knobs{m.knobs};
+  step_settings quiet = pin;  // runner-ups and the gap are the caller's
+  quiet.with_gap = quiet.runner_ups = false;
+  chosen_plan again = plan_searched(build, batch, o, knobs, quiet, seed);
+  const plan_result& a = again.plan.result;
+  if (a.feasible && (!m.feasible || a.time < m.time * (1 - 1e-9))) return again;
+  return chosen_of(std::move(m), knobs);
+}
+
 inline chosen_plan plan_with_megatron_layouts(const std::function<graph(int)>& build, std::int64_t batch,
                                               const plan_options& o, const plan_strategy& s, step_settings pin,
                                               std::uint64_t seed, bool interleaved) {
   chosen_plan c = detail::plan_searched(build, batch, o, s, pin, seed);
   if (!std::holds_alternative<strategy::automatic>(s)) return c;
-  megatron_layout_space space;
-  space.pipelines = detail::outer_axis_between_nodes(o);
-  space.interleaved = interleaved;
-  space.first_stages = c.pipeline ? c.pipeline->shape.stages : 1;
-  std::optional<megatron_layout_plan> m = search_megatron_layouts(build, batch, o, pin, seed, space);
-  const bool better = m && m->feasible && (!c.plan.result.feasible || m->time < c.plan.result.time * (1 - 1e-9));
-  if (!better) {
-    if (m)
-      c.plan.result.notes.push_back(fmt::format("Megatron-LM's layouts: {} priced, the best ({}) takes {}{}", m->points,
-                                                to_string(plan_strategy{m->knobs}), seconds(m->time),
-                                                m->feasible ? "" : " and is over the memory limit"));
+  std::optional<megatron_layout_plan> m = megatron_layouts_after(c, build, batch, o, pin, seed, interleaved);
+  if (dense(build(1))) {  // torchtitan's layouts too (FSDP beside tensor parallelism): auto is never slower than they
+    std::optional<megatron_layout_plan> t = megatron_layouts_after(c, build, batch, o, pin, seed, interleaved, true);
+    if (t && (!m || autoddl::detail::better_megatron(*t, *m))) m = std::move(t);
+  }
+  if (!m) return c;
+  const int points = m->points;
+  const strategy::megatron knobs = m->knobs;
+  chosen_plan best = layout_planned_again(std::move(*m), build, batch, o, pin, seed);
+  const plan_result& b = best.plan.result;
+  if (!b.feasible || (c.plan.result.feasible && b.time >= c.plan.result.time * (1 - 1e-9))) {
+    c.plan.result.notes.push_back(fmt::format("{}'s layouts: {} priced, the best ({}) takes {}{}",
+                                              knobs.fsdp ? "torchtitan" : "Megatron-LM", points,
+                                              to_string(plan_strategy{knobs}), seconds(b.time),
+                                              b.feasible ? "" : " and is over the memory limit"));
     return c;
   }
   const double own = c.plan.result.time;
   const bool own_fits = c.plan.result.feasible;
-  const std::string knobs = to_string(plan_strategy{m->knobs});
-  chosen_plan r = m->pipeline ? detail::from_pipeline(std::move(*m->pipeline)) : chosen_plan{std::move(*m->flat), std::nullopt};
+  chosen_plan r = std::move(best);
   r.plan.result.strategy = s;
   if (pin.runner_ups) attach_runner_ups(*r.plan.problem, r.plan.result);
   if (pin.with_gap && r.pipeline) attach_optimal_gap(*r.plan.problem, seed, r.plan.result, /*adopt=*/false);
-  else if (pin.with_gap) adopt_exact_where_it_fits(r.plan, seed);
+  else if (pin.with_gap) {
+    const std::vector<int> megatron_picks = r.plan.result.pick;
+    adopt_exact_where_it_fits(r.plan, seed);
+    if (r.plan.result.pick != megatron_picks) r.megatron_layout.reset();  // the exact reference moved ops off it
+  }
   r.plan.result.notes.push_back(fmt::format(
-      "the fastest plan found is Megatron-LM's layout {} (the best of {} megatron layouts priced: tp, pp, cp, vpp, mbs "
-      "and recompute searched, distributed optimizer and sequence parallelism on); the layout search's own best takes "
+      "the fastest plan found is {}'s layout {} (the best of {} megatron layouts priced: tp, pp, cp, vpp, mbs "
+      "and recompute searched, {} and sequence parallelism on); the layout search's own best takes "
       "{}{}",
-      knobs, m->points, seconds(own), own_fits ? "" : " and is over the memory limit"));
+      knobs.fsdp ? "torchtitan" : "Megatron-LM", to_string(plan_strategy{knobs}), points,
+      knobs.fsdp ? "FSDP" : "distributed optimizer",
+      seconds(own), own_fits ? "" : " and is over the memory limit"));
   return r;
 }
 
@@ -233,7 +288,7 @@ inline chosen_plan plan_of_file(const plan_file& f, const std::string& spec, con
   layouts.result = result_of(*layouts.problem, pick_of(*layouts.problem, f), strategy);
   price_peak(layouts);
   if (f.stages > 1) return file_pipeline(std::move(layouts), f, base);
-  return chosen_plan{std::move(layouts), std::nullopt};
+  return chosen_plan{std::move(layouts), std::nullopt, std::nullopt};
 }
 
 /// Stage i's ops as the reports name them: "first op .. last op".

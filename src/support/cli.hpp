@@ -80,7 +80,7 @@ inline constexpr const char* default_hardware = "cpu-local";
 /// The strategies --strategy takes in both programs, for their help (each adds the exact ones
 /// it runs).
 inline constexpr const char* strategies_help =
-    "auto, dp (also spelled ddp), megatron[:tp=T,pp=P,cp=C,dp=D,mbs=B,recompute=R,sp=1,vpp=V,dopt=1,ep=E,etp=T], "
+    "auto, dp (also spelled ddp), megatron[:tp=T,pp=P,cp=C,dp=D,mbs=B,recompute=R,sp=1,vpp=V,dopt=1,ep=E,etp=T,fsdp=1], "
     "zero[:stage=1|2|3] (zero alone is stage 3, also spelled fsdp), owt (one weird trick: data-parallel convolutions, "
     "model-parallel fully connected layers), 2d";
 

@@ -109,6 +109,7 @@ struct expert_knobs {
   int zero_stage = 3;              ///< ZeRO's stage: 1 optimizer state sharded, 2 and gradients, 3 and parameters
   int cp_axis = -1;                ///< megatron's context-parallel axis, -1: none
   bool sharded_optimizer = false;  ///< megatron's dopt=1: each parameter updated in slices (zero_stage is then 1)
+  bool sharded_params = false;     ///< megatron's fsdp=1: each parameter stored sharded on its replicas (ZeRO-3's)
   detail::moe_rules moe{};         ///< megatron's ep and etp as layout rules
 };
 
@@ -281,6 +282,7 @@ struct expert_storage_rule {
   expert e;
   int zero_stage;
   bool sharded_optimizer = false;  ///< megatron dopt=1: ZeRO-1's updates on megatron's storage
+  bool sharded_params = false;     ///< megatron fsdp=1: ZeRO-3's storage on megatron's compute layouts
   bool zero_12() const { return (e == expert::zero && zero_stage < 3) || sharded_optimizer; }
   // memo per parameter: (compute layout, pick); a parameter meets few distinct compute layouts,
   // while its op's candidates and edges ask for them many times
@@ -296,7 +298,8 @@ struct expert_storage_rule {
   }
   int compute(int p, const nd_sbp& comp) const {
     const tensor_shape& shape = at(problem.model().params, p).shape;
-    const nd_sbp want = expert_storage(e == expert::zero && zero_12() ? expert::dp : e, comp, shape, problem.options().mesh);
+    const expert kind = sharded_params ? expert::zero : e == expert::zero && zero_12() ? expert::dp : e;
+    const nd_sbp want = expert_storage(kind, comp, shape, problem.options().mesh);
     const nd_sbp update = zero_12() ? zero_shard(want, shape, problem.options().mesh) : want;
     // a tied weight's gradient contributions are summed, then synchronised once (DDP, Megatron-LM);
     // ZeRO-1 sums every gradient whole, then reduce-scatters it; ZeRO-2 as backward makes it, but
@@ -313,21 +316,54 @@ struct expert_storage_rule {
   }
 };
 
+// Whether op i is a linear whose output a cross-entropy reads as its logits (the output layer).
+inline bool feeds_loss(const graph& g, int i) {
+  if (at(g.ops, i).kind != op_kind::linear) return false;
+  for (std::size_t j = 0; j < g.ops.size(); ++j)
+    if (g.ops[j].kind == op_kind::cross_entropy && !g.op_inputs[j].empty() && g.op_inputs[j][0].op == i) return true;
+  return false;
+}
+
 // Megatron-LM's pairing (Shoeybi et al. 2019, section 3): a linear of a repeated block whose
 // input arrives split on its last dim on the tensor-parallel axis (the output of a
 // column-parallel linear, through the attention core or GeLU) is row-parallel (W [in, out]
 // split on in, S(0)); every other linear of a block is column-parallel (split on out, S(1)).
-// GPT: q, k, v and mlp.fc column-parallel, attn.proj and mlp.proj row-parallel.
+// GPT: q, k, v and mlp.fc column-parallel, attn.proj and mlp.proj row-parallel. The output
+// layer whose logits a cross-entropy reads is column-parallel too (split on the vocabulary; W
+// [vocab, hidden] of a tied head on dim 0), its loss vocab-parallel (Shoeybi 2019, section 3:
+// "parallelize the input embedding and the output layer along the vocabulary dimension"), where
+// the tensor-parallel devices divide the vocabulary (Megatron-LM pads it to a multiple of them,
+// --make-vocab-size-divisible-by; a model here keeps its own, GPT-2's 50257 included, and its
+// head takes the cheapest split the candidates offer).
 // Returns the split W needs on the innermost axis, or nullopt where the rule says nothing.
 inline std::optional<sbp> megatron_weight_split(const plan_problem& problem, const std::vector<int>& pick, int op) {
   const graph& g = problem.model();
   const op_node& n = at(g.ops, op);
-  if (n.kind != op_kind::linear || at(g.block, op) < 0 || n.params.empty() || n.params[0].rank() != 2) return std::nullopt;
+  if (n.kind != op_kind::linear || n.params.empty() || n.params[0].rank() != 2) return std::nullopt;
+  if (at(g.block, op) < 0) {  // the output layer; a vocabulary the tensor-parallel devices do not divide: unsplit there
+    const int vocab_dim = n.attrs.transpose_w ? 0 : 1;
+    const int tensor_devices = problem.options().mesh[problem.options().mesh.size() - 1];
+    if (!feeds_loss(g, op) || n.params[0][vocab_dim] % tensor_devices != 0) return std::nullopt;
+    return S(vocab_dim);
+  }
   const tensor_ref in = at(g.op_inputs, op)[0];
   if (in.op < 0) return S(1);
   const nd_sbp& got = at(problem.op_candidate(in.op, at(pick, in.op)).outputs, in.index);
   const int tensor_axis = problem.options().mesh.size() - 1;
   return got[tensor_axis] == S(at(at(g.ops, in.op).outputs, in.index).rank() - 1) ? S(0) : S(1);
+}
+
+// Megatron-LM's cross-entropy reads the logits as the column-parallel output layer made them,
+// split on the vocabulary (its vocab-parallel loss): that split on the tensor-parallel axis where
+// the producer made it, nullopt for any other op.
+inline std::optional<sbp> megatron_loss_split(const plan_problem& problem, const std::vector<int>& pick, int op) {
+  const graph& g = problem.model();
+  if (at(g.ops, op).kind != op_kind::cross_entropy) return std::nullopt;
+  const tensor_ref in = at(g.op_inputs, op)[0];
+  if (in.op < 0) return std::nullopt;
+  const sbp vocab = S(at(at(g.ops, in.op).outputs, in.index).rank() - 1);
+  const nd_sbp& got = at(problem.op_candidate(in.op, at(pick, in.op)).outputs, in.index);
+  return got[problem.options().mesh.size() - 1] == vocab ? std::optional<sbp>(vocab) : std::nullopt;
 }
 
 // Whether op i is a linear whose output a router reads (its logits).
@@ -352,6 +388,7 @@ inline void expert_pick_op(const plan_problem& problem, expert e, const expert_k
   const std::optional<sbp> split =
       e == expert::megatron && !router_linear ? megatron_weight_split(problem, r.pick, i) : std::nullopt;
   const std::optional<nd_sbp> block = e == expert::two_d ? two_d_weight(problem, r.pick, i) : std::nullopt;
+  const std::optional<sbp> logits = e == expert::megatron ? megatron_loss_split(problem, r.pick, i) : std::nullopt;
   const bool fc = at(fc_region, i) != 0;
   const op_region region{router_linear, fc};
   for (int pass = 0; pass < 3 && at(r.pick, i) < 0; ++pass) {
@@ -360,6 +397,7 @@ inline void expert_pick_op(const plan_problem& problem, expert e, const expert_k
       if (pass < 2 && !obeys(e, at(g.ops, i), at(sigs, c), axes, knobs, region)) continue;
       if (pass < 2 && split && !(at(sigs, c).params[0][axes - 1] == *split)) continue;
       if (pass < 2 && block && !(at(sigs, c).params[0] == *block)) continue;
+      if (pass < 2 && logits && !(at(sigs, c).inputs[0][axes - 1] == *logits)) continue;
       if (pass == 0 && !prefers(e, problem, r.pick, i, at(sigs, c), fc)) continue;
       double score = cp.unary(i, c).serial_time();
       for (int k : in_edges) {
@@ -398,7 +436,7 @@ inline void expert_store_params(const plan_problem& problem, const expert_storag
 inline expert_plan make_expert_plan(const plan_problem& problem, expert e, const expert_knobs& knobs = {}) {
   const choice_problem& cp = problem.untied();
   const int zero_stage = knobs.sharded_optimizer ? 1 : knobs.zero_stage;
-  const detail::expert_storage_rule storage{problem, e, zero_stage, knobs.sharded_optimizer};
+  const detail::expert_storage_rule storage{problem, e, zero_stage, knobs.sharded_optimizer, knobs.sharded_params};
   if (storage.zero_12() && !(zero_stage == 1 ? problem.options().zero1_layouts : problem.options().zero2_layouts))
     detail::fail<layout_error>("zero:stage=" + detail::itos(zero_stage) + " needs ZeRO-" + detail::itos(zero_stage) +
                                "'s layouts in the problem (plan_options::zero" + detail::itos(zero_stage) +

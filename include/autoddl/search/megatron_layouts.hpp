@@ -14,7 +14,8 @@
 // at the given stage count and the two next to it on either side, and moves one knob one step
 // at a time to the best neighbour (fitting first, then faster) while that improves; where that
 // stops, a neighbour that is faster but over the memory limit is tried with one more step of
-// cp, pp or recomputation, and single moves go on from a better point so found; all within
+// cp, pp or recomputation, then one stage more or fewer with every interleaving, and single
+// moves go on from a better point so found; all within
 // max_points plans (a value the mesh, the batch, the sequence or Megatron-LM's rules on the model
 // (strategy_model.hpp: tp dividing the heads, pp x vpp the layers) do not take costs nothing and
 // is stepped over). Each point is an expert
@@ -43,6 +44,9 @@ struct megatron_layout_space {
   bool pipelines = true;    ///< pp > 1 (search_pipeline's condition: the outermost axis between nodes)
   bool interleaved = true;  ///< vpp > 1 (autoddl-train runs one chunk per device)
   int first_stages = 1;     ///< pp to start from (the layout search's own best pipeline, where it has one)
+  /// torchtitan's knobs instead of Megatron-LM's: FSDP (fsdp=1) in the distributed optimizer's
+  /// place, sequence parallelism with tensor parallelism, no expert parallelism
+  bool torchtitan = false;
 };
 
 /// The best megatron layout found: its strategy and its plan, a pipeline (pp > 1) or not.
@@ -74,7 +78,7 @@ class megatron_search {
  public:
   megatron_search(const std::function<graph(int)>& build, std::int64_t batch, const plan_options& base, step_settings pin,
                   std::uint64_t seed, const megatron_layout_space& space, int max_points)
-      : build_model_(build), batch_(batch), base_(base), seed_(seed), max_points_(max_points) {
+      : build_model_(build), batch_(batch), base_(base), seed_(seed), max_points_(max_points), torchtitan_(space.torchtitan) {
     build_ = [this](int m) { return graph(kept_graph(graphs_, build_model_, m)); };
     const mesh_shape& mesh = base.mesh;
     tps_ = divisors(mesh[mesh.size() - 1]);
@@ -104,6 +108,10 @@ class megatron_search {
     for (int d : {0, 1, -1, 2, -2})
       if (at_pp + d >= 0 && at_pp + d < sizes_[1]) eval({sizes_[0] - 1, at_pp + d, 0, 0, 0, r0});
     if (!best_) eval({sizes_[0] - 1, 0, 0, 0, 0, int(rs_.size()) - 1});  // no pipeline, full recomputation
+    // none of those splits the model (tp not dividing the heads, the batch not the data-parallel
+    // devices): the largest tp, then cp, that does, without a pipeline
+    for (int t = sizes_[0] - 1; t >= 0 && !best_; --t)
+      for (int c = 0; c < sizes_[2] && !best_; ++c) eval({t, 0, c, 0, 0, r0});
   }
 
   // One round from the best point. Whether the descent goes on.
@@ -133,6 +141,17 @@ class megatron_search {
           if (y[std::size_t(k)] >= 0 && y[std::size_t(k)] < sizes_[std::size_t(k)]) eval(y);
         }
     }
+    if (!(*best_ == from)) return true;
+    // Where that stops too: one pipeline stage more or fewer with every interleaving, a move of
+    // two knobs (Llama 3.1 70B on 8x8 at batch 128: from tp=4,pp=2,cp=2 to tp=4,pp=4,cp=2,vpp=5,
+    // whose bubble interleaving shrinks)
+    for (int step : {1, -1})
+      for (int v = 0; v < sizes_[3]; ++v) {
+        megatron_point y = from;
+        y[1] += step;
+        y[3] = v;
+        if (y[1] >= 0 && y[1] < sizes_[1]) eval(y);
+      }
     return !(*best_ == from);
   }
 
@@ -155,7 +174,9 @@ class megatron_search {
     m.mbs = at(mbss_, x[4]);  // 0: pin.microbatches
     m.recompute = at(rs_, x[5]);
     m.sp = m.tp > 1;
-    m.dopt = true;
+    m.dopt = !torchtitan_;
+    m.fsdp = torchtitan_;
+    if (torchtitan_) return m;
     // experts folded onto the tensor- and context-parallel devices where they divide, else onto
     // the tensor-parallel ones (Megatron-Core's MoE parallel folding)
     const int folded = m.tp * std::max(m.cp, 1);
@@ -239,6 +260,7 @@ class megatron_search {
   step_settings pin_;
   std::uint64_t seed_;
   int max_points_;
+  bool torchtitan_ = false;
   std::vector<int> tps_, pps_{1}, cps_{1, 2, 4, 8, 16}, vpps_{1}, mbss_;
   std::vector<recompute_mode> rs_{recompute_mode::none, recompute_mode::selective, recompute_mode::full};
   std::array<int, 6> sizes_{};

@@ -358,12 +358,12 @@ inline void check_expert_parallel(const graph& g, int ep) {
 inline void solve_expert(const plan_problem& problem, const plan_strategy& s, plan_result& r) {
   expert e = expert_of(s);
   const auto* mg = std::get_if<strategy::megatron>(&s);
-  if (mg && mg->tp == 1) e = expert::dp;  // no tensor parallelism: data parallel on every axis
+  if (mg && mg->tp == 1) e = mg->fsdp ? expert::zero : expert::dp;  // no tensor parallelism: data parallel on every axis
   const auto* z = std::get_if<strategy::zero>(&s);
   const int cp_axis = context_parallel_axis(s, problem.options().mesh);
   if (cp_axis >= 0) check_context_parallel(problem.model(), mg->cp);
   expert_knobs knobs{.sequence_parallel = mg && mg->sp, .zero_stage = z ? z->stage : 3, .cp_axis = cp_axis,
-                     .sharded_optimizer = mg && mg->dopt};
+                     .sharded_optimizer = mg && mg->dopt, .sharded_params = mg && mg->fsdp && mg->tp != 1};
   detail::moe_rules& moe = knobs.moe;
   if (mg) {
     moe.ep_axes = expert_parallel_axes(s, problem.options().mesh);

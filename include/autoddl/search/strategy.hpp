@@ -2,7 +2,7 @@
 // How a plan is chosen, as a value: the search (`strategy::automatic`), an expert plan spelled
 // with the experts' own knobs, or an exact reference. The command line and plan files write the
 // same values as text, parsed here and printed back by to_string:
-//   auto | dp | megatron[:tp=T,pp=P,cp=C,dp=D,mbs=B,recompute=none|selective|full,sp=1,vpp=V,dopt=1,ep=E,etp=T]
+//   auto | dp | megatron[:tp=T,pp=P,cp=C,dp=D,mbs=B,recompute=none|selective|full,sp=1,vpp=V,dopt=1,ep=E,etp=T,fsdp=1]
 //   | zero[:stage=1|2|3]
 //   | owt | 2d
 //   | exact | exhaustive
@@ -69,6 +69,9 @@ struct dp {
 ///   etp  expert tensor-parallel size (--expert-tensor-parallel-size): tp splits each expert's
 ///        width F on the tensor-parallel axis, 1 keeps experts whole there (the slots split).
 ///        0: tp, or 1 where ep = tp.
+///   fsdp each weight stored sharded over its data- and context-parallel replicas and gathered
+///        before use, its gradient reduce-scattered (ZeRO-3's layouts beside tensor parallelism:
+///        FSDP2 over torchtitan's data_parallel_shard_degree); not with dopt.
 /// With pp, dp is the data-parallel size of one stage: tp * cp * pp * dp == devices.
 struct megatron {
   int tp = 0;
@@ -82,6 +85,7 @@ struct megatron {
   bool dopt = false;
   int ep = 0;
   int etp = 0;
+  bool fsdp = false;
   friend constexpr bool operator==(const megatron&, const megatron&) = default;
 };
 /// ZeRO (Rajbhandari et al. 2020, "ZeRO: Memory Optimizations Toward Training Trillion
@@ -151,6 +155,7 @@ constexpr std::string to_string(const plan_strategy& s) {
     if (m->dopt) add("dopt=1");
     if (m->ep > 0) add("ep=" + detail::itos(m->ep));
     if (m->etp > 0) add("etp=" + detail::itos(m->etp));
+    if (m->fsdp) add("fsdp=1");
     r += k;
   }
   if (const auto* z = std::get_if<strategy::zero>(&s); z && z->stage != 3) r += ":stage=" + detail::itos(z->stage);
@@ -191,12 +196,12 @@ constexpr strategy::megatron parse_megatron_knobs(std::string_view text, std::st
       continue;
     }
     if (key != "tp" && key != "dp" && key != "mbs" && key != "sp" && key != "pp" && key != "vpp" && key != "cp" &&
-        key != "dopt" && key != "ep" && key != "etp")
+        key != "dopt" && key != "ep" && key != "etp" && key != "fsdp")
       fail<parse_error>("unknown knob '" + std::string(kv) + "' in strategy '" + std::string(text) +
                                 "'; megatron takes tp=T, pp=P, cp=C, dp=D, mbs=B, recompute=none|selective|full, "
-                                "sp=1, vpp=V, dopt=1, ep=E and etp=T");
+                                "sp=1, vpp=V, dopt=1, ep=E, etp=T and fsdp=1");
     const std::int64_t n = parse_number_or_none<std::int64_t>(value).value_or(-1);
-    const bool flag = key == "sp" || key == "dopt";
+    const bool flag = key == "sp" || key == "dopt" || key == "fsdp";
     if (n < (flag ? 0 : 1) || (flag && n > 1) || n > max_strategy_knob) {
       std::string rule = "0 or 1";
       if (!flag) rule = "a positive integer up to " + itos(max_strategy_knob);
@@ -213,6 +218,7 @@ constexpr strategy::megatron parse_megatron_knobs(std::string_view text, std::st
     if (key == "dopt") m.dopt = n == 1;
     if (key == "ep") m.ep = int(n);
     if (key == "etp") m.etp = int(n);
+    if (key == "fsdp") m.fsdp = n == 1;
   }
   return m;
 }
@@ -227,7 +233,7 @@ constexpr plan_strategy parse_strategy(std::string_view text) {
   const std::string_view knobs = colon == std::string_view::npos ? std::string_view{} : text.substr(colon + 1);
   const std::string valid =
       "valid: auto, dp (also spelled ddp), megatron[:tp=T,pp=P,cp=C,dp=D,mbs=B,recompute=none|selective|full,sp=1,vpp=V,"
-      "dopt=1,ep=E,etp=T], zero[:stage=1|2|3] (zero alone, stage 3, also spelled fsdp), "
+      "dopt=1,ep=E,etp=T,fsdp=1], zero[:stage=1|2|3] (zero alone, stage 3, also spelled fsdp), "
       "owt, 2d, "
       "exact, exhaustive";
   if (name == "megatron") return detail::parse_megatron_knobs(text, knobs);
@@ -337,6 +343,8 @@ constexpr void check_strategy(const plan_strategy& s, const mesh_shape& mesh) {
     detail::fail<layout_error>("the 2d plan needs a 2-D mesh, got " + to_string(mesh));
   const auto* m = std::get_if<strategy::megatron>(&s);
   if (!m) return;
+  if (m->fsdp && m->dopt)
+    detail::fail<layout_error>("megatron fsdp=1 and dopt=1 both shard what the data-parallel replicas keep; choose one");
   const int inner = mesh[mesh.size() - 1];
   if (m->tp > 0 && inner % m->tp != 0)
     detail::fail<layout_error>("megatron:tp=" + detail::itos(m->tp) + " must divide the innermost axis of mesh " +

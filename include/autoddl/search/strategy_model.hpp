@@ -1,7 +1,7 @@
 #pragma once
 // A megatron strategy held to the model it plans, as Megatron-LM holds its arguments: the
-// tensor-parallel size divides the attention heads (each device computes whole heads), and pp x
-// vpp model chunks split the layers evenly. Checked for the strategy a user gives and for every
+// tensor-parallel size divides the attention heads (each device computes whole heads), pp x
+// vpp model chunks split the layers evenly, and 2 x cp chunks the sequence. Checked for the strategy a user gives and for every
 // layout the planner's search of Megatron-LM layouts prices (megatron_layouts.hpp).
 #include <algorithm>
 #include <cstdint>
@@ -55,10 +55,23 @@ inline void check_attention_heads(const plan_strategy& s, const graph& g, const 
   }
 }
 
+/// Checks a megatron strategy's context parallelism against model g's sequence: Megatron-LM
+/// balances causal attention by cutting the sequence into 2 x cp chunks, two per device
+/// (arguments.py: the sequence a multiple of 2 x context-parallel-size).
+/// Example: megatron:cp=4 takes a sequence of 16, not one of 12. @throws layout_error.
+inline void check_context_chunks(const plan_strategy& s, const graph& g) {
+  const auto* m = std::get_if<strategy::megatron>(&s);
+  if (!m || m->cp <= 1 || g.inputs.empty() || g.inputs[0].rank() < 2 || g.inputs[0][1] % (2 * m->cp) == 0) return;
+  detail::fail<layout_error>("megatron cp=" + detail::itos(m->cp) + " cuts the sequence of " + detail::itos(g.inputs[0][1]) +
+                             " into 2 x cp = " + detail::itos(2 * m->cp) + " chunks, two per device (as Megatron-LM " +
+                             "balances causal attention), which must divide it; choose a cp with 2 x cp dividing the sequence");
+}
+
 /// The checks above, after the experts' (check_expert_parallel). @throws layout_error.
 inline void check_strategy_on_model(const plan_strategy& s, const graph& g, const mesh_shape& mesh) {
   if (const auto* m = std::get_if<strategy::megatron>(&s); m && m->ep > 1) detail::check_expert_parallel(g, m->ep);
   check_interleaving(s, g);
+  check_context_chunks(s, g);
   check_attention_heads(s, g, mesh);
 }
 

@@ -598,7 +598,8 @@ TEST_CASE("random plans of VGG and an MLP with micro-batches and recomputation t
 // Gathering again for backward: random plans of GPT and the tiny LLaMA (context-parallel
 // attention among them: its k and v are gathered copies its backward reads) with regathering and
 // resharding each on and off; a sequence-parallel Megatron plan (each column-parallel linear's
-// input all-gathered from sequence shards), alone and under selective recomputation; and
+// input all-gathered from sequence shards), alone and under selective recomputation, and with
+// FSDP beside it; and
 // ZeRO-3 plans of 2 micro-batches (every weight gathered for each forward and backward; a batch
 // of 16, whose micro-batches split over 8 ranks), alone and under full recomputation.
 TEST_CASE("random plans that gather inputs or parameters again for backward train like serial execution",
@@ -614,6 +615,10 @@ TEST_CASE("random plans that gather inputs or parameters again for backward trai
   }
   check_model(gpt, 1, optimizer::sgd_momentum, schedule{1, recompute_mode::none, true, true, "megatron:sp=1"});
   check_model(tiny_llama, 1, optimizer::adam, schedule{2, recompute_mode::selective, true, true, "megatron:sp=1"});
+  // FSDP beside tensor parallelism (fsdp=1, torchtitan's layout): each weight gathered from its
+  // shards over the data-parallel ranks for forward and again for backward, its gradient
+  // reduce-scattered; the output layer column parallel, the loss vocabulary parallel
+  check_model(tiny_llama, 1, optimizer::adam, schedule{2, recompute_mode::none, true, true, "megatron:sp=1,fsdp=1"});
   check_model(gpt16, 1, optimizer::sgd_momentum, schedule{2, recompute_mode::none, true, true, "zero"});
   check_model(tiny_llama16, 1, optimizer::adam, schedule{2, recompute_mode::full, true, true, "zero"}, false);
 }

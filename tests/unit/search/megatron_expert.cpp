@@ -104,6 +104,44 @@ TEST_CASE("megatron on gpt2-medium, mesh 2x8: q, k, v, mlp.fc column-parallel; a
   }
 }
 
+TEST_CASE("megatron lays the output layer column parallel over the vocabulary and its cross-entropy vocab parallel",
+          "[search][experts]") {
+  // Shoeybi et al. 2019, section 3: the output layer's weight is split on the vocabulary over the
+  // tensor-parallel devices and the cross-entropy reads the logits split there (each device
+  // keeps its slice; only per-token statistics are all-reduced), never the partial sums of a
+  // row-parallel head. GPT's tied head stores W [vocab, hidden] (split on dim 0), LLaMA's untied
+  // one W [hidden, vocab] (split on dim 1).
+  for (const auto& [spec, w_split] : {std::pair{"gpt:layers=2,hidden=64,heads=4,seq=32,batch=8,vocab=256", S(0)},
+                                      std::pair{"llama:layers=2,hidden=64,heads=4,kv_heads=2,ffn=96,seq=32,batch=8,vocab=256", S(1)}})
+    for (const mesh_shape& mesh : {mesh_shape{4}, mesh_shape{2, 4}})
+      for (bool sp : {false, true}) {
+        plan_options o;
+        o.mesh = mesh;
+        o.hw = load_hardware("dgx-a100");
+        const plan_problem problem(build_model(spec), o);
+        const plan_result r = solve_plan(problem, strategy::megatron{.sp = sp});
+        const graph& g = problem.model();
+        const int t = mesh.size() - 1;
+        int seen = 0;
+        for (int i = 0; i < int(g.ops.size()); ++i) {
+          const op_node& n = at(g.ops, i);
+          const signature& sig = problem.op_candidate(i, at(r.pick, i));
+          CAPTURE(spec, to_string(mesh), sp, n.name, to_string(sig.params.empty() ? sig.inputs[0] : sig.params[0]));
+          if (n.name == "lm_head") {
+            CHECK(sig.params[0][t] == w_split);
+            CHECK(sig.outputs[0][t] == S(2));
+            ++seen;
+          }
+          if (n.kind == op_kind::cross_entropy) {
+            CHECK(sig.inputs[0][t] == S(2));
+            CHECK(sig.inputs[1][t] == B);
+            ++seen;
+          }
+        }
+        CHECK(seen == 2);
+      }
+}
+
 TEST_CASE("an expert plan's repeated blocks take the picks the greedy gives op by op", "[search][experts]") {
   // make_expert_plan reuses an earlier op's pick where everything the greedy reads is the same
   // (the blocks of a GPT after the first); the oracle runs the greedy on every op in turn and

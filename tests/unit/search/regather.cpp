@@ -51,13 +51,15 @@ TEST_CASE("a sequence-parallel layout keeps its sequence shards, not their gathe
   // gpt with L layers, micro-batch b, sequence s, hidden h, Megatron-LM's sequence-parallel
   // layout on t devices: each block all-gathers its two layernorm outputs [b, s, h] from sequence
   // shards (for q, k and v at once, and for the MLP's first linear), whose weight gradients read
-  // them: 2 L gathered copies of b s h elements, each boxed from b s h / t. (The tied LM head
-  // takes its input split on the hidden dim: no larger than its source.) Regathering keeps the
-  // shards instead. Both steps peak at one op's backward after the last block's MLP, before any
-  // copy is gathered again: the peak falls by the 2 L copies less their shards, and each copy's
-  // all-gather, (t - 1) / t of it per device, runs once more.
+  // them: 2 L gathered copies of b s h elements, each boxed from b s h / t. (A vocabulary of 65,
+  // which the t devices do not divide: the tied LM head takes its input split on the hidden dim,
+  // no larger than its source.) Regathering keeps the shards instead. Both steps peak at one op's
+  // backward after the last block's MLP, before any copy is gathered again: the peak falls by the
+  // 2 L copies less their shards, and each copy's all-gather, (t - 1) / t of it per device, runs
+  // once more. With a vocabulary they divide (64), the head is column parallel over it and
+  // gathers the final layernorm's output as Megatron-LM does: a (2 L + 1)th copy gathered again.
   const int layers = 2, b = 8, s = 16, h = 32, t = 2;
-  const graph g = build_model("gpt:layers=2,hidden=32,heads=4,seq=16,batch=8,vocab=64");
+  const graph g = build_model("gpt:layers=2,hidden=32,heads=4,seq=16,batch=8,vocab=65");
   const double copy = double(b) * s * h * 4, shard = copy / t;
   const priced keep = price(g, mesh_shape{t}, 1, "megatron:sp=1", {.regather = false});
   const priced again = price(g, mesh_shape{t}, 1, "megatron:sp=1", {.regather = true});
@@ -72,6 +74,10 @@ TEST_CASE("a sequence-parallel layout keeps its sequence shards, not their gathe
   REQUIRE(again.step.peak_op > last_fc);
   CHECK(double(keep.step.peak() - again.step.peak()) == 2 * layers * (copy - shard));
   CHECK(again.bytes - keep.bytes == 2 * layers * copy * (t - 1) / t);
+  const graph split_vocab = build_model("gpt:layers=2,hidden=32,heads=4,seq=16,batch=8,vocab=64");
+  const priced keep64 = price(split_vocab, mesh_shape{t}, 1, "megatron:sp=1", {.regather = false});
+  const priced again64 = price(split_vocab, mesh_shape{t}, 1, "megatron:sp=1", {.regather = true});
+  CHECK(again64.bytes - keep64.bytes == (2 * layers + 1) * copy * (t - 1) / t);
 }
 
 TEST_CASE("ZeRO-3 resharding after forward holds one op's gathered parameters at a time", "[search][memory][regather]") {

@@ -8,7 +8,8 @@ published must lie in 0.85..1.15 for the LLaMA family (0.75..1.25 for the mixtur
 token permutes, per-expert GEMM calls and dispatcher wait are not priced yet; a run whose layout the
 knobs only stand in for is reported, not held to it), and auto may not be
 slower than a published layout that fits
-(auto's last starts are Megatron-LM's layouts, search/megatron_layouts.hpp). The table this prints is docs/results.md's "LLaMA family"
+(auto's last starts are Megatron-LM's layouts, search/megatron_layouts.hpp), and neither may
+`--engine megatron` (the best Megatron-LM layout alone). The table this prints is docs/results.md's "LLaMA family"
 table (--family moe: its "Mixtures of experts" table): the test fails when the docs hold another
 (run with --print to regenerate it).
 
@@ -70,9 +71,10 @@ else:
     stand_in_layouts = set()
 
 
-def priced(model, seq, batch, mesh, strategy):
+def priced(model, seq, batch, mesh, strategy, engine="autoddl"):
     r = subprocess.run([plan, "--model", model, "--seq", str(seq), "--batch", str(batch), "--mesh", mesh,
-                        "--hardware", "dgx-h100", "--dtype", "bf16", "--strategy", strategy, "--json", "--allow-over-limit"],
+                        "--hardware", "dgx-h100", "--dtype", "bf16", "--strategy", strategy, "--json", "--allow-over-limit",
+                        "--engine", engine],
                        capture_output=True, text=True, timeout=300)
     if r.returncode != 0:
         sys.exit(f"autoddl-plan failed on {model} {strategy}: {r.stderr.strip()}")
@@ -98,11 +100,12 @@ for name, model, seq, batch, mesh, strategy, published, source in runs:
     tflops = p["flops_per_step"] / p["predicted_step_s"] / devices / 1e12
     auto_layout = (f"{a['pipeline_stages']} stages, " if a["pipeline_stages"] > 1 else "") + \
         f"{a['microbatches']} x {a['micro_batch_size']}, recompute {a['recompute']}"
-    marker = "the fastest plan found is Megatron-LM's layout "
+    markers = ("the fastest plan found is Megatron-LM's layout ", "the fastest plan found is torchtitan's layout ")
     for note in a["notes"]:
-        if note.startswith(marker):
-            auto_layout += ": `" + note[len(marker):].split(" ")[0] + "`"
-    if not a["notes"] or not any(n.startswith(marker) for n in a["notes"]):
+        for marker in markers:
+            if note.startswith(marker):
+                auto_layout += ": `" + note[len(marker):].split(" ")[0] + "`"
+    if not a["notes"] or not any(n.startswith(markers) for n in a["notes"]):
         auto_layout += " (the layout search's own)"
     fits = "" if p["feasible"] else " (over the limit)"
     rows.append(f"| {name} | {devices} | `{strategy}` | {published:.2f} s | "
@@ -117,6 +120,12 @@ for name, model, seq, batch, mesh, strategy, published, source in runs:
         failures.append(f"{name}: predicted / published {ratio:.3f} outside {lo}..{hi}")
     if not a["feasible"]:
         failures.append(f"{name}: the auto plan does not fit")
+    # --engine megatron: the best of Megatron-LM's layouts the descent finds, no slower than the published one
+    m = priced(model, seq, batch, mesh, "auto", "megatron")
+    print(f"{name}: --engine megatron {m['strategy']} {m['predicted_step_s']:.3f} s", file=sys.stderr)
+    if p["feasible"] and name not in stand_in_layouts and m["predicted_step_s"] > p["predicted_step_s"] * (1 + 1e-9):
+        failures.append(f"{name}: --engine megatron ({m['predicted_step_s']:.3f} s) is slower than the published layout "
+                        f"({p['predicted_step_s']:.3f} s)")
     if p["feasible"] and a["predicted_step_s"] > p["predicted_step_s"] * (1 + 1e-9):
         failures.append(f"{name}: auto ({a['predicted_step_s']:.3f} s) is slower than the published layout it could take "
                         f"({p['predicted_step_s']:.3f} s)")

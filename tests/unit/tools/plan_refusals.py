@@ -109,6 +109,33 @@ expect_error("a strategy knob given twice", ["--model", small, "--strategy", "me
              "knob 'tp' is given twice in strategy 'megatron:tp=2,tp=1'")
 expect_error("a model key given twice", ["--model", moe + ",topk=2,topk=1"], "key 'topk' is given twice")
 
+# engines: what an engine cannot run or express (tutorial 8); each twin below plans
+tiny_llama = "llama:layers=2,hidden=64,heads=4,kv_heads=2,ffn=64,seq=32,batch=8,vocab=96"
+expect_error("no Megatron-LM layout splits the model", ["--model", tiny_llama.replace("batch=8", "batch=3").replace("seq=32", "seq=12"), "--mesh", "8",
+             "--engine", "megatron"], "no Megatron-LM layout splits this model on mesh 8")
+expect_error("--emit for autoddl's own layout", ["--model", tiny_llama, "--mesh", "2x4", "--emit", "megatron"],
+             "this plan is autoddl's own per-weight layout, which no Megatron-LM setting expresses")
+expect_error("--emit for a model of no LLaMA family", ["--model", "mlp", "--mesh", "2x4", "--emit", "megatron"],
+             "writes the settings of LLaMA-family models")
+expect_error("--emit megatron for a megatron layout of a GPT", ["--model", small, "--mesh", "2", "--strategy", "megatron",
+             "--emit", "megatron"], "model 'gpt:layers=2")
+expect_error("--emit torchtitan for a distributed-optimizer layout", ["--model", tiny_llama, "--mesh", "2x2", "--strategy",
+             "megatron:tp=2,sp=1,dopt=1", "--emit", "torchtitan"], "is not one torchtitan runs")
+expect_error("--emit torchtitan for a model none of its configs is", ["--model", tiny_llama, "--mesh", "2x2",
+             "--engine", "torchtitan", "--emit", "torchtitan"], "configures Llama 3's 8B, 70B and 405B only")
+expect_error("--engine beside a pinned strategy", ["--model", tiny_llama, "--engine", "megatron", "--strategy", "dp"],
+             "leave one of them out")
+expect_error("an unknown engine", ["--model", tiny_llama, "--engine", "deepspeed"], "takes autoddl, megatron or torchtitan")
+expect_error("fsdp=1 with dopt=1", ["--model", tiny_llama, "--mesh", "2x2", "--strategy", "megatron:fsdp=1,dopt=1"],
+             "both shard what the data-parallel replicas keep")
+for twin in (["--engine", "megatron", "--emit", "megatron"], ["--strategy", "megatron:tp=2,sp=1,fsdp=1", "--emit", "megatron"]):
+    r = run("--model", tiny_llama, "--mesh", "2x2", *twin)
+    want = 0 if "--engine" in twin else 2  # an FSDP layout is torchtitan's, not Megatron-LM's
+    ok = r.returncode == want
+    print(("ok  " if ok else "FAIL") + f" twin {' '.join(twin)}: exit {r.returncode} {r.stderr.strip()[:200]}")
+    if not ok:
+        failures.append("twin " + " ".join(twin))
+
 # values and options
 digits = "9" * 400
 expect_error("a 400-digit aux", ["--model", moe + ",aux=" + digits], "lies outside what a double holds")

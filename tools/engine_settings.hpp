@@ -1,0 +1,242 @@
+#pragma once
+// A plan as the training engines people run launch it (autoddl-plan --emit):
+//   megatron    the command-line flags of Megatron-LM's pretrain_gpt.py (flag names as
+//               Megatron-LM core_v0.16.1's megatron/training/arguments.py declares them: most are
+//               generated from the fields of megatron-core's TransformerConfig and Megatron-LM's
+//               TrainingConfig, `num_layers` -> --num-layers, a bool field that defaults to true
+//               as --disable-..., `add_bias_linear` -> --disable-bias-linear)
+//   torchtitan  torchtitan 0.3.0's command line (`--module llama3 --config llama3_70b` and
+//               `--section.key value` overrides of its Trainer.Config: torchtitan/config/configs.py's
+//               ParallelismConfig and TrainingConfig; 0.3.0 reads no job TOML file)
+// Only a plan the engine can express has settings: a megatron layout (--strategy megatron:...,
+// auto where it took one, --engine megatron) for Megatron-LM; for torchtitan a layout of its
+// parallelisms (--engine torchtitan, --strategy zero, or a megatron layout with sp=1 and
+// fsdp=1). autoddl's own per-weight layouts are none of them.
+#include <algorithm>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <fmt/core.h>
+#include <nlohmann/json.hpp>
+
+#include "autoddl/error.hpp"
+#include "autoddl/models/hf_config.hpp"
+#include "autoddl/models/llama.hpp"
+#include "autoddl/models/zoo.hpp"
+#include "autoddl/search/strategy.hpp"
+
+namespace autoddl::tools {
+
+/// Which engine's layouts auto searches (--engine) and whose settings are written (--emit).
+enum class engine { autoddl, megatron, torchtitan };
+
+inline engine parse_engine(const std::string& s, const char* option) {
+  if (s == "autoddl") return engine::autoddl;
+  if (s == "megatron") return engine::megatron;
+  if (s == "torchtitan") return engine::torchtitan;
+  throw error(std::string(option) + " takes autoddl, megatron or torchtitan, got '" + s + "'");
+}
+inline std::string engine_name(engine e) {
+  return e == engine::megatron ? "megatron" : e == engine::torchtitan ? "torchtitan" : "autoddl";
+}
+
+/// A LLaMA-family model's configuration from its spec (llama:... or hf:...); nullopt for any other model.
+inline std::optional<llama_config> llama_config_of(const std::string& spec) {
+  if (is_hf_spec(spec)) return load_hf_config(parse_hf_spec(spec));
+  const autoddl::detail::model_spec s = autoddl::detail::parse_spec(spec);
+  if (s.model != "llama") return std::nullopt;
+  return autoddl::detail::read_llama(s);
+}
+
+/// A megatron layout with every knob resolved for one step: what the engines' flags say.
+struct engine_layout {
+  strategy::megatron knobs;     ///< tp, pp, cp, ep, etp, vpp, sp, dopt, fsdp as planned
+  int tp = 1, pp = 1, cp = 1, dp = 1, ep = 1, etp = 1, vpp = 1;
+  std::int64_t global_batch = 0;
+  int microbatches = 1;         ///< per step (gradient accumulation x pipeline micro-batches)
+  std::int64_t micro_batch = 0; ///< sequences per data-parallel rank per micro-batch
+  recompute_mode recompute = recompute_mode::none;
+  int first_stage_layers = 0, last_stage_layers = 0;  ///< an uneven pipeline's first and last stage (0: even)
+  std::vector<int> stage_layers;  ///< layers per pipeline stage as planned (empty: none or even)
+};
+
+/// torchtitan's split of `layers` over `stages` with the first and last stage `in` and `out`
+/// layers lighter (torchtitan 0.3.0, torchtitan/distributed/pipeline_parallel.py: (layers + in +
+/// out) / stages each, the remainder one more to each of the first stages, less in and out at the ends).
+inline std::vector<int> torchtitan_split(int layers, int stages, int in, int out) {
+  const int effective = layers + in + out, per = effective / stages, extra = effective % stages;
+  std::vector<int> r;
+  for (int k = 0; k < stages; ++k) r.push_back(per + (k < extra ? 1 : 0) - (k == 0 ? in : 0) - (k == stages - 1 ? out : 0));
+  return r;
+}
+
+/// The first and last stages' lighter counts (pipeline_parallel_first/last_stage_less_layers)
+/// that make torchtitan split `layers` as `split`, or nullopt where none does.
+inline std::optional<std::pair<int, int>> torchtitan_less_layers(const std::vector<int>& split, int layers) {
+  for (int in = 0; in <= layers; ++in)
+    for (int out = 0; out <= layers; ++out)
+      if (torchtitan_split(layers, int(split.size()), in, out) == split) return std::pair{in, out};
+  return std::nullopt;
+}
+
+/// The layout of knobs m on `mesh` for a step of `batch` in `microbatches` micro-batches.
+/// Throws error where the batch does not split into whole per-rank micro-batches.
+inline engine_layout resolve_layout(const strategy::megatron& m, const mesh_shape& mesh, std::int64_t batch, int microbatches,
+                                    recompute_mode recompute) {
+  engine_layout l;
+  l.knobs = m;
+  l.tp = tensor_parallel_size(m, mesh);
+  l.pp = std::max(1, m.pp);
+  l.cp = std::max(1, m.cp);
+  l.vpp = std::max(1, m.vpp);
+  l.dp = int(mesh.devices() / (std::int64_t(l.tp) * l.pp * l.cp));
+  l.ep = std::max(1, m.ep);
+  l.etp = m.etp > 0 ? m.etp : (folded_experts(m, mesh) ? 1 : l.tp);
+  l.global_batch = batch;
+  l.microbatches = microbatches;
+  l.recompute = recompute;
+  if (batch % (std::int64_t(microbatches) * l.dp) != 0)
+    throw error("the batch of " + std::to_string(batch) + " does not split into " + std::to_string(microbatches) +
+                " micro-batches over " + std::to_string(l.dp) + " data-parallel ranks");
+  l.micro_batch = batch / (std::int64_t(microbatches) * l.dp);
+  return l;
+}
+
+/// One flag and its value ("" for a switch).
+using engine_flag = std::pair<std::string, std::string>;
+
+namespace detail {
+
+// A number as a flag's value: whole numbers without an exponent (--rotary-base takes an int).
+inline std::string fmt_number(double x) {
+  if (x == double(std::int64_t(x)) && x < 1e15) return std::to_string(std::int64_t(x));
+  return fmt::format("{:g}", x);
+}
+
+inline std::vector<engine_flag> megatron_model_flags(const llama_config& c) {
+  std::vector<engine_flag> f{{"--num-layers", std::to_string(c.layers)},
+                             {"--hidden-size", std::to_string(c.hidden)},
+                             {"--ffn-hidden-size", std::to_string(c.ffn)},
+                             {"--num-attention-heads", std::to_string(c.heads)}};
+  if (c.kv_heads != c.heads) f.insert(f.end(), {{"--group-query-attention", ""}, {"--num-query-groups", std::to_string(c.kv_heads)}});
+  if (c.head_dim > 0 && c.head_dim * c.heads != c.hidden) f.push_back({"--kv-channels", std::to_string(c.head_dim)});
+  f.insert(f.end(), {{"--swiglu", ""}, {"--normalization", "RMSNorm"}, {"--layernorm-epsilon", fmt_number(c.eps)},
+                     {"--position-embedding-type", "rope"}, {"--rotary-base", fmt_number(c.rope_theta)},
+                     {"--disable-bias-linear", ""}});
+  if (c.qkv_bias) f.push_back({"--add-qkv-bias", ""});
+  if (c.qk_norm) f.push_back({"--qk-layernorm", ""});
+  if (!c.tied) f.push_back({"--untie-embeddings-and-output-weights", ""});
+  f.insert(f.end(), {{"--seq-length", std::to_string(c.seq)}, {"--max-position-embeddings", std::to_string(c.seq)},
+                     {"--vocab-size", std::to_string(c.vocab)}, {"--make-vocab-size-divisible-by", "1"}});
+  if (c.experts > 0) {
+    f.insert(f.end(), {{"--num-experts", std::to_string(c.experts)},
+                       {"--moe-router-topk", std::to_string(c.topk)},
+                       {"--moe-ffn-hidden-size", std::to_string(c.expert_ffn())},
+                       {"--moe-aux-loss-coeff", fmt_number(c.aux_coef)}});
+    if (c.shared_expert_ffn() > 0) f.push_back({"--moe-shared-expert-intermediate-size", std::to_string(c.shared_expert_ffn())});
+    if (c.capacity > 0)
+      f.insert(f.end(), {{"--moe-expert-capacity-factor", fmt_number(c.capacity)}, {"--moe-pad-expert-input-to-capacity", ""}});
+  }
+  return f;
+}
+
+}  // namespace detail
+
+/// Megatron-LM's flags for layout l of model c in type `dtype` ("bf16", "fp16", "fp32").
+inline std::vector<engine_flag> megatron_flags(const engine_layout& l, const llama_config& c, const std::string& dtype) {
+  std::vector<engine_flag> f{{"--tensor-model-parallel-size", std::to_string(l.tp)},
+                             {"--pipeline-model-parallel-size", std::to_string(l.pp)},
+                             {"--context-parallel-size", std::to_string(l.cp)}};
+  if (c.experts > 0)
+    f.insert(f.end(), {{"--expert-model-parallel-size", std::to_string(l.ep)}, {"--expert-tensor-parallel-size", std::to_string(l.etp)}});
+  if (l.knobs.sp && l.tp > 1) f.push_back({"--sequence-parallel", ""});
+  if (l.knobs.dopt) f.push_back({"--use-distributed-optimizer", ""});
+  if (l.vpp > 1) f.push_back({"--num-layers-per-virtual-pipeline-stage", std::to_string(c.layers / (l.pp * l.vpp))});
+  if (l.first_stage_layers > 0)
+    f.insert(f.end(), {{"--decoder-first-pipeline-num-layers", std::to_string(l.first_stage_layers)},
+                       {"--decoder-last-pipeline-num-layers", std::to_string(l.last_stage_layers)}});
+  f.insert(f.end(), {{"--micro-batch-size", std::to_string(l.micro_batch)}, {"--global-batch-size", std::to_string(l.global_batch)}});
+  if (l.recompute == recompute_mode::selective) f.push_back({"--recompute-granularity", "selective"});
+  if (l.recompute == recompute_mode::full)
+    f.insert(f.end(), {{"--recompute-granularity", "full"}, {"--recompute-method", "uniform"}, {"--recompute-num-layers", "1"}});
+  if (dtype == "bf16" || dtype == "fp16") f.push_back({"--" + dtype, ""});
+  const std::vector<engine_flag> model = detail::megatron_model_flags(c);
+  f.insert(f.end(), model.begin(), model.end());
+  return f;
+}
+
+/// The torchtitan llama3 config of model c ("llama3_70b"): a flavor of torchtitan's llama3 module
+/// (torchtitan/models/llama3/__init__.py: 8B, 70B, 405B) whose shape c has. Throws error for any other.
+inline std::string torchtitan_config_of(const llama_config& c) {
+  for (const auto& [preset, config] : {std::pair{"llama3-8b", "llama3_8b"}, std::pair{"llama3-70b", "llama3_70b"},
+                                       std::pair{"llama3-405b", "llama3_405b"}}) {
+    const llama_config f = autoddl::detail::read_llama(autoddl::detail::parse_spec(std::string("llama:size=") + preset));
+    if (c.layers == f.layers && c.hidden == f.hidden && c.heads == f.heads && c.kv_heads == f.kv_heads && c.ffn == f.ffn &&
+        c.vocab == f.vocab && !c.tied && !c.qkv_bias && !c.qk_norm && c.experts == 0 && c.dims_per_head() == f.dims_per_head())
+      return config;
+  }
+  throw error("torchtitan's llama3 module configures Llama 3's 8B, 70B and 405B only (its --config); a model of " +
+              std::to_string(c.layers) + " layers, hidden " + std::to_string(c.hidden) + " is none of them");
+}
+
+/// torchtitan's name of recomputation r (its activation_checkpoint choices: none, selective, full).
+inline std::string torchtitan_checkpointing(recompute_mode r) {
+  return r == recompute_mode::full ? "full" : r == recompute_mode::selective ? "selective" : "none";
+}
+
+/// torchtitan's command-line overrides for layout l of model c: its module and config, the
+/// parallel degrees (FSDP over the data-parallel devices, or DDP for a plain data-parallel plan),
+/// the pipeline schedule, and the batch. A step without a pipeline accumulates gradients over
+/// micro-batches of local_batch_size sequences per rank; with one, each rank's share of the
+/// batch is local_batch_size, split into pipeline micro-batches.
+inline std::vector<engine_flag> torchtitan_flags(const engine_layout& l, const llama_config& c, const std::string& dtype) {
+  const bool ddp = !l.knobs.fsdp;
+  std::vector<engine_flag> f{{"--module", "llama3"}, {"--config", torchtitan_config_of(c)},
+                             {"--parallelism.data_parallel_replicate_degree", std::to_string(ddp ? l.dp : 1)},
+                             {"--parallelism.data_parallel_shard_degree", std::to_string(ddp ? 1 : l.dp)},
+                             {"--parallelism.tensor_parallel_degree", std::to_string(l.tp)},
+                             {"--parallelism.context_parallel_degree", std::to_string(l.cp)},
+                             {"--parallelism.pipeline_parallel_degree", std::to_string(l.pp)}};
+  if (l.pp > 1) {
+    const int layers = int(c.layers), stages = l.pp * l.vpp;
+    const std::vector<int> split = l.stage_layers.empty() || l.vpp > 1 ? std::vector<int>(std::size_t(stages), layers / stages)
+                                                                         : l.stage_layers;
+    const std::optional<std::pair<int, int>> less = torchtitan_less_layers(split, layers);
+    if (!less) throw error("no first and last stage counts make torchtitan split the layers as the plan's stages hold them");
+    f.insert(f.end(), {{"--parallelism.pipeline_parallel_schedule", l.vpp > 1 ? "Interleaved1F1B" : "1F1B"},
+                       {"--parallelism.pipeline_parallel_first_stage_less_layers", std::to_string(less->first)},
+                       {"--parallelism.pipeline_parallel_last_stage_less_layers", std::to_string(less->second)},
+                       {"--parallelism.pipeline_parallel_microbatch_size", std::to_string(l.micro_batch)}});
+    if (l.vpp > 1)  // looped: pp x vpp stages of this many layers
+      f.push_back({"--parallelism.pipeline_parallel_layers_per_stage", std::to_string(layers / stages)});
+  }
+  const std::int64_t local = l.pp > 1 ? l.global_batch / l.dp : l.micro_batch;
+  f.insert(f.end(), {{"--training.local_batch_size", std::to_string(local)},
+                     {"--training.global_batch_size", std::to_string(l.global_batch)},
+                     {"--training.seq_len", std::to_string(c.seq)},
+                     {"--training.mixed_precision_param", dtype == "bf16" ? "bfloat16" : "float32"}});
+  return f;
+}
+
+/// Flags as one shell command line, one flag a line.
+inline std::string command_text(const std::string& program, const std::vector<engine_flag>& flags) {
+  std::string r = program;
+  for (const auto& [flag, value] : flags) r += " \\\n    " + flag + (value.empty() ? "" : " " + value);
+  return r + "\n";
+}
+
+/// Flags as a JSON object: {"--tensor-model-parallel-size": 4, "--sequence-parallel": true, ...}.
+inline nlohmann::json flags_json(const std::vector<engine_flag>& flags) {
+  nlohmann::json j = nlohmann::json::object();
+  for (const auto& [flag, value] : flags) {
+    if (value.empty()) j[flag] = true;
+    else if (value.find_first_not_of("0123456789") == std::string::npos) j[flag] = std::stoll(value);
+    else j[flag] = value;
+  }
+  return j;
+}
+
+}  // namespace autoddl::tools
