@@ -6,6 +6,8 @@
 //                [--microbatches auto|N] [--recompute auto|none|selective|full] [--regather auto|on|off]
 //                [--reshard auto|on|off] [--out plan.json]
 //   --model m.json plans a model file (models/model_file.hpp); --export-model m.json writes one
+//   autoddl-plan ... --emit dtensor       (the plan as PyTorch DTensor placements, emit_dtensor.hpp; also
+//                                          with --check plan.json)
 //   autoddl-plan --diff a.json b.json     (two plan files: the ops whose layouts differ, and the
 //                                          predicted step time, communication and memory of each)
 // Bad input is one sentence on stderr and exit code 2.
@@ -30,6 +32,7 @@
 #include "autoddl/search/micro_batches.hpp"
 #include "autoddl/search/plan_file.hpp"
 #include "autoddl/search/svg.hpp"
+#include "emit_dtensor.hpp"
 #include "pipeline_report.hpp"
 #include "plan_report.hpp"
 #include "support/cli.hpp"
@@ -66,7 +69,7 @@ struct plan_cli {
                      optimizer = "adam", grad_sums, microbatches = "auto", recompute = "auto", regather = "auto", reshard = "auto", out, export_model;
   std::optional<std::string> memory;  ///< --memory-limit as given ("" is refused, not ignored)
   std::vector<std::string> diff;
-  std::string check;
+  std::string check, emit;
   bool json = false, no_overlap = false, all_ops = false, allow_over_limit = false;
   bool hardware_given = false, mesh_given = false, dtype_given = false;  ///< --hardware, --mesh, --dtype given
   std::uint64_t seed = 1;
@@ -109,6 +112,8 @@ void add_options(CLI::App& app, plan_cli& c) {
   app.add_option("--svg", c.svg, "write a picture of the plan to this file");
   app.add_option("--out", c.out, "write the plan to this file (JSON: layouts of every op and parameter, schedule, predictions)");
   app.add_option("--export-model", c.export_model, "write the model as a model file (JSON graph: --model path.json reads it)");
+  app.add_option("--emit", c.emit, "print the plan as PyTorch DTensor placements (JSON) instead: dtensor")
+      ->check(CLI::IsMember({"dtensor"}));
   app.add_option("--diff", c.diff,
                  "compare two plan files, each validated and priced again: --diff a.json b.json")->expected(2);
   app.add_option("--check", c.check,
@@ -289,6 +294,14 @@ std::string against(const char* what, double now, double stored, const std::func
   return std::string(what) + " " + show(now) + (same ? "" : " (the file says " + show(stored) + ")");
 }
 
+// --emit dtensor: the plan as DTensor placements on stdout (a pipeline has none: refused).
+void emit_dtensor(const plan_problem& problem, const plan_result& r, const std::optional<pipeline_plan>& pipe,
+                  const std::string& model) {
+  if (pipe) throw error("--emit dtensor writes plans without pipeline stages; this plan has " + std::to_string(pipe->shape.stages) +
+                        " (pin --strategy to one without pp)");
+  std::puts(autoddl::tools::dtensor_json(problem, r, model, hf_experts_naming_of(model)).dump(1).c_str());
+}
+
 // --check: the plan as it prices here, and one line: valid, and today's figures against the file's.
 void check_plan(const plan_cli& c) {
   const repriced_file r = reprice(c, c.check);
@@ -301,6 +314,7 @@ void check_plan(const plan_cli& c) {
   plan_cli shown = c;
   shown.model = r.spec;
   shown.hardware = r.hardware;
+  if (!c.emit.empty()) return emit_dtensor(problem, res, r.plan.pipeline, r.spec);
   const std::vector<plan_row> rows = plan_rows(problem, res);
   if (c.json) {
     nlohmann::json j = plan_json(problem, res, r.peak, rows, r.spec, r.hardware);
@@ -475,7 +489,10 @@ int plan_model(plan_cli c) {
   if (!c.svg.empty())
     write_file(c.svg, "the picture",
                plan_svg(problem, best.result, rows, cmp.plans, autoddl::tools::svg_stages_of(chosen_plan.pipeline), peak.bytes));
-  print_plan(c, problem, best.result, chosen_plan.pipeline, peak, rows, cmp);
+  if (!c.emit.empty())
+    emit_dtensor(problem, best.result, chosen_plan.pipeline, c.model);
+  else
+    print_plan(c, problem, best.result, chosen_plan.pipeline, peak, rows, cmp);
   std::fflush(stdout);
   if (best.result.feasible || c.allow_over_limit) return 0;
   return over_limit(c, to_string(chosen), peak.bytes, peak.limit, build, batch, o, pin);

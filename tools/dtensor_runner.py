@@ -1,0 +1,205 @@
+#!/usr/bin/env python3
+"""Trains a Hugging Face LLaMA-family model on torch.distributed CPU ranks (gloo) with the placements
+of an autoddl plan (autoddl-plan --emit dtensor), from the same safetensors weights and the same
+--data windows as autoddl-train, and prints each step's loss.
+
+  dtensor_runner.py --placements plan.dtensor.json --config-dir DIR --init-from W.safetensors \\
+                    --data corpus.bin [--steps 5] [--optimizer adam|sgd] [--lr 3e-3] [--json]
+
+What follows the plan:
+- every parameter lives as a DTensor in its storage placements; before each forward it is
+  redistributed to the placements its op reads it in, then replicated for transformers' module;
+- the tokens are cut as the plan's embedding reads them (Shard(0): rows, Shard(1): positions), so
+  each rank's gradient is a partial sum on the mesh dims that cut them and whole on the others;
+  the backward of those redistributions sums and slices the gradients into the storage placements
+  (reduce-scatter for a sharded parameter, all-reduce for a replicated one);
+- the optimizer's state lives in the plan's update placements (ZeRO 1 and 2: a slice of a
+  replicated parameter), its result redistributed back into the storage placements.
+What does not: activations are computed whole by transformers on each rank's rows (the boxed
+activations of the file are not redistributed), and micro-batches and recomputation are one pass.
+The optimizers are autoddl-train's: SGD with momentum 0.9 (sgd) and Adam (0.9, 0.999, eps 1e-8),
+neither with weight decay. autoddl's loss is the mean cross-entropy of every position's next byte:
+row b of step k is the window of seq + 1 bytes at ((k * batch + b) * seq) mod (size - seq - 1).
+"""
+import argparse
+import json
+import math
+import os
+import socket
+import sys
+
+
+def parse_args(argv):
+    a = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    a.add_argument("--placements", required=True, help="autoddl-plan --emit dtensor's JSON")
+    a.add_argument("--config-dir", required=True, help="the folder of the model's config.json")
+    a.add_argument("--init-from", required=True, help="the initial weights, a safetensors file of Hugging Face names")
+    a.add_argument("--data", required=True, help="the byte corpus autoddl-train --data reads")
+    a.add_argument("--steps", type=int, default=5)
+    a.add_argument("--optimizer", choices=["adam", "sgd"], default="adam")
+    a.add_argument("--lr", type=float, default=3e-3, help="learning rate (autoddl-train's with --data: 3e-3)")
+    a.add_argument("--json", action="store_true", help="print one JSON object: {\"losses\": [...]}")
+    return a.parse_args(argv)
+
+
+def kind(text):
+    """'Shard(1)' -> ('S', 1), 'Replicate()' -> ('B', None), 'Partial()' -> ('P', None)."""
+    if text is None:
+        raise SystemExit("dtensor_runner: a placement the file leaves null (a split of stacked experts) has no DTensor form")
+    if text.startswith("Shard("):
+        return "S", int(text[6:-1])
+    return ("B" if text == "Replicate()" else "P"), None
+
+
+def placements(texts):
+    from torch.distributed.tensor import Partial, Replicate, Shard
+    out = []
+    for t in texts:
+        k, d = kind(t)
+        out.append(Shard(d) if k == "S" else Replicate() if k == "B" else Partial())
+    return out
+
+
+def token_block(plan, coords):
+    """This rank's rows and positions of the step's tokens, cut as the plan's first reader of input 0."""
+    shape = plan["inputs"][0]["shape"]
+    rows, seq = shape[0] * plan["microbatches"], shape[1]
+    lo, hi = [0, 0], [rows, seq]
+    split = []
+    for axis, text in enumerate(plan["inputs"][0]["reads"][0]["placements"]):
+        k, d = kind(text)
+        split.append(k == "S")
+        if k == "S":
+            n = plan["mesh"][axis]
+            part = (hi[d] - lo[d]) // n
+            lo[d] += coords[axis] * part
+            hi[d] = lo[d] + part
+    return (rows, seq), (lo, hi), split
+
+
+def windows(data, rows, seq, step):
+    span = len(data) - seq - 1
+    starts = [((step * rows + b) * seq) % span for b in range(rows)]
+    return [list(data[s:s + seq]) for s in starts], [list(data[s + 1:s + seq + 1]) for s in starts]
+
+
+def build(args, plan, mesh):
+    """transformers' model (eager attention) and its parameters as DTensors in their storage placements."""
+    import torch
+    import transformers
+    from safetensors.torch import load_file
+    from torch.distributed.tensor import distribute_tensor
+    config = transformers.AutoConfig.from_pretrained(args.config_dir)
+    config._attn_implementation = "eager"
+    model = transformers.AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+    weights = load_file(args.init_from)
+    by_name = {p["hf_name"]: p for p in plan["params"] if p["hf_name"]}
+    params = {}
+    for name, _ in model.named_parameters():
+        if name not in by_name:
+            raise SystemExit(f"dtensor_runner: the plan has no parameter named {name} (is it another model's plan?)")
+        entry = by_name[name]
+        full = weights[name].to(torch.float32)
+        params[name] = (torch.nn.Parameter(distribute_tensor(full, mesh, placements(entry["storage"]["placements"]))), entry)
+    return model, params
+
+
+def gathered(params, mesh, split):
+    """Every parameter whole on every rank, through the placements its op reads; its gradient a partial
+    sum on the mesh dims that cut the tokens."""
+    from torch.distributed.tensor import Partial, Replicate
+    whole = [Replicate()] * mesh.ndim
+    grads = [Partial() if s else Replicate() for s in split]
+    out = {}
+    for name, (p, entry) in params.items():
+        x = p
+        read = entry["reads"][0]["placements"] if entry["reads"] else entry["storage"]["placements"]
+        if "Partial()" not in read:
+            x = x.redistribute(mesh, placements(read))
+        out[name] = x.redistribute(mesh, whole).to_local(grad_placements=grads)
+    return out
+
+
+def optimizer_of(args, params, mesh):
+    """The optimizer over each parameter's update copy (the parameter itself where it is updated in place)."""
+    import torch
+    masters = {}
+    for name, (p, entry) in params.items():
+        upd = placements(entry["update"]["placements"])
+        masters[name] = p if list(p.placements) == upd else torch.nn.Parameter(p.detach().redistribute(mesh, upd))
+    ps = list(masters.values())
+    opt = torch.optim.Adam(ps, lr=args.lr, betas=(0.9, 0.999), eps=1e-8) if args.optimizer == "adam" else \
+        torch.optim.SGD(ps, lr=args.lr, momentum=0.9)
+    return opt, masters
+
+
+def step(args, model, params, mesh, opt, masters, batch):
+    import torch
+    import torch.distributed as dist
+    from torch.func import functional_call
+    ids, targets, (lo, hi), split, (rows, seq) = batch
+    logits = functional_call(model, gathered(params, mesh, split), (torch.tensor(ids[lo[0]:hi[0]]),)).logits
+    mine = logits[:, lo[1]:hi[1]].reshape(-1, logits.shape[-1])
+    labels = torch.tensor([t[lo[1]:hi[1]] for t in targets[lo[0]:hi[0]]]).reshape(-1)
+    loss = torch.nn.functional.cross_entropy(mine, labels, reduction="sum") / (rows * seq)
+    loss.backward()
+    for name, (p, _) in params.items():
+        if masters[name] is not p:
+            masters[name].grad = p.grad.redistribute(mesh, masters[name].placements)
+    opt.step()
+    opt.zero_grad(set_to_none=True)
+    with torch.no_grad():
+        for name, (p, _) in params.items():
+            p.grad = None
+            if masters[name] is not p:
+                p.copy_(masters[name].redistribute(mesh, p.placements))
+    total = loss.detach().clone()
+    dist.all_reduce(total)
+    copies = math.prod(n for n, s in zip(mesh.shape, split) if not s)
+    return total.item() / copies
+
+
+def train(rank, world, port, args):
+    import torch
+    import torch.distributed as dist
+    from torch.distributed.device_mesh import init_device_mesh
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", rank=rank, world_size=world)
+    try:
+        plan = json.load(open(args.placements))
+        mesh = init_device_mesh("cpu", tuple(plan["mesh"]))
+        model, params = build(args, plan, mesh)
+        opt, masters = optimizer_of(args, params, mesh)
+        (rows, seq), block, split = token_block(plan, mesh.get_coordinate())
+        data = open(args.data, "rb").read()
+        losses = []
+        for k in range(args.steps):
+            ids, targets = windows(data, rows, seq, k)
+            losses.append(step(args, model, params, mesh, opt, masters, (ids, targets, block, split, (rows, seq))))
+            if rank == 0 and not args.json:
+                print(f"step {k + 1} loss {losses[-1]:.7f}", flush=True)
+        if rank == 0 and args.json:
+            print(json.dumps({"losses": losses, "ranks": world, "mesh": plan["mesh"], "strategy": plan["strategy"]}), flush=True)
+    finally:
+        dist.destroy_process_group()
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def main(argv):
+    args = parse_args(argv)
+    import torch.multiprocessing as mp
+    plan = json.load(open(args.placements))
+    if plan.get("format") != "autoddl-dtensor":
+        raise SystemExit(f"dtensor_runner: {args.placements} is not autoddl-plan --emit dtensor's output")
+    world = math.prod(plan["mesh"])
+    mp.spawn(train, args=(world, free_port(), args), nprocs=world)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
