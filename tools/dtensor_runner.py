@@ -3,8 +3,11 @@
 of an autoddl plan (autoddl-plan --emit dtensor), from the same safetensors weights and the same
 --data windows as autoddl-train, and prints each step's loss.
 
-  dtensor_runner.py --placements plan.dtensor.json --config-dir DIR --init-from W.safetensors \\
+  dtensor_runner.py --placements plan.dtensor.json [more.json ...] --config-dir DIR --init-from W.safetensors \\
                     --data corpus.bin [--steps 5] [--optimizer adam|sgd] [--lr 3e-3] [--json]
+
+Several plans of one device count train one after the other in the same ranks, each from the
+initial weights (torch and transformers are imported once, before the ranks are forked).
 
 What follows the plan:
 - every parameter lives as a DTensor in its storage placements; before each forward it is
@@ -23,6 +26,7 @@ row b of step k is the window of seq + 1 bytes at ((k * batch + b) * seq) mod (s
 """
 import argparse
 import json
+import logging
 import math
 import os
 import socket
@@ -31,14 +35,15 @@ import sys
 
 def parse_args(argv):
     a = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    a.add_argument("--placements", required=True, help="autoddl-plan --emit dtensor's JSON")
+    a.add_argument("--placements", required=True, nargs="+", help="autoddl-plan --emit dtensor's JSON, one or more")
     a.add_argument("--config-dir", required=True, help="the folder of the model's config.json")
     a.add_argument("--init-from", required=True, help="the initial weights, a safetensors file of Hugging Face names")
     a.add_argument("--data", required=True, help="the byte corpus autoddl-train --data reads")
     a.add_argument("--steps", type=int, default=5)
     a.add_argument("--optimizer", choices=["adam", "sgd"], default="adam")
     a.add_argument("--lr", type=float, default=3e-3, help="learning rate (autoddl-train's with --data: 3e-3)")
-    a.add_argument("--json", action="store_true", help="print one JSON object: {\"losses\": [...]}")
+    a.add_argument("--json", action="store_true",
+                   help="print one JSON object: {\"runs\": [{\"placements\": file, \"strategy\": ..., \"losses\": [...]}]}")
     return a.parse_args(argv)
 
 
@@ -159,28 +164,35 @@ def step(args, model, params, mesh, opt, masters, batch):
     return total.item() / copies
 
 
+def run_plan(args, path, rank):
+    """Trains the plan of file `path`: its losses."""
+    from torch.distributed.device_mesh import init_device_mesh
+    plan = json.load(open(path))
+    mesh = init_device_mesh("cpu", tuple(plan["mesh"]))
+    model, params = build(args, plan, mesh)
+    opt, masters = optimizer_of(args, params, mesh)
+    (rows, seq), block, split = token_block(plan, mesh.get_coordinate())
+    data = open(args.data, "rb").read()
+    losses = []
+    for k in range(args.steps):
+        ids, targets = windows(data, rows, seq, k)
+        losses.append(step(args, model, params, mesh, opt, masters, (ids, targets, block, split, (rows, seq))))
+        if rank == 0 and not args.json:
+            print(f"{plan['strategy']} on mesh {'x'.join(map(str, plan['mesh']))}: step {k + 1} loss {losses[-1]:.7f}", flush=True)
+    return {"placements": path, "strategy": plan["strategy"], "mesh": plan["mesh"], "losses": losses}
+
+
 def train(rank, world, port, args):
     import torch
     import torch.distributed as dist
-    from torch.distributed.device_mesh import init_device_mesh
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    logging.getLogger("torch.distributed").setLevel(logging.ERROR)  # its advice on flattening 2-D meshes, per step
     torch.set_num_threads(1)
     dist.init_process_group("gloo", rank=rank, world_size=world)
     try:
-        plan = json.load(open(args.placements))
-        mesh = init_device_mesh("cpu", tuple(plan["mesh"]))
-        model, params = build(args, plan, mesh)
-        opt, masters = optimizer_of(args, params, mesh)
-        (rows, seq), block, split = token_block(plan, mesh.get_coordinate())
-        data = open(args.data, "rb").read()
-        losses = []
-        for k in range(args.steps):
-            ids, targets = windows(data, rows, seq, k)
-            losses.append(step(args, model, params, mesh, opt, masters, (ids, targets, block, split, (rows, seq))))
-            if rank == 0 and not args.json:
-                print(f"step {k + 1} loss {losses[-1]:.7f}", flush=True)
+        runs = [run_plan(args, path, rank) for path in args.placements]
         if rank == 0 and args.json:
-            print(json.dumps({"losses": losses, "ranks": world, "mesh": plan["mesh"], "strategy": plan["strategy"]}), flush=True)
+            print(json.dumps({"ranks": world, "runs": runs}), flush=True)
     finally:
         dist.destroy_process_group()
 
@@ -193,12 +205,18 @@ def free_port():
 
 def main(argv):
     args = parse_args(argv)
+    worlds = set()
+    for path in args.placements:
+        plan = json.load(open(path))
+        if plan.get("format") != "autoddl-dtensor":
+            raise SystemExit(f"dtensor_runner: {path} is not autoddl-plan --emit dtensor's output")
+        worlds.add(math.prod(plan["mesh"]))
+    if len(worlds) != 1:
+        raise SystemExit(f"dtensor_runner: the plans are for {sorted(worlds)} devices; give plans of one device count")
     import torch.multiprocessing as mp
-    plan = json.load(open(args.placements))
-    if plan.get("format") != "autoddl-dtensor":
-        raise SystemExit(f"dtensor_runner: {args.placements} is not autoddl-plan --emit dtensor's output")
-    world = math.prod(plan["mesh"])
-    mp.spawn(train, args=(world, free_port(), args), nprocs=world)
+    import transformers  # noqa: F401  (imported once, before the ranks are forked)
+    world = worlds.pop()
+    mp.start_processes(train, args=(world, free_port(), args), nprocs=world, start_method="fork")
 
 
 if __name__ == "__main__":

@@ -1,0 +1,164 @@
+#!/usr/bin/env python3
+"""autoddl's plans run on PyTorch DTensor: the same losses as autoddl-train.
+
+Usage: dtensor_plans.py MPIRUN AUTODDL_TRAIN AUTODDL_PLAN SOURCE_ROOT
+
+A tiny LLaMA (transformers' LlamaForCausalLM built from a config.json written here, random weights
+saved as safetensors) is planned by autoddl-plan under dp, fsdp (ZeRO-3), Megatron tp=2 with
+sequence parallelism and auto, on 2 ranks (mesh 2) and 4 ranks (mesh 2x2): --out writes the plan
+file autoddl-train --plan runs on as many MPI ranks, --emit dtensor the placements
+tools/dtensor_runner.py trains transformers' model with on as many gloo ranks. Both start from the
+same weights, read the same --data windows and take 5 Adam steps (lr 3e-3): every loss agrees
+within 1e-5 (the largest difference is printed). The placements are also checked against what a
+reader of Megatron-LM expects of torch's [out, in] weights: q/k/v, gate and up proj split on dim 0
+(column parallel), o and down proj on dim 1 (row parallel); fsdp stores every matrix sharded on
+every mesh dimension; and --check of the plan file emits the same placements.
+Python with torch and transformers: SOURCE_ROOT/.venv/bin/python (scripts/setup-python); without
+it the test exits 77 (skipped), saying why.
+"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+mpirun, train, plan_tool, root = sys.argv[1:5]
+SEQ, BATCH, STEPS = 16, 4, 5
+failures = []
+
+
+def check(what, ok, detail=""):
+    print(("ok   " if ok else "FAIL ") + what + ("" if ok else ": " + detail))
+    if not ok:
+        failures.append(what)
+
+
+def torch_or_skip():
+    """Re-runs this script under the project's .venv Python where this one lacks torch; exits 77 where none has it."""
+    try:
+        import torch  # noqa: F401
+        import transformers  # noqa: F401
+        import safetensors  # noqa: F401
+        return
+    except ImportError as e:
+        reason = str(e)
+    venv = os.path.join(root, ".venv", "bin", "python")
+    if os.path.exists(venv) and not os.environ.get("AUTODDL_DTENSOR_TEST_IN_VENV"):
+        os.environ["AUTODDL_DTENSOR_TEST_IN_VENV"] = "1"
+        os.execv(venv, [venv, os.path.abspath(__file__), *sys.argv[1:]])
+    print(f"skipped: torch and transformers are needed ({reason}); scripts/setup-python makes {venv}")
+    sys.exit(77)
+
+
+def write_model(folder):
+    """A tiny LLaMA in transformers, random weights (norm scales near 1), saved under `folder`."""
+    import torch
+    import transformers
+    os.makedirs(folder, exist_ok=True)
+    cfg = dict(model_type="llama", hidden_size=32, intermediate_size=48, num_hidden_layers=2, num_attention_heads=4,
+               num_key_value_heads=2, vocab_size=256, rms_norm_eps=1e-6, rope_theta=10000.0, max_position_embeddings=64,
+               tie_word_embeddings=False, torch_dtype="float32")
+    json.dump(cfg, open(os.path.join(folder, "config.json"), "w"))
+    model = transformers.AutoModelForCausalLM.from_config(transformers.AutoConfig.from_pretrained(folder))
+    g = torch.Generator().manual_seed(5)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            p.copy_(torch.randn(p.shape, generator=g) * 0.2 + (1.0 if "norm" in name else 0.0))
+    model.save_pretrained(folder)
+    return os.path.join(folder, "model.safetensors")
+
+
+def plan(tmp, spec, mesh, strategy):
+    """autoddl-plan's plan file and DTensor placements of `strategy` on `mesh`: their paths, or None."""
+    tag = f"{mesh}-{strategy}".replace(":", "_").replace(",", "_").replace("=", "")
+    out, dt = os.path.join(tmp, tag + ".plan.json"), os.path.join(tmp, tag + ".dtensor.json")
+    r = subprocess.run([plan_tool, "--model", spec, "--mesh", mesh, "--strategy", strategy, "--out", out, "--emit", "dtensor"],
+                       capture_output=True, text=True, timeout=120)
+    check(f"autoddl-plan --emit dtensor of {strategy} on mesh {mesh}", r.returncode == 0, r.stderr.strip()[:300])
+    if r.returncode != 0:
+        return None
+    open(dt, "w").write(r.stdout)
+    return out, dt
+
+
+def autoddl_losses(np, plan_file, weights, data_path):
+    cmd = [mpirun, "--allow-run-as-root", "--oversubscribe", "-np", str(np), os.path.abspath(train), "--log-every", "0",
+           "--plan", plan_file, "--data", data_path, "--init-from", weights, "--steps", str(STEPS), "--optimizer", "adam",
+           "--lr", "3e-3", "--json"]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    return (json.loads(r.stdout)["losses"], "") if r.returncode == 0 else (None, r.stderr.strip()[:300])
+
+
+def runner_losses(folder, weights, data_path, dtensor_files):
+    cmd = [sys.executable, os.path.join(root, "tools", "dtensor_runner.py"), "--placements", *dtensor_files, "--config-dir",
+           folder, "--init-from", weights, "--data", data_path, "--steps", str(STEPS), "--optimizer", "adam", "--lr", "3e-3",
+           "--json"]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=180)
+    if r.returncode != 0:
+        return None, r.stderr.strip()[-600:]
+    return {run["placements"]: run["losses"] for run in json.loads(r.stdout.strip().splitlines()[-1])["runs"]}, ""
+
+
+def megatron_splits(dt, axis):
+    """Whether each tensor-parallel matrix is split on the torch dim Megatron-LM splits it on (axis: the tp one)."""
+    wrong = []
+    for p in dt["params"]:
+        name = p["hf_name"] or ""
+        want = 0 if any(k in name for k in ("q_proj", "k_proj", "v_proj", "gate_proj", "up_proj")) else \
+            1 if any(k in name for k in ("o_proj", "down_proj")) else None
+        if want is not None and p["storage"]["placements"][axis] != f"Shard({want})":
+            wrong.append(f"{name}: {p['storage']['placements']}")
+    return wrong
+
+
+def placement_checks(tmp, spec, files):
+    tp = json.load(open(files[("2x2", "megatron:tp=2,dp=2,sp=1")][1]))
+    wrong = megatron_splits(tp, 1)
+    check("tp: q/k/v, gate and up proj are Shard(0) of torch's [out, in] weight, o and down proj Shard(1)", not wrong,
+          "; ".join(wrong[:3]))
+    fsdp = json.load(open(files[("2x2", "fsdp")][1]))
+    whole = [p["hf_name"] for p in fsdp["params"] if len(p["shape"]) == 2 and
+             not all(x.startswith("Shard(") for x in p["storage"]["placements"])]
+    check("fsdp: every matrix is stored sharded on both mesh dimensions", not whole, str(whole[:3]))
+    plan_file, dt = files[("2x2", "auto")]
+    r = subprocess.run([plan_tool, "--check", plan_file, "--emit", "dtensor"], capture_output=True, text=True, timeout=120)
+    same = r.returncode == 0 and json.loads(r.stdout)["params"] == json.load(open(dt))["params"]
+    check("--check of the auto plan's file emits the same parameter placements", same, r.stderr.strip()[:300])
+
+
+def main():
+    torch_or_skip()
+    import torch
+    cases = [(2, "2", s) for s in ("dp", "fsdp", "megatron:tp=2,sp=1", "auto")] + \
+            [(4, "2x2", s) for s in ("dp", "fsdp", "megatron:tp=2,dp=2,sp=1", "auto")]
+    worst = (0.0, "")
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = os.path.join(tmp, "llama")
+        weights = write_model(folder)
+        data_path = os.path.join(tmp, "data.bin")
+        open(data_path, "wb").write(bytes(torch.randint(0, 256, (4096,), generator=torch.Generator().manual_seed(1)).tolist()))
+        spec = f"hf:{folder}/config.json:seq={SEQ},batch={BATCH}"
+        files = {(mesh, s): plan(tmp, spec, mesh, s) for _, mesh, s in cases}
+        for np in (2, 4):
+            mine = [(mesh, s) for n, mesh, s in cases if n == np and files[(mesh, s)]]
+            got, err = runner_losses(folder, weights, data_path, [files[k][1] for k in mine])
+            check(f"dtensor_runner trains {len(mine)} plans on {np} gloo ranks", got is not None, err)
+            for mesh, s in mine:
+                want, err = autoddl_losses(np, files[(mesh, s)][0], weights, data_path)
+                what = f"{s} on {np} ranks (mesh {mesh})"
+                if want is None or got is None:
+                    check(what + ": both run", False, err)
+                    continue
+                dt = got[files[(mesh, s)][1]]
+                diff = max(abs(a - b) for a, b in zip(want, dt))
+                worst = max(worst, (diff, what))
+                print(f"     {what}: autoddl-train {', '.join(f'{x:.6f}' for x in want)}; DTensor largest difference {diff:.1e}")
+                check(what + f": {STEPS} losses equal autoddl-train's within 1e-5", len(dt) == STEPS and diff <= 1e-5, f"{diff:.2e}")
+        if all(files.values()):
+            placement_checks(tmp, spec, files)
+    print(f"     largest loss difference {worst[0]:.1e} ({worst[1]})")
+    print(f"{len(failures)} failed" if failures else "all passed")
+    sys.exit(1 if failures else 0)
+
+
+main()
