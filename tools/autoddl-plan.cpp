@@ -299,7 +299,7 @@ void emit_dtensor(const plan_problem& problem, const plan_result& r, const std::
                   const std::string& model) {
   if (pipe) throw error("--emit dtensor writes plans without pipeline stages; this plan has " + std::to_string(pipe->shape.stages) +
                         " (pin --strategy to one without pp)");
-  std::puts(autoddl::tools::dtensor_json(problem, r, model, hf_experts_naming_of(model)).dump(1).c_str());
+  std::fputs(autoddl::tools::dtensor_text(autoddl::tools::dtensor_json(problem, r, model, hf_experts_naming_of(model))).c_str(), stdout);
 }
 
 // --check: the plan as it prices here, and one line: valid, and today's figures against the file's.

@@ -43,7 +43,8 @@ def parse_args(argv):
     a.add_argument("--optimizer", choices=["adam", "sgd"], default="adam")
     a.add_argument("--lr", type=float, default=3e-3, help="learning rate (autoddl-train's with --data: 3e-3)")
     a.add_argument("--json", action="store_true",
-                   help="print one JSON object: {\"runs\": [{\"placements\": file, \"strategy\": ..., \"losses\": [...]}]}")
+                   help="print one JSON object: {\"runs\": [{\"placements\": file, \"strategy\": ..., \"losses\": [...], "
+                        "\"stored_elements\": [per rank]}]}")
     return a.parse_args(argv)
 
 
@@ -165,7 +166,8 @@ def step(args, model, params, mesh, opt, masters, batch):
 
 
 def run_plan(args, path, rank):
-    """Trains the plan of file `path`: its losses."""
+    """Trains the plan of file `path`: its losses, and the parameter elements each rank stores."""
+    import torch.distributed as dist
     from torch.distributed.device_mesh import init_device_mesh
     plan = json.load(open(path))
     mesh = init_device_mesh("cpu", tuple(plan["mesh"]))
@@ -179,7 +181,10 @@ def run_plan(args, path, rank):
         losses.append(step(args, model, params, mesh, opt, masters, (ids, targets, block, split, (rows, seq))))
         if rank == 0 and not args.json:
             print(f"{plan['strategy']} on mesh {'x'.join(map(str, plan['mesh']))}: step {k + 1} loss {losses[-1]:.7f}", flush=True)
-    return {"placements": path, "strategy": plan["strategy"], "mesh": plan["mesh"], "losses": losses}
+    stored = [None] * mesh.size()
+    dist.all_gather_object(stored, sum(p.to_local().numel() for p, _ in params.values()))
+    return {"placements": path, "strategy": plan["strategy"], "mesh": plan["mesh"], "losses": losses,
+            "stored_elements": stored}
 
 
 def train(rank, world, port, args):

@@ -43,8 +43,8 @@ inline std::optional<int> torch_dim(const std::optional<hf_param_name>& h, int r
 }
 
 /// {"sbp": [...], "placements": [...]} of layout l on a tensor of rank `rank` (h: its Hugging Face tensor).
-inline nlohmann::json placements_json(const nd_sbp& l, int rank, const std::optional<hf_param_name>& h = std::nullopt) {
-  nlohmann::json sbp = nlohmann::json::array(), pl = nlohmann::json::array();
+inline nlohmann::ordered_json placements_json(const nd_sbp& l, int rank, const std::optional<hf_param_name>& h = std::nullopt) {
+  nlohmann::ordered_json sbp = nlohmann::ordered_json::array(), pl = nlohmann::ordered_json::array();
   for (int a = 0; a < l.size(); ++a) {
     sbp.push_back(std::string(to_string(l[a])));
     if (l[a].is_broadcast()) {
@@ -60,7 +60,7 @@ inline nlohmann::json placements_json(const nd_sbp& l, int rank, const std::opti
   return {{"sbp", sbp}, {"placements", pl}};
 }
 
-inline nlohmann::json shape_json(const tensor_shape& s) { return std::vector<std::int64_t>(s.begin(), s.end()); }
+inline nlohmann::ordered_json shape_json(const tensor_shape& s) { return std::vector<std::int64_t>(s.begin(), s.end()); }
 
 /// The signature the plan picks for op i.
 inline const signature& picked(const plan_problem& problem, const plan_result& r, std::size_t i) {
@@ -68,9 +68,9 @@ inline const signature& picked(const plan_problem& problem, const plan_result& r
 }
 
 /// Every parameter: its storage, gradient-summing and update layouts and the layout each op reads it in.
-inline nlohmann::json dtensor_params(const plan_problem& problem, const plan_result& r, hf_experts_naming naming) {
+inline nlohmann::ordered_json dtensor_params(const plan_problem& problem, const plan_result& r, hf_experts_naming naming) {
   const graph& g = problem.model();
-  nlohmann::json out = nlohmann::json::array();
+  nlohmann::ordered_json out = nlohmann::ordered_json::array();
   for (std::size_t p = 0; p < g.params.size(); ++p) {
     const param_info& info = g.params[p];
     const std::vector<std::int64_t> shape(info.shape.begin(), info.shape.end());
@@ -78,21 +78,21 @@ inline nlohmann::json dtensor_params(const plan_problem& problem, const plan_res
     const std::optional<hf_param_name> h = names.empty() ? std::nullopt : std::optional(names.front());
     const int rank = int(shape.size());
     const param_choice& c = at(problem.param_candidates(int(p)), at(r.pick, problem.param_node(int(p))));
-    nlohmann::json e = {{"name", info.name}, {"shape", shape}, {"hf_name", h ? nlohmann::json(h->name) : nlohmann::json(nullptr)}};
+    nlohmann::ordered_json e = {{"name", info.name}, {"shape", shape}, {"hf_name", h ? nlohmann::ordered_json(h->name) : nlohmann::ordered_json(nullptr)}};
     if (h) e["hf_shape"] = hf_shape_of(*h, shape), e["transposed"] = h->transposed;
     if (names.size() > 1) {
-      nlohmann::json all = nlohmann::json::array();
+      nlohmann::ordered_json all = nlohmann::ordered_json::array();
       for (const hf_param_name& n : names) all.push_back(n.name);
       e["hf_names"] = all;
     }
     e["storage"] = placements_json(c.storage, rank, h);
     e["grad_sum"] = placements_json(c.grad_sum, rank, h);
     e["update"] = placements_json(c.update, rank, h);
-    nlohmann::json reads = nlohmann::json::array();
+    nlohmann::ordered_json reads = nlohmann::ordered_json::array();
     for (std::size_t i = 0; i < g.ops.size(); ++i)
       for (std::size_t slot = 0; slot < g.ops[i].param_ids.size(); ++slot) {
         if (g.ops[i].param_ids[slot] != int(p)) continue;
-        nlohmann::json x = {{"op", g.ops[i].name}, {"slot", slot}, {"kind", std::string(to_string(g.ops[i].kind))}};
+        nlohmann::ordered_json x = {{"op", g.ops[i].name}, {"slot", slot}, {"kind", std::string(to_string(g.ops[i].kind))}};
         x.update(placements_json(at(picked(problem, r, i).params, slot), rank, h));
         reads.push_back(x);
       }
@@ -103,15 +103,15 @@ inline nlohmann::json dtensor_params(const plan_problem& problem, const plan_res
 }
 
 /// The graph's inputs, each with the layouts its readers take it in.
-inline nlohmann::json dtensor_inputs(const plan_problem& problem, const plan_result& r) {
+inline nlohmann::ordered_json dtensor_inputs(const plan_problem& problem, const plan_result& r) {
   const graph& g = problem.model();
-  nlohmann::json out = nlohmann::json::array();
+  nlohmann::ordered_json out = nlohmann::ordered_json::array();
   for (std::size_t k = 0; k < g.inputs.size(); ++k) {
-    nlohmann::json reads = nlohmann::json::array();
+    nlohmann::ordered_json reads = nlohmann::ordered_json::array();
     for (std::size_t i = 0; i < g.ops.size(); ++i)
       for (std::size_t j = 0; j < g.op_inputs[i].size(); ++j)
         if (g.op_inputs[i][j] == tensor_ref{-1, int(k)}) {
-          nlohmann::json x = {{"op", g.ops[i].name}, {"input", j}};
+          nlohmann::ordered_json x = {{"op", g.ops[i].name}, {"input", j}};
           x.update(placements_json(at(picked(problem, r, i).inputs, j), g.inputs[k].rank()));
           reads.push_back(x);
         }
@@ -121,9 +121,9 @@ inline nlohmann::json dtensor_inputs(const plan_problem& problem, const plan_res
 }
 
 /// Every activation the plan boxes: produced in one layout, read by an op in another.
-inline nlohmann::json dtensor_activations(const plan_problem& problem, const plan_result& r) {
+inline nlohmann::ordered_json dtensor_activations(const plan_problem& problem, const plan_result& r) {
   const graph& g = problem.model();
-  nlohmann::json out = nlohmann::json::array();
+  nlohmann::ordered_json out = nlohmann::ordered_json::array();
   for (std::size_t i = 0; i < g.ops.size(); ++i)
     for (std::size_t j = 0; j < g.op_inputs[i].size(); ++j) {
       const tensor_ref t = g.op_inputs[i][j];
@@ -143,7 +143,7 @@ inline nlohmann::json dtensor_activations(const plan_problem& problem, const pla
 
 /// The DTensor placements of plan `r` of `problem` (model spec as given; naming: how a mixture's
 /// experts are named in its checkpoints).
-inline nlohmann::json dtensor_json(const plan_problem& problem, const plan_result& r, const std::string& model_spec,
+inline nlohmann::ordered_json dtensor_json(const plan_problem& problem, const plan_result& r, const std::string& model_spec,
                                    hf_experts_naming naming) {
   const plan_options& o = problem.options();
   return {{"format", "autoddl-dtensor"},
@@ -155,6 +155,25 @@ inline nlohmann::json dtensor_json(const plan_problem& problem, const plan_resul
           {"inputs", detail::dtensor_inputs(problem, r)},
           {"params", detail::dtensor_params(problem, r, naming)},
           {"activations", detail::dtensor_activations(problem, r)}};
+}
+
+/// dtensor_json's text: one line per input, parameter and activation, so a reader (and grep) sees
+/// each tensor whole.
+inline std::string dtensor_text(const nlohmann::ordered_json& j) {
+  std::string out = "{";
+  bool first = true;
+  for (const auto& [key, value] : j.items()) {
+    out += std::string(first ? "" : ",") + "\n \"" + key + "\": ";
+    first = false;
+    if (!value.is_array() || value.empty() || !value.front().is_object()) {
+      out += value.dump();
+      continue;
+    }
+    out += "[";
+    for (std::size_t i = 0; i < value.size(); ++i) out += std::string(i ? "," : "") + "\n  " + value[i].dump();
+    out += "\n ]";
+  }
+  return out + "\n}\n";
 }
 
 }  // namespace autoddl::tools

@@ -96,7 +96,7 @@ def runner_losses(folder, weights, data_path, dtensor_files):
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=180)
     if r.returncode != 0:
         return None, r.stderr.strip()[-600:]
-    return {run["placements"]: run["losses"] for run in json.loads(r.stdout.strip().splitlines()[-1])["runs"]}, ""
+    return {run["placements"]: run for run in json.loads(r.stdout.strip().splitlines()[-1])["runs"]}, ""
 
 
 def megatron_splits(dt, axis):
@@ -109,6 +109,24 @@ def megatron_splits(dt, axis):
         if want is not None and p["storage"]["placements"][axis] != f"Shard({want})":
             wrong.append(f"{name}: {p['storage']['placements']}")
     return wrong
+
+
+# The tiny LLaMA's parameters: embedding and head 256 x 32 each, the final norm 32; per layer q and o
+# 32 x 32, k and v 32 x 16, gate, up and down 32 x 48, two norms of 32.
+NORMS = 32 + 2 * 2 * 32
+MATRICES = 2 * 256 * 32 + 2 * (2 * 32 * 32 + 2 * 32 * 16 + 3 * 32 * 48)
+
+
+def stored_elements(what, strategy, np, per_rank):
+    """The parameter elements each rank's DTensors hold, against the strategy's closed form: dp
+    replicates all, fsdp shards all over every rank, Megatron tp=2 halves every matrix."""
+    want = {"dp": MATRICES + NORMS, "fsdp": (MATRICES + NORMS) // np}.get(strategy)
+    if strategy.startswith("megatron:tp=2"):
+        want = MATRICES // 2 + NORMS
+    if want is None:
+        print(f"     {what}: each rank stores {per_rank} parameter elements of {MATRICES + NORMS}")
+        return
+    check(f"{what}: each rank stores {want} parameter elements", per_rank == [want] * np, str(per_rank))
 
 
 def placement_checks(tmp, spec, files):
@@ -149,7 +167,8 @@ def main():
                 if want is None or got is None:
                     check(what + ": both run", False, err)
                     continue
-                dt = got[files[(mesh, s)][1]]
+                dt = got[files[(mesh, s)][1]]["losses"]
+                stored_elements(what, s, np, got[files[(mesh, s)][1]]["stored_elements"])
                 diff = max(abs(a - b) for a, b in zip(want, dt))
                 worst = max(worst, (diff, what))
                 print(f"     {what}: autoddl-train {', '.join(f'{x:.6f}' for x in want)}; DTensor largest difference {diff:.1e}")
