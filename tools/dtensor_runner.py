@@ -18,8 +18,14 @@ What follows the plan:
   (reduce-scatter for a sharded parameter, all-reduce for a replicated one);
 - the optimizer's state lives in the plan's update placements (ZeRO 1 and 2: a slice of a
   replicated parameter), its result redistributed back into the storage placements.
-What does not: activations are computed whole by transformers on each rank's rows (the boxed
-activations of the file are not redistributed), and micro-batches and recomputation are one pass.
+- the activations the file boxes, where a transformers module produces them (a linear's, a norm's,
+  the embedding's output) and a whole value can start them: each is taken from this rank's rows into
+  the producer's placements, boxed into the consumer's by DTensor, and back (forward and backward):
+  the plan's collectives on the real values, which leave them unchanged (--no-box-activations: not).
+What does not: transformers computes every activation whole on each rank's rows (attention, SwiGLU
+and residuals unsplit, whatever the plan's layouts), so the boxed activations are checked, not used
+to split the compute; none is boxed where the tokens' positions are split; micro-batches and
+recomputation are one pass.
 The optimizers are autoddl-train's: SGD with momentum 0.9 (sgd) and Adam (0.9, 0.999, eps 1e-8),
 neither with weight decay. autoddl's loss is the mean cross-entropy of every position's next byte:
 row b of step k is the window of seq + 1 bytes at ((k * batch + b) * seq) mod (size - seq - 1).
@@ -42,6 +48,8 @@ def parse_args(argv):
     a.add_argument("--steps", type=int, default=5)
     a.add_argument("--optimizer", choices=["adam", "sgd"], default="adam")
     a.add_argument("--lr", type=float, default=3e-3, help="learning rate (autoddl-train's with --data: 3e-3)")
+    a.add_argument("--no-box-activations", dest="box_activations", action="store_false",
+                   help="leave the file's boxed activations alone (by default those a transformers module produces are boxed)")
     a.add_argument("--json", action="store_true",
                    help="print one JSON object: {\"runs\": [{\"placements\": file, \"strategy\": ..., \"losses\": [...], "
                         "\"stored_elements\": [per rank]}]}")
@@ -125,6 +133,69 @@ def gathered(params, mesh, split):
         out[name] = x.redistribute(mesh, whole).to_local(grad_placements=grads)
     return out
 
+MODULES = {"embed": "model.embed_tokens", "norm": "model.norm", "lm_head": "lm_head", "attn_norm": "input_layernorm",
+           "mlp_norm": "post_attention_layernorm", "attn.q": "self_attn.q_proj", "attn.k": "self_attn.k_proj",
+           "attn.v": "self_attn.v_proj", "attn.o": "self_attn.o_proj", "mlp.gate": "mlp.gate_proj", "mlp.up": "mlp.up_proj",
+           "mlp.down": "mlp.down_proj"}
+
+
+def module_of(op):
+    """transformers' module whose output is autoddl op `op`'s ("h3.attn.q" -> "model.layers.3.self_attn.q_proj"), or None."""
+    if op in MODULES and not op.startswith(("attn", "mlp")):
+        return MODULES[op]
+    layer, _, rest = op.partition(".")
+    if layer[:1] == "h" and layer[1:].isdigit() and rest in MODULES:
+        return f"model.layers.{layer[1:]}.{MODULES[rest]}"
+    return None
+
+
+def box_activations(model, plan, mesh):
+    """Forward hooks that take each boxed activation a transformers module produces from the placements
+    of this rank's rows into the plan's producer placements, box it into the consumer's, and back: the
+    collectives the plan runs, on the same values (an identity, forward and backward). Returns the hooks
+    and how many of the file's boxed activations they follow: none where the tokens' positions are split,
+    and not those a whole value cannot start from (a partial sum on a mesh dim that cuts the rows, or into
+    one from a whole value)."""
+    from torch.distributed.tensor import DTensor, Partial, Replicate
+    rows_text = ["Shard(0)" if kind(t)[0] == "S" else "Replicate()" for t in plan["inputs"][0]["reads"][0]["placements"]]
+    rows = placements(rows_text)
+    if any(kind(t) == ("S", 1) for t in plan["inputs"][0]["reads"][0]["placements"]):
+        return [], 0
+    boxes = {}
+    for a in plan["activations"]:
+        name = module_of(a["producer"])
+        src, dst = a["from"]["placements"], a["to"]["placements"]
+        practical = all(kind(t)[0] != "P" or kind(r)[0] == "B" for t, r in zip(src, rows_text)) and \
+            all(kind(t)[0] != "P" or kind(f)[0] == "P" for t, f in zip(dst, src))
+        if name is not None and a["output"] == 0 and practical:
+            pair = (tuple(a["from"]["placements"]), tuple(a["to"]["placements"]))
+            boxes.setdefault(name, {}).setdefault(pair, []).append(a)
+    modules = dict(model.named_modules())
+
+    def hook_for(pairs):
+        def hook(module, inputs, y):
+            for src, dst in pairs:
+                y = boxed(y, src, dst)
+            return y
+        return hook
+
+    def boxed(y, src, dst):
+        """y (this rank's rows) as the producer's placements src, boxed into dst, and back to rows. A
+        partial sum is made where src has one: the rank of coordinate 0 holds the value, the others zeros;
+        the gradient passes to every rank's y whole, as the backward of DTensor's sum hands it back whole."""
+        start, coords = list(rows), mesh.get_coordinate()
+        for axis, t in enumerate(src):
+            if kind(t)[0] == "P":
+                start[axis] = Partial()
+                y = y + (y * (1.0 if coords[axis] == 0 else 0.0) - y).detach()
+        d = DTensor.from_local(y, mesh, start, run_check=False)
+        d = d.redistribute(mesh, placements(src)).redistribute(mesh, placements(dst)).redistribute(mesh, rows)
+        return d.to_local(grad_placements=rows)
+
+    hooks = [modules[name].register_forward_hook(hook_for(list(pairs))) for name, pairs in boxes.items() if name in modules]
+    return hooks, sum(len(edges) for name, pairs in boxes.items() if name in modules for edges in pairs.values())
+
+
 
 def optimizer_of(args, params, mesh):
     """The optimizer over each parameter's update copy (the parameter itself where it is updated in place)."""
@@ -172,6 +243,7 @@ def run_plan(args, path, rank):
     plan = json.load(open(path))
     mesh = init_device_mesh("cpu", tuple(plan["mesh"]))
     model, params = build(args, plan, mesh)
+    hooks, followed = box_activations(model, plan, mesh) if args.box_activations else ([], 0)
     opt, masters = optimizer_of(args, params, mesh)
     (rows, seq), block, split = token_block(plan, mesh.get_coordinate())
     data = open(args.data, "rb").read()
@@ -181,10 +253,12 @@ def run_plan(args, path, rank):
         losses.append(step(args, model, params, mesh, opt, masters, (ids, targets, block, split, (rows, seq))))
         if rank == 0 and not args.json:
             print(f"{plan['strategy']} on mesh {'x'.join(map(str, plan['mesh']))}: step {k + 1} loss {losses[-1]:.7f}", flush=True)
+    for h in hooks:
+        h.remove()
     stored = [None] * mesh.size()
     dist.all_gather_object(stored, sum(p.to_local().numel() for p, _ in params.values()))
     return {"placements": path, "strategy": plan["strategy"], "mesh": plan["mesh"], "losses": losses,
-            "stored_elements": stored}
+            "stored_elements": stored, "activations_boxed": followed, "activations_in_file": len(plan["activations"])}
 
 
 def train(rank, world, port, args):

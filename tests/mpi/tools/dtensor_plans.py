@@ -7,7 +7,8 @@ A tiny LLaMA (transformers' LlamaForCausalLM built from a config.json written he
 saved as safetensors) is planned by autoddl-plan under dp, fsdp (ZeRO-3), Megatron tp=2 with
 sequence parallelism and auto, on 2 ranks (mesh 2) and 4 ranks (mesh 2x2): --out writes the plan
 file autoddl-train --plan runs on as many MPI ranks, --emit dtensor the placements
-tools/dtensor_runner.py trains transformers' model with on as many gloo ranks. Both start from the
+tools/dtensor_runner.py trains transformers' model with on as many gloo ranks (boxing the plan's
+activations where transformers' modules produce them). Both start from the
 same weights, read the same --data windows and take 5 Adam steps (lr 3e-3): every loss agrees
 within 1e-5 (the largest difference is printed). The placements are also checked against what a
 reader of Megatron-LM expects of torch's [out, in] weights: q/k/v, gate and up proj split on dim 0
@@ -168,6 +169,10 @@ def main():
                     check(what + ": both run", False, err)
                     continue
                 dt = got[files[(mesh, s)][1]]["losses"]
+                boxed, listed = got[files[(mesh, s)][1]]["activations_boxed"], got[files[(mesh, s)][1]]["activations_in_file"]
+                print(f"     {what}: DTensor boxed {boxed} of the {listed} boxed activations the plan lists")
+                if s.startswith("megatron"):  # o_proj's and down_proj's partial sums into the residual, at least
+                    check(what + ": DTensor boxes the partial sums of o_proj and down_proj", boxed >= 4, f"{boxed}")
                 stored_elements(what, s, np, got[files[(mesh, s)][1]]["stored_elements"])
                 diff = max(abs(a - b) for a, b in zip(want, dt))
                 worst = max(worst, (diff, what))
