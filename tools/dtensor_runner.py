@@ -4,7 +4,7 @@ of an autoddl plan (autoddl-plan --emit dtensor), from the same safetensors weig
 --data windows as autoddl-train, and prints each step's loss.
 
   dtensor_runner.py --placements plan.dtensor.json [more.json ...] --config-dir DIR --init-from W.safetensors \\
-                    --data corpus.bin [--steps 5] [--optimizer adam|sgd] [--lr 3e-3] [--json]
+                    --data corpus.bin [--steps 5] [--optimizer adam|sgd] [--lr 3e-3] [--no-box-activations] [--json]
 
 Several plans of one device count train one after the other in the same ranks, each from the
 initial weights (torch and transformers are imported once, before the ranks are forked).
@@ -17,17 +17,18 @@ What follows the plan:
   the backward of those redistributions sums and slices the gradients into the storage placements
   (reduce-scatter for a sharded parameter, all-reduce for a replicated one);
 - the optimizer's state lives in the plan's update placements (ZeRO 1 and 2: a slice of a
-  replicated parameter), its result redistributed back into the storage placements.
+  replicated parameter), its result redistributed back into the storage placements;
 - the activations the file boxes, where a transformers module produces them (a linear's, a norm's,
   the embedding's output) and a whole value can start them: each is taken from this rank's rows into
   the producer's placements, boxed into the consumer's by DTensor, and back (forward and backward):
   the plan's collectives on the real values, which leave them unchanged (--no-box-activations: not).
 What does not: transformers computes every activation whole on each rank's rows (attention, SwiGLU
-and residuals unsplit, whatever the plan's layouts), so the boxed activations are checked, not used
-to split the compute; none is boxed where the tokens' positions are split; micro-batches and
+and residuals unsplit, whatever the plan's layouts), so the boxings are exercised, not used to split
+the compute; activations other modules produce are not boxed, nor a partial sum on a mesh dim that
+cuts the rows; none is boxed where the tokens' positions are split; micro-batches and
 recomputation are one pass.
 The optimizers are autoddl-train's: SGD with momentum 0.9 (sgd) and Adam (0.9, 0.999, eps 1e-8),
-neither with weight decay. autoddl's loss is the mean cross-entropy of every position's next byte:
+neither with weight decay; by default the plan's, as autoddl-train --plan runs it. autoddl's loss is the mean cross-entropy of every position's next byte:
 row b of step k is the window of seq + 1 bytes at ((k * batch + b) * seq) mod (size - seq - 1).
 """
 import argparse
@@ -46,13 +47,14 @@ def parse_args(argv):
     a.add_argument("--init-from", required=True, help="the initial weights, a safetensors file of Hugging Face names")
     a.add_argument("--data", required=True, help="the byte corpus autoddl-train --data reads")
     a.add_argument("--steps", type=int, default=5)
-    a.add_argument("--optimizer", choices=["adam", "sgd"], default="adam")
+    a.add_argument("--optimizer", choices=["adam", "sgd", "sgd-momentum"],
+                   help="default: the plan's (the file's optimizer: adam or sgd-momentum)")
     a.add_argument("--lr", type=float, default=3e-3, help="learning rate (autoddl-train's with --data: 3e-3)")
     a.add_argument("--no-box-activations", dest="box_activations", action="store_false",
                    help="leave the file's boxed activations alone (by default those a transformers module produces are boxed)")
     a.add_argument("--json", action="store_true",
                    help="print one JSON object: {\"runs\": [{\"placements\": file, \"strategy\": ..., \"losses\": [...], "
-                        "\"stored_elements\": [per rank]}]}")
+                        "\"stored_elements\": [per rank], \"activations_boxed\": n, \"activations_in_file\": n}]}")
     return a.parse_args(argv)
 
 
@@ -197,7 +199,7 @@ def box_activations(model, plan, mesh):
 
 
 
-def optimizer_of(args, params, mesh):
+def optimizer_of(args, plan, params, mesh):
     """The optimizer over each parameter's update copy (the parameter itself where it is updated in place)."""
     import torch
     masters = {}
@@ -205,7 +207,8 @@ def optimizer_of(args, params, mesh):
         upd = placements(entry["update"]["placements"])
         masters[name] = p if list(p.placements) == upd else torch.nn.Parameter(p.detach().redistribute(mesh, upd))
     ps = list(masters.values())
-    opt = torch.optim.Adam(ps, lr=args.lr, betas=(0.9, 0.999), eps=1e-8) if args.optimizer == "adam" else \
+    name = args.optimizer or plan.get("optimizer", "adam")
+    opt = torch.optim.Adam(ps, lr=args.lr, betas=(0.9, 0.999), eps=1e-8) if name == "adam" else \
         torch.optim.SGD(ps, lr=args.lr, momentum=0.9)
     return opt, masters
 
@@ -244,7 +247,7 @@ def run_plan(args, path, rank):
     mesh = init_device_mesh("cpu", tuple(plan["mesh"]))
     model, params = build(args, plan, mesh)
     hooks, followed = box_activations(model, plan, mesh) if args.box_activations else ([], 0)
-    opt, masters = optimizer_of(args, params, mesh)
+    opt, masters = optimizer_of(args, plan, params, mesh)
     (rows, seq), block, split = token_block(plan, mesh.get_coordinate())
     data = open(args.data, "rb").read()
     losses = []
@@ -255,6 +258,8 @@ def run_plan(args, path, rank):
             print(f"{plan['strategy']} on mesh {'x'.join(map(str, plan['mesh']))}: step {k + 1} loss {losses[-1]:.7f}", flush=True)
     for h in hooks:
         h.remove()
+    if rank == 0 and not args.json:
+        print(f"{plan['strategy']}: DTensor boxed {followed} of the {len(plan['activations'])} boxed activations the file lists")
     stored = [None] * mesh.size()
     dist.all_gather_object(stored, sum(p.to_local().numel() for p, _ in params.values()))
     return {"placements": path, "strategy": plan["strategy"], "mesh": plan["mesh"], "losses": losses,

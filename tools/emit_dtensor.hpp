@@ -5,7 +5,7 @@
 // weight is [in, out] here and [out, in] in torch, so S(0) of h0.attn.q.W is Shard(1) of
 // model.layers.0.self_attn.q_proj.weight. Activations keep autoddl's dims.
 //   {"format": "autoddl-dtensor", "version": 1, "model": "hf:...", "mesh": [2, 2], "strategy": "dp",
-//    "microbatches": 1,
+//    "optimizer": "adam", "microbatches": 1,
 //    "inputs": [{"index": 0, "shape": [4, 16], "reads": [{"op": "embed", "input": 0, "sbp": ["S(0)", "B"],
 //                "placements": ["Shard(0)", "Replicate()"]}]}, ...],
 //    "params": [{"name": "h0.attn.q.W", "shape": [32, 32], "hf_name": "model.layers.0.self_attn.q_proj.weight",
@@ -151,6 +151,7 @@ inline nlohmann::ordered_json dtensor_json(const plan_problem& problem, const pl
           {"model", model_spec},
           {"mesh", std::vector<int>(o.mesh.begin(), o.mesh.end())},
           {"strategy", to_string(r.strategy)},
+          {"optimizer", std::string(to_string(o.opt))},
           {"microbatches", o.microbatches},
           {"inputs", detail::dtensor_inputs(problem, r)},
           {"params", detail::dtensor_params(problem, r, naming)},
