@@ -17,7 +17,9 @@ What follows the plan:
   the backward of those redistributions sums and slices the gradients into the storage placements
   (reduce-scatter for a sharded parameter, all-reduce for a replicated one);
 - the optimizer's state lives in the plan's update placements (ZeRO 1 and 2: a slice of a
-  replicated parameter), its result redistributed back into the storage placements;
+  replicated parameter), its result redistributed back into the storage placements; the gradient
+  is summed into the storage placements and sliced from there (an all-reduce where ZeRO 2's
+  grad_sum placements reduce-scatter);
 - the activations the file boxes, where a transformers module produces them (a linear's, a norm's,
   the embedding's output) and a whole value can start them: each is taken from this rank's rows into
   the producer's placements, boxed into the consumer's by DTensor, and back (forward and backward):
@@ -54,7 +56,7 @@ def parse_args(argv):
                    help="leave the file's boxed activations alone (by default those a transformers module produces are boxed)")
     a.add_argument("--json", action="store_true",
                    help="print one JSON object: {\"runs\": [{\"placements\": file, \"strategy\": ..., \"losses\": [...], "
-                        "\"stored_elements\": [per rank], \"activations_boxed\": n, \"activations_in_file\": n}]}")
+                        "\"stored_elements\": [per rank], \"updated_elements\": [per rank], \"activations_boxed\": n, \"activations_in_file\": n}]}")
     return a.parse_args(argv)
 
 
@@ -260,10 +262,12 @@ def run_plan(args, path, rank):
         h.remove()
     if rank == 0 and not args.json:
         print(f"{plan['strategy']}: DTensor boxed {followed} of the {len(plan['activations'])} boxed activations the file lists")
-    stored = [None] * mesh.size()
+    stored, updated = [None] * mesh.size(), [None] * mesh.size()
     dist.all_gather_object(stored, sum(p.to_local().numel() for p, _ in params.values()))
+    dist.all_gather_object(updated, sum(m.to_local().numel() for m in masters.values()))
     return {"placements": path, "strategy": plan["strategy"], "mesh": plan["mesh"], "losses": losses,
-            "stored_elements": stored, "activations_boxed": followed, "activations_in_file": len(plan["activations"])}
+            "stored_elements": stored, "updated_elements": updated, "activations_boxed": followed,
+            "activations_in_file": len(plan["activations"])}
 
 
 def train(rank, world, port, args):

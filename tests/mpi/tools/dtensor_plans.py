@@ -5,7 +5,8 @@ Usage: dtensor_plans.py MPIRUN AUTODDL_TRAIN AUTODDL_PLAN SOURCE_ROOT
 
 A tiny LLaMA (transformers' LlamaForCausalLM built from a config.json written here, random weights
 saved as safetensors) is planned by autoddl-plan under dp, fsdp (ZeRO-3), Megatron tp=2 with
-sequence parallelism and auto, on 2 ranks (mesh 2) and 4 ranks (mesh 2x2): --out writes the plan
+sequence parallelism and auto, on 2 ranks (mesh 2) and 4 ranks (mesh 2x2, and ZeRO-2 there, whose
+optimizer updates a slice of each replicated parameter): --out writes the plan
 file autoddl-train --plan runs on as many MPI ranks, --emit dtensor the placements
 tools/dtensor_runner.py trains transformers' model with on as many gloo ranks (boxing the plan's
 activations where transformers' modules produce them). Both start from the
@@ -118,16 +119,21 @@ NORMS = 32 + 2 * 2 * 32
 MATRICES = 2 * 256 * 32 + 2 * (2 * 32 * 32 + 2 * 32 * 16 + 3 * 32 * 48)
 
 
-def stored_elements(what, strategy, np, per_rank):
-    """The parameter elements each rank's DTensors hold, against the strategy's closed form: dp
-    replicates all, fsdp shards all over every rank, Megatron tp=2 halves every matrix."""
-    want = {"dp": MATRICES + NORMS, "fsdp": (MATRICES + NORMS) // np}.get(strategy)
+def stored_elements(what, strategy, np, run):
+    """The parameter elements each rank's DTensors hold, and its optimizer's copies, against the
+    strategy's closed form: dp replicates all, fsdp shards all over every rank, ZeRO 2 stores all and
+    updates a slice of each, Megatron tp=2 halves every matrix."""
+    whole = MATRICES + NORMS
+    want = {"dp": (whole, whole), "fsdp": (whole // np,) * 2, "zero:stage=2": (whole, whole // np)}.get(strategy)
     if strategy.startswith("megatron:tp=2"):
-        want = MATRICES // 2 + NORMS
+        want = (MATRICES // 2 + NORMS,) * 2
     if want is None:
-        print(f"     {what}: each rank stores {per_rank} parameter elements of {MATRICES + NORMS}")
+        print(f"     {what}: each rank stores {run['stored_elements']} parameter elements of {whole}, updates "
+              f"{run['updated_elements']}")
         return
-    check(f"{what}: each rank stores {want} parameter elements", per_rank == [want] * np, str(per_rank))
+    got = (run["stored_elements"], run["updated_elements"])
+    check(f"{what}: each rank stores {want[0]} parameter elements and updates {want[1]}", got == ([want[0]] * np, [want[1]] * np),
+          str(got))
 
 
 def placement_checks(tmp, spec, files):
@@ -149,7 +155,7 @@ def main():
     torch_or_skip()
     import torch
     cases = [(2, "2", s) for s in ("dp", "fsdp", "megatron:tp=2,sp=1", "auto")] + \
-            [(4, "2x2", s) for s in ("dp", "fsdp", "megatron:tp=2,dp=2,sp=1", "auto")]
+            [(4, "2x2", s) for s in ("dp", "fsdp", "zero:stage=2", "megatron:tp=2,dp=2,sp=1", "auto")]
     worst = (0.0, "")
     with tempfile.TemporaryDirectory() as tmp:
         folder = os.path.join(tmp, "llama")
@@ -173,7 +179,7 @@ def main():
                 print(f"     {what}: DTensor boxed {boxed} of the {listed} boxed activations the plan lists")
                 if s.startswith("megatron"):  # o_proj's and down_proj's partial sums into the residual, at least
                     check(what + ": DTensor boxes the partial sums of o_proj and down_proj", boxed >= 4, f"{boxed}")
-                stored_elements(what, s, np, got[files[(mesh, s)][1]]["stored_elements"])
+                stored_elements(what, s, np, got[files[(mesh, s)][1]])
                 diff = max(abs(a - b) for a, b in zip(want, dt))
                 worst = max(worst, (diff, what))
                 print(f"     {what}: autoddl-train {', '.join(f'{x:.6f}' for x in want)}; DTensor largest difference {diff:.1e}")
