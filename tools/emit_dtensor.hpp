@@ -25,6 +25,7 @@
 
 #include "autoddl/models/hf_weights.hpp"
 #include "autoddl/search/planner.hpp"
+#include "autoddl/search/solve.hpp"
 
 namespace autoddl::tools {
 
