@@ -3,11 +3,13 @@
 of an autoddl plan (autoddl-plan --emit dtensor), from the same safetensors weights and the same
 --data windows as autoddl-train, and prints each step's loss.
 
-  dtensor_runner.py --placements plan.dtensor.json [more.json ...] --config-dir DIR --init-from W.safetensors \\
+  dtensor_runner.py --placements plan.dtensor.json [more.json ...] [--config-dir DIR] [--init-from W.safetensors] \\
                     --data corpus.bin [--steps 5] [--optimizer adam|sgd] [--lr 3e-3] [--no-box-activations] [--json]
 
 Several plans of one device count train one after the other in the same ranks, each from the
-initial weights (torch and transformers are imported once, before the ranks are forked).
+initial weights (torch and transformers are imported once, before the ranks are forked); without
+--config-dir, each plan's model is the folder of its hf: config (and model.safetensors there
+without --init-from), so plans of several models run in one call.
 
 What follows the plan:
 - every parameter lives as a DTensor in its storage placements; before each forward it is
@@ -45,8 +47,9 @@ import sys
 def parse_args(argv):
     a = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     a.add_argument("--placements", required=True, nargs="+", help="autoddl-plan --emit dtensor's JSON, one or more")
-    a.add_argument("--config-dir", required=True, help="the folder of the model's config.json")
-    a.add_argument("--init-from", required=True, help="the initial weights, a safetensors file of Hugging Face names")
+    a.add_argument("--config-dir", help="the folder of the model's config.json (default: that of the plan's hf: model)")
+    a.add_argument("--init-from", help="the initial weights, a safetensors file of Hugging Face names "
+                                       "(default: model.safetensors beside the config.json)")
     a.add_argument("--data", required=True, help="the byte corpus autoddl-train --data reads")
     a.add_argument("--steps", type=int, default=5)
     a.add_argument("--optimizer", choices=["adam", "sgd", "sgd-momentum"],
@@ -101,16 +104,27 @@ def windows(data, rows, seq, step):
     return [list(data[s:s + seq]) for s in starts], [list(data[s + 1:s + seq + 1]) for s in starts]
 
 
+def model_folder(args, plan):
+    """--config-dir, or the folder of the plan's model spec hf:PATH/config.json[:...]."""
+    if args.config_dir:
+        return args.config_dir
+    spec = plan["model"]
+    if not spec.startswith("hf:"):
+        raise SystemExit(f"dtensor_runner: the plan's model '{spec}' is no hf: config; give --config-dir")
+    return os.path.dirname(spec[3:].split(":")[0]) or "."
+
+
 def build(args, plan, mesh):
     """transformers' model (eager attention) and its parameters as DTensors in their storage placements."""
     import torch
     import transformers
     from safetensors.torch import load_file
     from torch.distributed.tensor import distribute_tensor
-    config = transformers.AutoConfig.from_pretrained(args.config_dir)
+    folder = model_folder(args, plan)
+    config = transformers.AutoConfig.from_pretrained(folder)
     config._attn_implementation = "eager"
     model = transformers.AutoModelForCausalLM.from_config(config, dtype=torch.float32)
-    weights = load_file(args.init_from)
+    weights = load_file(args.init_from or os.path.join(folder, "model.safetensors"))
     by_name = {p["hf_name"]: p for p in plan["params"] if p["hf_name"]}
     params = {}
     for name, _ in model.named_parameters():

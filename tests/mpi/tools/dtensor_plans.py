@@ -14,7 +14,8 @@ same weights, read the same --data windows and take 5 Adam steps (lr 3e-3): ever
 within 1e-5 (the largest difference is printed). The placements are also checked against what a
 reader of Megatron-LM expects of torch's [out, in] weights: q/k/v, gate and up proj split on dim 0
 (column parallel), o and down proj on dim 1 (row parallel); fsdp stores every matrix sharded on
-every mesh dimension; and --check of the plan file emits the same placements.
+every mesh dimension; and --check of the plan file emits the same placements. A tiny Mistral with a
+tied head (lm_head reads the embedding's table) trains alike under tp=2 x dp=2 on 4 ranks.
 Python with torch and transformers: SOURCE_ROOT/.venv/bin/python (scripts/setup-python); without
 it the test exits 77 (skipped), saying why.
 """
@@ -52,14 +53,15 @@ def torch_or_skip():
     sys.exit(77)
 
 
-def write_model(folder):
-    """A tiny LLaMA in transformers, random weights (norm scales near 1), saved under `folder`."""
+def write_model(folder, **extra):
+    """A tiny LLaMA in transformers (`extra` changes its config), random weights (norm scales near 1), saved under `folder`."""
     import torch
     import transformers
     os.makedirs(folder, exist_ok=True)
     cfg = dict(model_type="llama", hidden_size=32, intermediate_size=48, num_hidden_layers=2, num_attention_heads=4,
                num_key_value_heads=2, vocab_size=256, rms_norm_eps=1e-6, rope_theta=10000.0, max_position_embeddings=64,
                tie_word_embeddings=False, torch_dtype="float32")
+    cfg.update(extra)
     json.dump(cfg, open(os.path.join(folder, "config.json"), "w"))
     model = transformers.AutoModelForCausalLM.from_config(transformers.AutoConfig.from_pretrained(folder))
     g = torch.Generator().manual_seed(5)
@@ -70,13 +72,14 @@ def write_model(folder):
     return os.path.join(folder, "model.safetensors")
 
 
-def plan(tmp, spec, mesh, strategy):
-    """autoddl-plan's plan file and DTensor placements of `strategy` on `mesh`: their paths, or None."""
-    tag = f"{mesh}-{strategy}".replace(":", "_").replace(",", "_").replace("=", "")
+def plan(tmp, folder, mesh, strategy):
+    """autoddl-plan's plan file and DTensor placements of `strategy` on `mesh` for folder's model: their paths, or None."""
+    spec = f"hf:{folder}/config.json:seq={SEQ},batch={BATCH}"
+    tag = f"{os.path.basename(folder)}-{mesh}-{strategy}".replace(":", "_").replace(",", "_").replace("=", "")
     out, dt = os.path.join(tmp, tag + ".plan.json"), os.path.join(tmp, tag + ".dtensor.json")
     r = subprocess.run([plan_tool, "--model", spec, "--mesh", mesh, "--strategy", strategy, "--out", out, "--emit", "dtensor"],
                        capture_output=True, text=True, timeout=120)
-    check(f"autoddl-plan --emit dtensor of {strategy} on mesh {mesh}", r.returncode == 0, r.stderr.strip()[:300])
+    check(f"autoddl-plan --emit dtensor of {os.path.basename(folder)}, {strategy} on mesh {mesh}", r.returncode == 0, r.stderr.strip()[:300])
     if r.returncode != 0:
         return None
     open(dt, "w").write(r.stdout)
@@ -91,9 +94,9 @@ def autoddl_losses(np, plan_file, weights, data_path):
     return (json.loads(r.stdout)["losses"], "") if r.returncode == 0 else (None, r.stderr.strip()[:300])
 
 
-def runner_losses(folder, weights, data_path, dtensor_files):
-    cmd = [sys.executable, os.path.join(root, "tools", "dtensor_runner.py"), "--placements", *dtensor_files, "--config-dir",
-           folder, "--init-from", weights, "--data", data_path, "--steps", str(STEPS), "--optimizer", "adam", "--lr", "3e-3",
+def runner_losses(data_path, dtensor_files):
+    """DTensor's runs of the plans, each of its own model (the folder of its hf: config, and model.safetensors there)."""
+    cmd = [sys.executable, os.path.join(root, "tools", "dtensor_runner.py"), "--placements", *dtensor_files, "--data", data_path, "--steps", str(STEPS), "--optimizer", "adam", "--lr", "3e-3",
            "--json"]
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=180)
     if r.returncode != 0:
@@ -136,56 +139,69 @@ def stored_elements(what, strategy, np, run):
           str(got))
 
 
-def placement_checks(tmp, spec, files):
-    tp = json.load(open(files[("2x2", "megatron:tp=2,dp=2,sp=1")][1]))
+def placement_checks(tmp, files):
+    llama = os.path.join(tmp, "llama")
+    tp = json.load(open(files[(llama, "2x2", "megatron:tp=2,dp=2,sp=1")][1]))
     wrong = megatron_splits(tp, 1)
     check("tp: q/k/v, gate and up proj are Shard(0) of torch's [out, in] weight, o and down proj Shard(1)", not wrong,
           "; ".join(wrong[:3]))
-    fsdp = json.load(open(files[("2x2", "fsdp")][1]))
+    fsdp = json.load(open(files[(llama, "2x2", "fsdp")][1]))
     whole = [p["hf_name"] for p in fsdp["params"] if len(p["shape"]) == 2 and
              not all(x.startswith("Shard(") for x in p["storage"]["placements"])]
     check("fsdp: every matrix is stored sharded on both mesh dimensions", not whole, str(whole[:3]))
-    plan_file, dt = files[("2x2", "auto")]
+    plan_file, dt = files[(llama, "2x2", "auto")]
     r = subprocess.run([plan_tool, "--check", plan_file, "--emit", "dtensor"], capture_output=True, text=True, timeout=120)
     same = r.returncode == 0 and json.loads(r.stdout)["params"] == json.load(open(dt))["params"]
     check("--check of the auto plan's file emits the same parameter placements", same, r.stderr.strip()[:300])
 
 
+def compare(np, mine, files, data_path):
+    """Trains plans `mine` ((model folder, mesh, strategy) keys of files, each of its folder's model.safetensors)
+    under autoddl-train and DTensor on np ranks; checks their losses (and, for the llama, the closed forms of
+    what each rank holds). Returns the largest difference and where."""
+    worst = (0.0, "")
+    got, err = runner_losses(data_path, [files[k][1] for k in mine])
+    check(f"dtensor_runner trains {len(mine)} plans on {np} gloo ranks", got is not None, err)
+    for folder, mesh, s in mine:
+        weights = os.path.join(folder, "model.safetensors")
+        want, err = autoddl_losses(np, files[(folder, mesh, s)][0], weights, data_path)
+        what = f"{os.path.basename(folder)}, {s} on {np} ranks (mesh {mesh})"
+        if want is None or got is None:
+            check(what + ": both run", False, err)
+            continue
+        run = got[files[(folder, mesh, s)][1]]
+        print(f"     {what}: DTensor boxed {run['activations_boxed']} of the {run['activations_in_file']} boxed activations the plan lists")
+        if s.startswith("megatron"):  # o_proj's and down_proj's partial sums into the residual, at least
+            check(what + ": DTensor boxes the partial sums of o_proj and down_proj", run["activations_boxed"] >= 4,
+                  str(run["activations_boxed"]))
+        if os.path.basename(folder) == "llama":
+            stored_elements(what, s, np, run)
+        diff = max(abs(a - b) for a, b in zip(want, run["losses"]))
+        worst = max(worst, (diff, what))
+        print(f"     {what}: autoddl-train {', '.join(f'{x:.6f}' for x in want)}; DTensor largest difference {diff:.1e}")
+        check(what + f": {STEPS} losses equal autoddl-train's within 1e-5", len(run["losses"]) == STEPS and diff <= 1e-5,
+              f"{diff:.2e}")
+    return worst
+
+
 def main():
     torch_or_skip()
     import torch
-    cases = [(2, "2", s) for s in ("dp", "fsdp", "megatron:tp=2,sp=1", "auto")] + \
-            [(4, "2x2", s) for s in ("dp", "fsdp", "zero:stage=2", "megatron:tp=2,dp=2,sp=1", "auto")]
     worst = (0.0, "")
     with tempfile.TemporaryDirectory() as tmp:
-        folder = os.path.join(tmp, "llama")
-        weights = write_model(folder)
+        llama, mistral = os.path.join(tmp, "llama"), os.path.join(tmp, "mistral")
+        write_model(llama)
+        write_model(mistral, model_type="mistral", sliding_window=None, tie_word_embeddings=True)  # lm_head reads the embedding's table
+        cases = [(2, llama, "2", s) for s in ("dp", "fsdp", "megatron:tp=2,sp=1", "auto")] + \
+                [(4, llama, "2x2", s) for s in ("dp", "fsdp", "zero:stage=2", "megatron:tp=2,dp=2,sp=1", "auto")] + \
+                [(4, mistral, "2x2", "megatron:tp=2,dp=2")]
         data_path = os.path.join(tmp, "data.bin")
         open(data_path, "wb").write(bytes(torch.randint(0, 256, (4096,), generator=torch.Generator().manual_seed(1)).tolist()))
-        spec = f"hf:{folder}/config.json:seq={SEQ},batch={BATCH}"
-        files = {(mesh, s): plan(tmp, spec, mesh, s) for _, mesh, s in cases}
+        files = {(f, mesh, s): plan(tmp, f, mesh, s) for _, f, mesh, s in cases}
         for np in (2, 4):
-            mine = [(mesh, s) for n, mesh, s in cases if n == np and files[(mesh, s)]]
-            got, err = runner_losses(folder, weights, data_path, [files[k][1] for k in mine])
-            check(f"dtensor_runner trains {len(mine)} plans on {np} gloo ranks", got is not None, err)
-            for mesh, s in mine:
-                want, err = autoddl_losses(np, files[(mesh, s)][0], weights, data_path)
-                what = f"{s} on {np} ranks (mesh {mesh})"
-                if want is None or got is None:
-                    check(what + ": both run", False, err)
-                    continue
-                dt = got[files[(mesh, s)][1]]["losses"]
-                boxed, listed = got[files[(mesh, s)][1]]["activations_boxed"], got[files[(mesh, s)][1]]["activations_in_file"]
-                print(f"     {what}: DTensor boxed {boxed} of the {listed} boxed activations the plan lists")
-                if s.startswith("megatron"):  # o_proj's and down_proj's partial sums into the residual, at least
-                    check(what + ": DTensor boxes the partial sums of o_proj and down_proj", boxed >= 4, f"{boxed}")
-                stored_elements(what, s, np, got[files[(mesh, s)][1]])
-                diff = max(abs(a - b) for a, b in zip(want, dt))
-                worst = max(worst, (diff, what))
-                print(f"     {what}: autoddl-train {', '.join(f'{x:.6f}' for x in want)}; DTensor largest difference {diff:.1e}")
-                check(what + f": {STEPS} losses equal autoddl-train's within 1e-5", len(dt) == STEPS and diff <= 1e-5, f"{diff:.2e}")
+            worst = max(worst, compare(np, [(f, m, s) for n, f, m, s in cases if n == np and files[(f, m, s)]], files, data_path))
         if all(files.values()):
-            placement_checks(tmp, spec, files)
+            placement_checks(tmp, files)
     print(f"     largest loss difference {worst[0]:.1e} ({worst[1]})")
     print(f"{len(failures)} failed" if failures else "all passed")
     sys.exit(1 if failures else 0)
