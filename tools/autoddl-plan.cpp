@@ -6,6 +6,8 @@
 //                [--microbatches auto|N] [--recompute auto|none|selective|full] [--regather auto|on|off]
 //                [--reshard auto|on|off] [--out plan.json]
 //   --model m.json plans a model file (models/model_file.hpp); --export-model m.json writes one
+//   autoddl-plan ... --emit dtensor       (the plan as PyTorch DTensor placements, emit_dtensor.hpp; also
+//                                          with --check plan.json)
 //   autoddl-plan --diff a.json b.json     (two plan files: the ops whose layouts differ, and the
 //                                          predicted step time, communication and memory of each)
 // Bad input is one sentence on stderr and exit code 2.
@@ -30,6 +32,7 @@
 #include "autoddl/search/micro_batches.hpp"
 #include "autoddl/search/plan_file.hpp"
 #include "autoddl/search/svg.hpp"
+#include "emit_dtensor.hpp"
 #include "engine_plan.hpp"
 #include "pipeline_report.hpp"
 #include "plan_report.hpp"
@@ -97,7 +100,9 @@ void add_options(CLI::App& app, plan_cli& c) {
   app.add_option("--engine", c.engine,
                  "autoddl (default: every layout), megatron or torchtitan: auto searches only the layouts that engine runs");
   app.add_option("--emit", c.emit,
-                 "megatron or torchtitan: print the settings that launch the plan on that engine (also written to --out)");
+                 "megatron or torchtitan: print the settings that launch the plan on that engine (also written to --out); "
+                 "dtensor: print the plan as PyTorch DTensor placements (JSON) instead of the report")
+      ->check(CLI::IsMember({"megatron", "torchtitan", "dtensor"}));
   app.add_option("--microbatches", c.microbatches,
                  "micro-batches per step (gradient accumulation): auto or a divisor of the batch");
   app.add_option("--recompute", c.recompute, autoddl::tools::recompute_help);
@@ -301,6 +306,14 @@ std::string against(const char* what, double now, double stored, const std::func
   return std::string(what) + " " + show(now) + (same ? "" : " (the file says " + show(stored) + ")");
 }
 
+// --emit dtensor: the plan as DTensor placements on stdout (a pipeline has none: refused).
+void emit_dtensor(const plan_problem& problem, const plan_result& r, const std::optional<pipeline_plan>& pipe,
+                  const std::string& model) {
+  if (pipe) throw error("--emit dtensor writes plans without pipeline stages; this plan has " + std::to_string(pipe->shape.stages) +
+                        " (pin --strategy to one without pp)");
+  std::fputs(autoddl::tools::dtensor_text(autoddl::tools::dtensor_json(problem, r, model, hf_experts_naming_of(model))).c_str(), stdout);
+}
+
 // --check: the plan as it prices here, and one line: valid, and today's figures against the file's.
 void check_plan(const plan_cli& c) {
   const repriced_file r = reprice(c, c.check);
@@ -313,6 +326,10 @@ void check_plan(const plan_cli& c) {
   plan_cli shown = c;
   shown.model = r.spec;
   shown.hardware = r.hardware;
+  if (c.emit == "dtensor") return emit_dtensor(problem, res, r.plan.pipeline, r.spec);
+  if (!c.emit.empty())
+    throw error("--check with --emit writes dtensor placements only; for --emit " + c.emit +
+                ", plan with --strategy set to the file's layout");
   const std::vector<plan_row> rows = plan_rows(problem, res);
   if (c.json) {
     nlohmann::json j = plan_json(problem, res, r.peak, rows, r.spec, r.hardware);
@@ -473,7 +490,7 @@ int plan_model(plan_cli c) {
   if (engine != autoddl::tools::engine::autoddl && !std::holds_alternative<strategy::automatic>(chosen))
     throw error("--engine " + c.engine + " picks among that engine's layouts, but --strategy " + c.strategy +
                 " pins one; leave one of them out");
-  if (!c.emit.empty()) autoddl::tools::parse_engine(c.emit, "--emit");
+  const bool engine_settings = !c.emit.empty() && c.emit != "dtensor";  // --emit megatron|torchtitan
   // pipelines: megatron pp > 1, and auto across nodes (pipeline_report.hpp)
   autoddl::tools::chosen_plan chosen_plan =
       engine == autoddl::tools::engine::autoddl ? autoddl::tools::plan_with_pipelines(build, batch, o, chosen, pin, c.seed)
@@ -487,7 +504,7 @@ int plan_model(plan_cli c) {
   const auto rows = plan_rows(problem, best.result);
   const autoddl::tools::plan_peak peak = autoddl::tools::peak_of(problem, best.result, chosen_plan.pipeline, o);
   nlohmann::json emitted;  // --emit's settings: checked before anything is written
-  if (!c.emit.empty())
+  if (engine_settings)
     emitted = autoddl::tools::emitted_settings(autoddl::tools::parse_engine(c.emit, "--emit"), chosen_plan, c.model, o.mesh,
                                                batch, c.dtype, o.hw.devices_per_node);
   if (!c.out.empty()) {
@@ -500,7 +517,10 @@ int plan_model(plan_cli c) {
   if (!c.svg.empty())
     write_file(c.svg, "the picture",
                plan_svg(problem, best.result, rows, cmp.plans, autoddl::tools::svg_stages_of(chosen_plan.pipeline), peak.bytes));
-  print_plan(c, problem, best.result, chosen_plan.pipeline, peak, rows, cmp, c.engine, emitted);
+  if (c.emit == "dtensor")
+    emit_dtensor(problem, best.result, chosen_plan.pipeline, c.model);
+  else
+    print_plan(c, problem, best.result, chosen_plan.pipeline, peak, rows, cmp, c.engine, emitted);
   std::fflush(stdout);
   if (best.result.feasible || c.allow_over_limit) return 0;
   return over_limit(c, to_string(chosen), peak.bytes, peak.limit, build, batch, o, pin);

@@ -29,16 +29,6 @@ inline std::string dims_text(const std::vector<std::int64_t>& dims) {
   return r + "]";
 }
 
-/// How model `spec` names a mixture's experts: Qwen's for an hf config of qwen3_moe or
-/// qwen2_moe, else Mixtral's.
-inline hf_experts_naming experts_naming_of(const std::string& spec) {
-  if (!is_hf_spec(spec)) return hf_experts_naming::mixtral;
-  const std::string path = parse_hf_spec(spec).path;
-  const nlohmann::json j = parse_json(read_text_file(path, "hf config").value_or("{}"), "hf config " + path);
-  const std::string type = j.is_object() && j.contains("model_type") && j["model_type"].is_string() ? j["model_type"].get<std::string>() : "";
-  return type == "qwen3_moe" || type == "qwen2_moe" ? hf_experts_naming::qwen : hf_experts_naming::mixtral;
-}
-
 /// Parameter p's value from the file's tensors, or error naming the file, tensor and parameter.
 inline std::vector<float> initial_value(const safetensors_contents& f, const std::string& path, const param_info& p,
                                         hf_experts_naming naming, std::vector<std::string>& used) {
@@ -147,7 +137,7 @@ inline void check_hf_options(const settings& s, prepared& p) {
     if (!path->empty() && !folder.empty() && !std::filesystem::is_directory(folder, ec))
       throw error(std::string(option) + " " + *path + ": there is no folder " + folder.string() + " to write it in");
   }
-  p.hf_naming = experts_naming_of(s.model);
+  p.hf_naming = hf_experts_naming_of(s.model);
   if (!s.export_weights.empty()) check_hf_names(p.g, p.hf_naming, "--export-weights");
   if (!s.export_grads.empty()) check_hf_names(p.g, p.hf_naming, "--export-grads");
   if (!s.init_from.empty()) p.initial_weights = read_initial_weights(s.init_from, p.g, p.hf_naming);

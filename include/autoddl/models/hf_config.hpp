@@ -42,6 +42,7 @@
 
 #include "autoddl/error.hpp"
 #include "autoddl/json_input.hpp"
+#include "autoddl/models/hf_weights.hpp"
 #include "autoddl/models/llama.hpp"
 #include "autoddl/parse_number.hpp"
 #include "autoddl/text_file.hpp"
@@ -302,6 +303,16 @@ inline std::string hf_unmodelled(std::string_view spec) {
     return "hf config " + h.path + " attends within a sliding window of " + std::to_string(j["sliding_window"].get<std::int64_t>()) +
            " positions, shorter than the sequence of " + std::to_string(c.seq) + "; autoddl's model attends to every earlier one";
   return "";
+}
+
+/// How model `spec` names a mixture's experts in its checkpoints: Qwen's for an hf config of
+/// qwen3_moe or qwen2_moe, else Mixtral's.
+inline hf_experts_naming hf_experts_naming_of(const std::string& spec) {
+  if (!is_hf_spec(spec)) return hf_experts_naming::mixtral;
+  const std::string path = parse_hf_spec(spec).path;
+  const nlohmann::json j = parse_json(read_text_file(path, "hf config").value_or("{}"), "hf config " + path);
+  const std::string type = j.is_object() && j.contains("model_type") && j["model_type"].is_string() ? j["model_type"].get<std::string>() : "";
+  return type == "qwen3_moe" || type == "qwen2_moe" ? hf_experts_naming::qwen : hf_experts_naming::mixtral;
 }
 
 /// The model an hf spec names, with `microbatches` micro-batches (the graph is one of them).

@@ -154,6 +154,15 @@ r = run("--model", moe, "--mesh", "4x8", "--strategy", "megatron:tp=2,ep=4")
 print(("ok  " if r.returncode == 0 else "FAIL") + f" its twin ep=4 plans: exit {r.returncode}: {r.stderr.strip()[:300]}")
 if r.returncode != 0:
     failures.append("megatron ep=4 twin")
+# --emit dtensor: DTensor placements describe one mesh, so a pipeline is refused; its twin pp=1 emits
+expect_error("--emit dtensor of a pipeline plan", ["--model", small, "--mesh", "2", "--strategy", "megatron:pp=2",
+             "--emit", "dtensor"], "--emit dtensor writes plans without pipeline stages; this plan has 2")
+r = run("--model", small, "--mesh", "2", "--strategy", "megatron:tp=2", "--emit", "dtensor")
+ok = r.returncode == 0 and json.loads(r.stdout)["format"] == "autoddl-dtensor"
+print(("ok  " if ok else "FAIL") + f" its twin tp=2 emits: exit {r.returncode}: {r.stderr.strip()[:300]}")
+if not ok:
+    failures.append("--emit dtensor twin")
+expect_error("--emit of an unknown form", ["--model", small, "--emit", "torch"], "--emit: torch not in {megatron,torchtitan,dtensor}")
 r = run("--model", small, "--mesh", "4", "--strategy", "dp", "--memory-limit", "1MB")
 ok = (r.returncode == 1 and "peak memory per device" in r.stdout and "(OVER THE LIMIT)" in r.stdout
       and r.stderr.count("\n") == 1 and "the dp plan peaks at" in r.stderr and "over the limit of 1 MB" in r.stderr
