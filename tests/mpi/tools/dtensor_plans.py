@@ -25,6 +25,8 @@ import subprocess
 import sys
 import tempfile
 
+from torch_venv import torch_or_skip
+
 mpirun, train, plan_tool, root = sys.argv[1:5]
 SEQ, BATCH, STEPS = 16, 4, 5
 failures = []
@@ -34,23 +36,6 @@ def check(what, ok, detail=""):
     print(("ok   " if ok else "FAIL ") + what + ("" if ok else ": " + detail))
     if not ok:
         failures.append(what)
-
-
-def torch_or_skip():
-    """Re-runs this script under the project's .venv Python where this one lacks torch; exits 77 where none has it."""
-    try:
-        import torch  # noqa: F401
-        import transformers  # noqa: F401
-        import safetensors  # noqa: F401
-        return
-    except ImportError as e:
-        reason = str(e)
-    venv = os.path.join(root, ".venv", "bin", "python")
-    if os.path.exists(venv) and not os.environ.get("AUTODDL_DTENSOR_TEST_IN_VENV"):
-        os.environ["AUTODDL_DTENSOR_TEST_IN_VENV"] = "1"
-        os.execv(venv, [venv, os.path.abspath(__file__), *sys.argv[1:]])
-    print(f"skipped: torch and transformers are needed ({reason}); scripts/setup-python makes {venv}")
-    sys.exit(77)
 
 
 def write_model(folder, **extra):
@@ -185,7 +170,7 @@ def compare(np, mine, files, data_path):
 
 
 def main():
-    torch_or_skip()
+    torch_or_skip(root)
     import torch
     worst = (0.0, "")
     with tempfile.TemporaryDirectory() as tmp:

@@ -33,6 +33,8 @@ import subprocess
 import sys
 import tempfile
 
+from torch_venv import torch_or_skip
+
 mpirun, train, root, part = sys.argv[1:5]
 SEQ, BATCH = 16, 4
 failures = []
@@ -52,23 +54,6 @@ def finish():
 def run(np, *args):
     cmd = [mpirun, "--allow-run-as-root", "--oversubscribe", "-np", str(np), os.path.abspath(train), "--log-every", "0", *args]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=120)
-
-
-def torch_or_skip():
-    """Re-runs this script under the project's .venv Python where this one lacks torch; exits 77 where none has it."""
-    try:
-        import torch  # noqa: F401
-        import transformers  # noqa: F401
-        import safetensors  # noqa: F401
-        return
-    except ImportError as e:
-        reason = str(e)
-    venv = os.path.join(root, ".venv", "bin", "python")
-    if os.path.exists(venv) and not os.environ.get("AUTODDL_HF_TEST_IN_VENV"):
-        os.environ["AUTODDL_HF_TEST_IN_VENV"] = "1"
-        os.execv(venv, [venv, os.path.abspath(__file__), *sys.argv[1:]])
-    print(f"skipped: torch and transformers are needed ({reason}); scripts/setup-python makes {venv}")
-    sys.exit(77)
 
 
 def windows(data, step=0):
@@ -372,7 +357,7 @@ if part == "refusals":
         refusals(tmp)
     finish()
 if part in ("equality", "trained"):
-    torch_or_skip()
+    torch_or_skip(root)
     import torch
     torch.manual_seed(0)
     with tempfile.TemporaryDirectory() as tmp:
