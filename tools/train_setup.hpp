@@ -83,7 +83,7 @@ struct prepared {
   mesh_shape mesh;                        ///< every device (--mesh)
   train_options to;
   graph g;
-  std::unique_ptr<plan_problem> problem;
+  std::shared_ptr<plan_problem> problem;
   plan_result plan;
   std::optional<pipeline_plan> pipeline;  ///< its stages (the layouts are in problem and plan)
   /// What the trainer runs: --plan's file as read (plan_value_of: its own boxing paths, nothing

@@ -95,6 +95,7 @@ class megatron_search {
     if (pin.recompute) rs_ = {*pin.recompute};
     pin.with_gap = false;
     pin.runner_ups = false;
+    pin.stage_layouts = &stage_layouts_;  // the interleavings of one stage count share their stage layouts
     pin_ = pin;
     sizes_ = {int(tps_.size()), int(pps_.size()), int(cps_.size()), int(vpps_.size()), int(mbss_.size()), int(rs_.size())};
   }
@@ -265,6 +266,7 @@ class megatron_search {
   std::vector<recompute_mode> rs_{recompute_mode::none, recompute_mode::selective, recompute_mode::full};
   std::array<int, 6> sizes_{};
   std::map<megatron_point, std::optional<megatron_layout_plan>> seen_;
+  stage_layouts_memo stage_layouts_;
   std::optional<megatron_point> best_;
   int priced_ = 0;  ///< points that made a plan
 };

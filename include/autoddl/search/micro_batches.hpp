@@ -53,6 +53,8 @@
 
 namespace autoddl {
 
+class stage_layouts_memo;
+
 /// What the caller pins: a micro-batch count and a recomputation, or nothing (the search picks).
 struct step_settings {
   std::optional<int> microbatches{};
@@ -74,11 +76,14 @@ struct step_settings {
   /// plan this fast does not need its memory. -infinity: none is, for a caller that replays the
   /// plan its own way (a pipeline replays each stage, search/pipeline_plan.hpp).
   std::optional<double> replay_below{};
+  /// Stage layouts already solved for pipeline plans of another schedule (search/stage_layouts.hpp);
+  /// null: each pipeline plan solves its own. Owned by the caller (a search).
+  stage_layouts_memo* stage_layouts = nullptr;
 };
 
 /// A solved plan with the micro-batch graph and problem it was priced on.
 struct micro_batched_plan {
-  std::unique_ptr<plan_problem> problem;  ///< its graph is one micro-batch
+  std::shared_ptr<plan_problem> problem;  ///< its graph is one micro-batch (shared by copies: never changed)
   plan_result result;
   int microbatches = 1;
   recompute_mode recompute = recompute_mode::none;
@@ -258,6 +263,10 @@ class step_settings_choice {
   // that fits; tried from there up, and where none of those splits, down from it (the additive
   // prediction is an upper bound: a smaller count may fit the replayed peak).
   void try_over_limit(const std::vector<int>& counts, recompute_mode r, micro_batched_plan&& first, double limit) {
+    if (counts.size() == 1) {  // no other count to predict (a pipeline's stage layouts, an mbs)
+      consider(std::move(first));
+      return;
+    }
     const memory_breakdown mem = first.problem->memory_of(first.result.pick);
     const double fixed = double(mem.total() - mem.activations - mem.transient);
     const double act = double(mem.activations + mem.transient) * double(counts.front());

@@ -28,6 +28,7 @@
 #include "autoddl/search/pipeline_cuts.hpp"
 #include "autoddl/search/pipeline_plan.hpp"
 #include "autoddl/search/pipeline_shape.hpp"
+#include "autoddl/search/stage_layouts.hpp"
 #include "autoddl/search/step_memory.hpp"
 
 namespace autoddl {
@@ -50,7 +51,14 @@ inline pipeline_plan plan_pipeline_pinned(const std::function<graph(int)>& build
   sub.memory_limit = memory_limit_of(base) * s.stages;
   pin.replay_below = -std::numeric_limits<double>::infinity();  // the stages are replayed instead
   if (!megatron_microbatches(stage_strategy, sub.mesh, batch)) pin.microbatches = s.microbatches;  // else its mbs says
-  micro_batched_plan layouts = plan_micro_batched(build, batch, sub, stage_strategy, pin, seed);
+  const auto solve = [&] { return plan_micro_batched(build, batch, sub, stage_strategy, pin, seed); };
+  if (pin.stage_layouts) {  // solved once for every schedule of these layouts
+    const stage_layouts_memo::entry& e = pin.stage_layouts->get(stage_strategy, sub, pin, solve);
+    pipeline_shape shape = s;
+    shape.microbatches = e.layouts.microbatches;
+    return price_pipeline(micro_batched_plan(e.layouts), e.units, shape, base, replay_below);
+  }
+  micro_batched_plan layouts = solve();
   pipeline_shape shape = s;
   shape.microbatches = layouts.microbatches;
   return price_pipeline(std::move(layouts), shape, base, replay_below);
@@ -84,6 +92,7 @@ inline pipeline_plan plan_pipeline(const std::function<graph(int)>& build, std::
   pin.runner_ups = runner_ups;
   pin.regather_inputs = gathering.regather_inputs;
   pin.reshard_after_forward = gathering.reshard_after_forward;
+  pin.stage_layouts = gathering.stage_layouts;
   pipeline_plan best = detail::plan_pipeline_pinned(build, batch, base, stage_strategy, s, pin, seed, replay_below);
   for (const gathered_kind kind : {gathered_kind::input, gathered_kind::param}) {
     std::optional<bool>& open = kind == gathered_kind::input ? pin.regather_inputs : pin.reshard_after_forward;

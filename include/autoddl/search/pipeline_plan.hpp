@@ -24,10 +24,11 @@ namespace autoddl {
 /// interleaved schedule's count where s.chunks > 1).
 /// `paths` is plan_of(problem, pick), built once for all stages.
 inline step_memory replay_stage_memory(const plan_problem& problem, const std::vector<int>& pick, const plan& paths,
-                                       const pipeline_shape& s, const std::vector<int>& cut_ops, int stage) {
+                                       const pipeline_shape& s, const std::vector<int>& cut_ops, int stage,
+                                       const step_schedule* schedule = nullptr) {
   const int end = stage + 1 < int(cut_ops.size()) ? at(cut_ops, stage + 1) : int(problem.model().ops.size());
   const int warm = int(std::ceil(in_flight_microbatches(s, stage) - 1e-9)) - 1;
-  return replay_step_memory(problem, pick, paths, at(cut_ops, stage), end, std::max(0, warm));
+  return replay_step_memory(problem, pick, paths, at(cut_ops, stage), end, std::max(0, warm), schedule);
 }
 inline step_memory replay_stage_memory(const plan_problem& problem, const std::vector<int>& pick, const pipeline_shape& s,
                                        const std::vector<int>& cut_ops, int stage) {
@@ -83,10 +84,11 @@ namespace detail {
 // Replays each stage of p (replay_stage_memory: stage_figures::peak) and sets p.feasible under
 // base's memory limit.
 inline void replay_stages(pipeline_plan& p, const plan_options& base) {
-  const plan paths = plan_of(*p.layouts.problem, p.layouts.result.pick);  // one plan, every stage's replay
+  const plan paths = plan_of(*p.layouts.problem, p.layouts.result.pick);  // one plan and schedule, every stage's replay
+  const step_schedule schedule(paths);
   for (int i = 0; i < p.shape.stages; ++i)
-    at(p.stages, i).peak =
-        double(replay_stage_memory(*p.layouts.problem, p.layouts.result.pick, paths, p.shape, p.cut_ops, i).peak());
+    at(p.stages, i).peak = double(
+        replay_stage_memory(*p.layouts.problem, p.layouts.result.pick, paths, p.shape, p.cut_ops, i, &schedule).peak());
   const double limit = memory_limit_of(base);
   p.feasible = limit <= 0 || p.peak_memory() <= limit;
   p.replayed = true;
@@ -140,14 +142,19 @@ namespace detail {
 // Prices `layouts` (solved for shape's micro-batches on the stage mesh) as a pipeline: cuts by
 // balance_cuts under the limit, or, where nothing fits, the fastest cuts (feasible false).
 // replay_below: price_pipeline_at's.
-inline pipeline_plan price_pipeline(micro_batched_plan&& layouts, const pipeline_shape& s, const plan_options& base,
-                                    std::optional<double> replay_below = std::nullopt) {
-  const unit_costs u = pipeline_unit_costs(*layouts.problem, layouts.result.pick);
+inline pipeline_plan price_pipeline(micro_batched_plan&& layouts, const unit_costs& u, const pipeline_shape& s,
+                                    const plan_options& base, std::optional<double> replay_below = std::nullopt) {
   const link stage_link = make_device_mesh(base.mesh, base.hw).axis_link(0);
   // the cuts hold the additive bound within the limit where they can; the replayed stages decide
   std::optional<std::vector<int>> cuts = balance_cuts(u, s, stage_link, memory_limit_of(base));
   if (!cuts) cuts = balance_cuts(u, s, stage_link, 0);
   return price_pipeline_at(std::move(layouts), s, base, *cuts, u, replay_below);  // the unit costs priced once
+}
+// The same, its unit costs computed from `layouts` (pipeline_unit_costs).
+inline pipeline_plan price_pipeline(micro_batched_plan&& layouts, const pipeline_shape& s, const plan_options& base,
+                                    std::optional<double> replay_below = std::nullopt) {
+  const unit_costs u = pipeline_unit_costs(*layouts.problem, layouts.result.pick);
+  return price_pipeline(std::move(layouts), u, s, base, replay_below);
 }
 
 }  // namespace detail

@@ -67,9 +67,10 @@ class step_memory_replay {
  public:
   /// The device runs ops [first_op, end_op) (a pipeline stage's; end_op < 0: to the last op)
   /// with `warm` forwards before its first backward (warm_up_order; 0 without a pipeline).
-  /// `paths`: plan_of(problem, pick), the plan the executor runs (shared by a pipeline's stages).
+  /// `paths`: plan_of(problem, pick), the plan the executor runs (shared by a pipeline's stages);
+  /// `schedule`: step_schedule(paths) where the caller has it (null: made here).
   step_memory_replay(const plan_problem& problem, const std::vector<int>& pick, const plan& paths, int first_op = 0,
-                     int end_op = -1, int warm = 0)
+                     int end_op = -1, int warm = 0, const step_schedule* schedule = nullptr)
       : problem_(problem),
         model_(problem.model()),
         pick_(pick),
@@ -80,7 +81,8 @@ class step_memory_replay {
         first_(first_op),
         end_(end_op < 0 ? int(problem.model().ops.size()) : end_op),
         warm_(warm) {
-    schedule_.emplace(paths_);
+    if (!schedule) schedule = &own_schedule_.emplace(paths_);
+    schedule_ = schedule;
     find_boundaries();
   }
 
@@ -424,7 +426,8 @@ class step_memory_replay {
   std::int64_t elem_;
   std::int64_t sum_elem_;  ///< bytes of a gradient sum's element
   const plan& paths_;  ///< pick as a plan: its boxing paths, the ones the executor runs
-  std::optional<step_schedule> schedule_;
+  std::optional<step_schedule> own_schedule_;
+  const step_schedule* schedule_ = nullptr;  ///< own_schedule_'s or the caller's
   int first_, end_, warm_;
   std::vector<int> received_, sent_;
   std::vector<char> held_;
@@ -449,10 +452,11 @@ inline step_memory replay_step_memory(const plan_problem& problem, const std::ve
 /// first backward (warm_up_order): a pipeline stage (search/pipeline.hpp, replay_stage_memory).
 /// It keeps the parameters its ops use and, per micro-batch in flight, what arrives from the
 /// stage before until that micro-batch's backward is done.
-/// `paths` is plan_of(problem, pick): the stages of one pipeline replay one plan.
+/// `paths` is plan_of(problem, pick) and `schedule` step_schedule(paths) (null: made here): the
+/// stages of one pipeline replay one plan and one schedule.
 inline step_memory replay_step_memory(const plan_problem& problem, const std::vector<int>& pick, const plan& paths,
-                                      int first_op, int end_op, int warm) {
-  return detail::step_memory_replay(problem, pick, paths, first_op, end_op, warm).run();
+                                      int first_op, int end_op, int warm, const step_schedule* schedule = nullptr) {
+  return detail::step_memory_replay(problem, pick, paths, first_op, end_op, warm, schedule).run();
 }
 
 }  // namespace autoddl

@@ -546,4 +546,36 @@ TEST_CASE("the megatron layout search finds the best of every megatron layout wi
   CHECK(again == found->time);
 }
 
+TEST_CASE("interleavings of one stage count share their stage layouts and price as each alone",
+          "[search][pipeline][megatron-layouts]") {
+  // Oracle: each schedule planned on its own (no memo), its stages replayed with their own schedule
+  const std::string spec = "llama:layers=4,hidden=64,heads=4,kv_heads=2,ffn=96,seq=16,batch=16,vocab=96";
+  const auto build = [&spec](int m) { return build_model(spec, m); };
+  plan_options o;
+  o.mesh = mesh_shape{4, 2};
+  o.hw = load_hardware("dgx1-v100");
+  stage_layouts_memo memo;
+  int solved = 0;  // stage layouts solved for vpp 1 (kept gathering may be a second)
+  for (const int vpp : {0, 2}) {
+    const strategy::megatron m{
+        .tp = 2, .mbs = 1, .recompute = recompute_mode::selective, .sp = true, .pp = 2, .vpp = vpp, .dopt = true};
+    const pipeline_plan alone = plan_megatron_pipeline(build, 16, o, m, {}, 1);
+    const pipeline_plan shared = plan_megatron_pipeline(build, 16, o, m, {.stage_layouts = &memo}, 1);
+    CHECK(shared.time == alone.time);
+    CHECK(shared.feasible == alone.feasible);
+    CHECK(shared.cut_ops == alone.cut_ops);
+    CHECK(shared.layouts.result.pick == alone.layouts.result.pick);
+    REQUIRE(shared.stages.size() == alone.stages.size());
+    for (int i = 0; i < int(shared.stages.size()); ++i) {
+      const std::int64_t own =
+          replay_stage_memory(*alone.layouts.problem, alone.layouts.result.pick, alone.shape, alone.cut_ops, i).peak();
+      CHECK(shared.stages[std::size_t(i)].peak == double(own));
+      CHECK(alone.stages[std::size_t(i)].peak == double(own));
+    }
+    if (vpp == 0) solved = memo.size();
+  }
+  CHECK(solved >= 1);
+  CHECK(memo.size() == solved);  // vpp changes the schedule, not the stage layouts
+}
+
 }  // namespace pipeline_cases
