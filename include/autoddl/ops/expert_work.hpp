@@ -35,7 +35,9 @@
 //   queued behind the exchange: it is on the critical path, forward only (backward reuses the
 //   splits). Priced as an all-gather of T = p x E x 8 bytes on the expert axis (alpha-beta,
 //   cost/collective_cost.hpp): at these sizes its latency, (p - 1) alpha on a ring. The padded
-//   dispatcher knows its counts (every expert gets its capacity) and exchanges none.
+//   dispatcher knows its counts (every expert gets its capacity) and exchanges none. autoddl's own
+//   executor has the host read each token's picks instead (a wait as long, no bytes sent), so the
+//   exchange adds time to a plan's price and nothing to the bytes it predicts sent.
 #include <algorithm>
 #include <cstdint>
 #include <vector>

@@ -111,11 +111,11 @@ class plan_pricing : public plan_candidates {
       t.compute_fwd += memory_time(w.fwd_copy_bytes, options_.hw.device);
       t.compute_bwd += memory_time(w.bwd_copy_bytes, options_.hw.device);
     }
-    for (const count_exchange& c : w.count_exchanges) {  // the host waits for it (ops/expert_work.hpp)
-      boxing_step st{c.axis, S(0), B, collective::all_gather, options_.mesh[c.axis], c.bytes, std::int64_t(sizeof(std::int64_t))};
-      t.comm_fwd += step_time(st, mesh_);
-      t.bytes += double(st.bytes_per_device());
-    }
+    // the routed counts, exchanged while the host waits (ops/expert_work.hpp): their time only, since
+    // t.bytes is what autoddl's executor sends, and it reads each token's picks on the host instead
+    for (const count_exchange& c : w.count_exchanges)
+      t.comm_fwd += step_time(boxing_step{c.axis, S(0), B, collective::all_gather, options_.mesh[c.axis], c.bytes,
+                                          std::int64_t(sizeof(std::int64_t))}, mesh_);
     for (const auto& s : w.stat_all_reduces) {  // the trainer pads and copies each (runtime/detail/step_loss.hpp, wire_statistics)
       boxing_step st{s.axis, P, B, collective::all_reduce, options_.mesh[s.axis], s.bytes, element_bytes_};
       t.comm_fwd += step_time(st, mesh_) + 2 * options_.hw.measured.copy.time(double(executed_group_bytes(st)));
