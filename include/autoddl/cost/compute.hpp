@@ -42,4 +42,29 @@ constexpr double elementwise_time(double flops, double bytes, dtype t, const dev
   return c > m ? c : m;
 }
 
+/// Seconds of one GEMM [m, k] x [k, n] run on its own: the roofline of its arithmetic intensity
+/// (Williams, Waterman & Patterson 2009), its operands read and its result written once:
+///   max(2 m k n / (peak[t] * efficiency.gemm), (m k + k n + m n) e / memory_bandwidth)
+/// A GEMM whose intensity 2 m k n / ((m k + k n + m n) e) falls below the device's balance point
+/// peak[t] * efficiency.gemm / memory_bandwidth (about 207 FLOP per byte for bf16 on dgx-h100)
+/// runs at the memory's rate. Example (dgx-h100, bf16): m = 64, k = n = 4096: 2.1 GFLOP, 34.6 MB,
+/// 10.3 us at the memory's rate against 3.1 us at the GEMM rate.
+constexpr double gemm_roofline_time(double m, double k, double n, int elem_bytes, dtype t, const device_spec& dev) {
+  const double c = compute_time(2.0 * m * k * n, work_kind::gemm, t, dev);
+  const double b = memory_time((m * k + k * n + m * n) * elem_bytes, dev);
+  return c > b ? c : b;
+}
+
+/// Forward seconds of `experts` SwiGLU experts run one at a time, each on `rows` rows of width
+/// `hidden` with intermediate width `width`: per expert gate and up [rows, hidden] x [hidden,
+/// width] and down [rows, width] x [width, hidden], each by gemm_roofline_time. Their backward is
+/// twice this: the input and the weight gradient of each GEMM read and write operands of the
+/// forward's sizes.
+constexpr double expert_gemms_time(double experts, double rows, double hidden, double width, int elem_bytes, dtype t,
+                                   const device_spec& dev) {
+  const double up = gemm_roofline_time(rows, hidden, width, elem_bytes, t, dev);
+  const double down = gemm_roofline_time(rows, width, hidden, elem_bytes, t, dev);
+  return experts * (2.0 * up + down);
+}
+
 }  // namespace autoddl

@@ -45,8 +45,9 @@
 //   are t k E_l / E, times attrs.imbalance where the busiest device is priced above the mean; forward 2 * 3 * rows * h * F_l (three GEMMs), 5 * rows * F_l (SiLU and the
 //   product) and 2 * rows * h (the weighted sum); backward 12 * rows * h * F_l (six GEMMs),
 //   10 * rows * F_l (SwiGLU's backward, as swiglu's) and 4 * rows * h (dX rows and dG). Its
-//   permutes are copies priced by bytes (op_work::fwd_copy_bytes): the rows gathered in forward,
-//   gathered again and their gradients scattered back in backward. sigmoid_gate (the shared
+//   permutes are copies priced by bytes (op_work::fwd_copy_bytes), its GEMMs one expert at a
+//   time (op_work::gemms) and its routed counts exchanged before a dispatch over an expert split
+//   (op_work::count_exchanges): ops/expert_work.hpp says each term and its source. sigmoid_gate (the shared
 //   expert's gate) 1 per element of X (the product) and 4 per gate (the sigmoid, as silu's);
 //   backward 3 per element of X (dX a product, dZ a multiply-add) and 4 per gate (the
 //   sigmoid again and its derivative).
@@ -62,6 +63,7 @@
 #include <vector>
 
 #include "autoddl/attention_tiles.hpp"
+#include "autoddl/ops/expert_work.hpp"
 #include "autoddl/ops/op.hpp"
 #include "autoddl/ops/signatures.hpp"
 #include "autoddl/sbp/layout.hpp"
@@ -110,6 +112,10 @@ struct op_work {
   /// keys and values), priced at the memory bandwidth
   double fwd_copy_bytes = 0, bwd_copy_bytes = 0;
   std::vector<stat_all_reduce> stat_all_reduces;  ///< forward all-reduces beyond boxing
+  /// experts and routed_experts: their GEMMs one expert at a time, and the routed counts
+  /// exchanged before a dropless dispatch over an expert split (ops/expert_work.hpp)
+  expert_gemms gemms;
+  std::vector<count_exchange> count_exchanges;
 };
 
 /// Bytes of one row statistic (layernorm's mean and 1/std, cross-entropy's max and sums) for
@@ -202,16 +208,6 @@ inline double experts_flops(const op_node& op) {
   const tensor_shape& x = op.inputs[0];
   const double rows = elems(x) / double(x[3]), f = double(op.params[0][2]);
   return 6.0 * rows * double(x[3]) * f + 5.0 * rows * f;
-}
-/// The rows routed_experts computes on a device: t tokens, k picks each, balanced over the E
-/// experts, of which the device holds E_l = params[0][0], times attrs.imbalance (the busiest
-/// device's over the mean), at most every token's picks among the held experts, t min(k, E_l).
-/// Example: t = 8, k = 2, E = 4, E_l = 1: 4 rows; imbalance 1.5: 6; imbalance 3: 8 (the cap).
-inline double routed_rows(const op_node& op) {
-  const tensor_shape& g = op.inputs[1];
-  const double t = double(g[0]) * double(g[1]), k = double(op.attrs.topk), held = double(op.params[0][0]);
-  const double balanced = t * k * held / double(g[2]);
-  return std::min(balanced * op.attrs.imbalance, t * std::min(k, held));
 }
 inline double routed_experts_flops(const op_node& op) {
   const double rows = routed_rows(op), h = double(op.inputs[0][2]), f = double(op.params[0][2]);
@@ -540,10 +536,12 @@ inline op_work device_work(const op_node& op, const signature& sig, const mesh_s
   w.activation_bytes = std::int64_t(detail::saved_bytes(l, elem_bytes));
   w.fwd_bytes_moved = std::int64_t(detail::moved_bytes(l, elem_bytes));
   if (op.kind == op_kind::attention) std::tie(w.fwd_copy_bytes, w.bwd_copy_bytes) = detail::attention_copy_bytes(l, elem_bytes);
-  if (op.kind == op_kind::routed_experts) {  // the permutes: each routed row read and written once per pass
-    const double row_bytes = 2.0 * double(l.inputs[0][2]) * elem_bytes;
-    w.fwd_copy_bytes = detail::routed_rows(l) * row_bytes;
-    w.bwd_copy_bytes = 2.0 * detail::routed_rows(l) * row_bytes;
+  if (op.kind == op_kind::experts || op.kind == op_kind::routed_experts) {  // ops/expert_work.hpp
+    expert_work x = detail::expert_work_of(op, l, sig, mesh, elem_bytes);
+    w.gemms = x.gemms;
+    w.fwd_copy_bytes = x.fwd_copy_bytes;
+    w.bwd_copy_bytes = x.bwd_copy_bytes;
+    w.count_exchanges = std::move(x.counts);
   }
   if (op.kind == op_kind::cross_entropy) {
     const int last = op.inputs[0].rank() - 1;

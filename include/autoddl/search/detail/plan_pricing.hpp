@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -103,17 +104,18 @@ class plan_pricing : public plan_candidates {
     if (const kernel_price k = kernel_price_of(op, c, w); k.source != price_source::analytical) {
       t.compute_fwd = k.forward_s;
       t.compute_bwd = k.backward_s;
-    } else if (w.kind == work_kind::elementwise) {
-      t.compute_fwd = elementwise_time(w.fwd_flops, double(w.fwd_bytes_moved), options_.type, options_.hw.device);
-      t.compute_bwd = elementwise_time(w.bwd_flops, 2.0 * double(w.fwd_bytes_moved), options_.type, options_.hw.device);
     } else {
-      t.compute_fwd = compute_time(w.fwd_flops, w.kind, options_.type, options_.hw.device);
-      t.compute_bwd = compute_time(w.bwd_flops, w.kind, options_.type, options_.hw.device);
+      std::tie(t.compute_fwd, t.compute_bwd) = analytical_compute(w);
     }
     if (w.fwd_copy_bytes + w.bwd_copy_bytes > 0) {  // copies besides the kernel, memory-bound
       t.compute_fwd += memory_time(w.fwd_copy_bytes, options_.hw.device);
       t.compute_bwd += memory_time(w.bwd_copy_bytes, options_.hw.device);
     }
+    // the routed counts, exchanged while the host waits (ops/expert_work.hpp): their time only, since
+    // t.bytes is what autoddl's executor sends, and it reads each token's picks on the host instead
+    for (const count_exchange& c : w.count_exchanges)
+      t.comm_fwd += step_time(boxing_step{c.axis, S(0), B, collective::all_gather, options_.mesh[c.axis], c.bytes,
+                                          std::int64_t(sizeof(std::int64_t))}, mesh_);
     for (const auto& s : w.stat_all_reduces) {  // the trainer pads and copies each (runtime/detail/step_loss.hpp, wire_statistics)
       boxing_step st{s.axis, P, B, collective::all_reduce, options_.mesh[s.axis], s.bytes, element_bytes_};
       t.comm_fwd += step_time(st, mesh_) + 2 * options_.hw.measured.copy.time(double(executed_group_bytes(st)));
@@ -129,6 +131,22 @@ class plan_pricing : public plan_candidates {
     t.memory = double(m.total() - m.transient);
     t.transient = double(m.transient);
     return t;
+  }
+
+  /// The analytical forward and backward seconds of work w (cost/compute.hpp): element-wise work
+  /// by its roofline, other work at its kind's efficiency; the expert GEMMs (w.gemms) each priced
+  /// on its own by its roofline, backward twice forward, and the rest of the op's FLOPs at the
+  /// kind's rate.
+  std::pair<double, double> analytical_compute(const op_work& w) const {
+    const device_spec& dev = options_.hw.device;
+    if (w.kind == work_kind::elementwise)
+      return {elementwise_time(w.fwd_flops, double(w.fwd_bytes_moved), options_.type, dev),
+              elementwise_time(w.bwd_flops, 2.0 * double(w.fwd_bytes_moved), options_.type, dev)};
+    const expert_gemms& g = w.gemms;
+    const double gemms = g.experts > 0 ? expert_gemms_time(g.experts, g.rows, g.hidden, g.width, element_bytes_, options_.type, dev) : 0;
+    const double flops = g.experts > 0 ? g.forward_flops() : 0;
+    return {gemms + compute_time(std::max(w.fwd_flops - flops, 0.0), w.kind, options_.type, dev),
+            2.0 * gemms + compute_time(std::max(w.bwd_flops - 2.0 * flops, 0.0), w.kind, options_.type, dev)};
   }
 
   /// Bytes op `op` keeps under candidate c (activations): what its backward reads, less what
