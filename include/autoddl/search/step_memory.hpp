@@ -116,6 +116,7 @@ class step_memory_replay {
         continue;
       }
       backward(waiting.front(), slot.microbatch == m - 1);
+      spare_.push_back(std::move(waiting.front()));  // its vectors serve a later micro-batch
       waiting.pop_front();
       const bool steady = slot.microbatch + warm < m - 1 && x + 1 < last_pair && at(order, x - 1).forward;
       if (!steady) continue;
@@ -140,7 +141,25 @@ class step_memory_replay {
     const std::int64_t e = local(at(model_.ops, i).inputs[j], sig(i).inputs[j]);
     return e * (is_index_input(at(model_.ops, i).kind, j) ? 8 : elem_);
   }
-  std::int64_t output_bytes(int i) const {
+  // Op i's output bytes, found once (every micro-batch's are alike).
+  std::int64_t output_bytes(int i) {
+    if (outputs_memo_.empty()) assign(outputs_memo_, int(model_.ops.size()), std::int64_t(-1));
+    std::int64_t& b = at(outputs_memo_, i);
+    if (b < 0) b = compute_output_bytes(i);
+    return b;
+  }
+  // The local bytes of op i's input j (its input gradient's), found once.
+  std::int64_t input_local_bytes(int i, std::size_t j) {
+    if (inputs_memo_.empty()) resize(inputs_memo_, int(model_.ops.size()));
+    std::vector<std::int64_t>& m = at(inputs_memo_, i);
+    if (m.empty()) {
+      const op_node& n = at(model_.ops, i);
+      m.resize(n.inputs.size());
+      for (std::size_t x = 0; x < n.inputs.size(); ++x) m[x] = local(n.inputs[x], sig(i).inputs[x]) * elem_;
+    }
+    return m[j];
+  }
+  std::int64_t compute_output_bytes(int i) const {
     std::int64_t b = 0;
     for (std::size_t k = 0; k < at(model_.ops, i).outputs.size(); ++k) b += local(at(model_.ops, i).outputs[k], sig(i).outputs[k]);
     return b * elem_;
@@ -164,7 +183,13 @@ class step_memory_replay {
   // one log-sum-exp per row [b, heads, sq] (its output is held as the backward's read), the
   // unfused one its probabilities [b, heads, sq, sk]; layernorm mean and rstd; rmsnorm 1/rms per
   // group; cross-entropy max, sum, target; experts their gate and up products).
-  std::int64_t saved_bytes(int i) const {
+  std::int64_t saved_bytes(int i) {  // found once, as output_bytes
+    if (saved_memo_.empty()) assign(saved_memo_, int(model_.ops.size()), std::int64_t(-1));
+    std::int64_t& b = at(saved_memo_, i);
+    if (b < 0) b = compute_saved_bytes(i);
+    return b;
+  }
+  std::int64_t compute_saved_bytes(int i) const {
     const op_node& n = at(model_.ops, i);
     const std::int64_t stat = statistic_bytes(int(elem_));
     if (n.kind == op_kind::attention) {
@@ -217,6 +242,12 @@ class step_memory_replay {
   buffers forward(int k) {
     const int nops = int(model_.ops.size());
     buffers b;
+    if (!spare_.empty()) {  // a finished micro-batch's, emptied in place
+      b = std::move(spare_.back());
+      spare_.pop_back();
+      for (auto* slots : {&b.inputs, &b.chained_sums})
+        for (std::vector<std::int64_t>& v : *slots) std::fill(v.begin(), v.end(), 0);
+    }
     resize(b.inputs, nops);
     assign(b.outputs, nops, 0);
     assign(b.saved, nops, 0);
@@ -342,7 +373,7 @@ class step_memory_replay {
     const op_node& n = at(model_.ops, i);
     std::int64_t grads = 0;
     for (std::size_t j = 0; j < n.inputs.size(); ++j)
-      if (at(model_.op_inputs, i)[j].op >= 0) grads += local(n.inputs[j], sig(i).inputs[j]) * elem_;
+      if (at(model_.op_inputs, i)[j].op >= 0) grads += input_local_bytes(i, j);
     for (std::size_t j = 0; j < n.param_ids.size(); ++j) grads += param_compute_bytes(i, j);
     add(grads);
     sample(i, true);
@@ -350,7 +381,7 @@ class step_memory_replay {
       const int p = at(model_.op_inputs, i)[j].op;
       if (p < 0) continue;
       if (auto& sums = at(b.chained_sums, i); j < sums.size()) drop(sums[j]);
-      live_ -= local(n.inputs[j], sig(i).inputs[j]) * elem_;
+      live_ -= input_local_bytes(i, j);
       if (const input_slot c = paths_.chained_from(i, j); c.op >= 0) {
         auto& sums = at(b.chained_sums, c.op);
         if (sums.size() <= std::size_t(c.input)) sums.resize(std::size_t(c.input) + 1, 0);
@@ -428,6 +459,9 @@ class step_memory_replay {
   const plan& paths_;  ///< pick as a plan: its boxing paths, the ones the executor runs
   std::optional<step_schedule> own_schedule_;
   const step_schedule* schedule_ = nullptr;  ///< own_schedule_'s or the caller's
+  std::vector<std::int64_t> outputs_memo_, saved_memo_;  ///< output_bytes, saved_bytes per op (-1: not yet)
+  std::vector<std::vector<std::int64_t>> inputs_memo_;  ///< input_local_bytes per op and input
+  std::vector<buffers> spare_;  ///< finished micro-batches' buffers, for the next forwards
   int first_, end_, warm_;
   std::vector<int> received_, sent_;
   std::vector<char> held_;
