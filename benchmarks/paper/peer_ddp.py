@@ -1,13 +1,18 @@
-"""One rank of the PyTorch peer: DistributedDataParallel on the CPU (gloo), one thread per rank.
+"""One rank of the PyTorch peer: DistributedDataParallel, or with --wrap fsdp2 torch 2's
+fully_shard (FSDP2), on the CPU (gloo), one thread per rank.
 
 Started by mpirun (rank and size from Open MPI's environment), it trains one of autoddl's zoo
 models, rebuilt here layer for layer with the same shapes, the same global batch split over the
 ranks and SGD with momentum 0.9 (autoddl's optimizer_step), and prints on rank 0 one JSON object
-with the step times. Each timed step is what autoddl-train times: a barrier, then the inputs of
-the step drawn, forward, loss, backward (DDP's bucketed all-reduce overlapping it) and the update.
+with the step times, the losses, the parameter count and the global batch. Each timed step is what
+autoddl-train times: a barrier, then the inputs of the step drawn, forward, loss, backward (DDP's
+bucketed all-reduce, or FSDP2's per-layer reduce-scatters, overlapping it) and the update. Every
+rank builds the model from seed 1 (DDP then broadcasts rank 0's copy; FSDP2 keeps each rank's
+shard of it) and draws its inputs from seed 2 + rank, so the two wrappers train the same model on
+the same data and print the same losses up to round-off.
 
-    mpirun -np 2 /usr/bin/python3 benchmarks/paper/peer_ddp.py --model mlp:layers=4,hidden=1024,batch=256,in=1024,out=16 \
-        --steps 12 --port 29511
+    mpirun -np 2 .venv/bin/python benchmarks/paper/peer_ddp.py --model mlp:layers=4,hidden=1024,batch=256,in=1024,out=16 \
+        --steps 12 --port 29511 [--wrap ddp|fsdp2] [--reshard on|off]
 """
 import argparse
 import json
@@ -101,20 +106,41 @@ def build(spec, ranks):
     raise SystemExit(f"peer_ddp.py: model '{name}' is not rebuilt here; use mlp or gpt")
 
 
+def fully_sharded(model, ranks, reshard):
+    """FSDP2: each hidden layer (the MLP's linears, the GPT's blocks) a group of its own, the rest
+    (the MLP's output layer; the GPT's embeddings, tied head and final layernorm) the root's;
+    reshard: each group's parameters freed after its forward and gathered again for its backward
+    (FSDP2's default) rather than kept to the backward."""
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import fully_shard
+
+    mesh = init_device_mesh("cpu", (ranks,))
+    for layer in model.blocks if isinstance(model, Gpt) else model.hidden:
+        fully_shard(layer, mesh=mesh, reshard_after_forward=reshard)
+    return fully_shard(model, mesh=mesh, reshard_after_forward=reshard)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--model", required=True)
     ap.add_argument("--steps", type=int, default=12)
     ap.add_argument("--lr", type=float, default=1e-3)
     ap.add_argument("--port", type=int, default=29511)
+    ap.add_argument("--wrap", choices=("ddp", "fsdp2"), default="ddp")
+    ap.add_argument("--reshard", choices=("on", "off"), default="on", help="fsdp2's reshard_after_forward")
     a = ap.parse_args()
     torch.set_num_threads(1)
     rank = int(os.environ["OMPI_COMM_WORLD_RANK"])
     ranks = int(os.environ["OMPI_COMM_WORLD_SIZE"])
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{a.port}", rank=rank, world_size=ranks)
-    torch.manual_seed(1 + rank)
+    torch.manual_seed(1)
     model, draw = build(a.model, ranks)
-    ddp = nn.parallel.DistributedDataParallel(model)
+    params = sum(p.numel() for p in model.parameters())
+    torch.manual_seed(2 + rank)
+    if a.wrap == "fsdp2":
+        ddp = fully_sharded(model, ranks, a.reshard == "on")
+    else:
+        ddp = nn.parallel.DistributedDataParallel(model)
     opt = torch.optim.SGD(ddp.parameters(), lr=a.lr, momentum=0.9)
     secs, losses = [], []
     for _ in range(a.steps):
@@ -129,7 +155,9 @@ def main():
         secs.append(time.perf_counter() - t0)
         losses.append(loss.item())
     if rank == 0:
-        print(json.dumps({"model": a.model, "ranks": ranks, "torch": torch.__version__, "step_s": secs, "losses": losses}))
+        print(json.dumps({"model": a.model, "ranks": ranks, "wrap": a.wrap, "reshard": a.reshard,
+                          "torch": torch.__version__, "parameters": params, "global_batch": parse_spec(a.model)[1]["batch"],
+                          "step_s": secs, "losses": losses}))
     dist.destroy_process_group()
 
 
