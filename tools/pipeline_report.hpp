@@ -118,12 +118,14 @@ namespace detail {
 inline std::optional<megatron_layout_plan> megatron_layouts_after(const chosen_plan& c, const std::function<graph(int)>& build,
                                                                    std::int64_t batch, const plan_options& o,
                                                                    step_settings pin, std::uint64_t seed, bool interleaved,
-                                                                   bool torchtitan = false) {
+                                                                   bool torchtitan = false,
+                                                                   std::optional<strategy::megatron> start = std::nullopt) {
   megatron_layout_space space;
   space.pipelines = detail::outer_axis_between_nodes(o);
   space.interleaved = interleaved;
   space.torchtitan = torchtitan;
   space.first_stages = c.pipeline ? c.pipeline->shape.stages : 1;
+  space.start = start;
   return search_megatron_layouts(build, batch, o, pin, seed, space);
 }
 
@@ -162,7 +164,9 @@ inline chosen_plan plan_with_megatron_layouts(const std::function<graph(int)>& b
   if (!std::holds_alternative<strategy::automatic>(s)) return c;
   std::optional<megatron_layout_plan> m = megatron_layouts_after(c, build, batch, o, pin, seed, interleaved);
   if (dense(build(1))) {  // torchtitan's layouts too (FSDP beside tensor parallelism): auto is never slower than they
-    std::optional<megatron_layout_plan> t = megatron_layouts_after(c, build, batch, o, pin, seed, interleaved, true);
+    std::optional<strategy::megatron> twin;  // the torchtitan descent starts where Megatron-LM's ended
+    if (m) twin = m->knobs;
+    std::optional<megatron_layout_plan> t = megatron_layouts_after(c, build, batch, o, pin, seed, interleaved, true, twin);
     if (t && (!m || autoddl::detail::better_megatron(*t, *m))) m = std::move(t);
   }
   if (!m) return c;

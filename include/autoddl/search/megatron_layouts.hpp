@@ -47,6 +47,11 @@ struct megatron_layout_space {
   /// torchtitan's knobs instead of Megatron-LM's: FSDP (fsdp=1) in the distributed optimizer's
   /// place, sequence parallelism with tensor parallelism, no expert parallelism
   bool torchtitan = false;
+  /// A layout to start from instead of the stage counts around first_stages, where the mesh and
+  /// the model take it: auto's torchtitan descent starts where the Megatron-LM descent ended (each
+  /// torchtitan point is its Megatron-LM twin with FSDP in the distributed optimizer's place, so
+  /// both descents would retrace one path; FSDP's smaller state lets it go on where memory binds).
+  std::optional<strategy::megatron> start{};
 };
 
 /// The best megatron layout found: its strategy and its plan, a pipeline (pp > 1) or not.
@@ -100,9 +105,12 @@ class megatron_search {
     sizes_ = {int(tps_.size()), int(pps_.size()), int(cps_.size()), int(vpps_.size()), int(mbss_.size()), int(rs_.size())};
   }
 
-  // starts: tp the innermost axis, selective recomputation, at the stage counts nearest
-  // `first_stages` (its index, and up to two on either side)
-  void start(int first_stages) {
+  // starts: `from` where given and it makes a plan; else tp the innermost axis, selective
+  // recomputation, at the stage counts nearest `first_stages` (its index, and up to two on either side)
+  void start(int first_stages, const std::optional<strategy::megatron>& from) {
+    if (from)
+      if (const std::optional<megatron_point> x = point_of(*from)) eval(*x);
+    if (best_) return;
     int at_pp = int(std::find(pps_.begin(), pps_.end(), first_stages) - pps_.begin());
     if (at_pp >= sizes_[1]) at_pp = 0;
     const int r0 = rs_.size() == 3 ? 1 : 0;
@@ -165,6 +173,18 @@ class megatron_search {
   }
 
  private:
+  // The point of knobs m (its knobs' indices), where every knob is on the lists.
+  std::optional<megatron_point> point_of(const strategy::megatron& m) const {
+    const auto index = [](const auto& list, const auto& value) {
+      const auto it = std::find(list.begin(), list.end(), value);
+      return it == list.end() ? -1 : int(it - list.begin());
+    };
+    const megatron_point x{index(tps_, m.tp), index(pps_, std::max(m.pp, 1)), index(cps_, std::max(m.cp, 1)),
+                           index(vpps_, std::max(m.vpp, 1)), index(mbss_, m.mbs),
+                           m.recompute ? index(rs_, *m.recompute) : -1};
+    if (std::find(x.begin(), x.end(), -1) != x.end()) return std::nullopt;
+    return x;
+  }
   // The knobs of point x.
   strategy::megatron knobs(const megatron_point& x) const {
     strategy::megatron m;
@@ -281,7 +301,7 @@ inline std::optional<megatron_layout_plan> search_megatron_layouts(const std::fu
                                                                    megatron_layout_space space = {}, int max_points = 64) {
   const planning_clock::scope timing(planning_phase::megatron_layouts);
   detail::megatron_search search(build, batch, base, pin, seed, space, max_points);
-  search.start(space.first_stages);
+  search.start(space.first_stages, space.start);
   while (search.found() && search.budget_left())
     if (!search.round()) break;
   if (!search.found()) return std::nullopt;
