@@ -163,16 +163,28 @@ inline chosen_plan plan_with_megatron_layouts(const std::function<graph(int)>& b
   chosen_plan c = detail::plan_searched(build, batch, o, s, pin, seed);
   if (!std::holds_alternative<strategy::automatic>(s)) return c;
   std::optional<megatron_layout_plan> m = megatron_layouts_after(c, build, batch, o, pin, seed, interleaved);
+  std::optional<megatron_layout_plan> t;
   if (dense(build(1))) {  // torchtitan's layouts too (FSDP beside tensor parallelism): auto is never slower than they
     std::optional<strategy::megatron> twin;  // the torchtitan descent starts where Megatron-LM's ended
     if (m) twin = m->knobs;
-    std::optional<megatron_layout_plan> t = megatron_layouts_after(c, build, batch, o, pin, seed, interleaved, true, twin);
-    if (t && (!m || autoddl::detail::better_megatron(*t, *m))) m = std::move(t);
+    t = megatron_layouts_after(c, build, batch, o, pin, seed, interleaved, true, twin);
   }
-  if (!m) return c;
-  const int points = m->points;
-  const strategy::megatron knobs = m->knobs;
-  chosen_plan best = layout_planned_again(std::move(*m), build, batch, o, pin, seed);
+  if (!m && !t) return c;
+  // each engine's best planned again as --strategy plans it, the better kept (a descent prices a
+  // point against its best so far, so the two descents' own figures are not alike)
+  int points = 0;
+  strategy::megatron knobs;
+  std::optional<chosen_plan> again;
+  for (std::optional<megatron_layout_plan>* x : {&m, &t}) {
+    if (!*x) continue;
+    const int n = (*x)->points;
+    const strategy::megatron k = (*x)->knobs;
+    chosen_plan p = layout_planned_again(std::move(**x), build, batch, o, pin, seed);
+    const plan_result& r = p.plan.result;
+    if (again && !(r.feasible && (!again->plan.result.feasible || r.time < again->plan.result.time * (1 - 1e-9)))) continue;
+    again = std::move(p), points = n, knobs = k;
+  }
+  chosen_plan best = std::move(*again);
   const plan_result& b = best.plan.result;
   if (!b.feasible || (c.plan.result.feasible && b.time >= c.plan.result.time * (1 - 1e-9))) {
     c.plan.result.notes.push_back(fmt::format("{}'s layouts: {} priced, the best ({}) takes {}{}",
