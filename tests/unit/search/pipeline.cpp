@@ -496,15 +496,23 @@ TEST_CASE("megatron's pp and vpp: parsed, printed, checked against the mesh and 
   CHECK(pl.stages.size() == 2);
 }
 
+// A 4-layer LLaMA with grouped-query attention on a 4x2 dgx1-v100 mesh: the megatron layout cases'.
+graph tiny_llama(int microbatches) {
+  return build_model("llama:layers=4,hidden=64,heads=4,kv_heads=2,ffn=96,seq=16,batch=16,vocab=96", microbatches);
+}
+plan_options tiny_llama_options() {
+  plan_options o;
+  o.mesh = mesh_shape{4, 2};
+  o.hw = load_hardware("dgx1-v100");
+  return o;
+}
+
 TEST_CASE("the megatron layout search finds the best of every megatron layout within 5 %, and prices it as asked",
           "[search][pipeline][megatron-layouts]") {
   // Oracle: every knob setting of the space (tp, problem, cp, vpp, mbs, recompute; dopt and sp on),
   // each planned as --strategy megatron:... plans it
-  const std::string spec = "llama:layers=4,hidden=64,heads=4,kv_heads=2,ffn=96,seq=16,batch=16,vocab=96";
-  const auto build = [&spec](int m) { return build_model(spec, m); };
-  plan_options o;
-  o.mesh = mesh_shape{4, 2};
-  o.hw = load_hardware("dgx1-v100");
+  const auto build = tiny_llama;
+  const plan_options o = tiny_llama_options();
   double best = std::numeric_limits<double>::infinity();
   std::string best_knobs;
   int plans = 0;
@@ -549,11 +557,8 @@ TEST_CASE("the megatron layout search finds the best of every megatron layout wi
 TEST_CASE("interleavings of one stage count share their stage layouts and price as each alone",
           "[search][pipeline][megatron-layouts]") {
   // Oracle: each schedule planned on its own (no memo), its stages replayed with their own schedule
-  const std::string spec = "llama:layers=4,hidden=64,heads=4,kv_heads=2,ffn=96,seq=16,batch=16,vocab=96";
-  const auto build = [&spec](int m) { return build_model(spec, m); };
-  plan_options o;
-  o.mesh = mesh_shape{4, 2};
-  o.hw = load_hardware("dgx1-v100");
+  const auto build = tiny_llama;
+  const plan_options o = tiny_llama_options();
   stage_layouts_memo memo;
   int solved = 0;  // stage layouts solved for vpp 1 (kept gathering may be a second)
   for (const int vpp : {0, 2}) {
