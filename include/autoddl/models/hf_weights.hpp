@@ -20,7 +20,9 @@
 //   hN.moe.W_gate [E, h, f]  ...block_sparse_moe.experts.e.w1.weight; mlp.experts.e.gate_proj.weight
 //   hN.moe.W_up   [E, h, f]  ...block_sparse_moe.experts.e.w3.weight; mlp.experts.e.up_proj.weight
 //   hN.moe.W_down [E, f, h]  ...block_sparse_moe.experts.e.w2.weight; mlp.experts.e.down_proj.weight
-// expert e's matrix [h, f] (or [f, h]) transposed.
+// expert e's matrix [h, f] (or [f, h]) transposed. Qwen2-MoE's shared expert and its gate:
+//   hN.shared.mlp.{gate,up,down}.W     model.layers.N.mlp.shared_expert.{gate,up,down}_proj.weight  transposed
+//   hN.shared.gate_logit.W  [h, 1]     model.layers.N.mlp.shared_expert_gate.weight [1, h]         transposed
 // The rotation pairs element i of a head with element i + d/2 (backend/cpu/device.hpp's rotary),
 // as transformers' rotate_half does, so q_proj and k_proj rows keep their order.
 #include <algorithm>
@@ -104,14 +106,28 @@ inline std::vector<hf_param_name> hf_expert_names(const std::string& pre, const 
 }
 }  // namespace detail
 
+namespace detail {
+/// Qwen2-MoE's shared expert and its sigmoid gate (`rest` after "hN."), or nullopt.
+inline std::optional<hf_param_name> hf_shared_expert_name(const std::string& pre, const std::string& rest) {
+  for (const char* m : {"gate", "up", "down"})
+    if (rest == "shared.mlp." + std::string(m) + ".W") return hf_param_name{pre + "mlp.shared_expert." + m + "_proj.weight", true};
+  if (rest == "shared.gate_logit.W") return hf_param_name{pre + "mlp.shared_expert_gate.weight", true};
+  return std::nullopt;
+}
+}  // namespace detail
+
 /// Every Hugging Face tensor that holds parameter `param` of shape `shape`: one, or one per
-/// expert of a stacked expert weight; empty where it has none (a shared expert, another model's).
+/// expert of a stacked expert weight; empty where it has none (another model's parameter, or a
+/// shared expert outside Qwen's naming: Mixtral has none).
 inline std::vector<hf_param_name> hf_names_of(std::string_view param, const std::vector<std::int64_t>& shape,
                                               hf_experts_naming naming = hf_experts_naming::mixtral) {
   if (std::optional<hf_param_name> h = hf_name_of(param)) return {*h};
   const auto layer = detail::layer_of(param);
   if (!layer || shape.empty()) return {};
-  return detail::hf_expert_names("model.layers." + detail::itos(layer->first) + ".", layer->second, shape[0], naming);
+  const std::string pre = "model.layers." + detail::itos(layer->first) + ".";
+  if (naming == hf_experts_naming::qwen)
+    if (std::optional<hf_param_name> h = detail::hf_shared_expert_name(pre, layer->second)) return {*h};
+  return detail::hf_expert_names(pre, layer->second, shape[0], naming);
 }
 
 /// hf_names_of, or error naming the parameter where it has no Hugging Face name.
@@ -121,7 +137,7 @@ inline std::vector<hf_param_name> hf_names_or_fail(std::string_view param, const
   if (!h.empty()) return h;
   detail::fail<error>(std::string(what) + ": parameter '" + detail::excerpt(param) +
                       "' has no Hugging Face name; Hugging Face weights map the LLaMA family's parameters "
-                      "(llama, mistral, qwen2, qwen3, mixtral, qwen3_moe; not a shared expert, GPT or BERT)");
+                      "(llama, mistral, qwen2, qwen3, mixtral, qwen3_moe, qwen2_moe; not GPT or BERT)");
 }
 
 /// The matrix [rows, cols] (row-major) transposed: [cols, rows].

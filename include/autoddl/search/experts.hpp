@@ -117,7 +117,7 @@ namespace detail {
 
 /// Where an op sits for the expert rules, beyond its signature (expert_pick_op works it out).
 struct op_region {
-  bool router_linear = false;  ///< it computes router logits, replicated on the tensor-parallel axis
+  bool router_linear = false;  ///< it computes router logits or a shared expert's gate logit, replicated on the tensor-parallel axis
   bool fc_region = false;      ///< it is a linear or reads, directly or through other ops, a linear's output
 };
 
@@ -178,7 +178,8 @@ inline bool obeys(expert e, const op_node& n, const signature& sig, int axes, co
       if (!obeys_context_parallel(n, sig, a)) return false;
       continue;
     }
-    if (tensor && (is_moe_op(n.kind) || router_linear)) {  // routing: where the greedy finds it cheapest
+    // routing and the shared expert's gate: where the greedy finds it cheapest
+    if (tensor && (is_moe_op(n.kind) || n.kind == op_kind::sigmoid_gate || router_linear)) {
       if (router_linear && !sig.params[0][a].is_broadcast()) return false;
       continue;
     }
@@ -366,11 +367,16 @@ inline std::optional<sbp> megatron_loss_split(const plan_problem& problem, const
   return got[problem.options().mesh.size() - 1] == vocab ? std::optional<sbp>(vocab) : std::nullopt;
 }
 
-// Whether op i is a linear whose output a router reads (its logits).
+// Whether op i is a linear whose output a router reads (its logits), or a shared expert's
+// sigmoid gate (its logit, input 1): Megatron-Core keeps both weights whole on the
+// tensor-parallel devices (its router, and SharedExpertMLP's gate_weight [1, h]).
 inline bool feeds_router(const graph& g, int i) {
   if (at(g.ops, i).kind != op_kind::linear) return false;
-  for (std::size_t j = 0; j < g.ops.size(); ++j)
-    if (g.ops[j].kind == op_kind::router && !g.op_inputs[j].empty() && g.op_inputs[j][0].op == i) return true;
+  for (std::size_t j = 0; j < g.ops.size(); ++j) {
+    const auto& in = g.op_inputs[j];
+    if (g.ops[j].kind == op_kind::router && !in.empty() && in[0].op == i) return true;
+    if (g.ops[j].kind == op_kind::sigmoid_gate && in.size() > 1 && in[1].op == i) return true;
+  }
   return false;
 }
 

@@ -3,14 +3,16 @@
 
 Usage: hf_weights.py MPIRUN AUTODDL_TRAIN SOURCE_ROOT PART, PART one of
 - equality: tiny LLaMA, Mistral (tied head), Qwen2 (q/k/v biases), Qwen3 (q/k norms, head_dim
-  not hidden / heads), LLaMA with attention_bias (q/k/v/o biases), Mixtral and Qwen3-MoE (4
-  experts, top 2, routed dropless: capacity=0) built by transformers from a config.json written here, random weights (norm
+  not hidden / heads), LLaMA with attention_bias (q/k/v/o biases), Mixtral, Qwen3-MoE and Qwen2-MoE
+  (4 experts, top 2, routed dropless: capacity=0; Qwen2-MoE's shared expert behind its sigmoid
+  gate) built by transformers from a config.json written here, random weights (norm
   scales and biases too, so a wrong name or transpose shows) saved as safetensors; autoddl-train
   --init-from them computes one step on the --data file's tokens: its loss and --export-grads'
   gradients against transformers' loss and gradients (autograd) on the same windows (fp32, 1e-5
   relative to each tensor's largest value). The config autoddl reads is the one save_pretrained
   wrote (transformers 5 keeps the rotary base under rope_parameters). LLaMA with biases also on 4
-  ranks under tp=2 x dp=2, Mixtral under ep=2 x dp=2 (the gradients gathered from the shards).
+  ranks under tp=2 x dp=2, Mixtral under ep=2 x dp=2, Qwen2-MoE under tp=2 x dp=2 (the gradients
+  gathered from the shards).
 - trained: autoddl's own initial weights (--steps 0 --export-weights) loaded by transformers,
   saved again by save_pretrained, read back by --init-from and exported: the same bytes; a model
   trained 3 steps on 4 ranks under tp=2 x dp=2 and exported, loaded by transformers, gives the
@@ -80,6 +82,9 @@ MODELS = {
     "mixtral": config("mixtral", num_local_experts=4, num_experts_per_tok=2, router_aux_loss_coef=0.0, sliding_window=None),
     "qwen3_moe": config("qwen3_moe", num_experts=4, num_experts_per_tok=2, moe_intermediate_size=24, norm_topk_prob=False,
                         router_aux_loss_coef=0.0),
+    "qwen2_moe": config("qwen2_moe", num_experts=4, num_experts_per_tok=2, moe_intermediate_size=24, norm_topk_prob=False,
+                        shared_expert_intermediate_size=40, router_aux_loss_coef=0.0, decoder_sparse_step=1,
+                        mlp_only_layers=[], use_sliding_window=False),
 }
 
 
@@ -148,7 +153,8 @@ def compare_gradients(want, grads_path):
 
 def equality(tmp, data, data_path):
     cases = [(kind, 1, "1", "auto") for kind in MODELS] + [("llama_bias", 4, "2x2", "megatron:tp=2,dp=2"),
-                                                          ("mixtral", 4, "2x2", "megatron:ep=2,dp=2")]
+                                                          ("mixtral", 4, "2x2", "megatron:ep=2,dp=2"),
+                                                          ("qwen2_moe", 4, "2x2", "megatron:tp=2,dp=2")]
     for seed, (kind, np, mesh, strategy) in enumerate(cases):
         folder = os.path.join(tmp, kind)
         weights = write_model(folder, MODELS[kind], seed) if np == 1 else os.path.join(folder, "model.safetensors")

@@ -36,7 +36,7 @@ TEST_CASE("dense parameters have one Hugging Face tensor each, linear weights tr
   CHECK_FALSE(hf_names_of("embed.W", {256, 32}).at(0).transposed);
   CHECK(hf_names_of("lm_head.W", {32, 256}).at(0).transposed);
   CHECK(hf_names_of("h0.attn.qkv.W", {32, 96}).empty());  // a GPT's
-  CHECK(hf_names_of("h0.shared.mlp.gate.W", {32, 48}).empty());
+  CHECK(hf_names_of("h0.shared.mlp.gate.W", {32, 48}).empty());  // Mixtral's naming: no shared expert
   CHECK(hf_names_of("hx.attn.q.W", {32, 32}).empty());
   CHECK_THROWS_WITH(hf_names_or_fail("h0.attn.qkv.W", {32, 96}, hf_experts_naming::mixtral, "--export-weights"),
                     ContainsSubstring("--export-weights: parameter 'h0.attn.qkv.W' has no Hugging Face name"));
@@ -61,6 +61,23 @@ TEST_CASE("stacked experts are one Hugging Face tensor per expert, Mixtral's nam
   from_hf_layout(m[0], shape, std::vector<int>{1, 4, 2, 5, 3, 6}, back);
   from_hf_layout(m[1], shape, std::vector<int>{7, 10, 8, 11, 9, 12}, back);
   CHECK(back == stacked);
+}
+
+TEST_CASE("Qwen2-MoE's shared expert and its gate under Qwen's names, transposed", "[models][hf-weights][moe]") {
+  CHECK(names(hf_names_of("h2.shared.mlp.gate.W", {32, 40}, hf_experts_naming::qwen)) ==
+        std::vector<std::string>{"model.layers.2.mlp.shared_expert.gate_proj.weight"});
+  CHECK(names(hf_names_of("h2.shared.mlp.up.W", {32, 40}, hf_experts_naming::qwen)) ==
+        std::vector<std::string>{"model.layers.2.mlp.shared_expert.up_proj.weight"});
+  const hf_param_name down = hf_names_of("h0.shared.mlp.down.W", {40, 32}, hf_experts_naming::qwen).at(0);
+  CHECK(down.name == "model.layers.0.mlp.shared_expert.down_proj.weight");
+  CHECK(hf_shape_of(down, {40, 32}) == std::vector<std::int64_t>{32, 40});
+  // the gate's w [h, 1] is torch's Linear(h, 1) weight [1, h]: the same values in the same order
+  const hf_param_name gate = hf_names_of("h0.shared.gate_logit.W", {3, 1}, hf_experts_naming::qwen).at(0);
+  CHECK(gate.name == "model.layers.0.mlp.shared_expert_gate.weight");
+  CHECK(gate.expert == -1);
+  CHECK(hf_shape_of(gate, {3, 1}) == std::vector<std::int64_t>{1, 3});
+  CHECK(to_hf_layout(gate, {3, 1}, std::vector<int>{4, 5, 6}) == std::vector<int>{4, 5, 6});
+  CHECK(hf_names_of("h0.shared.gate_logit.W", {3, 1}, hf_experts_naming::mixtral).empty());
 }
 
 }  // namespace hf_weights_cases
