@@ -100,7 +100,9 @@ def main() -> int:
             src = tmp / f"snippet{len(jobs)}.cpp"
             src.write_text(f"// {where}\n" + wrap(code))
             jobs.append((where, src))
-    flags = ["-std=c++20", "-O1", "-Wall", "-Wextra", "-Wpedantic", f"-I{root / 'include'}",
+    # -O0: the blocks are checked for compiling and running, not timed; against -O1 it takes a
+    # quarter less compile time (167 s against 228 s of user time for the 25 blocks here)
+    flags = ["-std=c++20", "-O0", "-Wall", "-Wextra", "-Wpedantic", f"-I{root / 'include'}",
              f'-DAUTODDL_HARDWARE_DIR="{root / "data/hardware"}"']
     libs = pkg_libs("openblas") or pkg_libs("cblas")
     mpirun = shutil.which("mpirun")
