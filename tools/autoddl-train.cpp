@@ -336,6 +336,11 @@ void read_plan_option(settings& s, const CLI::App& app) {
   if (app.count("--dtype") && s.dtype != f.dtype)
     throw error(where + " was priced in " + f.dtype + "; drop --dtype " + s.dtype + " (the plan's is used) or plan again with --dtype " + s.dtype);
   s.dtype = f.dtype;
+  if (f.grad_sums == "fp16")
+    throw error(where + " was priced with fp16 gradient sums, which autoddl-train does not keep; plan again with --grad-sums fp32");
+  if (!f.grad_sums.empty() && app.count("--grad-sums") && s.grad_sums != f.grad_sums)
+    throw error(where + " was priced with " + f.grad_sums + " gradient sums; drop --grad-sums " + s.grad_sums);
+  if (!f.grad_sums.empty()) s.grad_sums = f.grad_sums;
   if (!s.optimizer_s.empty() && parse_optimizer(f.optimizer) != parse_optimizer(s.optimizer_s))
     throw error(where + " was priced for optimizer " + f.optimizer + "; drop --optimizer " + s.optimizer_s +
                 " (the plan's is used) or plan again with --optimizer " + s.optimizer_s);

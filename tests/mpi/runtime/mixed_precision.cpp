@@ -297,13 +297,13 @@ TEST_CASE("bf16 training's measured peak equals the predicted peak within 5% und
 }
 
 // 16-bit gradient sums (the trainer's Sum = bf16: Megatron-LM's bf16 training with
-// --grad-reduce-in-bf16, without fp32 accumulation): the gradients are summed and kept in bf16 and
-// widened only as the update reads them. Four micro-batches a step, so that the sums add in bf16:
+// --grad-reduce-in-bf16, without fp32 accumulation): the gradients are summed, reduced and kept in
+// bf16 and widened only as the update reads them; fp32 sums are reduced in fp32 (twice the bytes). Four micro-batches a step, so that the sums add in bf16:
 // fp32 sums round once (for the collective, or not at all), bf16 sums after each of 3 additions.
 // Oracles: the same plan trained with fp32 sums: the first step's gradients differ (the sums did
 // add in bf16), by at most 3 roundings of 2^-9 of a partial sum, bounded here by 2^-6 of the
-// tensor's largest gradient (elements near zero cancel); the loss follows within 2% at every step
-// (the loss is itself a bf16 value, so it may not move at all); and the device's bytes in use: the
+// tensor's largest gradient (elements near zero cancel); the loss follows within 2% at every step;
+// and the device's bytes in use: the
 // peak the replay predicts for a plan priced with 16-bit sums, and the difference to the fp32-sum
 // run's peak (2 bytes per gradient element held at the peak) as predicted.
 TEST_CASE("bf16 gradient sums train like fp32 sums, at the predicted, smaller peak", "[mpi][runtime][mixed][sums]") {
@@ -324,10 +324,18 @@ TEST_CASE("bf16 gradient sums train like fp32 sums, at the predicted, smaller pe
     cpu_trainer<bf16> fp32_sums(plan_of(wide, pick), dev, comm, to);
     trainer<bf16, cpu_device, mpi::mpi_mesh_comm, bf16> bf16_sums(plan_of(narrow, pick), dev, comm, to);
     double worst_loss = 0, worst_grad = 0, differing = 0;
+    std::int64_t params = 0;
+    for (const auto& q : g.params) params += q.shape.elements();
     for (int s = 0; s < 20; ++s) {
       const double a = fp32_sums.train_step(s), b = bf16_sums.train_step(s);
       worst_loss = std::max(worst_loss, std::abs(b - a) / a);
+      // the gradient collectives move the sums' type: fp32 or bf16, as priced; dp's only collectives
+      // are each gradient's ring all-reduce, 2 (n - 1) / n of its bytes (every parameter's elements
+      // divide by n here)
+      CHECK(double(fp32_sums.last_step_bytes()) == wide.untied().evaluate(pick).bytes);
       CHECK(double(bf16_sums.last_step_bytes()) == narrow.untied().evaluate(pick).bytes);
+      if (name == "dp") CHECK(fp32_sums.last_step_bytes() == 2 * (ranks - 1) * 4 * params / ranks);
+      if (name == "dp") CHECK(bf16_sums.last_step_bytes() == 2 * (ranks - 1) * 2 * params / ranks);
       for (int p = 0; s == 0 && p < int(g.params.size()); ++p) {
         const std::vector<float> x = fp32_sums.grad_shard(p), y = bf16_sums.grad_shard(p);
         double scale = 0;
