@@ -19,7 +19,7 @@
 // gradients, rank 0 each, the whole tensors under Hugging Face names.
 // --device cuda (a build with CUDA and NCCL): one GPU per rank, the rank's local index on its
 // node choosing the GPU; tensors live on the GPU, collectives go through NCCL, and --check-serial
-// still compares with a CPU serial run on rank 0.
+// still compares with a CPU serial run on rank 0 (in bf16 for --dtype bf16: train_cuda.hpp).
 // Bad input: one sentence on stderr (rank 0) and exit code 2 on every rank. A rank that fails
 // during training aborts the whole job with its message, so the job never hangs.
 #include <CLI/CLI.hpp>
@@ -53,6 +53,7 @@
 #if defined(AUTODDL_WITH_CUDA)
 #include "autoddl/backend/cuda/device.cuh"
 #include "autoddl/backend/nccl/mesh_comm.cuh"
+#include "train_cuda.hpp"
 #endif
 #include "pipeline_report.hpp"
 #include "plan_report.hpp"
@@ -219,12 +220,26 @@ void set_dtype(const settings& s, prepared& p) {
   if (!p.o.fp32_gradient_sums && p.o.type == dtype::fp16)
     throw error("autoddl-train keeps an fp16 run's gradient sums in fp32 only; use --grad-sums fp32 (bf16 sums: --dtype bf16)");
   if (p.o.type == dtype::fp64) throw error("autoddl-train trains fp32, bf16 or fp16, not fp64; use --dtype fp32");
-  if (p.o.type != dtype::fp32 && s.device != "cpu")
-    throw error("--device " + s.device + " trains fp32 here; --dtype " + s.dtype + " runs on --device cpu");
+  if (s.device != "cpu" && (p.o.type == dtype::fp16 || !p.o.fp32_gradient_sums))
+    throw error("--device " + s.device + " trains fp32, or bf16 with fp32 gradient sums; --dtype fp16 and --grad-sums bf16 "
+                "run on --device cpu");
   if (p.o.type == dtype::fp16) {
     p.to.loss_scale = 32768;
     p.to.loss_scale_window = 1000;
   }
+}
+
+// --device: cpu (its BLAS checked) or cuda (a build with CUDA, a GPU for every rank).
+void check_device(const settings& s) {
+  if (s.device != "cpu" && s.device != "cuda")
+    throw error("unknown --device '" + s.device + "'; use cpu or cuda");
+#if !defined(AUTODDL_WITH_CUDA)
+  if (s.device == "cuda")
+    throw error("this autoddl-train was built without CUDA and NCCL; rebuild with them (meson -Dcuda=enabled) or use --device cpu");
+#else
+  if (s.device == "cuda") check_gpus_on_every_rank();
+#endif
+  if (s.device == "cpu") check_blas_on_every_rank();
 }
 
 prepared prepare(const settings& s, int ranks) {
@@ -245,13 +260,7 @@ prepared prepare(const settings& s, int ranks) {
     p.text = read_corpus(s.data);
     p.to.text = p.text.get();
   }
-  if (s.device != "cpu" && s.device != "cuda")
-    throw error("unknown --device '" + s.device + "'; use cpu or cuda");
-#if !defined(AUTODDL_WITH_CUDA)
-  if (s.device == "cuda")
-    throw error("this autoddl-train was built without CUDA and NCCL; rebuild with them (meson -Dcuda=enabled) or use --device cpu");
-#endif
-  if (s.device == "cpu") check_blas_on_every_rank();
+  check_device(s);
   if (!(s.lr > 0)) throw error("--lr must be positive, got " + std::to_string(s.lr));
   step_settings pin;
   if (s.microbatches != "auto") pin.microbatches = tools::parse_count("--microbatches", s.microbatches);
@@ -336,6 +345,11 @@ void read_plan_option(settings& s, const CLI::App& app) {
   if (app.count("--dtype") && s.dtype != f.dtype)
     throw error(where + " was priced in " + f.dtype + "; drop --dtype " + s.dtype + " (the plan's is used) or plan again with --dtype " + s.dtype);
   s.dtype = f.dtype;
+  if (f.grad_sums == "fp16")
+    throw error(where + " was priced with fp16 gradient sums, which autoddl-train does not keep; plan again with --grad-sums fp32");
+  if (!f.grad_sums.empty() && app.count("--grad-sums") && s.grad_sums != f.grad_sums)
+    throw error(where + " was priced with " + f.grad_sums + " gradient sums; drop --grad-sums " + s.grad_sums);
+  if (!f.grad_sums.empty()) s.grad_sums = f.grad_sums;
   if (!s.optimizer_s.empty() && parse_optimizer(f.optimizer) != parse_optimizer(s.optimizer_s))
     throw error(where + " was priced for optimizer " + f.optimizer + "; drop --optimizer " + s.optimizer_s +
                 " (the plan's is used) or plan again with --optimizer " + s.optimizer_s);
@@ -465,6 +479,7 @@ int train_on_device(const settings& s, const prepared& p, int rank, int ranks) {
     const int ordinal = nccl::local_device_ordinal();
     cuda::cuda_device dev(ordinal);
     nccl::nccl_mesh_comm comm(p.o.mesh, ordinal, dev.stream());
+    if (p.o.type == dtype::bf16) return train<__nv_bfloat16, float>(s, p, rank, ranks, dev, comm, comm.mpi(), nullptr);
     return train<float, float>(s, p, rank, ranks, dev, comm, comm.mpi(), nullptr);
   }
 #endif

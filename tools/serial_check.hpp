@@ -24,6 +24,15 @@ namespace autoddl::tools::train {
 template <class T, class Sum = autoddl::detail::master_t<T>>
 using cpu_trainer = trainer<T, cpu_device, mpi::mpi_mesh_comm, Sum>;
 
+/// The CPU device's element type that trains as a run's T does: T itself; the GPU's 16-bit types
+/// map to the CPU's (train_cuda.hpp), which round at the same points.
+template <class T>
+struct cpu_twin {
+  using type = T;
+};
+template <class T>
+using cpu_twin_t = typename cpu_twin<T>::type;
+
 /// What --check-serial calls equal, each difference relative to its reference's scale. In fp32:
 /// - loss, every step: 1e-4 (a loss of ~5 summed in another order differs by ~1e-7 relative;
 ///   the steps after the first add Adam's or momentum's drift of that round-off);
@@ -78,13 +87,16 @@ struct serial_check {
   std::int64_t not_compared = 0;  ///< Adam: parameter elements whose serial gradient is round-off
 };
 
-// --check-serial: rank 0 trains the same model serially in the same element type T (its gradient
-// sums in Sum, as the run keeps them), step for
+// --check-serial: rank 0 trains the same model serially on the CPU in the same element type T
+// (cpu_twin_t: a GPU run's bf16 in the CPU's bf16; its gradient sums in Sum, as the run keeps them), step for
 // step, with the same micro-batches and no recomputation (recomputing changes no number); the loss
 // is compared every step, gradients and parameters after the first step, before differences
 // compound.
-template <class T, class Sum = autoddl::detail::master_t<T>>
+template <class RunT, class RunSum = autoddl::detail::master_t<RunT>>
 class serial_run_check : public serial_check {
+  using T = cpu_twin_t<RunT>;
+  using Sum = cpu_twin_t<RunSum>;
+
  public:
   serial_run_check(const prepared& p, int rank) : model_(p.g), rank_(rank) {
     adam = p.to.opt == optimizer::adam;

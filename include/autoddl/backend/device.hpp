@@ -172,7 +172,7 @@ template <class D, class T>
 concept DeviceFor = requires(D& d, const D& cd, std::size_t n, std::int64_t i, T a, buffer_t<D, T>& buf,
                              const buffer_t<D, T>& cbuf, buffer_t<D, statistic_t<T>>& sbuf,
                              const buffer_t<D, statistic_t<T>>& csbuf, std::span<T> y, std::span<const T> x,
-                             std::span<statistic_t<T>> st, std::span<const statistic_t<T>> cst,
+                             std::span<statistic_t<T>> st, std::span<const statistic_t<T>> cst, statistic_t<T> sa,
                              std::span<const std::int64_t> ids, std::span<std::int64_t> slots, const gemm_desc& g, const window_geom& wg,
                              const shard_info& s, const dropout_key& key, const optimizer_step& opt, double f,
                              const attention_desc& ad) {
@@ -249,11 +249,12 @@ concept DeviceFor = requires(D& d, const D& cd, std::size_t n, std::int64_t i, T
   // stats[rows + r] = x[r, label - lo] (0 when the label's column is not held);
   // xent_loss: out[0] = scale * sum_r (log stats[r] + max[r] - stats[rows + r]);
   // xent_bwd: dx = scale * dloss[0] * (exp(x - max) / stats[r] - onehot(label - lo)).
-  // max and stats are statistic_t<T> (a vocabulary of 70,000 sums past fp16's 65,504)
+  // max, stats, the loss and its scale (1 / the global rows) are statistic_t<T>: a vocabulary of
+  // 70,000 sums past fp16's 65,504, and the engines compute a 16-bit model's loss in fp32
   d.row_max(i, i, x, st);
-  d.xent_stats(i, i, x, ids, i, cst, st);         // (rows, cols, x, labels, lo, max, stats)
-  d.xent_loss(i, cst, cst, a, y);                 // (rows, max, stats, scale, out)
-  d.xent_bwd(i, i, x, ids, i, cst, cst, x, a, y);  // (rows, cols, x, labels, lo, max, stats, dloss, scale, dx)
+  d.xent_stats(i, i, x, ids, i, cst, st);           // (rows, cols, x, labels, lo, max, stats)
+  d.xent_loss(i, cst, cst, sa, st);                 // (rows, max, stats, scale, out)
+  d.xent_bwd(i, i, x, ids, i, cst, cst, x, sa, y);  // (rows, cols, x, labels, lo, max, stats, dloss, scale, dx)
   // mixture of experts (ops/moe.hpp), tokens as rows of e experts' probabilities p or gates g,
   // and their picks [rows, k] (index tensors): every routing decision reads the picks, never
   // whether a gate is 0, so a picked probability that underflows to 0 is still routed.

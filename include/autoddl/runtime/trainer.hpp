@@ -236,7 +236,8 @@ class trainer : detail::device_buffers<T, D> {
     }
     waiting_.push_back(forward_micro_batch(step_index, x.microbatch));
     const step_buffers& b = waiting_.back();
-    return link_.last_stage() ? detail::local_loss<T>(dev_, comm_, output(b, model_.loss_op), sig(model_.loss_op).outputs[0]) : 0;
+    const int l = model_.loss_op;
+    return link_.last_stage() ? detail::local_loss<T>(dev_, comm_, at(b.fwd, l), at(model_.ops, l).kind, sig(l).outputs[0]) : 0;
   }
 
   // Micro-batch k's forward through this stage's ops: what earlier stages made is received

@@ -4,6 +4,8 @@
 //
 //   {"format": "autoddl-plan", "version": 1,
 //    "model": "gpt:layers=2,...", "mesh": [2, 2], "hardware": "cpu-local", "dtype": "fp32",
+//    "grad_sums": "fp32" (the type gradient sums were priced in: the dtype's, or fp32 beside a
+//    16-bit dtype, plan_options::fp32_gradient_sums; absent from older files),
 //    "optimizer": "adam", "strategy": "auto",
 //    "model_hash": "61797364c227827b" (the model's content hash, model_hash: a changed model is refused),
 //    "model_path": "../models/m.json" (a model file's path from the plan's folder; absent for a zoo model),
@@ -77,6 +79,7 @@ struct plan_prediction {
 /// A plan file's contents.
 struct plan_file {
   std::string model, hardware, dtype, optimizer, strategy;
+  std::string grad_sums;        ///< the gradient sums' type it was priced with ("fp32", or its dtype); "" in older files
   std::string path;             ///< where it was read from (read_plan_file; "" for text)
   std::string model_hash;       ///< the model's content hash (model_hash) when written; "" in older files
   std::string model_path;       ///< a model file's path relative to the plan file's folder; "" for a zoo model
@@ -131,6 +134,7 @@ inline nlohmann::json plan_file_json(const plan_problem& problem, const plan_res
           {"mesh", std::vector<int>(o.mesh.begin(), o.mesh.end())},
           {"hardware", hardware},
           {"dtype", std::string(to_string(o.type))},
+          {"grad_sums", std::string(to_string(o.fp32_gradient_sums && bytes_of(o.type) < 4 ? dtype::fp32 : o.type))},
           {"optimizer", std::string(to_string(o.opt))},
           {"strategy", to_string(r.strategy)},
           {"schedule",
@@ -246,6 +250,7 @@ inline void read_plan_header(const plan_reader& r, const nlohmann::json& j, plan
   p.strategy = r.get<std::string>(j, "strategy");
   p.mesh = r.mesh(j, "mesh");
   if (j.contains("model_hash")) p.model_hash = r.get<std::string>(j, "model_hash");  // optional
+  if (j.contains("grad_sums")) p.grad_sums = r.get<std::string>(j, "grad_sums");     // optional
   if (j.contains("model_path")) p.model_path = r.get<std::string>(j, "model_path");  // optional
 }
 

@@ -182,7 +182,7 @@ class step_memory_replay {
   // Saved products and row statistics of op i's forward (runtime/kernels: the fused attention
   // one log-sum-exp per row [b, heads, sq] (its output is held as the backward's read), the
   // unfused one its probabilities [b, heads, sq, sk]; layernorm mean and rstd; rmsnorm 1/rms per
-  // group; cross-entropy max, sum, target; experts their gate and up products).
+  // group; cross-entropy max, sum, target, and for a 16-bit type the loss; experts their gate and up products).
   std::int64_t saved_bytes(int i) {  // found once, as output_bytes
     if (saved_memo_.empty()) assign(saved_memo_, int(model_.ops.size()), std::int64_t(-1));
     std::int64_t& b = at(saved_memo_, i);
@@ -205,7 +205,7 @@ class step_memory_replay {
       const int last = n.inputs[0].rank() - 1;
       return rows * (n.attrs.heads / split_factor(sig(i).inputs[0], mesh_, last)) * stat;
     }
-    if (n.kind == op_kind::cross_entropy) return 3 * rows * stat;
+    if (n.kind == op_kind::cross_entropy) return 3 * rows * stat + (elem_ < stat ? stat : 0);  // a 16-bit loss's fp32 value
     if (n.kind == op_kind::experts)  // the gate and up products [slot rows, F] of the local experts
       return 2 * rows * local_shape(n.params[0], layout{sig(i).params[0], mesh_})[2] * elem_;
     if (n.kind == op_kind::routed_experts) {  // gate and up [rows, F] and outputs [rows, h] of the expected routed rows

@@ -1,6 +1,6 @@
 // The generic executor instantiated on the GPU back end: every member of
 // trainer<T, cuda_device, nccl_mesh_comm> for float and bf16 compiles (CI builds this whenever
-// CUDA and NCCL are found; it runs nothing). autoddl-train --device cuda uses the float one.
+// CUDA and NCCL are found; it runs nothing). autoddl-train --device cuda uses both (bf16: --dtype bf16).
 // A typed model's compiled instances on cuda_device too (runtime/typed_program.hpp): every
 // candidate of a typed MLP on 2x2, for float and bf16.
 #include "autoddl/backend/cuda/device.cuh"

@@ -136,6 +136,44 @@ TEST_CASE("a tiny LLaMA trained in bf16 on 4 ranks follows the fp32 run's loss w
   }
 }
 
+// The loss of a bf16 model in fp32, as the engines compute it. The oracle: the mean
+// cross-entropy of the run's own bf16 logits (kept by keep_outputs) against the synthetic task's
+// labels (the next id: runtime/data.hpp, label_shard), computed here in double. 6 sequences of 16
+// make N = 96 rows, whose 1/N bf16 would round. A loss kept as a bf16 value, or scaled by a bf16
+// 1/N, is off by up to 2^-9 of itself; the fp32 loss of 96 rows is within 1e-5 of the oracle.
+TEST_CASE("a bf16 model's loss is computed and reported in fp32 from its bf16 logits", "[mpi][runtime][mixed][loss]") {
+  if (world_rank() != 0) return;
+  const graph g = load_model("llama:layers=2,hidden=32,heads=4,kv_heads=2,ffn=48,seq=16,batch=6,vocab=64");
+  train_options to;
+  to.keep_outputs = true;
+  plan_problem problem = problem_of(g, mesh_shape{1}, dtype::bf16, to.opt);
+  mpi::mpi_mesh_comm self(mesh_shape{1}, MPI_COMM_SELF);
+  cpu_device dev;
+  cpu_trainer<bf16> t(plan_of(problem, solve_plan(problem, strategy::dp{}).pick), dev, self, to);
+  const double loss = t.train_step(0);
+  const int head = g.op_inputs[std::size_t(g.loss_op)][0].op;  // the op that makes the logits
+  const std::vector<bf16> logits = t.output_shard(head);
+  const std::int64_t vocab = 64, rows = std::int64_t(logits.size()) / vocab;
+  REQUIRE(rows == 6 * 16);
+  double want = 0;
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const bf16* x = logits.data() + r * vocab;
+    double top = -INFINITY, sum = 0;
+    for (std::int64_t c = 0; c < vocab; ++c) top = std::max(top, double(x[c]));
+    for (std::int64_t c = 0; c < vocab; ++c) sum += std::exp(double(x[c]) - top);
+    const std::int64_t label = (index_value(0, vocab, to.seed, 0, r) + 1) % vocab;
+    want += std::log(sum) + top - double(x[label]);
+  }
+  want /= double(rows);
+  const double kept = double(t.output_shard(g.loss_op).at(0));  // the op's bf16 output, for the ops that read it
+  std::printf("bf16 tiny LLaMA, 96 rows: loss %.7f reported, %.7f in double from its bf16 logits (relative "
+              "difference %.1e); its bf16 output %.7f (%.1e off)\n",
+              loss, want, std::abs(loss - want) / want, kept, std::abs(kept - want) / want);
+  CHECK(std::abs(loss - want) <= 1e-5 * want);
+  CHECK(std::abs(double(bf16(float(want))) - want) > 1e-5 * want);  // a 16-bit loss would be seen
+  CHECK(std::abs(kept - want) <= 0x1p-8 * want);
+}
+
 // Random bf16 plans against serial bf16 training, 2 steps of SGD with momentum. What may differ is
 // where bf16 rounds, not what is computed: a plan sums partial products and partial gradients in
 // another order (in float), and a plan's collectives add bf16 partial sums, each addition rounded.
@@ -144,7 +182,7 @@ TEST_CASE("a tiny LLaMA trained in bf16 on 4 ranks follows the fp32 run's loss w
 // forward and backward, so a gradient element can differ by some multiple of 2^-8 of the largest
 // gradient's scale; we allow 2^-3 of that scale (elements near zero cancel, so the error is
 // measured against the tensor's largest magnitude, as the fp32 and fp64 suites do). The loss,
-// itself rounded to bf16, may differ by 2 of its roundings (2 x 2^-8). The fp32 masters differ by lr
+// computed in fp32 from bf16 logits that differ by their roundings, may differ by 2 of them (2 x 2^-8). The fp32 masters differ by lr
 // x the gradient difference; where the two masters straddle a bf16 rounding boundary the bf16
 // parameters differ by one whole spacing, at most 2^-7 of the value: 2^-7 + lr x 2^-3 x the
 // gradients' scale over the parameters' scale.
@@ -259,13 +297,13 @@ TEST_CASE("bf16 training's measured peak equals the predicted peak within 5% und
 }
 
 // 16-bit gradient sums (the trainer's Sum = bf16: Megatron-LM's bf16 training with
-// --grad-reduce-in-bf16, without fp32 accumulation): the gradients are summed and kept in bf16 and
-// widened only as the update reads them. Four micro-batches a step, so that the sums add in bf16:
+// --grad-reduce-in-bf16, without fp32 accumulation): the gradients are summed, reduced and kept in
+// bf16 and widened only as the update reads them; fp32 sums are reduced in fp32 (twice the bytes). Four micro-batches a step, so that the sums add in bf16:
 // fp32 sums round once (for the collective, or not at all), bf16 sums after each of 3 additions.
 // Oracles: the same plan trained with fp32 sums: the first step's gradients differ (the sums did
 // add in bf16), by at most 3 roundings of 2^-9 of a partial sum, bounded here by 2^-6 of the
-// tensor's largest gradient (elements near zero cancel); the loss follows within 2% at every step
-// (the loss is itself a bf16 value, so it may not move at all); and the device's bytes in use: the
+// tensor's largest gradient (elements near zero cancel); the loss follows within 2% at every step;
+// and the device's bytes in use: the
 // peak the replay predicts for a plan priced with 16-bit sums, and the difference to the fp32-sum
 // run's peak (2 bytes per gradient element held at the peak) as predicted.
 TEST_CASE("bf16 gradient sums train like fp32 sums, at the predicted, smaller peak", "[mpi][runtime][mixed][sums]") {
@@ -286,10 +324,18 @@ TEST_CASE("bf16 gradient sums train like fp32 sums, at the predicted, smaller pe
     cpu_trainer<bf16> fp32_sums(plan_of(wide, pick), dev, comm, to);
     trainer<bf16, cpu_device, mpi::mpi_mesh_comm, bf16> bf16_sums(plan_of(narrow, pick), dev, comm, to);
     double worst_loss = 0, worst_grad = 0, differing = 0;
+    std::int64_t params = 0;
+    for (const auto& q : g.params) params += q.shape.elements();
     for (int s = 0; s < 20; ++s) {
       const double a = fp32_sums.train_step(s), b = bf16_sums.train_step(s);
       worst_loss = std::max(worst_loss, std::abs(b - a) / a);
+      // the gradient collectives move the sums' type: fp32 or bf16, as priced; dp's only collectives
+      // are each gradient's ring all-reduce, 2 (n - 1) / n of its bytes (every parameter's elements
+      // divide by n here)
+      CHECK(double(fp32_sums.last_step_bytes()) == wide.untied().evaluate(pick).bytes);
       CHECK(double(bf16_sums.last_step_bytes()) == narrow.untied().evaluate(pick).bytes);
+      if (name == "dp") CHECK(fp32_sums.last_step_bytes() == 2 * (ranks - 1) * 4 * params / ranks);
+      if (name == "dp") CHECK(bf16_sums.last_step_bytes() == 2 * (ranks - 1) * 2 * params / ranks);
       for (int p = 0; s == 0 && p < int(g.params.size()); ++p) {
         const std::vector<float> x = fp32_sums.grad_shard(p), y = bf16_sums.grad_shard(p);
         double scale = 0;

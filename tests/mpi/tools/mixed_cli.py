@@ -1,16 +1,20 @@
 #!/usr/bin/env python3
 """autoddl-train --dtype bf16 and fp16, as a user meets them (2 ranks, a tiny LLaMA).
 
-- bf16 under megatron tp=2 sends exactly half the bytes the fp32 run sends (the oracle: the fp32
-  run's measured bytes), but for the vocabulary-parallel loss's statistics, which stay fp32 in
-  both: three ring all-reduces (row maxima, sums of exponentials, target logits) of one float per
-  row over the 2 devices; equal to the plan's prediction, and --check-serial compares against
-  serial bf16 training.
+- bf16 with bf16 gradient sums under megatron tp=2 sends exactly half the bytes the fp32 run
+  sends (the oracle: the fp32 run's measured bytes), but for the vocabulary-parallel loss's
+  statistics, which stay fp32 in both: three ring all-reduces (row maxima, sums of exponentials,
+  target logits) of one float per row over the 2 devices; equal to the plan's prediction, and
+  --check-serial compares against serial bf16 training.
+- With fp32 gradient sums (the default) the gradient collectives move fp32: under dp, whose only
+  collectives are the gradient all-reduces, a bf16 run sends what the fp32 run sends, and with
+  bf16 sums half of it; each as predicted.
 - A bf16 checkpoint keeps the fp32 master weights: resuming from it (the master restored itself,
   not rebuilt from the bf16 values) gives the uninterrupted run's losses bit for bit.
 - --grad-sums bf16 keeps the gradient sums in bf16, at the predicted (smaller) peak.
 - fp16 reports its loss scale after every step and the steps it skipped.
-- A plan file priced in bf16 trains in bf16; --dtype fp32 with it is refused in one sentence.
+- A plan file priced in bf16 trains in bf16, its gradient sums in the type it was priced with;
+  --dtype fp32 or another --grad-sums with it is refused in one sentence.
 """
 import json
 import os
@@ -26,22 +30,34 @@ t = cli_test(mpirun, train)
 run, check, failures = t.run, t.check, t.failures
 
 
-def trained(*args):
-    r = run(2, "--model", llama, "--mesh", "2", "--strategy", "megatron:tp=2", "--log-every", "0", "--json", *args)
+def trained(*args, strategy="megatron:tp=2"):
+    r = run(2, "--model", llama, "--mesh", "2", "--strategy", strategy, "--log-every", "0", "--json", *args)
     check("autoddl-train " + " ".join(args), r.returncode == 0, r.stderr[-1500:])
     return json.loads(r.stdout) if r.returncode == 0 else None
 
 
+def sent(run):
+    return run["bytes_sent_per_device"], run["predicted_bytes_per_device"]
+
+
 fp32 = trained("--steps", "2")
 bf16 = trained("--steps", "4", "--dtype", "bf16", "--check-serial")
-if fp32 and bf16:
+bf16_narrow = trained("--steps", "2", "--dtype", "bf16", "--grad-sums", "bf16")
+if fp32 and bf16 and bf16_narrow:
     check("bf16: the dtype reported", bf16["dtype"] == "bf16" and fp32["dtype"] == "fp32")
     rows, devices = 8 * 16, 2  # batch x seq; a ring all-reduce sends 2 (p - 1) / p of its bytes
     fp32_statistics = 3 * rows * 4 * 2 * (devices - 1) // devices
-    check("bf16: half the bytes of fp32 (the loss statistics aside), as predicted",
-          2 * bf16["bytes_sent_per_device"] - fp32_statistics == fp32["bytes_sent_per_device"] and
-          bf16["bytes_sent_per_device"] == bf16["predicted_bytes_per_device"],
-          f'{bf16["bytes_sent_per_device"]} vs {fp32["bytes_sent_per_device"]}, predicted {bf16["predicted_bytes_per_device"]}')
+    check("bf16 with bf16 sums: half the bytes of fp32 (the loss statistics aside), as predicted",
+          2 * bf16_narrow["bytes_sent_per_device"] - fp32_statistics == fp32["bytes_sent_per_device"] and
+          bf16_narrow["bytes_sent_per_device"] == bf16_narrow["predicted_bytes_per_device"],
+          f'{sent(bf16_narrow)} vs {fp32["bytes_sent_per_device"]}')
+    check("bf16 with fp32 sums: the bytes predicted", bf16["bytes_sent_per_device"] == bf16["predicted_bytes_per_device"],
+          str(sent(bf16)))
+dp = [trained("--steps", "1", *a, strategy="dp") for a in ((), ("--dtype", "bf16"), ("--dtype", "bf16", "--grad-sums", "bf16"))]
+if all(dp):
+    check("dp in bf16: fp32 sums send what fp32 training sends, bf16 sums half, as predicted",
+          sent(dp[1]) == sent(dp[0]) and 2 * dp[2]["bytes_sent_per_device"] == dp[0]["bytes_sent_per_device"] > 0 and
+          dp[2]["bytes_sent_per_device"] == dp[2]["predicted_bytes_per_device"], str([sent(r) for r in dp]))
     # serial bf16 training rounds where the plan's does not (see the mixed precision tests): the
     # loss within 2 bf16 roundings (2 x 2^-8)
     errs = bf16["rel_err_vs_serial"]
@@ -103,6 +119,10 @@ with tempfile.TemporaryDirectory() as tmp:
     r = run(2, "--plan", pf, "--steps", "2", "--dtype", "fp32")
     check("a bf16 plan file with --dtype fp32: refused in one sentence",
           r.returncode == 2 and "was priced in bf16; drop --dtype fp32" in r.stderr, r.stderr[-600:])
+    r = run(2, "--plan", pf, "--steps", "2", "--grad-sums", "fp32")
+    check("a plan file priced with bf16 gradient sums (autoddl-plan's default) with --grad-sums fp32: refused",
+          plan.get("grad_sums") == "bf16" and r.returncode == 2 and
+          "was priced with bf16 gradient sums; drop --grad-sums fp32" in r.stderr, r.stderr[-600:])
 
 print(f"{len(failures)} failures")
 sys.exit(1 if failures else 0)

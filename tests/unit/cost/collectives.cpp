@@ -84,6 +84,23 @@ TEST_CASE("[P,P] -> [B,B] on 2x4 is the hierarchical all-reduce, fast axis first
   CHECK(p.cost < collective_time(collective::all_reduce, 8, T, slow));
 }
 
+TEST_CASE("a path searched for bf16 and run on fp32 gradient sums moves and costs the fp32 bytes", "[cost][boxing]") {
+  device_mesh m{{2, 4}, {slow, fast}};
+  const boxing_path half = boxing_cost({{P, P}, {B, B}, {2, 4}, {1024, 1024}, 2}, m);
+  const boxing_path wide = with_element_bytes(half, 4, m);
+  const std::int64_t T = 1024 * 1024 * 4;  // the fp32 tensor
+  REQUIRE(wide.size() == 3);
+  for (int i = 0; i < 3; ++i) {
+    CHECK((wide[i].axis == half[i].axis && wide[i].op == half[i].op && wide[i].elem_bytes == 4));
+    CHECK(wide[i].group_bytes == 2 * half[i].group_bytes);
+  }
+  // reduce-scatter and all-gather on the 4 fast devices (3/4 T each), all-reduce of T/4 on the 2 slow
+  CHECK(wide.bytes_per_device() == 3 * T / 4 + T / 4 + 3 * T / 4);
+  CHECK(wide.bytes_per_device() == 2 * half.bytes_per_device());
+  const double rs = 3 * 1e-6 + 0.75 * T / 100e9, ar = 2 * 1e-5 + 1.0 * (T / 4) / 1e9;
+  CHECK(wide.cost == Approx(rs + ar + rs));
+}
+
 TEST_CASE("when axis 0 is the fast one the hierarchy turns round", "[cost][boxing]") {
   device_mesh m{{2, 4}, {fast, slow}};
   const std::int64_t T = 256 * 256 * 4;

@@ -643,6 +643,11 @@ if sums["bf16"] and sums["fp32"]:
     n = sums["bf16"]["params"]
     check("--grad-sums: dp's gradients at 2 bytes per parameter in bf16, 4 in fp32",
           grads == {"bf16": 2 * n, "fp32": 4 * n}, f"{grads}, {n} parameters")
+    # dp's only collectives are the gradients' ring all-reduces, 2 (d - 1) / d of their bytes, which
+    # move the sums' type (every parameter's elements divide by 4 here, so nothing is padded)
+    sent = {k: v["comm_bytes_per_device"] for k, v in sums.items()}
+    check("--grad-sums: dp's all-reduces move bf16 or fp32 sums, 2 (d - 1) / d of 2 or 4 bytes per parameter",
+          sent == {"bf16": 2 * 3 * 2 * n // 4, "fp32": 2 * 3 * 4 * n // 4}, f"{sent}, {n} parameters")
 expect_error("--grad-sums fp16 with --dtype bf16", ["--model", small, "--dtype", "bf16", "--grad-sums", "fp16"],
              "--grad-sums takes fp32 or bf16 with --dtype bf16, got 'fp16'")
 

@@ -199,17 +199,18 @@ struct cpu_rowwise_primitives {
       at(stats, rows + r) = t >= 0 && t < cols ? xr[t] : T(0);
     }
   }
-  template <class T>
-  void xent_loss(std::int64_t rows, std::span<const statistic_t<T>> m, std::span<const statistic_t<T>> stats, T scale,
-                 std::span<T> out) {
-    compute_type_t<T> acc{};
+  /// The loss from the row statistics alone, in their type S (statistic_t of the logits' type).
+  template <class S>
+  void xent_loss(std::int64_t rows, std::span<const S> m, std::span<const S> stats, std::type_identity_t<S> scale,
+                 std::span<S> out) {
+    S acc{};
     for (std::int64_t r = 0; r < rows; ++r) acc += std::log(at(stats, r)) + at(m, r) - at(stats, rows + r);
     out[0] = scale * acc;
   }
   template <class T>
   void xent_bwd(std::int64_t rows, std::int64_t cols, std::span<const T> x, std::span<const std::int64_t> labels,
                 std::int64_t lo, std::span<const statistic_t<T>> m, std::span<const statistic_t<T>> stats,
-                std::span<const T> dloss, T scale, std::span<T> dx) {
+                std::span<const T> dloss, statistic_t<T> scale, std::span<T> dx) {
     const compute_type_t<T> f = scale * dloss[0];
     for (std::int64_t r = 0; r < rows; ++r) {
       const T* xr = x.data() + r * cols;

@@ -32,6 +32,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <type_traits>
 
 #include "autoddl/backend/cuda/buffer.cuh"
 #include "autoddl/backend/cuda/error.cuh"
@@ -311,13 +312,14 @@ class cuda_device {
   template <class T>
   void xent_stats(std::int64_t rows, std::int64_t cols, std::span<const T> x, std::span<const std::int64_t> labels,
                   std::int64_t lo, std::span<const statistic_t<T>> m, std::span<statistic_t<T>> stats);
-  template <class T>
-  void xent_loss(std::int64_t rows, std::span<const statistic_t<T>> m, std::span<const statistic_t<T>> stats, T scale,
-                 std::span<T> out);
+  /// The loss from the row statistics alone, in their type S (float or double).
+  template <class S>
+  void xent_loss(std::int64_t rows, std::span<const S> m, std::span<const S> stats, std::type_identity_t<S> scale,
+                 std::span<S> out);
   template <class T>
   void xent_bwd(std::int64_t rows, std::int64_t cols, std::span<const T> x, std::span<const std::int64_t> labels,
                 std::int64_t lo, std::span<const statistic_t<T>> m, std::span<const statistic_t<T>> stats,
-                std::span<const T> dloss, T scale, std::span<T> dx);
+                std::span<const T> dloss, statistic_t<T> scale, std::span<T> dx);
 
   // ---- the side queue (SideQueue, backend/communicator.hpp) -----------------------------------
   /// Everything queued afterwards (primitives, allocations, frees, comm's collectives) goes on the

@@ -364,17 +364,18 @@ void cuda_device::xent_stats(std::int64_t rows, std::int64_t cols, std::span<con
                              std::span<statistic_t<T>> stats) {
   AUTODDL_CUDA_ROWS(detail::xent_stats_kernel<T>, rows, rows, cols, x.data(), labels.data(), lo, m.data(), stats.data());
 }
-template <class T>
-void cuda_device::xent_loss(std::int64_t rows, std::span<const statistic_t<T>> m, std::span<const statistic_t<T>> stats,
-                            T scale, std::span<T> out) {
-  AUTODDL_CUDA_ONE_BLOCK(detail::xent_loss_kernel<T>, rows, m.data(), stats.data(), detail::to_acc(scale), out.data());
+template <class S>
+void cuda_device::xent_loss(std::int64_t rows, std::span<const S> m, std::span<const S> stats, std::type_identity_t<S> scale,
+                            std::span<S> out) {
+  AUTODDL_CUDA_ONE_BLOCK(detail::xent_loss_kernel<S>, rows, m.data(), stats.data(), scale, out.data());
 }
 template <class T>
 void cuda_device::xent_bwd(std::int64_t rows, std::int64_t cols, std::span<const T> x,
                            std::span<const std::int64_t> labels, std::int64_t lo, std::span<const statistic_t<T>> m,
-                           std::span<const statistic_t<T>> stats, std::span<const T> dloss, T scale, std::span<T> dx) {
+                           std::span<const statistic_t<T>> stats, std::span<const T> dloss, statistic_t<T> scale,
+                           std::span<T> dx) {
   AUTODDL_CUDA_ELEMENTWISE(detail::xent_bwd_kernel<T>, rows * cols, rows, cols, x.data(), labels.data(), lo, m.data(),
-                           stats.data(), dloss.data(), detail::to_acc(scale), dx.data());
+                           stats.data(), dloss.data(), acc_t<T>(scale), dx.data());
 }
 
 template <class T>
@@ -533,19 +534,23 @@ void cuda_device::attention_bwd(const attention_desc& d, std::span<const T> q, s
   template void cuda_device::row_max<T>(std::int64_t, std::int64_t, std::span<const T>, std::span<statistic_t<T>>);     \
   template void cuda_device::xent_stats<T>(std::int64_t, std::int64_t, std::span<const T>, std::span<const std::int64_t>, \
                                            std::int64_t, std::span<const statistic_t<T>>, std::span<statistic_t<T>>);   \
-  template void cuda_device::xent_loss<T>(std::int64_t, std::span<const statistic_t<T>>,                                \
-                                          std::span<const statistic_t<T>>, T, std::span<T>);                            \
   template void cuda_device::xent_bwd<T>(std::int64_t, std::int64_t, std::span<const T>, std::span<const std::int64_t>, \
                                          std::int64_t, std::span<const statistic_t<T>>,                                 \
-                                         std::span<const statistic_t<T>>, std::span<const T>, T, std::span<T>);         \
+                                         std::span<const statistic_t<T>>, std::span<const T>, statistic_t<T>,           \
+                                         std::span<T>);                                                                 \
   template void cuda_device::sgd_momentum<T>(const optimizer_step&, std::span<const T>, std::span<T>, std::span<T>);    \
   template void cuda_device::adam<T>(const optimizer_step&, std::span<const T>, std::span<T>, std::span<T>, std::span<T>); \
   }
 
-/// Explicit instantiation of cuda_device's primitives over index buffers alone (at namespace
-/// scope, in exactly one nvcc translation unit that includes this header).
+/// Explicit instantiation of cuda_device's primitives over index buffers alone and of the loss over
+/// float and double row statistics (at namespace scope, in exactly one nvcc translation unit that
+/// includes this header).
 #define AUTODDL_CUDA_INSTANTIATE_INDEX_PRIMITIVES()                                                                    \
   namespace autoddl::cuda {                                                                                            \
+  template void cuda_device::xent_loss<float>(std::int64_t, std::span<const float>, std::span<const float>, float,      \
+                                              std::span<float>);                                                       \
+  template void cuda_device::xent_loss<double>(std::int64_t, std::span<const double>, std::span<const double>, double, \
+                                               std::span<double>);                                                     \
   template void cuda_device::moe_slots<std::int64_t>(std::int64_t, std::int64_t, std::int64_t, std::int64_t,           \
                                                      std::int64_t, std::span<const std::int64_t>,                      \
                                                      std::span<std::int64_t>, std::span<std::int64_t>);               \

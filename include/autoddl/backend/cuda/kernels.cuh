@@ -512,15 +512,13 @@ __global__ void __launch_bounds__(block_threads) xent_stats_kernel(idx rows, idx
     }
   }
 }
-/// One block: out[0] = scale * sum_r (log stats[r] + m[r] - stats[rows + r]).
-template <class T>
-__global__ void __launch_bounds__(block_threads)
-    xent_loss_kernel(idx rows, const statistic_t<T>* m, const statistic_t<T>* stats, acc_t<T> scale, T* out) {
-  using A = acc_t<T>;
-  A acc = 0;
-  for (idx r = threadIdx.x; r < rows; r += blockDim.x) acc += dlog(A(stats[r])) + A(m[r]) - A(stats[rows + r]);
+/// One block: out[0] = scale * sum_r (log stats[r] + m[r] - stats[rows + r]), in the statistics' type S.
+template <class S>
+__global__ void __launch_bounds__(block_threads) xent_loss_kernel(idx rows, const S* m, const S* stats, S scale, S* out) {
+  S acc = 0;
+  for (idx r = threadIdx.x; r < rows; r += blockDim.x) acc += dlog(stats[r]) + m[r] - stats[rows + r];
   acc = block_reduce(acc, sum_op{});
-  if (threadIdx.x == 0) out[0] = from_acc<T>(scale * acc);
+  if (threadIdx.x == 0) out[0] = scale * acc;
 }
 template <class T>
 __global__ void xent_bwd_kernel(idx rows, idx cols, const T* x, const idx* labels, idx lo, const statistic_t<T>* m,

@@ -10,8 +10,10 @@
 // buffer until then that it would hand to the parameter's sum (the same bytes, the same sizes),
 // so the step's memory at every sample is what it was (search/step_memory.hpp replays it).
 // Sums are kept in Sum: master_t<T> by default (float for a 16-bit T: precision.hpp), each
-// contribution widened as it comes and a sum rounded to T only for a boxing, which moves the plan's
-// dtype; or T itself (16-bit sums: Megatron-LM without --accumulate-allreduce-grads-in-fp32).
+// contribution widened as it comes; or T itself (16-bit sums: Megatron-LM without
+// --accumulate-allreduce-grads-in-fp32). The sums are boxed in Sum: the gradient collectives move
+// fp32 with fp32 sums, as Megatron-LM's do with that flag, and T with 16-bit sums (the planner
+// prices them so: plan_pricing::as_gradient).
 #include <cstddef>
 #include <utility>
 #include <vector>
@@ -75,10 +77,10 @@ class gradient_accumulator {
       deferred_.push_back({i, j, p, &path, shape, compute_grad});
       return;
     }
-    buffer boxed = run_boxing<T>(*dev_, *comm_, narrowed(std::move(sum)), shape, compute_grad, path);
+    sum_buffer boxed = run_boxing<Sum>(*dev_, *comm_, std::move(sum), shape, compute_grad, path);
     buffers_.release(sum);
     at(profile.boxing_s, i) += lap(t);
-    buffers_.accumulate(at(grad_sums_, p), widened(std::move(boxed)));
+    buffers_.accumulate(at(grad_sums_, p), std::move(boxed));
     profile.accumulate_s += lap(t);
   }
 
@@ -90,10 +92,10 @@ class gradient_accumulator {
       for (const deferred_boxing& d : deferred_) {
         auto t = step_clock::now();
         sum_buffer& sum = at(param_grad_acc_, d.op)[d.slot];
-        buffer boxed = run_boxing<T>(*dev_, *comm_, narrowed(std::move(sum)), d.shape, d.compute_grad, *d.path);
+        sum_buffer boxed = run_boxing<Sum>(*dev_, *comm_, std::move(sum), d.shape, d.compute_grad, *d.path);
         buffers_.release(sum);
         at(profile.boxing_s, d.op) += lap(t);
-        buffers_.accumulate(at(grad_sums_, d.param), widened(std::move(boxed)));
+        buffers_.accumulate(at(grad_sums_, d.param), std::move(boxed));
         profile.accumulate_s += lap(t);
       }
       deferred_.clear();
@@ -124,15 +126,14 @@ class gradient_accumulator {
     dev_->use_side_queue(*comm_);
     side_pending_ = true;
     {
-      buffer boxed = run_boxing<T>(*dev_, *comm_, narrowed(std::move(sum)), shape, compute_grad, path);
-      buffers_.accumulate(at(boxed_sums_, p), widened(std::move(boxed)));
+      sum_buffer boxed = run_boxing<Sum>(*dev_, *comm_, std::move(sum), shape, compute_grad, path);
+      buffers_.accumulate(at(boxed_sums_, p), std::move(boxed));
     }
     buffers_.release(sum);
     dev_->use_main_queue(*comm_);
   }
 
   sum_buffer widened(buffer&& g) { return converted<Sum, T>(*dev_, std::move(g)); }
-  buffer narrowed(sum_buffer&& g) { return converted<T, Sum>(*dev_, std::move(g)); }
 
   /// Whether the boxing of parameter p's only use waits for the join: one all-reduce step,
   /// in place (the axis divides the `elements`), the result moved into p's empty sum.

@@ -114,7 +114,7 @@ class parameter_store {
   /// update layout: nothing for a parameter with one use (its contribution already went there),
   /// one synchronisation for a tied one. Then `after_each(p, gradient)` (the pipeline's tied
   /// exchange, a memory sample).
-  /// The synchronisation moves T (a 16-bit T's sum rounded for it, and widened back).
+  /// The synchronisation moves Sum (fp32 beside a 16-bit T with fp32 sums), as the gradient sums' boxings do.
   template <class AfterEach>
   void synchronise(std::vector<sum_buffer>& grad_sums, AfterEach after_each) {
     const graph& model = plan_->g();
@@ -126,9 +126,8 @@ class parameter_store {
       else if (at(plan_->params, p).sync.size() == 0)
         grads_[p] = std::move(grad_sums[p]);
       else
-        grads_[p] = converted<Sum, T>(
-            *dev_, run_boxing<T>(*dev_, *comm_, converted<T, Sum>(*dev_, std::move(grad_sums[p])),
-                                 model.params[p].shape, pc.grad_sum, at(plan_->params, p).sync));
+        grads_[p] = run_boxing<Sum>(*dev_, *comm_, std::move(grad_sums[p]), model.params[p].shape, pc.grad_sum,
+                                    at(plan_->params, p).sync);
       sums_.release(grad_sums[p]);
       after_each(int(p), grads_[p]);
     }

@@ -1,8 +1,10 @@
 #pragma once
 // Mixed precision as the executor runs it: a trainer of a 16-bit element type T keeps parameters
 // and activations in T, and in master_t<T> (float) the master copy of the parameters it updates,
-// their optimizer state and the gradients it sums over micro-batches; the collectives the plan
-// prices move T. For float and double master_t<T> is T and nothing is converted.
+// their optimizer state and the gradients it sums over micro-batches. The collectives of
+// activations and parameters move T, those of the gradient sums the sums' type (fp32, or T with
+// 16-bit sums: gradient_accumulator.hpp), as the plan prices them. For float and double master_t<T>
+// is T and nothing is converted.
 #include <cmath>
 #include <span>
 #include <type_traits>

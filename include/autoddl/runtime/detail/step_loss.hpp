@@ -17,6 +17,7 @@
 #include "autoddl/index.hpp"
 #include "autoddl/models/graph.hpp"
 #include "autoddl/runtime/kernels/context.hpp"
+#include "autoddl/runtime/kernels/embedding.hpp"
 #include "autoddl/sbp/nd_sbp.hpp"
 
 namespace autoddl::detail {
@@ -49,14 +50,19 @@ void wire_statistics(D& dev, M& comm, kernel_context<T>& c) {
 
 /// The loss output is a scalar, P over the axes whose devices hold partial sums and B over the
 /// others: the global loss sums one copy per P group. This device's part: its value if it holds
-/// one of those copies, else 0.
+/// one of those copies, else 0. `f` is the loss op's forward (of kind `kind`): a cross-entropy's
+/// loss is read in statistic_t<T> (float for a 16-bit T: kernels/embedding.hpp), another op's in T.
 template <class T, Device D, MeshCommunicator M>
-double local_loss(D& dev, const M& comm, const buffer_t<D, T>& local, const nd_sbp& l) {
+double local_loss(D& dev, const M& comm, const forward_result<D, T>& f, op_kind kind, const nd_sbp& l) {
   for (int a = 0; a < l.size(); ++a)
     if (!l[a].is_partial() && comm.coords()[a] != 0) return 0;
-  T v{};
-  dev.download(std::as_const(dev).view(local).first(1), std::span<T>(&v, 1));
-  return double(v);
+  auto read = [&dev]<class E>(std::span<const E> x) {
+    E v{};
+    dev.download(x.first(1), std::span<E>(&v, 1));
+    return double(v);
+  };
+  if (kind == op_kind::cross_entropy) return read(xent_loss_value<T>(std::as_const(dev), f));
+  return read(std::as_const(dev).view(f.outputs[0]));
 }
 
 /// dLoss/dLoss = 1/m for a step of m micro-batches (the step's loss is their mean), laid out

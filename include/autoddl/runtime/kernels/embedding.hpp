@@ -8,8 +8,12 @@
 //   GLOBAL logits, so summing the devices' P losses gives the global mean. Under a vocabulary
 //   split the row max, the sum of exponentials and the target logit are all-reduced over the
 //   splitting axes by kernel_context::row_all_reduce (two calls: max, then sum of [sumexp,
-//   target]); the device holding vocabulary block 0 reports the loss, the others 0.
+//   target]); the device holding vocabulary block 0 reports the loss, the others 0. The loss and
+//   1/N are in the statistics' type (float for the 16-bit types, as the engines compute a bf16
+//   model's loss): a 16-bit T keeps the loss as a fourth statistic (xent_loss_value) and its
+//   output holds it rounded to T, for the ops that read it.
 #include <span>
+#include <type_traits>
 
 #include "autoddl/index.hpp"
 #include "autoddl/runtime/kernels/context.hpp"
@@ -70,9 +74,22 @@ forward_result<D, T> cross_entropy_fwd(D& d, const kernel_context<T>& c, const o
   d.xent_stats(x.rows, x.cols, in.inputs[0], in.indices, x.lo, cview<S>(d, r.statistics[0]), d.view(r.statistics[1]));
   if (c.row_all_reduce) c.row_all_reduce(d.view(r.statistics[1]), reduce_kind::sum);
   r.outputs.push_back(d.template alloc<T>(1));
-  if (x.lo == 0)
-    d.xent_loss(x.rows, cview<S>(d, r.statistics[0]), cview<S>(d, r.statistics[1]), T(x.inv_n), d.view(r.outputs[0]));
+  if constexpr (!std::is_same_v<S, T>) r.statistics.push_back(d.template alloc<S>(1));  // the loss in S
+  if (x.lo != 0) return r;
+  std::span<S> loss;
+  if constexpr (std::is_same_v<S, T>) loss = d.view(r.outputs[0]);
+  else loss = d.view(r.statistics.back());
+  d.xent_loss(x.rows, cview<S>(d, r.statistics[0]), cview<S>(d, r.statistics[1]), S(x.inv_n), loss);
+  if constexpr (!std::is_same_v<S, T>) d.convert(std::span<const S>(loss), d.view(r.outputs[0]));
   return r;
+}
+
+/// The loss a cross-entropy forward computed, in statistic_t<T>: its output for float and double,
+/// its last statistic for a 16-bit T (whose output holds it rounded).
+template <class T, class D>
+std::span<const statistic_t<T>> xent_loss_value(const D& d, const forward_result<D, T>& f) {
+  if constexpr (std::is_same_v<statistic_t<T>, T>) return d.view(f.outputs[0]);
+  else return d.view(f.statistics.back());
 }
 
 template <class T, class D>
@@ -84,7 +101,7 @@ gradients<D, T> cross_entropy_bwd(D& d, const kernel_context<T>& c, const operan
   g.inputs.push_back(d.template alloc<T>(0));
   using S = statistic_t<T>;
   d.xent_bwd(x.rows, x.cols, in.inputs[0], in.indices, x.lo, cview<S>(d, f.statistics[0]), cview<S>(d, f.statistics[1]),
-             dloss, T(x.inv_n), d.view(g.inputs[0]));
+             dloss, S(x.inv_n), d.view(g.inputs[0]));
   return g;
 }
 

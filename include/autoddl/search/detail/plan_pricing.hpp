@@ -50,7 +50,7 @@ class plan_pricing : public plan_candidates {
   /// uses boxed from the summing layout to storage (empty for a parameter with one use).
   boxing_path param_sync_path(int p, int c) const {
     const param_choice& pc = param_candidate(p, c);
-    return box(pc.grad_sum, pc.update, at(model_->params, p).shape);
+    return as_gradient(box(pc.grad_sum, pc.update, at(model_->params, p).shape));
   }
   /// Parameter p's updated slices gathered back to storage after the optimizer (ZeRO stages 1
   /// and 2; empty where the update layout is the storage).
@@ -63,9 +63,18 @@ class plan_pricing : public plan_candidates {
   /// storage -> compute layout, and the gradient dual(compute) -> the summing layout.
   std::pair<boxing_path, boxing_path> edge_paths(int e, int cu, int cv) const {
     check_planning_allowed("find an edge's boxing paths");
-    return edge_boxings<boxing_path>(e, cu, cv, [this](const nd_sbp& from, const nd_sbp& to, int shape) {
+    auto paths = edge_boxings<boxing_path>(e, cu, cv, [this](const nd_sbp& from, const nd_sbp& to, int shape) {
       return book_->box_locked(from, to, shape);
     });
+    if (at(edges_, e).param) paths.second = as_gradient(paths.second);
+    return paths;
+  }
+  /// A parameter gradient's path as the executor runs it: on gradient sums' elements, fp32 under
+  /// plan_options::fp32_gradient_sums with a 16-bit type (runtime/detail/gradient_accumulator.hpp;
+  /// Megatron-LM's --accumulate-allreduce-grads-in-fp32 reduces in fp32 too), else p itself.
+  /// The path is the one searched at the dtype's element size.
+  boxing_path as_gradient(const boxing_path& p) const {
+    return gradient_sum_bytes_ == element_bytes_ ? p : with_element_bytes(p, gradient_sum_bytes_, mesh_);
   }
 
   /// Whether activation edge e's copy is freed after forward and boxed again from its kept source
@@ -425,9 +434,14 @@ class plan_pricing : public plan_candidates {
 
   // The forward and backward summaries of edge e under picks cu, cv (edge_paths' paths).
   std::pair<path_summary, path_summary> edge_summaries(int e, int cu, int cv) const {
-    return edge_boxings<path_summary>(e, cu, cv, [this](const nd_sbp& from, const nd_sbp& to, int shape) {
+    auto s = edge_boxings<path_summary>(e, cu, cv, [this](const nd_sbp& from, const nd_sbp& to, int shape) {
       return book_->summary_locked(from, to, shape);
     });
+    if (at(edges_, e).param && s.second.steps > 0 && gradient_sum_bytes_ != element_bytes_) {  // as_gradient's
+      const boxing_path p = edge_paths(e, cu, cv).second;
+      s.second = {p.cost, path_copy_time(p, options_.hw.measured.copy), p.bytes_per_device(), path_buffer(p), p.size()};
+    }
+    return s;
   }
   // f(from, to, shape id) for edge e's forward and then backward boxing under picks cu, cv, under
   // the memo's lock: a parameter edge boxes storage -> compute layout and its gradient
