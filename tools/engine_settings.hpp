@@ -5,9 +5,12 @@
 //               generated from the fields of megatron-core's TransformerConfig and Megatron-LM's
 //               TrainingConfig, `num_layers` -> --num-layers, a bool field that defaults to true
 //               as --disable-..., `add_bias_linear` -> --disable-bias-linear)
+//   megatron    with fsdp=1, Megatron-FSDP (`--use-megatron-fsdp --data-parallel-sharding-strategy
+//               optim_grads_params` and the other flags Megatron-LM core_v0.16.1's Megatron-FSDP guide requires)
 //   torchtitan  torchtitan 0.3.0's command line (`--module llama3 --config llama3_70b` and
 //               `--section.key value` overrides of its Trainer.Config: torchtitan/config/configs.py's
-//               ParallelismConfig and TrainingConfig; 0.3.0 reads no job TOML file)
+//               ParallelismConfig and TrainingConfig, then the activation_checkpoint subcommand;
+//               0.3.0 reads no job TOML file)
 // Only a plan the engine can express has settings: a megatron layout (--strategy megatron:...,
 // auto where it took one, --engine megatron) for Megatron-LM; for torchtitan a layout of its
 // parallelisms (--engine torchtitan, --strategy zero, or a megatron layout with sp=1 and
@@ -154,6 +157,11 @@ inline std::vector<engine_flag> megatron_flags(const engine_layout& l, const lla
     f.insert(f.end(), {{"--expert-model-parallel-size", std::to_string(l.ep)}, {"--expert-tensor-parallel-size", std::to_string(l.etp)}});
   if (l.knobs.sp && l.tp > 1) f.push_back({"--sequence-parallel", ""});
   if (l.knobs.dopt) f.push_back({"--use-distributed-optimizer", ""});
+  if (l.knobs.fsdp) {  // Megatron-FSDP sharding parameters, gradients and optimizer states: the flags its guide requires
+    f.insert(f.end(), {{"--use-megatron-fsdp", ""}, {"--data-parallel-sharding-strategy", "optim_grads_params"},
+                       {"--use-distributed-optimizer", ""}, {"--no-gradient-accumulation-fusion", ""},
+                       {"--ckpt-format", "fsdp_dtensor"}});
+  }
   if (l.vpp > 1) f.push_back({"--num-layers-per-virtual-pipeline-stage", std::to_string(c.layers / (l.pp * l.vpp))});
   if (l.first_stage_layers > 0)
     f.insert(f.end(), {{"--decoder-first-pipeline-num-layers", std::to_string(l.first_stage_layers)},
@@ -182,14 +190,17 @@ inline std::string torchtitan_config_of(const llama_config& c) {
               std::to_string(c.layers) + " layers, hidden " + std::to_string(c.hidden) + " is none of them");
 }
 
-/// torchtitan's name of recomputation r (its activation_checkpoint choices: none, selective, full).
+/// torchtitan's name of recomputation r: the subcommand of Trainer.Config's activation_checkpoint
+/// (torchtitan 0.3.0, torchtitan/distributed/activation_checkpoint.py: selective = SelectiveAC, its
+/// per-operator policy; full = FullAC; none = no checkpointing).
 inline std::string torchtitan_checkpointing(recompute_mode r) {
   return r == recompute_mode::full ? "full" : r == recompute_mode::selective ? "selective" : "none";
 }
 
 /// torchtitan's command-line overrides for layout l of model c: its module and config, the
 /// parallel degrees (FSDP over the data-parallel devices, or DDP for a plain data-parallel plan),
-/// the pipeline schedule, and the batch. A step without a pipeline accumulates gradients over
+/// the pipeline schedule, the batch, and the activation checkpointing (its subcommand
+/// `activation-checkpoint:full`, which overrides the config's own choice). A step without a pipeline accumulates gradients over
 /// micro-batches of local_batch_size sequences per rank; with one, each rank's share of the
 /// batch is local_batch_size, split into pipeline micro-batches.
 inline std::vector<engine_flag> torchtitan_flags(const engine_layout& l, const llama_config& c, const std::string& dtype) {
@@ -218,6 +229,8 @@ inline std::vector<engine_flag> torchtitan_flags(const engine_layout& l, const l
                      {"--training.global_batch_size", std::to_string(l.global_batch)},
                      {"--training.seq_len", std::to_string(c.seq)},
                      {"--training.mixed_precision_param", dtype == "bf16" ? "bfloat16" : "float32"}});
+  // a subcommand, not a flag: last, since the parser reads the flags before it as Trainer.Config's
+  f.push_back({"activation-checkpoint:" + torchtitan_checkpointing(l.recompute), ""});
   return f;
 }
 
@@ -228,7 +241,8 @@ inline std::string command_text(const std::string& program, const std::vector<en
   return r + "\n";
 }
 
-/// Flags as a JSON object: {"--tensor-model-parallel-size": 4, "--sequence-parallel": true, ...}.
+/// Flags as a JSON object: {"--tensor-model-parallel-size": 4, "--sequence-parallel": true, ...};
+/// a subcommand ("activation-checkpoint:full") is a switch of its own name.
 inline nlohmann::json flags_json(const std::vector<engine_flag>& flags) {
   nlohmann::json j = nlohmann::json::object();
   for (const auto& [flag, value] : flags) {
