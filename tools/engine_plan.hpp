@@ -133,7 +133,8 @@ inline nlohmann::json emitted_settings(engine e, const chosen_plan& c, const std
   j["command"] = command_text(launcher + " -m torchtitan.train", flags);
   j["settings"] = flags_json(flags);
   j["activation_checkpoint"] = torchtitan_checkpointing(l.recompute);  // the subcommand's choice, as a name
-  j["version"] = "torchtitan 0.3.0 (torchtitan/config/configs.py, torchtitan/models/llama3/config_registry.py)";
+  j["version"] = "torchtitan 0.3.0 (torchtitan/config/configs.py, torchtitan/models/" +
+                 j["settings"]["--module"].get<std::string>() + "/config_registry.py)";
   return j;
 }
 

@@ -56,6 +56,35 @@ TitanConfig = dataclasses.make_dataclass(
     "TitanConfig", [(n, t, dataclasses.field(default_factory=ac.FullAC.Config if t is ac.ActivationCheckpointingConfig else t))
                     for n, t in trainer_fields], kw_only=True)
 titan_modes = {ac.FullAC.Config: "full", ac.SelectiveAC.Config: "selective", type(None): "none"}
+
+
+def titan_flavor(module, config):
+    """The shape of the model torchtitan builds for --module/--config, read from its own sources: the
+    config function's model_registry("FLAVOR"), the module's FLAVOR -> builder table and the builder's
+    literals (llama3's MLP width from its multiple_of and ffn_dim_multiplier, as Meta's Llama 3 code
+    rounds 8/3 x hidden)."""
+    where = os.path.join(root, "models", module)
+    registry = ast.parse(open(os.path.join(where, "config_registry.py")).read())
+    fn = next(n for n in registry.body if isinstance(n, ast.FunctionDef) and n.name == config)
+    flavor = next(c.args[0].value for c in ast.walk(fn) if isinstance(c, ast.Call)
+                  and getattr(c.func, "id", "") == "model_registry")
+    init = ast.parse(open(os.path.join(where, "__init__.py")).read())
+    table = next(n.value for n in init.body if isinstance(n, ast.Assign) and isinstance(n.value, ast.Dict)
+                 and any(isinstance(k, ast.Constant) and k.value == flavor for k in n.value.keys))
+    builder = next(v.id for k, v in zip(table.keys, table.values) if k.value == flavor)
+    lit = {}
+    for n in ast.walk(next(n for n in init.body if isinstance(n, ast.FunctionDef) and n.name == builder)):
+        if isinstance(n, ast.Assign) and isinstance(n.targets[0], ast.Name) and isinstance(n.value, ast.Constant):
+            lit[n.targets[0].id] = n.value.value
+        if isinstance(n, ast.keyword) and n.arg and isinstance(n.value, ast.Constant):
+            lit.setdefault(n.arg, n.value.value)
+    ffn = lit.get("hidden_dim")
+    if ffn is None:
+        ffn = int(lit.get("ffn_dim_multiplier", 1.0) * int(2 * 4 * lit["dim"] / 3))
+        ffn = lit["multiple_of"] * -(-ffn // lit["multiple_of"])
+    return {"layers": lit["n_layers"], "hidden": lit["dim"], "heads": lit["n_heads"], "kv_heads": lit["n_kv_heads"],
+            "head_dim": lit.get("head_dim", lit["dim"] // lit["n_heads"]), "ffn": ffn, "vocab": lit["vocab_size"],
+            "tied": lit.get("enable_weight_tying", False), "rope_theta": float(lit["theta"])}
 # the flags Megatron-LM's arguments.py declares by hand, and what core_transformer_config_from_args makes of them
 by_hand = {"--num-experts": "num_moe_experts", "--swiglu": None, "--group-query-attention": None,
            "--untie-embeddings-and-output-weights": None, "--position-embedding-type": None, "--rotary-base": None,
@@ -108,7 +137,12 @@ for case in cases:
         world = want["devices"]
         dp = world // (cfg.tensor_model_parallel_size * cfg.pipeline_model_parallel_size * cfg.context_parallel_size)
         calc = ConstantNumMicroBatchesCalculator(flags["--global-batch-size"], flags["--micro-batch-size"], dp, False, 0)
-        got = {"tp": cfg.tensor_model_parallel_size, "pp": cfg.pipeline_model_parallel_size,
+        model = {"layers": cfg.num_layers, "hidden": cfg.hidden_size, "heads": cfg.num_attention_heads,
+                 "kv_heads": cfg.num_query_groups or cfg.num_attention_heads, "head_dim": cfg.kv_channels,
+                 "ffn": cfg.ffn_hidden_size, "vocab": flags["--vocab-size"],
+                 "tied": not flags.get("--untie-embeddings-and-output-weights", False),
+                 "rope_theta": float(flags["--rotary-base"])}
+        got = {"model": model, "tp": cfg.tensor_model_parallel_size, "pp": cfg.pipeline_model_parallel_size,
                "cp": cfg.context_parallel_size, "dp": dp, "vpp": cfg.virtual_pipeline_model_parallel_size or 1,
                "sp": bool(cfg.sequence_parallel), "dopt": ddp.use_distributed_optimizer and not fsdp, "fsdp": fsdp,
                "microbatches": calc.get(), "recompute": cfg.recompute_granularity or "none"}
@@ -127,10 +161,30 @@ for case in cases:
                "dp": dp, "fsdp": p.data_parallel_shard_degree > 1 or dp == 1,
                "microbatches": accumulation * pipe, "sp": p.enable_sequence_parallel or p.tensor_parallel_degree == 1,
                "devices": dp * p.tensor_parallel_degree * p.pipeline_parallel_degree * p.context_parallel_degree,
-               "recompute": titan_modes[type(parsed.activation_checkpoint)]}
+               "recompute": titan_modes[type(parsed.activation_checkpoint)],
+               "model": titan_flavor(flags["--module"], flags["--config"])}
     out.append({"name": case["name"], "got": got})
 json.dump(out, sys.stdout)
 '''
+
+
+# Llama 3.1 8B as published (meta-llama/Llama-3.1-8B's config.json: hidden 4096, 32 layers, 32 heads,
+# 8 key/value heads, MLP 14336, vocabulary 128256, RoPE theta 500000, untied)
+LLAMA31_8B = {"layers": 32, "hidden": 4096, "heads": 32, "kv_heads": 8, "head_dim": 128, "ffn": 14336, "vocab": 128256,
+              "tied": False, "rope_theta": 500000.0}
+
+
+def published_shape(model):
+    """The shape of a run's model from its published source: a shipped config.json, or Llama 3.1 8B's figures."""
+    if model.startswith("hf:"):
+        c = json.load(open(os.path.join(MODELS, model[3:])))
+        return {"layers": c["num_hidden_layers"], "hidden": c["hidden_size"], "heads": c["num_attention_heads"],
+                "kv_heads": c["num_key_value_heads"], "head_dim": c.get("head_dim", c["hidden_size"] // c["num_attention_heads"]),
+                "ffn": c["intermediate_size"], "vocab": c["vocab_size"], "tied": c["tie_word_embeddings"],
+                "rope_theta": float(c["rope_theta"])}
+    if model == "llama:size=llama3-8b":
+        return LLAMA31_8B
+    return {"layers": int(dict(kv.split("=") for kv in model.split(":", 1)[1].split(","))["layers"])}
 
 
 def main():
@@ -157,6 +211,9 @@ def main():
             ("Llama 3.1 70B config.json, torchtitan, 8 nodes", ["--model", "hf:llama-3.1-70b/config.json", "--seq", "8192",
                                                                 "--batch", "512", "--mesh", "8x8", "--engine", "torchtitan",
                                                                 "--emit", "torchtitan"]),
+            ("Qwen3 32B config.json, torchtitan, 4 nodes", ["--model", "hf:qwen3-32b/config.json", "--seq", "4096",
+                                                            "--batch", "256", "--mesh", "4x8", "--engine", "torchtitan",
+                                                            "--emit", "torchtitan"]),
             ("Llama 3.1 8B, Megatron-FSDP, 1 node", ["--model", "llama:size=llama3-8b", "--seq", "8192", "--batch", "128",
                                                      "--mesh", "8", "--strategy", "megatron:tp=2,mbs=1,recompute=full,sp=1,fsdp=1",
                                                      "--emit", "megatron"]),
@@ -175,7 +232,7 @@ def main():
             failures.append(f"{name}: exit {r.returncode}: {r.stderr.strip()}")
             continue
         j = json.loads(r.stdout)
-        plans[name] = (args, j)
+        plans[name] = (args, j, published_shape(args[args.index("--model") + 1])["layers"])
         layout = j["emit"]["layout"]
         knobs = dict(kv.split("=") for kv in layout.split(":", 1)[1].split(",")) if ":" in layout else {}
         devices = 1
@@ -186,6 +243,7 @@ def main():
                    "microbatches": j.get("microbatches"), "fsdp": knobs.get("fsdp") == "1", "dopt": knobs.get("dopt") == "1",
                    "recompute": knobs.get("recompute", "none")}
         degrees["dp"] = devices // (degrees["tp"] * degrees["pp"] * degrees["cp"])
+        degrees["model"] = published_shape(args[args.index("--model") + 1])
         cases.append({"name": name, "engine": j["emit"]["engine"], "settings": j["emit"]["settings"], "degrees": degrees,
                       "layout": layout, "recompute": j.get("recompute")})
         print(f"{name}: {layout}, predicted step {j['predicted_step_s']:.3f} s")
@@ -198,6 +256,9 @@ def main():
             for k in ("tp", "pp", "cp", "dp", "sp", "vpp", "devices", "microbatches", "fsdp", "dopt", "recompute"):
                 if k in got["got"] and got["got"][k] != want[k]:
                     failures.append(f"{case['name']}: the engine reads {k}={got['got'][k]}, the plan has {want[k]}")
+            for k, v in want["model"].items():  # the model the engine builds is the published one
+                if got["got"]["model"][k] != v:
+                    failures.append(f"{case['name']}: the engine builds {k}={got['got']['model'][k]}, the model has {v}")
             print(f"ok   {case['name']}: the engine's own config classes accept the settings: {got['got']}")
     failures += replanned(plan, plans, h100)
     for f in failures:
@@ -208,7 +269,7 @@ def main():
 def replanned(plan, plans, h100):
     """The emitted Megatron-LM flags re-planned as --strategy megatron:... give the same predicted step."""
     failures = []
-    for name, (args, j) in plans.items():
+    for name, (args, j, layers) in plans.items():
         f = j["emit"]["settings"]
         if j["emit"]["engine"] == "torchtitan":
             tp, pp = f["--parallelism.tensor_parallel_degree"], f["--parallelism.pipeline_parallel_degree"]
@@ -217,7 +278,6 @@ def replanned(plan, plans, h100):
                      "recompute=" + next(k.split(":", 1)[1] for k in f if k.startswith("activation-checkpoint:"))]
             if tp > 1: knobs.append("sp=1")
             if "--parallelism.pipeline_parallel_layers_per_stage" in f:
-                layers = {"llama3_8b": 32, "llama3_70b": 80, "llama3_405b": 126}[f["--config"]]  # torchtitan's flavors
                 knobs.append(f"vpp={layers // pp // f['--parallelism.pipeline_parallel_layers_per_stage']}")
             if f["--parallelism.data_parallel_shard_degree"] > 1: knobs.append("fsdp=1")
             failures += same_step(plan, name, args, j, "megatron:" + ",".join(knobs), h100)

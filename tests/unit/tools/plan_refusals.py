@@ -122,7 +122,9 @@ expect_error("--emit megatron for a megatron layout of a GPT", ["--model", small
 expect_error("--emit torchtitan for a distributed-optimizer layout", ["--model", tiny_llama, "--mesh", "2x2", "--strategy",
              "megatron:tp=2,sp=1,dopt=1", "--emit", "torchtitan"], "is not one torchtitan runs")
 expect_error("--emit torchtitan for a model none of its configs is", ["--model", tiny_llama, "--mesh", "2x2",
-             "--engine", "torchtitan", "--emit", "torchtitan"], "configures Llama 3's 8B, 70B and 405B only")
+             "--engine", "torchtitan", "--emit", "torchtitan"], "torchtitan 0.3.0 builds only its own model flavors")
+expect_error("no torchtitan layout splits the model", ["--model", tiny_llama.replace("batch=8", "batch=3").replace("seq=32", "seq=12"),
+             "--mesh", "8", "--engine", "torchtitan"], "no torchtitan layout splits this model on mesh 8")
 expect_error("--engine beside a pinned strategy", ["--model", tiny_llama, "--engine", "megatron", "--strategy", "dp"],
              "leave one of them out")
 expect_error("an unknown engine", ["--model", tiny_llama, "--engine", "deepspeed"], "takes autoddl, megatron or torchtitan")
