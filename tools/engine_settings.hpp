@@ -216,6 +216,23 @@ inline const torchtitan_flavor& torchtitan_config_of(const llama_config& c) {
                           c.qk_norm ? ", q/k norms" : "", detail::fmt_number(c.rope_theta)));
 }
 
+/// torchtitan 0.3.0's own rules for layout l of model c, each broken one a sentence (error):
+/// tensor parallelism divides the key/value heads (torchtitan/models/common/decoder.py shards whole
+/// ones; Megatron-LM would replicate them), no pipeline with tied embeddings (the same file), and
+/// the sequence a multiple of tp (sequence parallelism) x 2 cp (torchtitan/trainer.py).
+inline void check_torchtitan_rules(const engine_layout& l, const llama_config& c) {
+  if (l.tp > 1 && c.kv_heads % l.tp != 0)
+    throw error(fmt::format("torchtitan 0.3.0 needs tensor_parallel_degree to divide the key/value heads, and {} does "
+                            "not divide this model's {}; plan with a smaller tp or emit for Megatron-LM", l.tp, c.kv_heads));
+  if (c.tied && l.pp > 1)
+    throw error("torchtitan 0.3.0 runs no pipeline for a model with tied embeddings, and this plan has " + std::to_string(l.pp) +
+                " stages; plan with --strategy megatron:...,fsdp=1 and no pp, or emit for Megatron-LM");
+  const std::int64_t divisor = std::int64_t(l.tp > 1 ? l.tp : 1) * (l.cp > 1 ? 2 * l.cp : 1);
+  if (c.seq % divisor != 0)
+    throw error(fmt::format("torchtitan 0.3.0 needs the sequence to be a multiple of {} (tp x 2 cp), and {} is not", divisor,
+                            c.seq));
+}
+
 /// torchtitan's name of recomputation r: the subcommand of Trainer.Config's activation_checkpoint
 /// (torchtitan 0.3.0, torchtitan/distributed/activation_checkpoint.py: selective = SelectiveAC, its
 /// per-operator policy; full = FullAC; none = no checkpointing).
@@ -232,6 +249,7 @@ inline std::string torchtitan_checkpointing(recompute_mode r) {
 inline std::vector<engine_flag> torchtitan_flags(const engine_layout& l, const llama_config& c, const std::string& dtype) {
   const bool ddp = !l.knobs.fsdp;
   const torchtitan_flavor& flavor = torchtitan_config_of(c);
+  check_torchtitan_rules(l, c);
   std::vector<engine_flag> f{{"--module", flavor.module}, {"--config", flavor.config},
                              {"--parallelism.data_parallel_replicate_degree", std::to_string(ddp ? l.dp : 1)},
                              {"--parallelism.data_parallel_shard_degree", std::to_string(ddp ? 1 : l.dp)},

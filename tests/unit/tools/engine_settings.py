@@ -159,7 +159,7 @@ for case in cases:
         pipe = t.local_batch_size // p.pipeline_parallel_microbatch_size if p.pipeline_parallel_degree > 1 else 1
         got = {"tp": p.tensor_parallel_degree, "pp": p.pipeline_parallel_degree, "cp": p.context_parallel_degree,
                "dp": dp, "fsdp": p.data_parallel_shard_degree > 1 or dp == 1,
-               "microbatches": accumulation * pipe, "sp": p.enable_sequence_parallel or p.tensor_parallel_degree == 1,
+               "microbatches": accumulation * pipe, "sp": p.enable_sequence_parallel and p.tensor_parallel_degree > 1,
                "devices": dp * p.tensor_parallel_degree * p.pipeline_parallel_degree * p.context_parallel_degree,
                "recompute": titan_modes[type(parsed.activation_checkpoint)],
                "model": titan_flavor(flags["--module"], flags["--config"])}

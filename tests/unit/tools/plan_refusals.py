@@ -137,6 +137,20 @@ for twin in (["--engine", "megatron", "--emit", "megatron"], ["--strategy", "meg
     if not ok:
         failures.append("twin " + " ".join(twin))
 
+# torchtitan's own rules at --emit: Qwen3 0.6B's shape (its qwen3_0_6b flavor) ties the embeddings,
+# and torchtitan runs no pipeline for such a model; the twin without stages emits
+qwen3_06b = write("qwen3-0.6b.json", '{"model_type": "qwen3", "hidden_size": 1024, "intermediate_size": 3072, '
+                  '"num_hidden_layers": 28, "num_attention_heads": 16, "num_key_value_heads": 8, "head_dim": 128, '
+                  '"vocab_size": 151936, "tie_word_embeddings": true, "rope_theta": 1000000, "rms_norm_eps": 1e-06}')
+tied = ["--model", "hf:" + qwen3_06b + ":seq=1024,batch=16", "--mesh", "2x2", "--emit", "torchtitan", "--strategy"]
+expect_error("--emit torchtitan of a pipeline for tied embeddings", tied + ["megatron:tp=2,pp=2,sp=1,fsdp=1"],
+             "torchtitan 0.3.0 runs no pipeline for a model with tied embeddings")
+r = run(*tied, "megatron:tp=2,sp=1,fsdp=1")
+ok = r.returncode == 0 and "--config qwen3_0_6b" in r.stdout
+print(("ok  " if ok else "FAIL") + f" its twin without stages emits qwen3_0_6b: exit {r.returncode}: {r.stderr.strip()[:300]}")
+if not ok:
+    failures.append("tied-embeddings twin")
+
 # values and options
 digits = "9" * 400
 expect_error("a 400-digit aux", ["--model", moe + ",aux=" + digits], "lies outside what a double holds")
