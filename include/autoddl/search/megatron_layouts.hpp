@@ -14,7 +14,8 @@
 // at the given stage count and the two next to it on either side, and moves one knob one step
 // at a time to the best neighbour (fitting first, then faster) while that improves; where that
 // stops, a neighbour that is faster but over the memory limit is tried with one more step of
-// cp, pp or recomputation, then one stage more or fewer with every interleaving, and single
+// cp, pp or recomputation, then one stage more or fewer with every interleaving, then tensor
+// parallelism traded for context parallelism at every stage count and interleaving, and single
 // moves go on from a better point so found; all within
 // max_points plans (a value the mesh, the batch, the sequence or Megatron-LM's rules on the model
 // (strategy_model.hpp: tp dividing the heads, pp x vpp the layers) do not take costs nothing and
@@ -160,6 +161,20 @@ class megatron_search {
         y[1] += step;
         y[3] = v;
         if (y[1] >= 0 && y[1] < sizes_[1]) eval(y);
+      }
+    if (!(*best_ == from)) return true;
+    // and tensor parallelism traded for context parallelism (tp one step down, cp one up) at every
+    // stage count and interleaving: Llama 3.1 70B on 4x8 at batch 128 goes from tp=8,pp=4 to
+    // tp=4,pp=4,cp=2,vpp=5, and on 8x8 at batch 64 from tp=8 to the same, which no single move
+    // nor the stage moves reach (the values Megatron-LM's rules refuse cost nothing)
+    for (int p = 0; p < sizes_[1]; ++p)
+      for (int v = 0; v < sizes_[3]; ++v) {
+        megatron_point y = from;
+        y[0] -= 1;
+        y[1] = p;
+        y[2] += 1;
+        y[3] = v;
+        if (y[0] >= 0 && y[2] < sizes_[2]) eval(y);
       }
     return !(*best_ == from);
   }
