@@ -115,9 +115,6 @@ inline nlohmann::json emitted_settings(engine e, const chosen_plan& c, const std
     throw error("this plan is autoddl's own per-weight layout, which no " + who + " setting expresses; plan with --engine " +
                 engine_name(e) + (e == engine::megatron ? " or --strategy megatron:..." : " or --strategy zero") +
                 " to emit its settings");
-  if (e == engine::megatron && layout->fsdp)
-    throw error("layout " + to_string(plan_strategy{*layout}) + " shards its weights with FSDP (fsdp=1), torchtitan's; " +
-                "plan with --engine megatron for Megatron-LM's distributed optimizer");
   const int microbatches = c.pipeline ? c.pipeline->shape.microbatches : c.plan.microbatches;
   engine_layout l = resolve_layout(*layout, mesh, batch, microbatches, c.plan.recompute);
   set_stage_layers(l, c, e);
@@ -135,8 +132,9 @@ inline nlohmann::json emitted_settings(engine e, const chosen_plan& c, const std
   const std::vector<engine_flag> flags = torchtitan_flags(l, *config, dtype);
   j["command"] = command_text(launcher + " -m torchtitan.train", flags);
   j["settings"] = flags_json(flags);
-  j["activation_checkpoint"] = torchtitan_checkpointing(l.recompute);  // its activation_checkpoint subcommand
-  j["version"] = "torchtitan 0.3.0 (torchtitan/config/configs.py, torchtitan/models/llama3/config_registry.py)";
+  j["activation_checkpoint"] = torchtitan_checkpointing(l.recompute);  // the subcommand's choice, as a name
+  j["version"] = "torchtitan 0.3.0 (torchtitan/config/configs.py, torchtitan/models/" +
+                 j["settings"]["--module"].get<std::string>() + "/config_registry.py)";
   return j;
 }
 

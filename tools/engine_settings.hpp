@@ -5,9 +5,12 @@
 //               generated from the fields of megatron-core's TransformerConfig and Megatron-LM's
 //               TrainingConfig, `num_layers` -> --num-layers, a bool field that defaults to true
 //               as --disable-..., `add_bias_linear` -> --disable-bias-linear)
-//   torchtitan  torchtitan 0.3.0's command line (`--module llama3 --config llama3_70b` and
+//   megatron    with fsdp=1, Megatron-FSDP (`--use-megatron-fsdp --data-parallel-sharding-strategy
+//               optim_grads_params` and the other flags Megatron-LM core_v0.16.1's Megatron-FSDP guide requires)
+//   torchtitan  torchtitan 0.3.0's command line (`--module llama3 --config llama3_70b`, or qwen3's, and
 //               `--section.key value` overrides of its Trainer.Config: torchtitan/config/configs.py's
-//               ParallelismConfig and TrainingConfig; 0.3.0 reads no job TOML file)
+//               ParallelismConfig and TrainingConfig, then the activation_checkpoint subcommand;
+//               0.3.0 reads no job TOML file)
 // Only a plan the engine can express has settings: a megatron layout (--strategy megatron:...,
 // auto where it took one, --engine megatron) for Megatron-LM; for torchtitan a layout of its
 // parallelisms (--engine torchtitan, --strategy zero, or a megatron layout with sp=1 and
@@ -154,6 +157,11 @@ inline std::vector<engine_flag> megatron_flags(const engine_layout& l, const lla
     f.insert(f.end(), {{"--expert-model-parallel-size", std::to_string(l.ep)}, {"--expert-tensor-parallel-size", std::to_string(l.etp)}});
   if (l.knobs.sp && l.tp > 1) f.push_back({"--sequence-parallel", ""});
   if (l.knobs.dopt) f.push_back({"--use-distributed-optimizer", ""});
+  if (l.knobs.fsdp) {  // Megatron-FSDP sharding parameters, gradients and optimizer states: the flags its guide requires
+    f.insert(f.end(), {{"--use-megatron-fsdp", ""}, {"--data-parallel-sharding-strategy", "optim_grads_params"},
+                       {"--use-distributed-optimizer", ""}, {"--no-gradient-accumulation-fusion", ""},
+                       {"--ckpt-format", "fsdp_dtensor"}});
+  }
   if (l.vpp > 1) f.push_back({"--num-layers-per-virtual-pipeline-stage", std::to_string(c.layers / (l.pp * l.vpp))});
   if (l.first_stage_layers > 0)
     f.insert(f.end(), {{"--decoder-first-pipeline-num-layers", std::to_string(l.first_stage_layers)},
@@ -168,33 +176,81 @@ inline std::vector<engine_flag> megatron_flags(const engine_layout& l, const lla
   return f;
 }
 
-/// The torchtitan llama3 config of model c ("llama3_70b"): a flavor of torchtitan's llama3 module
-/// (torchtitan/models/llama3/__init__.py: 8B, 70B, 405B) whose shape c has. Throws error for any other.
-inline std::string torchtitan_config_of(const llama_config& c) {
-  for (const auto& [preset, config] : {std::pair{"llama3-8b", "llama3_8b"}, std::pair{"llama3-70b", "llama3_70b"},
-                                       std::pair{"llama3-405b", "llama3_405b"}}) {
-    const llama_config f = autoddl::detail::read_llama(autoddl::detail::parse_spec(std::string("llama:size=") + preset));
-    if (c.layers == f.layers && c.hidden == f.hidden && c.heads == f.heads && c.kv_heads == f.kv_heads && c.ffn == f.ffn &&
-        c.vocab == f.vocab && !c.tied && !c.qkv_bias && !c.qk_norm && c.experts == 0 && c.dims_per_head() == f.dims_per_head())
-      return config;
-  }
-  throw error("torchtitan's llama3 module configures Llama 3's 8B, 70B and 405B only (its --config); a model of " +
-              std::to_string(c.layers) + " layers, hidden " + std::to_string(c.hidden) + " is none of them");
+/// A model torchtitan 0.3.0 launches by name: its --module, the --config function of that module's
+/// config_registry.py, and the shape of the flavor that function builds (torchtitan/models/llama3/
+/// and qwen3/__init__.py: llama3's MLP widths are its multiple_of / ffn_dim_multiplier rounding of
+/// 8/3 x hidden, as published; Qwen3's heads are 128 wide, its small flavors tie the embeddings).
+struct torchtitan_flavor {
+  const char* module;
+  const char* config;
+  std::int64_t layers, hidden, heads, kv_heads, head_dim, ffn, vocab;
+  bool tied, qk_norm;
+  double rope_theta;
+};
+
+/// The dense flavors that have a --config (llama3's 1B and 3B and qwen3's 4B and 8B have none;
+/// its mixtures of experts are not planned for torchtitan here).
+inline constexpr torchtitan_flavor torchtitan_flavors[] = {
+    {"llama3", "llama3_8b", 32, 4096, 32, 8, 128, 14336, 128256, false, false, 500000},
+    {"llama3", "llama3_70b", 80, 8192, 64, 8, 128, 28672, 128256, false, false, 500000},
+    {"llama3", "llama3_405b", 126, 16384, 128, 8, 128, 53248, 128256, false, false, 500000},
+    {"qwen3", "qwen3_0_6b", 28, 1024, 16, 8, 128, 3072, 151936, true, true, 1000000},
+    {"qwen3", "qwen3_1_7b", 28, 2048, 16, 8, 128, 6144, 151936, true, true, 1000000},
+    {"qwen3", "qwen3_14b", 40, 5120, 40, 8, 128, 17408, 151936, false, true, 1000000},
+    {"qwen3", "qwen3_32b", 64, 5120, 64, 8, 128, 25600, 151936, false, true, 1000000},
+};
+
+/// The torchtitan flavor whose shape model c has (its layers, widths, heads, vocabulary, tied
+/// embeddings, q/k norms and RoPE base). Throws error, one sentence, for any other model: torchtitan
+/// 0.3.0 builds a model only from a flavor of its own, so no setting launches another shape.
+inline const torchtitan_flavor& torchtitan_config_of(const llama_config& c) {
+  for (const torchtitan_flavor& f : torchtitan_flavors)
+    if (c.layers == f.layers && c.hidden == f.hidden && c.heads == f.heads && c.kv_heads == f.kv_heads &&
+        c.dims_per_head() == f.head_dim && c.ffn == f.ffn && c.vocab == f.vocab && c.tied == f.tied && c.qk_norm == f.qk_norm &&
+        c.rope_theta == f.rope_theta && !c.qkv_bias && !c.o_bias && c.experts == 0)
+      return f;
+  throw error(fmt::format("torchtitan 0.3.0 builds only its own model flavors, and no --config of its dense ones (llama3_8b, "
+                          "llama3_70b, llama3_405b, qwen3_0_6b, qwen3_1_7b, qwen3_14b, qwen3_32b) has this model's shape "
+                          "({} layers, hidden {}, {} heads of {}, {} key/value heads, MLP {}, vocabulary {}{}{}, RoPE base {})",
+                          c.layers, c.hidden, c.heads, c.dims_per_head(), c.kv_heads, c.ffn, c.vocab, c.tied ? ", tied" : "",
+                          c.qk_norm ? ", q/k norms" : "", detail::fmt_number(c.rope_theta)));
 }
 
-/// torchtitan's name of recomputation r (its activation_checkpoint choices: none, selective, full).
+/// torchtitan 0.3.0's own rules for layout l of model c, each broken one a sentence (error):
+/// tensor parallelism divides the key/value heads (torchtitan/models/common/decoder.py shards whole
+/// ones; Megatron-LM would replicate them), no pipeline with tied embeddings (the same file), and
+/// the sequence a multiple of tp (sequence parallelism) x 2 cp (torchtitan/trainer.py).
+inline void check_torchtitan_rules(const engine_layout& l, const llama_config& c) {
+  if (l.tp > 1 && c.kv_heads % l.tp != 0)
+    throw error(fmt::format("torchtitan 0.3.0 needs tensor_parallel_degree to divide the key/value heads, and {} does "
+                            "not divide this model's {}; plan with a smaller tp or emit for Megatron-LM", l.tp, c.kv_heads));
+  if (c.tied && l.pp > 1)
+    throw error("torchtitan 0.3.0 runs no pipeline for a model with tied embeddings, and this plan has " + std::to_string(l.pp) +
+                " stages; plan with --strategy megatron:...,fsdp=1 and no pp, or emit for Megatron-LM");
+  const std::int64_t divisor = std::int64_t(l.tp > 1 ? l.tp : 1) * (l.cp > 1 ? 2 * l.cp : 1);
+  if (c.seq % divisor != 0)
+    throw error(fmt::format("torchtitan 0.3.0 needs the sequence to be a multiple of {} (tp x 2 cp), and {} is not", divisor,
+                            c.seq));
+}
+
+/// torchtitan's name of recomputation r: the subcommand of Trainer.Config's activation_checkpoint
+/// (torchtitan 0.3.0, torchtitan/distributed/activation_checkpoint.py: selective = SelectiveAC, its
+/// per-operator policy; full = FullAC; none = no checkpointing).
 inline std::string torchtitan_checkpointing(recompute_mode r) {
   return r == recompute_mode::full ? "full" : r == recompute_mode::selective ? "selective" : "none";
 }
 
 /// torchtitan's command-line overrides for layout l of model c: its module and config, the
 /// parallel degrees (FSDP over the data-parallel devices, or DDP for a plain data-parallel plan),
-/// the pipeline schedule, and the batch. A step without a pipeline accumulates gradients over
+/// the pipeline schedule, the batch, and the activation checkpointing (its subcommand
+/// `activation-checkpoint:full`, which overrides the config's own choice). A step without a pipeline accumulates gradients over
 /// micro-batches of local_batch_size sequences per rank; with one, each rank's share of the
 /// batch is local_batch_size, split into pipeline micro-batches.
 inline std::vector<engine_flag> torchtitan_flags(const engine_layout& l, const llama_config& c, const std::string& dtype) {
   const bool ddp = !l.knobs.fsdp;
-  std::vector<engine_flag> f{{"--module", "llama3"}, {"--config", torchtitan_config_of(c)},
+  const torchtitan_flavor& flavor = torchtitan_config_of(c);
+  check_torchtitan_rules(l, c);
+  std::vector<engine_flag> f{{"--module", flavor.module}, {"--config", flavor.config},
                              {"--parallelism.data_parallel_replicate_degree", std::to_string(ddp ? l.dp : 1)},
                              {"--parallelism.data_parallel_shard_degree", std::to_string(ddp ? 1 : l.dp)},
                              {"--parallelism.tensor_parallel_degree", std::to_string(l.tp)},
@@ -218,6 +274,8 @@ inline std::vector<engine_flag> torchtitan_flags(const engine_layout& l, const l
                      {"--training.global_batch_size", std::to_string(l.global_batch)},
                      {"--training.seq_len", std::to_string(c.seq)},
                      {"--training.mixed_precision_param", dtype == "bf16" ? "bfloat16" : "float32"}});
+  // a subcommand, not a flag: last, since the parser reads the flags before it as Trainer.Config's
+  f.push_back({"activation-checkpoint:" + torchtitan_checkpointing(l.recompute), ""});
   return f;
 }
 
@@ -228,7 +286,8 @@ inline std::string command_text(const std::string& program, const std::vector<en
   return r + "\n";
 }
 
-/// Flags as a JSON object: {"--tensor-model-parallel-size": 4, "--sequence-parallel": true, ...}.
+/// Flags as a JSON object: {"--tensor-model-parallel-size": 4, "--sequence-parallel": true, ...};
+/// a subcommand ("activation-checkpoint:full") is a switch of its own name.
 inline nlohmann::json flags_json(const std::vector<engine_flag>& flags) {
   nlohmann::json j = nlohmann::json::object();
   for (const auto& [flag, value] : flags) {

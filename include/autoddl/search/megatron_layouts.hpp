@@ -14,7 +14,8 @@
 // at the given stage count and the two next to it on either side, and moves one knob one step
 // at a time to the best neighbour (fitting first, then faster) while that improves; where that
 // stops, a neighbour that is faster but over the memory limit is tried with one more step of
-// cp, pp or recomputation, then one stage more or fewer with every interleaving, and single
+// cp, pp or recomputation, then one stage more or fewer with every interleaving, then tensor
+// parallelism traded for context parallelism at every stage count and interleaving, and single
 // moves go on from a better point so found; all within
 // max_points plans (a value the mesh, the batch, the sequence or Megatron-LM's rules on the model
 // (strategy_model.hpp: tp dividing the heads, pp x vpp the layers) do not take costs nothing and
@@ -28,6 +29,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <numeric>
 #include <optional>
 #include <utility>
 #include <vector>
@@ -45,7 +47,8 @@ struct megatron_layout_space {
   bool interleaved = true;  ///< vpp > 1 (autoddl-train runs one chunk per device)
   int first_stages = 1;     ///< pp to start from (the layout search's own best pipeline, where it has one)
   /// torchtitan's knobs instead of Megatron-LM's: FSDP (fsdp=1) in the distributed optimizer's
-  /// place, sequence parallelism with tensor parallelism, no expert parallelism
+  /// place, sequence parallelism with tensor parallelism, no expert parallelism, tp dividing the
+  /// key/value heads (torchtitan/models/common/decoder.py; Megatron-LM may replicate them)
   bool torchtitan = false;
   /// A layout to start from instead of the stage counts around first_stages, where the mesh and
   /// the model take it: auto's torchtitan descent starts where the Megatron-LM descent ended (each
@@ -88,6 +91,8 @@ class megatron_search {
     const mesh_shape& mesh = base.mesh;
     tps_ = divisors(mesh[mesh.size() - 1]);
     experts_ = experts_of(build_(1));
+    for (const op_node& n : build_(1).ops)  // the fewest key/value heads of an attention: tp divides them (torchtitan)
+      if (n.kind == op_kind::attention) kv_heads_ = std::gcd(kv_heads_, n.attrs.key_value_heads());
     if (space.pipelines && mesh.size() > 1) {
       const int units = int(pipeline_units(build_(1)).size());
       for (int d : divisors(mesh[0]))
@@ -160,6 +165,20 @@ class megatron_search {
         y[1] += step;
         y[3] = v;
         if (y[1] >= 0 && y[1] < sizes_[1]) eval(y);
+      }
+    if (!(*best_ == from)) return true;
+    // and tensor parallelism traded for context parallelism (tp one step down, cp one up) at every
+    // stage count and interleaving: Llama 3.1 70B on 4x8 at batch 128 goes from tp=8,pp=4 to
+    // tp=4,pp=4,cp=2,vpp=5, and on 8x8 at batch 64 from tp=8 to the same, which no single move
+    // nor the stage moves reach (the values Megatron-LM's rules refuse cost nothing)
+    for (int p = 0; p < sizes_[1]; ++p)
+      for (int v = 0; v < sizes_[3]; ++v) {
+        megatron_point y = from;
+        y[0] -= 1;
+        y[1] = p;
+        y[2] += 1;
+        y[3] = v;
+        if (y[0] >= 0 && y[2] < sizes_[2]) eval(y);
       }
     return !(*best_ == from);
   }
@@ -241,6 +260,7 @@ class megatron_search {
     std::optional<megatron_layout_plan>& slot = seen_[x];  // nullopt: no plan
     const strategy::megatron m = knobs(x);
     if (m.vpp > 0 && m.pp == 0) return;  // interleaving needs stages
+    if (torchtitan_ && kv_heads_ % m.tp != 0) return;  // torchtitan shards whole key/value heads, never replicates them
     try {
       check_strategy_on_model(m, build_(1), base_.mesh);  // whole heads per device, even model chunks
       slot = plan_of(m);
@@ -276,6 +296,7 @@ class megatron_search {
   std::map<int, graph> graphs_;  ///< points of one micro-batch count copy one graph (kept_graph)
   std::function<graph(int)> build_;
   std::int64_t experts_ = 0;
+  int kv_heads_ = 0;  ///< the greatest common divisor of the attentions' key/value heads (0: no attention)
   std::int64_t batch_;
   const plan_options& base_;
   step_settings pin_;

@@ -12,6 +12,8 @@ megatron-core's TransformerConfig.__post_init__ and its micro-batch calculator),
   7. the sequence is a multiple of 2 x cp (cp > 1)
   8. ep divides the experts, and ep x etp divides tp x cp x dp (the expert ranks fold onto them)
 A pair with no Megatron-LM layout is refused with one sentence on stderr and exit code 2.
+Then --engine torchtitan on dense random pairs: its layout keeps torchtitan 0.3.0's own rules
+(torchtitan_broken below), or the pair is refused the same way.
 Seed fixed, printed with each case.
 
 Usage: engine_constraints.py AUTODDL_PLAN [CASES]"""
@@ -95,6 +97,59 @@ for k in range(cases):
 print(f"{planned} planned, {refused} refused")
 if planned == 0 or refused == 0:
     failures.append(f"seed {seed}: the cases should include both planned and refused pairs ({planned}, {refused})")
+
+
+def torchtitan_broken(knobs, devices, heads, groups, seq):
+    """torchtitan 0.3.0's rules (torchtitan/distributed/parallel_dims.py: the degrees multiply to the
+    world; models/common/decoder.py: tp divides the heads and the key/value heads; trainer.py: the
+    sequence a multiple of tp (sequence parallelism) x 2 cp) broken by a layout of --engine torchtitan."""
+    tp, pp, cp = int(knobs.get("tp", 1)), max(1, int(knobs.get("pp", 0))), max(1, int(knobs.get("cp", 0)))
+    broken = []
+    if devices % (tp * pp * cp):
+        broken.append("the degrees do not multiply to the world")
+    if heads % tp or groups % tp:
+        broken.append("tp does not divide the heads and the key/value heads")
+    if seq % ((tp if tp > 1 else 1) * (2 * cp if cp > 1 else 1)):
+        broken.append("the sequence is no multiple of tp x 2 cp")
+    if knobs.get("dopt") == "1" or knobs.get("ep", "1") != "1" or (tp > 1 and knobs.get("sp") != "1"):
+        broken.append("a knob torchtitan lacks (the distributed optimizer, expert parallelism, tp without sp)")
+    return broken
+
+
+# --engine torchtitan on dense random pairs: the layout it plans keeps torchtitan's rules
+titan_seed = 53
+rng = random.Random(titan_seed)
+titan_planned, titan_refused = 0, 0
+for k in range(cases):
+    heads = rng.choice([2, 3, 4, 6, 8, 12])
+    groups = rng.choice([g for g in (1, 2, 3, 4, 6, 8, 12) if heads % g == 0])
+    seq = rng.choice([12, 16, 32, 48])
+    spec = (f"llama:layers={rng.choice([1, 2, 3, 4, 6, 8])},hidden={heads * 16},heads={heads},kv_heads={groups},"
+            f"ffn={rng.choice([64, 96, 128])},seq={seq},batch={rng.choice([3, 4, 8, 12, 16])},vocab={rng.choice([96, 128, 250])}")
+    mesh = rng.choice(meshes)
+    devices = 1
+    for a in mesh.split("x"):
+        devices *= int(a)
+    r = subprocess.run([plan, "--model", spec, "--mesh", mesh, "--hardware", "dgx-h100", "--engine", "torchtitan", "--json"],
+                       capture_output=True, text=True, timeout=300)
+    where = f"seed {titan_seed} case {k}: {spec} on {mesh}"
+    if r.returncode == 2 and len([l for l in r.stderr.splitlines() if l.strip()]) == 1 and r.stdout == "":
+        titan_refused += 1
+        print(f"ok   {where}: refused: {r.stderr.strip()}")
+        continue
+    if r.returncode != 0:
+        failures.append(f"{where}: exit {r.returncode}: {r.stderr.strip()}")
+        continue
+    layout = json.loads(r.stdout)["strategy"]
+    knobs = dict(kv.split("=") for kv in layout.split(":", 1)[1].split(",")) if ":" in layout else {}
+    broken = torchtitan_broken(knobs, devices, heads, groups, seq)
+    titan_planned += 1
+    print(("FAIL" if broken else "ok  ") + f" {where}: {layout}")
+    if broken:
+        failures.append(f"{where}: {layout} breaks torchtitan's rules {broken}")
+print(f"torchtitan: {titan_planned} planned, {titan_refused} refused")
+if titan_planned == 0:
+    failures.append(f"seed {titan_seed}: no torchtitan case planned")
 for f in failures:
     print("FAIL " + f)
 sys.exit(1 if failures else 0)

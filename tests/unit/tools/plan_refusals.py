@@ -122,7 +122,9 @@ expect_error("--emit megatron for a megatron layout of a GPT", ["--model", small
 expect_error("--emit torchtitan for a distributed-optimizer layout", ["--model", tiny_llama, "--mesh", "2x2", "--strategy",
              "megatron:tp=2,sp=1,dopt=1", "--emit", "torchtitan"], "is not one torchtitan runs")
 expect_error("--emit torchtitan for a model none of its configs is", ["--model", tiny_llama, "--mesh", "2x2",
-             "--engine", "torchtitan", "--emit", "torchtitan"], "configures Llama 3's 8B, 70B and 405B only")
+             "--engine", "torchtitan", "--emit", "torchtitan"], "torchtitan 0.3.0 builds only its own model flavors")
+expect_error("no torchtitan layout splits the model", ["--model", tiny_llama.replace("batch=8", "batch=3").replace("seq=32", "seq=12"),
+             "--mesh", "8", "--engine", "torchtitan"], "no torchtitan layout splits this model on mesh 8")
 expect_error("--engine beside a pinned strategy", ["--model", tiny_llama, "--engine", "megatron", "--strategy", "dp"],
              "leave one of them out")
 expect_error("an unknown engine", ["--model", tiny_llama, "--engine", "deepspeed"], "takes autoddl, megatron or torchtitan")
@@ -130,11 +132,24 @@ expect_error("fsdp=1 with dopt=1", ["--model", tiny_llama, "--mesh", "2x2", "--s
              "both shard what the data-parallel replicas keep")
 for twin in (["--engine", "megatron", "--emit", "megatron"], ["--strategy", "megatron:tp=2,sp=1,fsdp=1", "--emit", "megatron"]):
     r = run("--model", tiny_llama, "--mesh", "2x2", *twin)
-    want = 0 if "--engine" in twin else 2  # an FSDP layout is torchtitan's, not Megatron-LM's
-    ok = r.returncode == want
+    ok = r.returncode == 0  # an FSDP layout is emitted as Megatron-FSDP
     print(("ok  " if ok else "FAIL") + f" twin {' '.join(twin)}: exit {r.returncode} {r.stderr.strip()[:200]}")
     if not ok:
         failures.append("twin " + " ".join(twin))
+
+# torchtitan's own rules at --emit: Qwen3 0.6B's shape (its qwen3_0_6b flavor) ties the embeddings,
+# and torchtitan runs no pipeline for such a model; the twin without stages emits
+qwen3_06b = write("qwen3-0.6b.json", '{"model_type": "qwen3", "hidden_size": 1024, "intermediate_size": 3072, '
+                  '"num_hidden_layers": 28, "num_attention_heads": 16, "num_key_value_heads": 8, "head_dim": 128, '
+                  '"vocab_size": 151936, "tie_word_embeddings": true, "rope_theta": 1000000, "rms_norm_eps": 1e-06}')
+tied = ["--model", "hf:" + qwen3_06b + ":seq=1024,batch=16", "--mesh", "2x2", "--emit", "torchtitan", "--strategy"]
+expect_error("--emit torchtitan of a pipeline for tied embeddings", tied + ["megatron:tp=2,pp=2,sp=1,fsdp=1"],
+             "torchtitan 0.3.0 runs no pipeline for a model with tied embeddings")
+r = run(*tied, "megatron:tp=2,sp=1,fsdp=1")
+ok = r.returncode == 0 and "--config qwen3_0_6b" in r.stdout
+print(("ok  " if ok else "FAIL") + f" its twin without stages emits qwen3_0_6b: exit {r.returncode}: {r.stderr.strip()[:300]}")
+if not ok:
+    failures.append("tied-embeddings twin")
 
 # values and options
 digits = "9" * 400
