@@ -14,6 +14,7 @@ where it is split at all, never on its input, its logits never partial sums (P),
 reading the logits in the layout lm_head writes them (no boxing over the vocabulary between them).
 
 Usage: engine_published_variants.py AUTODDL_PLAN"""
+import concurrent.futures
 import json
 import re
 import subprocess
@@ -63,29 +64,42 @@ def output_layer_breaches(j):
     return broken
 
 
-failures, compared, skipped = [], 0, 0
-checks = [(name, model, seq, b, m, strategy) for name, model, seq, batch, mesh, strategy, *_ in runs + moe_runs
-          for b, m in variants(seq, batch, mesh)] + [nvidia_70b_selective]
-for name, model, seq, batch, mesh, strategy in checks:
+def compare(check):
+    """The lines one check prints, its failures, and whether it was compared (None: skipped)."""
+    name, model, seq, batch, mesh, strategy = check
     where = f"{name} at batch {batch} on {mesh}"
     p = priced(model, seq, batch, mesh, strategy=strategy)
     if isinstance(p, str) or not p["feasible"]:
-        skipped += 1
-        print(f"--   {where}: the published layout {strategy} {'does not fit' if not isinstance(p, str) else 'is refused: ' + p}")
-        continue
+        why = "does not fit" if not isinstance(p, str) else "is refused: " + p
+        return [f"--   {where}: the published layout {strategy} {why}"], [], None
     e = priced(model, seq, batch, mesh, engine="megatron")
     if isinstance(e, str):
-        failures.append(f"{where}: --engine megatron refuses a model the published layout splits: {e}")
-        continue
-    compared += 1
+        return [], [f"{where}: --engine megatron refuses a model the published layout splits: {e}"], False
     slower = e["predicted_step_s"] > p["predicted_step_s"] * (1 + 1e-9)
-    print(f"{'FAIL' if slower else 'ok  '} {where}: --engine megatron {e['strategy']} {e['predicted_step_s']:.3f} s, "
-          f"published {strategy} {p['predicted_step_s']:.3f} s")
+    lines = [f"{'FAIL' if slower else 'ok  '} {where}: --engine megatron {e['strategy']} {e['predicted_step_s']:.3f} s, "
+             f"published {strategy} {p['predicted_step_s']:.3f} s"]
+    failed = []
     if slower:
-        failures.append(f"{where}: --engine megatron ({e['predicted_step_s']:.3f} s) is slower than the published layout "
-                        f"({p['predicted_step_s']:.3f} s)")
+        failed.append(f"{where}: --engine megatron ({e['predicted_step_s']:.3f} s) is slower than the published layout "
+                      f"({p['predicted_step_s']:.3f} s)")
     for plan_json, whose in ((e, "--engine megatron's plan"), (p, "the published layout")):
-        failures += [f"{where}: {whose}: {b}" for b in output_layer_breaches(plan_json)]
+        failed += [f"{where}: {whose}: {b}" for b in output_layer_breaches(plan_json)]
+    return lines, failed, True
+
+
+failures, compared, skipped = [], 0, 0
+checks = [(name, model, seq, b, m, strategy) for name, model, seq, batch, mesh, strategy, *_ in runs + moe_runs
+          for b, m in variants(seq, batch, mesh)] + [nvidia_70b_selective]
+# two plans at a time (each planning run is one process on one core), printed in the checks' order
+with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
+    for lines, failed, was_compared in pool.map(compare, checks):
+        if lines:
+            print("\n".join(lines), flush=True)
+        failures += failed
+        if was_compared is None:
+            skipped += 1
+        elif was_compared:
+            compared += 1
 print(f"{compared} compared, {skipped} where the published layout does not split or fit the variant")
 for f in failures:
     print("FAIL " + f)
