@@ -48,7 +48,8 @@ struct megatron_layout_space {
   int first_stages = 1;     ///< pp to start from (the layout search's own best pipeline, where it has one)
   /// torchtitan's knobs instead of Megatron-LM's: FSDP (fsdp=1) in the distributed optimizer's
   /// place, sequence parallelism with tensor parallelism, no expert parallelism, tp dividing the
-  /// key/value heads (torchtitan/models/common/decoder.py; Megatron-LM may replicate them)
+  /// key/value heads (torchtitan/models/common/decoder.py; Megatron-LM may replicate them), no
+  /// pipeline with tied embeddings, the sequence a multiple of tp x 2 cp (torchtitan/trainer.py)
   bool torchtitan = false;
   /// A layout to start from instead of the stage counts around first_stages, where the mesh and
   /// the model take it: auto's torchtitan descent starts where the Megatron-LM descent ended (each
@@ -90,11 +91,16 @@ class megatron_search {
     build_ = [this](int m) { return graph(kept_graph(graphs_, build_model_, m)); };
     const mesh_shape& mesh = base.mesh;
     tps_ = divisors(mesh[mesh.size() - 1]);
-    experts_ = experts_of(build_(1));
-    for (const op_node& n : build_(1).ops)  // the fewest key/value heads of an attention: tp divides them (torchtitan)
-      if (n.kind == op_kind::attention) kv_heads_ = std::gcd(kv_heads_, n.attrs.key_value_heads());
+    const graph one = build_(1);
+    experts_ = experts_of(one);
+    std::map<int, int> uses;  // per parameter: the ops that read it (tied embeddings: two)
+    for (const op_node& n : one.ops) {
+      if (n.kind == op_kind::attention) kv_heads_ = std::gcd(kv_heads_, n.attrs.key_value_heads());  // tp divides them (torchtitan)
+      for (int q : n.param_ids) tied_ = ++uses[q] > 1 || tied_;
+    }
+    if (!one.inputs.empty() && one.inputs[0].rank() >= 2) seq_ = one.inputs[0][1];
     if (space.pipelines && mesh.size() > 1) {
-      const int units = int(pipeline_units(build_(1)).size());
+      const int units = int(pipeline_units(one).size());
       for (int d : divisors(mesh[0]))
         if (d > 1 && d <= units) pps_.push_back(d);
     }
@@ -204,6 +210,14 @@ class megatron_search {
     if (std::find(x.begin(), x.end(), -1) != x.end()) return std::nullopt;
     return x;
   }
+  // Whether torchtitan 0.3.0 runs knobs m on this model (tools/engine_settings.hpp's rules): tp
+  // dividing the key/value heads (it shards whole ones, never replicates them), no pipeline with
+  // tied embeddings, the sequence a multiple of tp (sequence parallelism) x 2 cp.
+  bool torchtitan_takes(const strategy::megatron& m) const {
+    if (kv_heads_ % m.tp != 0 || (tied_ && m.pp > 1)) return false;
+    const std::int64_t split = std::int64_t(m.tp > 1 ? m.tp : 1) * (m.cp > 1 ? 2 * m.cp : 1);
+    return seq_ == 0 || seq_ % split == 0;
+  }
   // The knobs of point x.
   strategy::megatron knobs(const megatron_point& x) const {
     strategy::megatron m;
@@ -260,7 +274,7 @@ class megatron_search {
     std::optional<megatron_layout_plan>& slot = seen_[x];  // nullopt: no plan
     const strategy::megatron m = knobs(x);
     if (m.vpp > 0 && m.pp == 0) return;  // interleaving needs stages
-    if (torchtitan_ && kv_heads_ % m.tp != 0) return;  // torchtitan shards whole key/value heads, never replicates them
+    if (torchtitan_ && !torchtitan_takes(m)) return;
     try {
       check_strategy_on_model(m, build_(1), base_.mesh);  // whole heads per device, even model chunks
       slot = plan_of(m);
@@ -297,6 +311,8 @@ class megatron_search {
   std::function<graph(int)> build_;
   std::int64_t experts_ = 0;
   int kv_heads_ = 0;  ///< the greatest common divisor of the attentions' key/value heads (0: no attention)
+  bool tied_ = false;        ///< a parameter read by two ops (tied embeddings)
+  std::int64_t seq_ = 0;     ///< the model input's dim 1 (the sequence), 0 where it has none
   std::int64_t batch_;
   const plan_options& base_;
   step_settings pin_;
