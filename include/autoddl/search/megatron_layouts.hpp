@@ -282,7 +282,19 @@ class megatron_search {
     } catch (const error&) {  // the mesh, the batch or the sequence does not split that way
       return;
     }
-    if (!best_ || better_megatron(*slot, *seen_[*best_])) best_ = x;
+    if (best_ && !better_megatron(*slot, *seen_[*best_])) {
+      lighten(*slot);
+      return;
+    }
+    if (best_) lighten(*seen_[*best_]);
+    best_ = x;
+  }
+  // A point that is not the best keeps what round() and plan_of read of it (its time,
+  // feasibility, peak and faster_over), not its layouts: their problem is most of its bytes (a
+  // GPT of 2048 layers: tens of MB a point), and freeing it makes room for the next point's.
+  static void lighten(megatron_layout_plan& p) {
+    p.flat.reset();
+    if (p.pipeline) p.pipeline->layouts = micro_batched_plan{};
   }
   // The nearest point that makes a plan in each direction of each knob from `from`, priced:
   // a value the mesh, the batch or the sequence does not take is stepped over (Llama 3.1 405B on
