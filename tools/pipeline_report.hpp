@@ -149,6 +149,11 @@ inline chosen_plan chosen_of(megatron_layout_plan&& m, const plan_strategy& s) {
 inline chosen_plan layout_planned_again(megatron_layout_plan&& m, const std::function<graph(int)>& build, std::int64_t batch,
                                         const plan_options& o, const step_settings& pin, std::uint64_t seed) {
   const plan_strategy knobs{m.knobs};
+  // Without a pipeline, planning again gives m itself: the descent priced its best point against
+  // a feasible rival it beat, or none, so each setting that point's plan compared (its one
+  // micro-batch count and recomputation, then with copies or parameters kept) that could win was
+  // replayed as it is here, and the same one won. Only a pipeline's cuts may differ.
+  if (!m.pipeline) return chosen_of(std::move(m), knobs);
   step_settings quiet = pin;  // runner-ups and the gap are the caller's
   quiet.with_gap = quiet.runner_ups = false;
   chosen_plan again = plan_searched(build, batch, o, knobs, quiet, seed);

@@ -36,6 +36,7 @@
 #include "autoddl/index.hpp"
 #include "autoddl/models/graph.hpp"
 #include "autoddl/ops/work.hpp"
+#include "autoddl/plan/boxed_slots.hpp"
 #include "autoddl/plan/plan.hpp"
 
 namespace autoddl {
@@ -52,20 +53,28 @@ inline bool regathers_input(const op_node& consumer, int block, std::size_t j, c
   return local_shape(s, layout{copy, mesh}).elements() > local_shape(s, layout{source, mesh}).elements();
 }
 
-/// Per op and input slot of plan p: whether the slot's copy is boxed again before backward
-/// (plan::regather_inputs, regathers_input; model inputs and unboxed slots never are).
-inline std::vector<std::vector<bool>> regathered_inputs(const plan& p) {
-  const graph& g = p.g();
+/// Per op and input slot of a plan of model g: whether the slot's copy is boxed again before
+/// backward (plan::regather_inputs `regather`, regathers_input; model inputs and unboxed slots
+/// never are). `sig(i)`: op i's signature; `slots`: the plan's boxed slots.
+template <class SignatureOf>
+std::vector<std::vector<bool>> regathered_inputs(const graph& g, const SignatureOf& sig, const boxed_slots& slots,
+                                                 const mesh_shape& mesh, recompute_mode mode, bool regather) {
   std::vector<std::vector<bool>> r(g.ops.size());
   for (int i = 0; i < int(g.ops.size()); ++i)
     for (std::size_t j = 0; j < at(g.op_inputs, i).size(); ++j) {
       const tensor_ref t = at(g.op_inputs, i)[j];
-      const input_slot c = p.chained_from(i, j);
-      const nd_sbp& source = c.op >= 0 ? at(p.sig(c.op).inputs, c.input) : at(p.sig(t.op >= 0 ? t.op : i).outputs, t.op >= 0 ? t.index : 0);
-      at(r, i).push_back(p.regather_inputs && t.op >= 0 && p.boxes_input(i, j) &&
-                         regathers_input(at(g.ops, i), at(g.block, i), j, source, at(p.sig(i).inputs, j), p.mesh, p.recompute));
+      const input_slot c = at(slots.chained, i)[j];
+      const nd_sbp& source = c.op >= 0 ? at(sig(c.op).inputs, c.input) : at(sig(t.op >= 0 ? t.op : i).outputs, t.op >= 0 ? t.index : 0);
+      at(r, i).push_back(regather && t.op >= 0 && at(slots.inputs, i)[j] &&
+                         regathers_input(at(g.ops, i), at(g.block, i), j, source, at(sig(i).inputs, j), mesh, mode));
     }
   return r;
+}
+
+/// The same for plan p.
+inline std::vector<std::vector<bool>> regathered_inputs(const plan& p) {
+  return regathered_inputs(p.g(), [&p](int i) -> const signature& { return p.sig(i); }, boxed_slots_of(p), p.mesh,
+                           p.recompute, p.regather_inputs);
 }
 
 class step_schedule {
@@ -84,6 +93,9 @@ class step_schedule {
   }
   /// The schedule plan `p` runs (p's model must outlive it).
   explicit step_schedule(const plan& p) : step_schedule(p.g(), p.recompute, p.boxed_inputs(), p.chains(), regathered_inputs(p)) {}
+  /// The schedule of a plan of g whose slots box as `slots` (g must outlive it).
+  step_schedule(const graph& g, recompute_mode mode, const boxed_slots& slots, const std::vector<std::vector<bool>>& regathered)
+      : step_schedule(g, mode, slots.inputs, slots.chained, regathered) {}
 
   recompute_mode mode() const { return mode_; }
   /// Op i reruns its forward in backward (selectively: just before its own backward; fully: with

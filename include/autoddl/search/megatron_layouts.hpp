@@ -91,7 +91,7 @@ class megatron_search {
     build_ = [this](int m) { return graph(kept_graph(graphs_, build_model_, m)); };
     const mesh_shape& mesh = base.mesh;
     tps_ = divisors(mesh[mesh.size() - 1]);
-    const graph one = build_(1);
+    const graph& one = kept_graph(graphs_, build_model_, 1);
     experts_ = experts_of(one);
     std::map<int, int> uses;  // per parameter: the ops that read it (tied embeddings: two)
     for (const op_node& n : one.ops) {
@@ -276,13 +276,26 @@ class megatron_search {
     if (m.vpp > 0 && m.pp == 0) return;  // interleaving needs stages
     if (torchtitan_ && !torchtitan_takes(m)) return;
     try {
-      check_strategy_on_model(m, build_(1), base_.mesh);  // whole heads per device, even model chunks
+      // whole heads per device, even model chunks; on the kept graph, not a copy of it per point
+      check_strategy_on_model(m, kept_graph(graphs_, build_model_, 1), base_.mesh);
       slot = plan_of(m);
       ++priced_;
     } catch (const error&) {  // the mesh, the batch or the sequence does not split that way
       return;
     }
-    if (!best_ || better_megatron(*slot, *seen_[*best_])) best_ = x;
+    if (best_ && !better_megatron(*slot, *seen_[*best_])) {
+      lighten(*slot);
+      return;
+    }
+    if (best_) lighten(*seen_[*best_]);
+    best_ = x;
+  }
+  // A point that is not the best keeps what round() and plan_of read of it (its time,
+  // feasibility, peak and faster_over), not its layouts: their problem is most of its bytes (a
+  // GPT of 2048 layers: tens of MB a point), and freeing it makes room for the next point's.
+  static void lighten(megatron_layout_plan& p) {
+    p.flat.reset();
+    if (p.pipeline) p.pipeline->layouts = micro_batched_plan{};
   }
   // The nearest point that makes a plan in each direction of each knob from `from`, priced:
   // a value the mesh, the batch or the sequence does not take is stepped over (Llama 3.1 405B on

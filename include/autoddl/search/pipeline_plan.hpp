@@ -22,17 +22,17 @@ namespace autoddl {
 /// cut_ops[stage + 1]) in the 1F1B order, as many forwards ahead of the first backward as the
 /// stage holds micro-batches in flight less one (in_flight_microbatches, rounded up: the
 /// interleaved schedule's count where s.chunks > 1).
-/// `paths` is plan_of(problem, pick), built once for all stages.
-inline step_memory replay_stage_memory(const plan_problem& problem, const std::vector<int>& pick, const plan& paths,
+/// `slots` is boxed_slots_of(problem, pick), read once for all stages.
+inline step_memory replay_stage_memory(const plan_problem& problem, const std::vector<int>& pick, const boxed_slots& slots,
                                        const pipeline_shape& s, const std::vector<int>& cut_ops, int stage,
                                        const step_schedule* schedule = nullptr) {
   const int end = stage + 1 < int(cut_ops.size()) ? at(cut_ops, stage + 1) : int(problem.model().ops.size());
   const int warm = int(std::ceil(in_flight_microbatches(s, stage) - 1e-9)) - 1;
-  return replay_step_memory(problem, pick, paths, at(cut_ops, stage), end, std::max(0, warm), schedule);
+  return replay_step_memory(problem, pick, slots, at(cut_ops, stage), end, std::max(0, warm), schedule);
 }
 inline step_memory replay_stage_memory(const plan_problem& problem, const std::vector<int>& pick, const pipeline_shape& s,
                                        const std::vector<int>& cut_ops, int stage) {
-  return replay_stage_memory(problem, pick, plan_of(problem, pick), s, cut_ops, stage);
+  return replay_stage_memory(problem, pick, boxed_slots_of(problem, pick), s, cut_ops, stage);
 }
 
 /// One stage's mesh: the outermost axis divided by `stages` (dropped where it becomes 1 on a
@@ -84,11 +84,12 @@ namespace detail {
 // Replays each stage of p (replay_stage_memory: stage_figures::peak) and sets p.feasible under
 // base's memory limit.
 inline void replay_stages(pipeline_plan& p, const plan_options& base) {
-  const plan paths = plan_of(*p.layouts.problem, p.layouts.result.pick);  // one plan and schedule, every stage's replay
-  const step_schedule schedule(paths);
+  const plan_problem& problem = *p.layouts.problem;
+  const std::vector<int>& pick = p.layouts.result.pick;
+  const boxed_slots slots = boxed_slots_of(problem, pick);  // one plan's slots and schedule, every stage's replay
+  const step_schedule schedule = step_schedule_of(problem, pick, slots);
   for (int i = 0; i < p.shape.stages; ++i)
-    at(p.stages, i).peak = double(
-        replay_stage_memory(*p.layouts.problem, p.layouts.result.pick, paths, p.shape, p.cut_ops, i, &schedule).peak());
+    at(p.stages, i).peak = double(replay_stage_memory(problem, pick, slots, p.shape, p.cut_ops, i, &schedule).peak());
   const double limit = memory_limit_of(base);
   p.feasible = limit <= 0 || p.peak_memory() <= limit;
   p.replayed = true;

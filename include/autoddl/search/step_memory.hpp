@@ -67,21 +67,23 @@ class step_memory_replay {
  public:
   /// The device runs ops [first_op, end_op) (a pipeline stage's; end_op < 0: to the last op)
   /// with `warm` forwards before its first backward (warm_up_order; 0 without a pipeline).
-  /// `paths`: plan_of(problem, pick), the plan the executor runs (shared by a pipeline's stages);
-  /// `schedule`: step_schedule(paths) where the caller has it (null: made here).
-  step_memory_replay(const plan_problem& problem, const std::vector<int>& pick, const plan& paths, int first_op = 0,
-                     int end_op = -1, int warm = 0, const step_schedule* schedule = nullptr)
+  /// `slots`: boxed_slots_of(problem, pick), the slots of the plan the executor runs that box
+  /// (shared by a pipeline's stages); `schedule`: step_schedule_of(problem, pick, slots) where
+  /// the caller has it (null: made here).
+  step_memory_replay(const plan_problem& problem, const std::vector<int>& pick, const boxed_slots& slots,
+                     int first_op = 0, int end_op = -1, int warm = 0, const step_schedule* schedule = nullptr)
       : problem_(problem),
         model_(problem.model()),
         pick_(pick),
         mesh_(problem.options().mesh),
         elem_(bytes_of(problem.options().type)),
         sum_elem_(gradient_sum_bytes(problem.options().type, problem.options().fp32_gradient_sums)),
-        paths_(paths),
+        slots_(slots),
+        reshard_(problem.options().reshard_after_forward),
         first_(first_op),
         end_(end_op < 0 ? int(problem.model().ops.size()) : end_op),
         warm_(warm) {
-    if (!schedule) schedule = &own_schedule_.emplace(paths_);
+    if (!schedule) schedule = &own_schedule_.emplace(step_schedule_of(problem, pick, slots));
     schedule_ = schedule;
     find_boundaries();
   }
@@ -259,7 +261,7 @@ class step_memory_replay {
       forward_op(b, i, k);
       release_after_forward(b, i, b.pending, false);
       drop_recomputed(b, i);
-      if (paths_.reshard_after_forward) drop(at(gathered_, i));
+      if (reshard_) drop(at(gathered_, i));
       sample(i, false);
     }
     return b;
@@ -271,16 +273,16 @@ class step_memory_replay {
     in.assign(n.inputs.size(), 0);
     for (std::size_t j = 0; j < n.inputs.size(); ++j) {
       const bool model_input = at(model_.op_inputs, i)[j].op < 0;
-      if (model_input || paths_.boxes_input(i, j)) add(in[j] = input_bytes(i, j));
+      if (model_input || at(slots_.inputs, i)[j]) add(in[j] = input_bytes(i, j));
     }
-    if (k == 0 || paths_.reshard_after_forward) gather_params(i);
+    if (k == 0 || reshard_) gather_params(i);
     run_forward(b, i);
   }
   // Op i's gathered parameters (the slots whose forward path boxes), unless held already.
   void gather_params(int i) {
     if (at(gathered_, i) != 0) return;
     for (std::size_t j = 0; j < at(model_.ops, i).param_ids.size(); ++j)
-      if (paths_.param(i, j).forward.size() > 0) at(gathered_, i) += param_compute_bytes(i, j);
+      if (at(slots_.param_forward, i)[j]) at(gathered_, i) += param_compute_bytes(i, j);
     add(at(gathered_, i));
   }
   // op_forward: new outputs and saved products replace what op i held.
@@ -327,7 +329,7 @@ class step_memory_replay {
     std::vector<int> pending = schedule_->block_consumer_slots();
     for (int o : schedule_->block_ops(blk)) {
       for (std::size_t j = 0; j < at(b.inputs, o).size(); ++j)
-        if (schedule_->inside_block(o, j) && paths_.boxes_input(o, j)) {
+        if (schedule_->inside_block(o, j) && at(slots_.inputs, o)[j]) {
           drop(at(b.inputs, o)[j]);
           add(at(b.inputs, o)[j] = input_bytes(o, j));
         }
@@ -350,7 +352,7 @@ class step_memory_replay {
       if (at(b.dy, i) == 0) add(at(b.dy, i) = output_bytes(i));
       for (const input_slot s : schedule_->reboxed_before(i))
         if (std::int64_t& copy = at(b.inputs, s.op)[std::size_t(s.input)]; copy == 0) add(copy = input_bytes(s.op, std::size_t(s.input)));
-      if (paths_.reshard_after_forward) gather_params(i);
+      if (reshard_) gather_params(i);
       for (const int o : schedule_->reruns_before(i)) run_forward(b, o);  // as the trainer's reruns
       backward_op(b, i, last);
     }
@@ -382,7 +384,7 @@ class step_memory_replay {
       if (p < 0) continue;
       if (auto& sums = at(b.chained_sums, i); j < sums.size()) drop(sums[j]);
       live_ -= input_local_bytes(i, j);
-      if (const input_slot c = paths_.chained_from(i, j); c.op >= 0) {
+      if (const input_slot c = at(slots_.chained, i)[j]; c.op >= 0) {
         auto& sums = at(b.chained_sums, c.op);
         if (sums.size() <= std::size_t(c.input)) sums.resize(std::size_t(c.input) + 1, 0);
         std::int64_t& sum = sums[std::size_t(c.input)];
@@ -400,13 +402,13 @@ class step_memory_replay {
     drop(at(b.outputs, i));
     drop(at(b.saved, i));
     for (std::int64_t& x : at(b.inputs, i)) drop(x);
-    if (last || paths_.reshard_after_forward) drop(at(gathered_, i));
+    if (last || reshard_) drop(at(gathered_, i));
     sample(i, true);
   }
 
   void add_param_gradient(int i, std::size_t j, bool last) {
     const int p = at(model_.ops, i).param_ids[j];
-    if (paths_.param(i, j).backward.size() == 0) {
+    if (!at(slots_.param_backward, i)[j]) {
       if (at(grad_sums_, p) == 0) add(at(grad_sums_, p) = grad_sum_bytes(p));
       return;
     }
@@ -456,7 +458,8 @@ class step_memory_replay {
   mesh_shape mesh_;
   std::int64_t elem_;
   std::int64_t sum_elem_;  ///< bytes of a gradient sum's element
-  const plan& paths_;  ///< pick as a plan: its boxing paths, the ones the executor runs
+  const boxed_slots& slots_;  ///< which slots of pick's plan box (the paths the executor runs)
+  bool reshard_;              ///< plan::reshard_after_forward
   std::optional<step_schedule> own_schedule_;
   const step_schedule* schedule_ = nullptr;  ///< own_schedule_'s or the caller's
   std::vector<std::int64_t> outputs_memo_, saved_memo_;  ///< output_bytes, saved_bytes per op (-1: not yet)
@@ -478,19 +481,19 @@ class step_memory_replay {
 /// executor's order. Example: a data-parallel MLP's peak is its stored state plus the first
 /// micro-batch's activations at the loss, plus the output gradients then.
 inline step_memory replay_step_memory(const plan_problem& problem, const std::vector<int>& pick) {
-  const plan paths = plan_of(problem, pick);
-  return detail::step_memory_replay(problem, pick, paths).run();
+  const boxed_slots slots = boxed_slots_of(problem, pick);
+  return detail::step_memory_replay(problem, pick, slots).run();
 }
 
 /// The same for a device that runs ops [first_op, end_op) only, `warm` forwards ahead of its
 /// first backward (warm_up_order): a pipeline stage (search/pipeline.hpp, replay_stage_memory).
 /// It keeps the parameters its ops use and, per micro-batch in flight, what arrives from the
 /// stage before until that micro-batch's backward is done.
-/// `paths` is plan_of(problem, pick) and `schedule` step_schedule(paths) (null: made here): the
-/// stages of one pipeline replay one plan and one schedule.
-inline step_memory replay_step_memory(const plan_problem& problem, const std::vector<int>& pick, const plan& paths,
+/// `slots` is boxed_slots_of(problem, pick) and `schedule` step_schedule_of(problem, pick, slots)
+/// (null: made here): the stages of one pipeline replay one plan's slots and one schedule.
+inline step_memory replay_step_memory(const plan_problem& problem, const std::vector<int>& pick, const boxed_slots& slots,
                                       int first_op, int end_op, int warm, const step_schedule* schedule = nullptr) {
-  return detail::step_memory_replay(problem, pick, paths, first_op, end_op, warm, schedule).run();
+  return detail::step_memory_replay(problem, pick, slots, first_op, end_op, warm, schedule).run();
 }
 
 }  // namespace autoddl

@@ -226,7 +226,7 @@ TEST_CASE("the step replay skips the middle micro-batches that repeat, with the 
             const std::vector<int> pick = random_pick(problem, rng);
             INFO(spec << " on " << mesh << ", " << m << " micro-batches, recompute " << to_string(r) << ", plan " << k);
             const step_memory fast = replay_step_memory(problem, pick);
-            const step_memory each = detail::step_memory_replay(problem, pick, plan_of(problem, pick)).run(/*skip_repeats=*/false);
+            const step_memory each = detail::step_memory_replay(problem, pick, boxed_slots_of(plan_of(problem, pick))).run(/*skip_repeats=*/false);
             CHECK(fast.stored == each.stored);
             CHECK(fast.peak_live == each.peak_live);
             CHECK(fast.peak_op == each.peak_op);

@@ -345,7 +345,7 @@ TEST_CASE("a stage's step replay: one stage replays the whole step, and skipping
             const int end = st + 1 < p ? at(cut_ops, st + 1) : ops;
             const int warm = std::min(p - st, m) - 1;  // 1F1B: stage st holds min(p - st, m)
             const step_memory fast = replay_stage_memory(problem, pick, {p, m, 1}, cut_ops, st);
-            const step_memory each = detail::step_memory_replay(problem, pick, plan_of(problem, pick), at(cut_ops, st), end, warm).run(false);
+            const step_memory each = detail::step_memory_replay(problem, pick, boxed_slots_of(plan_of(problem, pick)), at(cut_ops, st), end, warm).run(false);
             CHECK(fast.peak() == each.peak());
             CHECK(fast.peak_op == each.peak_op);
             CHECK(fast.peak_sent_back == each.peak_sent_back);

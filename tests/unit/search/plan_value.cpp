@@ -134,6 +134,34 @@ TEST_CASE("a plan file read without the planner runs the planner's plan, path fo
   }
 }
 
+TEST_CASE("the boxed slots and schedule read off a problem are those of its plan", "[search][plan]") {
+  // The memory replay reads these without building the plan; the plan's own paths are the oracle.
+  struct setting {
+    std::string spec;
+    mesh_shape mesh;
+    recompute_mode recompute;
+  };
+  const std::vector<setting> settings{{gpt, mesh_shape{2, 2}, recompute_mode::full},
+                                      {llama, mesh_shape{2, 4}, recompute_mode::selective},
+                                      {moe, mesh_shape{2, 2}, recompute_mode::none},
+                                      {"mlp:layers=3,hidden=32,batch=16,in=16,out=8", mesh_shape{2, 2, 2}, recompute_mode::none}};
+  for (const setting& s : settings) {
+    const plan_problem problem(load_model(s.spec, 1), options_on(s.mesh, 1, s.recompute));
+    for (std::uint64_t seed = 1; seed <= 4; ++seed) {
+      INFO(s.spec << " on mesh " << to_string(s.mesh) << ", random plan seed " << seed);
+      const std::vector<int> pick = random_pick(problem, seed);
+      const plan p = plan_of(problem, pick);
+      const boxed_slots slots = boxed_slots_of(problem, pick);
+      CHECK(slots == boxed_slots_of(p));
+      const std::vector<std::vector<bool>> regathered = regathered_inputs(p);
+      const step_schedule schedule = step_schedule_of(problem, pick, slots);
+      for (int i = 0; i < int(p.ops.size()); ++i)
+        for (std::size_t j = 0; j < p.ops[std::size_t(i)].inputs.size(); ++j)
+          CHECK(schedule.regathered(i, j) == bool(regathered[std::size_t(i)][j]));
+    }
+  }
+}
+
 TEST_CASE("a pipeline plan file keeps its stages' first ops", "[search][plan]") {
   const plan_problem problem(load_model(gpt, 2), options_on(mesh_shape{2}, 2));
   const std::vector<int> pick = random_pick(problem, 7);
